@@ -1,0 +1,1 @@
+"""eval_pipeline: evaluation of knowledge-base retrieval as a Dagster asset pipeline."""
