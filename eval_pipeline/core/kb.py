@@ -1,0 +1,102 @@
+"""The knowledge-base model: entities, their load modes, and the KB's content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=120)]
+
+
+class EntityType(StrEnum):
+    KNOWLEDGE = "KNOWLEDGE"
+    SCRIPT = "SCRIPT"
+    HANDLER = "HANDLER"
+    PERSONA = "PERSONA"
+    GUARDRAIL = "GUARDRAIL"
+    RULE = "RULE"
+    CONTEXT = "CONTEXT"
+
+
+class LoadMode(StrEnum):
+    SEMANTIC = "SEMANTIC"
+    STATE = "STATE"
+    PATTERN = "PATTERN"
+    ALWAYS = "ALWAYS"
+
+
+class UserType(StrEnum):
+    PARENT = "PARENT"
+    CLINICIAN = "CLINICIAN"
+    PROFESSIONAL = "PROFESSIONAL"
+
+
+ConditionOp = Literal["eq", "gte", "lte", "in"]
+# One field's constraint, e.g. {"gte": 7}; several ops on one field must all hold.
+FieldCondition = dict[ConditionOp, Any]
+
+
+def canonical_json(value: Any) -> str:
+    """Stable JSON text used for every content hash in the product."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Entity(BaseModel):
+    """One KB entity, as authored in `kb/entities/<entity_id>.yaml`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entity_id: EntityId
+    entity_type: EntityType
+    load_mode: LoadMode
+    title: str = Field(min_length=1)
+    summary: str = Field(min_length=1, description="One line, shown to rerankers")
+    content: str = Field(min_length=1)
+    topics: list[str] = Field(default_factory=list)
+    user_types: list[UserType] = Field(
+        default_factory=list, description="ALWAYS entities: who gets them; empty means everyone"
+    )
+    state_conditions: dict[str, FieldCondition] = Field(
+        default_factory=dict, description="STATE handlers: field -> {op: value}"
+    )
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Hash of everything an embedder or reranker could see or a matcher could use."""
+        return sha256_text(canonical_json(self.model_dump(mode="json")))
+
+    def embedding_text(self) -> str:
+        """The text a document embedder indexes for this entity."""
+        return f"{self.title}\n{self.summary}\n{self.content}"
+
+
+class KnowledgeBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kb_version: str = Field(min_length=1, description="Human label; results also carry the hash")
+    entities: list[Entity]
+
+    @cached_property
+    def by_id(self) -> dict[str, Entity]:
+        return {e.entity_id: e for e in self.entities}
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Order-independent hash of the entities (the label is not part of it)."""
+        return sha256_text(canonical_json(sorted(e.content_hash for e in self.entities)))
+
+    def with_mode(self, mode: LoadMode) -> list[Entity]:
+        return [e for e in self.entities if e.load_mode is mode]
+
+    @property
+    def semantic_entities(self) -> list[Entity]:
+        return self.with_mode(LoadMode.SEMANTIC)

@@ -1,0 +1,81 @@
+"""What the system under test did for one semantic test: the two stages, usage, cost, errors.
+
+This is the boundary between `providers/` (which produce it) and scoring (which judges it).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CANDIDATE_K = 15
+SELECTION_K = 6
+
+
+class Candidate(BaseModel):
+    """One embedding-stage hit: an entity and its cosine similarity to the query."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entity_id: str
+    score: float
+
+
+class Selection(BaseModel):
+    """One reranker pick, 1-based rank, with the model's reason when it gives one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entity_id: str
+    rank: int = Field(ge=1)
+    reason: str | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+class SemanticRetrieval(BaseModel):
+    """The outcome of running one semantic test's prompt through a model's pipeline.
+
+    `status` is `errored` when any stage failed after retries; `error` then says why and the
+    selections are whatever was obtained (usually none). Errored retrievals are never scored.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    test_id: str
+    model: str
+    trial: int = 0
+    status: Literal["ok", "errored"]
+    candidates: list[Candidate] = Field(default_factory=list)
+    selections: list[Selection] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    api_calls: int = 0
+    cache_hits: int = 0
+    error: str | None = None
+
+    @property
+    def selected_ids(self) -> list[str]:
+        return [s.entity_id for s in sorted(self.selections, key=lambda s: s.rank)]
+
+    @property
+    def candidate_ids(self) -> list[str]:
+        return [c.entity_id for c in self.candidates]

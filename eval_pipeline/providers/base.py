@@ -1,0 +1,74 @@
+"""Interfaces of the system under test: embedders, rerankers and the semantic pipeline's parts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from eval_pipeline.core.retrieval import Candidate, Selection, Usage
+
+InputType = Literal["query", "document"]
+Vectors = npt.NDArray[np.float32]
+
+
+class ProviderError(Exception):
+    """A call to the system under test failed for good (after retries); the test is errored."""
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    vectors: Vectors  # shape (n, dim), L2-normalised rows
+    usage: Usage = field(default_factory=Usage)
+    api_calls: int = 0
+    cache_hits: int = 0
+
+
+@dataclass(frozen=True)
+class RerankCandidate:
+    """What a reranker sees of one candidate."""
+
+    entity_id: str
+    title: str
+    summary: str
+    cosine: float
+
+
+@dataclass(frozen=True)
+class RerankResult:
+    selections: list[Selection]
+    usage: Usage = field(default_factory=Usage)
+    api_calls: int = 0
+    cache_hits: int = 0
+
+
+class Embedder(Protocol):
+    name: str
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult: ...
+
+
+class Reranker(Protocol):
+    name: str
+
+    async def rerank(
+        self, query: str, candidates: Sequence[RerankCandidate], top_k: int
+    ) -> RerankResult: ...
+
+
+__all__ = [
+    "Candidate",
+    "EmbedResult",
+    "Embedder",
+    "InputType",
+    "ProviderError",
+    "RerankCandidate",
+    "RerankResult",
+    "Reranker",
+    "Selection",
+    "Usage",
+    "Vectors",
+]
