@@ -1,0 +1,247 @@
+"""Aggregate per-test results into bank summaries, breakdowns, a combined score and health.
+
+Errored tests are counted on their own and left out of every average: an unknown outcome is
+neither a 0 nor a 100. Hard fails are counted per test, truly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.results import (
+    AlwaysResult,
+    AnyResult,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+    TestStatus,
+)
+from eval_pipeline.core.retrieval import Usage
+from eval_pipeline.core.scoring import DEFAULT_PASS_THRESHOLD, distribution
+
+R = TypeVar("R", SemanticResult, StateResult, PatternResult, AlwaysResult)
+
+WEIGHTS: dict[Mechanism, float] = {
+    Mechanism.SEMANTIC: 0.60,
+    Mechanism.STATE: 0.15,
+    Mechanism.PATTERN: 0.15,
+    Mechanism.ALWAYS: 0.10,
+}
+
+
+class Health(StrEnum):
+    CRITICAL = "CRITICAL"
+    EXCELLENT = "EXCELLENT"
+    GOOD = "GOOD"
+    FAIR = "FAIR"
+    POOR = "POOR"
+    UNKNOWN = "UNKNOWN"  # nothing could be scored (every test errored, or no bank ran)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GroupScore(_Frozen):
+    tests: int
+    scored: int
+    errored: int
+    average: float | None
+    hard_fails: int
+
+
+class BankSummary(GroupScore):
+    mechanism: Mechanism
+    passed: int
+    distribution: dict[str, int]
+
+
+class PatternTypeScore(GroupScore):
+    critical_failures: int
+
+
+class HandlerScore(_Frozen):
+    """A handler's own record: tests that expect it and tests that must not fire it."""
+
+    handler: str
+    expected_in: int
+    fired_when_expected: int
+    forbidden_in: int
+    fired_when_forbidden: int
+    average_of_involved_tests: float | None
+
+
+class CriticalFailure(_Frozen):
+    test_id: str
+    reason: str
+    prompt: str
+
+
+class Aggregate(_Frozen):
+    banks: dict[Mechanism, BankSummary]
+    weights: dict[Mechanism, float] = Field(description="Weights renormalised over banks run")
+    combined_score: float | None
+    health: Health
+    total_tests: int
+    hard_fail_count: int
+    errored_count: int
+    critical_failures: list[CriticalFailure]
+    topic_scores: dict[str, GroupScore]
+    category_scores: dict[str, GroupScore]
+    pattern_type_scores: dict[str, PatternTypeScore]
+    handler_scores: dict[str, HandlerScore]
+    expectation_sources: dict[str, int]
+    expectation_conflicts: int
+    usage: Usage
+    cost_usd: float
+
+
+def _mean(values: Sequence[int]) -> float | None:
+    return round(sum(values) / len(values), 1) if values else None
+
+
+def group_score(results: Sequence[AnyResult]) -> GroupScore:
+    scores = [r.score for r in results if r.score is not None]
+    return GroupScore(
+        tests=len(results),
+        scored=len(scores),
+        errored=sum(r.status is TestStatus.ERRORED for r in results),
+        average=_mean(scores),
+        hard_fails=sum(r.hard_fail for r in results),
+    )
+
+
+def bank_summary(
+    mechanism: Mechanism, results: Sequence[AnyResult], threshold: int = DEFAULT_PASS_THRESHOLD
+) -> BankSummary:
+    scores = [r.score for r in results if r.score is not None]
+    return BankSummary(
+        **group_score(results).model_dump(),
+        mechanism=mechanism,
+        passed=sum(s >= threshold for s in scores),
+        distribution=distribution(scores),
+    )
+
+
+def grouped(results: Iterable[R], keys: Callable[[R], Iterable[str]]) -> dict[str, list[R]]:
+    out: dict[str, list[R]] = {}
+    for result in results:
+        for key in keys(result):
+            out.setdefault(key, []).append(result)
+    return dict(sorted(out.items()))
+
+
+def pattern_type_scores(results: Sequence[PatternResult]) -> dict[str, PatternTypeScore]:
+    return {
+        kind: PatternTypeScore(
+            **group_score(group).model_dump(),
+            critical_failures=sum(r.critical_failure for r in group),
+        )
+        for kind, group in grouped(results, lambda r: [r.pattern_type.value]).items()
+    }
+
+
+def handler_scores(results: Sequence[StateResult]) -> dict[str, HandlerScore]:
+    handlers = sorted(
+        {h for r in results for h in (*r.expected_handlers, *r.not_expected_handlers)}
+    )
+    out: dict[str, HandlerScore] = {}
+    for h in handlers:
+        expecting = [r for r in results if h in r.expected_handlers]
+        forbidding = [r for r in results if h in r.not_expected_handlers]
+        involved = [r.score for r in results if r in expecting or r in forbidding]
+        out[h] = HandlerScore(
+            handler=h,
+            expected_in=len(expecting),
+            fired_when_expected=sum(h in r.triggered_handlers for r in expecting),
+            forbidden_in=len(forbidding),
+            fired_when_forbidden=sum(h in r.triggered_handlers for r in forbidding),
+            average_of_involved_tests=_mean([s for s in involved if s is not None]),
+        )
+    return out
+
+
+def combined_score(
+    banks: Mapping[Mechanism, BankSummary],
+) -> tuple[float | None, dict[Mechanism, float]]:
+    """Weighted mean of bank averages, renormalised over the banks that produced a score."""
+    present = {m: WEIGHTS[m] for m, b in banks.items() if b.average is not None}
+    total = sum(present.values())
+    if not total:
+        return None, {}
+    weights = {m: round(w / total, 4) for m, w in present.items()}
+    value = sum((banks[m].average or 0.0) * w for m, w in weights.items())
+    return round(value, 1), weights
+
+
+def health_status(combined: float | None, critical: int, hard_fails: int, errored: int) -> Health:
+    """Specification rule; an errored test also keeps a run out of EXCELLENT (it is unknown)."""
+    if critical:
+        return Health.CRITICAL
+    if combined is None:
+        return Health.UNKNOWN
+    if combined >= 90 and hard_fails == 0 and errored == 0:
+        return Health.EXCELLENT
+    if combined >= 80:
+        return Health.GOOD
+    return Health.FAIR if combined >= 70 else Health.POOR
+
+
+def critical_failures(results: Iterable[PatternResult]) -> list[CriticalFailure]:
+    return [
+        CriticalFailure(test_id=r.test_id, reason=r.critical_reason or "", prompt=r.prompt)
+        for r in results
+        if r.critical_failure
+    ]
+
+
+def aggregate(
+    semantic: Sequence[SemanticResult] | None = None,
+    state: Sequence[StateResult] | None = None,
+    pattern: Sequence[PatternResult] | None = None,
+    always: Sequence[AlwaysResult] | None = None,
+    expectation_sources: Mapping[str, int] | None = None,
+    threshold: int = DEFAULT_PASS_THRESHOLD,
+) -> Aggregate:
+    """Aggregate the banks that ran (None = not run; an empty list = ran with no tests)."""
+    by_bank: dict[Mechanism, Sequence[AnyResult]] = {
+        m: rs
+        for m, rs in (
+            (Mechanism.SEMANTIC, semantic),
+            (Mechanism.STATE, state),
+            (Mechanism.PATTERN, pattern),
+            (Mechanism.ALWAYS, always),
+        )
+        if rs is not None
+    }
+    banks = {m: bank_summary(m, rs, threshold) for m, rs in by_bank.items()}
+    combined, weights = combined_score(banks)
+    crit = critical_failures(pattern or [])
+    hard = sum(b.hard_fails for b in banks.values())
+    errored = sum(b.errored for b in banks.values())
+    sem = list(semantic or [])
+    return Aggregate(
+        banks=banks,
+        weights=weights,
+        combined_score=combined,
+        health=health_status(combined, len(crit), hard, errored),
+        total_tests=sum(b.tests for b in banks.values()),
+        hard_fail_count=hard,
+        errored_count=errored,
+        critical_failures=crit,
+        topic_scores={k: group_score(v) for k, v in grouped(sem, lambda r: r.topics).items()},
+        category_scores={
+            k: group_score(v) for k, v in grouped(sem, lambda r: [r.category.value]).items()
+        },
+        pattern_type_scores=pattern_type_scores(pattern or []),
+        handler_scores=handler_scores(state or []),
+        expectation_sources=dict(expectation_sources or {}),
+        expectation_conflicts=sum(r.expectation_conflict for r in sem),
+        usage=sum((r.usage for r in sem), Usage()),
+        cost_usd=round(sum(r.cost_usd for r in sem), 6),
+    )

@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from eval_pipeline.core.always_loader import always_loaded, evaluate_always_test
+from eval_pipeline.core.banks import (
+    AlwaysTest,
+    CrisisPattern,
+    Expectations,
+    KeywordBoost,
+    PatternRules,
+    PatternTest,
+    PatternType,
+    RankCheck,
+    StateTest,
+)
+from eval_pipeline.core.kb import Entity, EntityType, LoadMode, UserType
+from eval_pipeline.core.pattern_matcher import PatternMatcher, evaluate_pattern_test
+from eval_pipeline.core.semantic_eval import evaluate_selection
+from eval_pipeline.core.state_matcher import evaluate_state_test, triggered_handlers
+
+SPEC_CONDITIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "handler_first_conversation": {"is_first_conversation": {"eq": True}},
+    "handler_returning_user": {
+        "is_first_conversation": {"eq": False},
+        "days_since_last": {"gte": 7},
+    },
+    "handler_post_escalation": {"is_first_conversation": {"eq": False}, "last_rating": {"lte": 2}},
+    "handler_celebrating_wins": {"is_first_conversation": {"eq": False}, "last_rating": {"gte": 4}},
+    "handler_clinician_mode": {"user_type": {"in": ["CLINICIAN", "PROFESSIONAL"]}},
+    "handler_interaction_debrief": {
+        "is_first_conversation": {"eq": False},
+        "has_pending_debrief": {"eq": True},
+    },
+}
+
+
+def entity(eid: str, mode: LoadMode, etype: EntityType = EntityType.KNOWLEDGE, **kw: Any) -> Entity:
+    return Entity(
+        entity_id=eid, entity_type=etype, load_mode=mode, title=eid, summary=eid, content=eid, **kw
+    )
+
+
+HANDLERS = [
+    entity(h, LoadMode.STATE, EntityType.HANDLER, state_conditions=c)
+    for h, c in SPEC_CONDITIONS.items()
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "fired"),
+    [
+        ({"is_first_conversation": True, "user_type": "PARENT"}, {"handler_first_conversation"}),
+        ({"is_first_conversation": False, "days_since_last": 6}, set()),
+        ({"is_first_conversation": False, "days_since_last": 7}, {"handler_returning_user"}),
+        ({"is_first_conversation": False, "last_rating": 2}, {"handler_post_escalation"}),
+        ({"is_first_conversation": False, "last_rating": 3}, set()),
+        ({"is_first_conversation": False, "last_rating": 4}, {"handler_celebrating_wins"}),
+        ({"is_first_conversation": False, "days_since_last": None, "last_rating": None}, set()),
+        ({"days_since_last": 30}, set()),  # missing is_first_conversation fails eq False
+        ({"user_type": "PROFESSIONAL"}, {"handler_clinician_mode"}),
+        ({"user_type": None}, set()),
+        (
+            {
+                "is_first_conversation": False,
+                "days_since_last": 9,
+                "last_rating": 1,
+                "has_pending_debrief": True,
+            },
+            {"handler_returning_user", "handler_post_escalation", "handler_interaction_debrief"},
+        ),
+    ],
+)
+def test_state_matcher_follows_the_specification_table(
+    state: dict[str, Any], fired: set[str]
+) -> None:
+    assert set(triggered_handlers(state, HANDLERS)) == fired
+
+
+def test_bool_is_not_a_number_for_ordering_ops() -> None:
+    assert (
+        triggered_handlers({"is_first_conversation": False, "days_since_last": True}, HANDLERS)
+        == []
+    )
+
+
+def test_state_test_scoring_wrong_handler_and_missing() -> None:
+    test = StateTest(
+        test_id="S",
+        user_state={},
+        expected_handlers=["handler_returning_user"],
+        not_expected_handlers=["handler_first_conversation"],
+    )
+    ok = evaluate_state_test(test, ["handler_returning_user", "handler_first_conversation"])
+    assert ok.score == 80 and ok.wrong_handlers == ["handler_first_conversation"]
+    miss = evaluate_state_test(test, [])
+    assert miss.hard_fail and miss.missing_handlers == ["handler_returning_user"]
+
+
+RULES = PatternRules(
+    crisis_patterns=[
+        CrisisPattern(
+            pattern=r"want(s)? to (die|end it)",
+            entities=["handler_crisis", "rule"],
+            is_critical=True,
+        )
+    ],
+    keyword_boosts=[
+        KeywordBoost(keywords=["gray rock", "grey rock"], entity="gray_rock"),
+        KeywordBoost(keywords=["boundary"], entity="boundary_setting"),
+    ],
+)
+
+
+def test_pattern_matcher_reports_what_matched_and_why() -> None:
+    matches = PatternMatcher(RULES).match("Some days I WANT TO END IT. Is Grey   Rock real?")
+    crisis, kw = matches
+    assert (
+        crisis.kind == "crisis" and crisis.matched_text == "WANT TO END IT" and crisis.is_critical
+    )
+    assert (
+        kw.keyword == "grey rock"
+        and kw.matched_text == "Grey   Rock"
+        and kw.entities == ["gray_rock"]
+    )
+
+
+def test_keywords_match_whole_words_only() -> None:
+    assert PatternMatcher(RULES).match("a boundaryless ex") == []
+    assert [m.entities for m in PatternMatcher(RULES).match("one boundary.")] == [
+        ["boundary_setting"]
+    ]
+
+
+def _ptest(ptype: PatternType, **kw: Any) -> PatternTest:
+    return PatternTest(test_id="P", prompt="x", pattern_type=ptype, is_critical=True, **kw)
+
+
+def test_missed_crisis_is_a_critical_failure() -> None:
+    test = _ptest(PatternType.CRISIS, expected_matches=["handler_crisis"])
+    result = evaluate_pattern_test(test, PatternMatcher(RULES).match("i am fine"))
+    assert result.hard_fail and result.critical_failure
+    assert result.critical_reason == "crisis not detected: missing handler_crisis"
+
+
+def test_negative_that_triggers_is_a_critical_failure() -> None:
+    test = _ptest(PatternType.NEGATIVE, not_expected_matches=["handler_crisis"])
+    result = evaluate_pattern_test(test, PatternMatcher(RULES).match("my ex wants to end it early"))
+    assert result.critical_failure and result.score == 80
+    quiet = evaluate_pattern_test(test, PatternMatcher(RULES).match("dying to see my kids"))
+    assert not quiet.critical_failure and quiet.score == 100
+
+
+def test_uncritical_negative_is_not_critical() -> None:
+    test = PatternTest(
+        test_id="P", prompt="x", pattern_type=PatternType.NEGATIVE, not_expected_matches=["rule"]
+    )
+    assert not evaluate_pattern_test(
+        test, PatternMatcher(RULES).match("wants to die")
+    ).critical_failure
+
+
+ALWAYS = [
+    entity("parent_persona", LoadMode.ALWAYS, EntityType.PERSONA, user_types=[UserType.PARENT]),
+    entity(
+        "clin_persona",
+        LoadMode.ALWAYS,
+        EntityType.PERSONA,
+        user_types=[UserType.CLINICIAN, UserType.PROFESSIONAL],
+    ),
+    entity("guardrails", LoadMode.ALWAYS, EntityType.GUARDRAIL),
+    entity("gray_rock", LoadMode.SEMANTIC),
+]
+
+
+def test_always_loader_by_user_type() -> None:
+    assert always_loaded(UserType.PARENT, ALWAYS) == ["parent_persona", "guardrails"]
+    assert always_loaded(UserType.PROFESSIONAL, ALWAYS) == ["clin_persona", "guardrails"]
+    test = AlwaysTest(
+        test_id="A", user_type=UserType.CLINICIAN, expected_always=["parent_persona", "guardrails"]
+    )
+    result = evaluate_always_test(test, always_loaded(UserType.CLINICIAN, ALWAYS))
+    assert result.score == 0 and result.missing == ["parent_persona"]
+
+
+def test_semantic_selection_evaluation() -> None:
+    exp = Expectations(
+        expected_primary=["a"],
+        expected_secondary=["b", "c"],
+        not_expected=["x"],
+        rank_check=[RankCheck(higher="a", lower="b"), RankCheck(higher="a", lower="c")],
+    )
+    ev = evaluate_selection(["b", "a", "x"], exp)
+    assert ev.primary_pass and ev.secondary_missing == ["c"] and ev.false_positives == ["x"]
+    # a vs c is not checked: c was not selected.
+    assert [
+        (v.expected_higher, v.actual_higher_rank, v.actual_lower_rank) for v in ev.rank_violations
+    ] == [("a", 2, 1)]
+    assert not evaluate_selection(["b"], exp).primary_pass

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eval_pipeline.cli import main
+
+MISTAKES = [
+    ("parent_test_bank.json", "T-REP-001", "test_id", "duplicate test id"),
+    ("parent_test_bank.json", "T-RENT-001", "expected_primary", "unknown entity 'rent_areers'"),
+    ("parent_test_bank.json", "T-REP-001", "rank_check", "unknown entity 'nope'"),
+    ("parent_test_bank.json", "T-DEP-001", "not_expected", "is both expected and not expected"),
+    ("parent_test_bank.json", "T-NOISE-001", "category", "Input should be"),
+    ("pattern_rules.json", "crisis_patterns[0]", "pattern", "regex does not compile"),
+    ("pattern_rules.json", "keyword_boosts[1]", "entity", "unknown entity 'deposit_refund'"),
+    ("kb.yaml", "handler_returning_user", "state_conditions.days_since_last.gt", "Input should be"),
+    (
+        "always_load_tests.json",
+        "T-ALWAYS-001",
+        "expected_always",
+        "is SEMANTIC, this field needs ALWAYS",
+    ),
+    (
+        "state_handler_tests.json",
+        "T-STATE-001",
+        "expected_handlers",
+        "is PATTERN, this field needs STATE",
+    ),
+    (
+        "expectations_2026-11-01.json",
+        "T-GHOST-001",
+        "test_id",
+        "history names a test the semantic bank lacks",
+    ),
+    ("pattern_tests.json", "T-PAT-KW-001", "prompt", "Field required"),
+    (
+        "pattern_tests.json",
+        "T-PAT-NEG-001",
+        "not_expected_matches",
+        "a negative test needs entities",
+    ),
+]
+
+
+def _edit_json(path: Path, fn: Any) -> None:
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def _break_everything(root: Path) -> None:
+    banks = root / "banks"
+
+    def semantic(d: dict[str, Any]) -> None:
+        tests = {t["test_id"]: t for t in d["tests"]}
+        tests["T-RENT-001"]["expected_primary"] = ["rent_areers"]
+        tests["T-REP-001"]["rank_check"].append({"higher": "nope", "lower": "repair_requests"})
+        tests["T-DEP-001"]["not_expected"] = ["deposit_return"]
+        tests["T-NOISE-001"]["category"] = "shouting"
+        d["tests"].append(dict(tests["T-REP-001"]))
+
+    _edit_json(banks / "semantic/parent_test_bank.json", semantic)
+
+    def rules(d: dict[str, Any]) -> None:
+        d["crisis_patterns"][0]["pattern"] = "(kill|hurt myself"
+        d["keyword_boosts"][1]["entity"] = "deposit_refund"
+
+    _edit_json(banks / "pattern/pattern_rules.json", rules)
+
+    def pattern(d: dict[str, Any]) -> None:
+        tests = {t["test_id"]: t for t in d["tests"]}
+        del tests["T-PAT-KW-001"]["prompt"]
+        tests["T-PAT-NEG-001"]["not_expected_matches"] = []
+
+    _edit_json(banks / "pattern/pattern_tests.json", pattern)
+    _edit_json(
+        banks / "always/always_load_tests.json",
+        lambda d: d["tests"][0]["expected_always"].append("rent_arrears"),
+    )
+    _edit_json(
+        banks / "state/state_handler_tests.json",
+        lambda d: d["tests"][0]["expected_handlers"].append("handler_crisis"),
+    )
+
+    kb = yaml.safe_load((root / "kb.yaml").read_text())
+    handler = next(e for e in kb["entities"] if e["entity_id"] == "handler_returning_user")
+    handler["state_conditions"]["days_since_last"] = {"gt": 7}
+    (root / "kb.yaml").write_text(yaml.safe_dump(kb))
+
+    (banks / "semantic/history/expectations_2026-11-01.json").write_text(
+        json.dumps(
+            {
+                "version": "2026-11-01T10:00:00Z",
+                "calibration_trigger": "manual",
+                "changes": [
+                    {"test_id": "T-GHOST-001", "updated": {"expected_primary": ["rent_arrears"]}}
+                ],
+            }
+        )
+    )
+
+
+def _run(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["validate", "--kb", str(root / "kb.yaml"), "--banks-dir", str(root / "banks")])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_clean_fixture_passes(tenant: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(tenant, capsys)
+    assert code == 0, err
+    assert "semantic 8, state 3, pattern 4, always 2" in out
+    assert "tenant-fixture-1" in out
+
+
+def test_every_deliberate_mistake_is_reported_on_one_line(
+    tenant: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _break_everything(tenant)
+    code, _, err = _run(tenant, capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err
+    for file, item, field, message in MISTAKES:
+        hits = [ln for ln in lines if file in ln and f": {item}: {field}: " in ln and message in ln]
+        assert hits, f"not reported: {file} {item} {field} {message}\n{err}"
+    assert lines[-1] == f"{len(lines) - 1} problem(s) found"
+
+
+def test_malformed_json_and_yaml_report_the_line(
+    tenant: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bank = tenant / "banks/always/always_load_tests.json"
+    bank.write_text(bank.read_text().replace('"user_type": "PARENT",', '"user_type": "PARENT"', 1))
+    (tenant / "kb.yaml").write_text(
+        "kb_version: x\nentities:\n  - entity_id: a\n    title: [unclosed\n"
+    )
+    code, _, err = _run(tenant, capsys)
+    assert code == 2
+    assert "always_load_tests.json:5: -: -: invalid JSON" in err
+    assert "kb.yaml:" in err and "invalid YAML" in err
+
+
+def test_missing_directories_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["validate", "--kb", str(tmp_path / "nokb"), "--banks-dir", str(tmp_path / "nobanks")]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "knowledge base not found" in err and "banks directory not found" in err
