@@ -50,8 +50,11 @@ class ResolvedExpectation(BaseModel):
         return "original"
 
 
-@dataclass(frozen=True)
-class LoadedHistory:
+class LoadedHistory(BaseModel):
+    """A history file as read from disk; the path orders same-day files and names problems."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     path: Path
     entry: HistoryFile
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.banks import (
     AlwaysBank,
@@ -62,9 +62,10 @@ class InputError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-@dataclass
-class Banks:
+class Banks(BaseModel):
     """Everything under `--banks-dir`. A bank whose file is absent is simply not run."""
+
+    model_config = ConfigDict(extra="forbid")
 
     root: Path
     semantic: SemanticBank | None = None
@@ -72,8 +73,8 @@ class Banks:
     pattern: PatternBank | None = None
     always: AlwaysBank | None = None
     rules: PatternRules | None = None
-    history: list[LoadedHistory] = field(default_factory=list)
-    file_hashes: dict[str, str] = field(default_factory=dict)
+    history: list[LoadedHistory] = Field(default_factory=list)
+    file_hashes: dict[str, str] = Field(default_factory=dict)
 
     def counts(self) -> dict[Mechanism, int]:
         banks: dict[Mechanism, BaseModel | None] = {

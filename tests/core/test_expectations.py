@@ -57,7 +57,9 @@ def override(day: int, primary: str, withdraw: bool = False) -> HistoryFile:
 
 
 def loaded(*entries: HistoryFile) -> list[LoadedHistory]:
-    return [LoadedHistory(Path(f"expectations_{i}.json"), e) for i, e in enumerate(entries)]
+    return [
+        LoadedHistory(path=Path(f"expectations_{i}.json"), entry=e) for i, e in enumerate(entries)
+    ]
 
 
 def test_original_when_no_history() -> None:

@@ -1,0 +1,140 @@
+"""Run the deterministic mechanisms and score every bank: the steps the assets call.
+
+Which tests run is decided by a `Scope` (banks, test ids, topic), so the CLI's filters and
+the Dagster assets select tests the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.always_loader import always_loaded, evaluate_always_test
+from eval_pipeline.core.banks import (
+    AlwaysTest,
+    Mechanism,
+    PatternRules,
+    PatternTest,
+    SemanticTest,
+    StateTest,
+)
+from eval_pipeline.core.expectations import ResolvedExpectation
+from eval_pipeline.core.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.pattern_matcher import (
+    PatternMatcher,
+    evaluate_pattern_test,
+    matched_entities,
+)
+from eval_pipeline.core.results import (
+    AlwaysResult,
+    PatternMatch,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+)
+from eval_pipeline.core.retrieval import SemanticRetrieval
+from eval_pipeline.core.semantic_eval import evaluate_semantic_test
+from eval_pipeline.core.state_matcher import evaluate_state_test, triggered_handlers
+
+T = TypeVar("T", SemanticTest, StateTest, PatternTest, AlwaysTest)
+
+
+class Scope(BaseModel):
+    """Which tests a run covers. Empty `test_ids` and no `topic` mean every test of the banks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    banks: frozenset[Mechanism] = Field(default_factory=lambda: frozenset(Mechanism))
+    test_ids: frozenset[str] = frozenset()
+    topic: str | None = None
+
+    def runs(self, mechanism: Mechanism) -> bool:
+        if mechanism not in self.banks:
+            return False
+        # A topic filter only narrows semantic tests (the other banks have no topics).
+        return self.topic is None or mechanism is Mechanism.SEMANTIC or bool(self.test_ids)
+
+    def select(self, mechanism: Mechanism, tests: Sequence[T]) -> list[T]:
+        if not self.runs(mechanism):
+            return []
+        chosen = [t for t in tests if not self.test_ids or t.test_id in self.test_ids]
+        if self.topic is not None and mechanism is Mechanism.SEMANTIC:
+            chosen = [t for t in chosen if isinstance(t, SemanticTest) and self.topic in t.topics]
+        return chosen
+
+
+class MechanismOutput(BaseModel):
+    """What a deterministic mechanism loaded for one test, before any judging."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test_id: str
+    entities: list[str]
+    matches: list[PatternMatch] = Field(default_factory=list)
+
+
+def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[MechanismOutput]:
+    handlers = kb.with_mode(LoadMode.STATE)
+    return [
+        MechanismOutput(test_id=t.test_id, entities=triggered_handlers(t.user_state, handlers))
+        for t in tests
+    ]
+
+
+def pattern_outputs(rules: PatternRules, tests: Sequence[PatternTest]) -> list[MechanismOutput]:
+    matcher = PatternMatcher(rules)
+    out = []
+    for t in tests:
+        matches = matcher.match(t.prompt)
+        out.append(
+            MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches)
+        )
+    return out
+
+
+def always_outputs(kb: KnowledgeBase, tests: Sequence[AlwaysTest]) -> list[MechanismOutput]:
+    return [
+        MechanismOutput(test_id=t.test_id, entities=always_loaded(t.user_type, kb.entities))
+        for t in tests
+    ]
+
+
+def _paired(
+    tests: Sequence[T], outputs: Sequence[MechanismOutput]
+) -> list[tuple[T, MechanismOutput]]:
+    by_id = {o.test_id: o for o in outputs}
+    return [(t, by_id[t.test_id]) for t in tests if t.test_id in by_id]
+
+
+def score_state(
+    tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]
+) -> list[StateResult]:
+    return [evaluate_state_test(t, o.entities) for t, o in _paired(tests, outputs)]
+
+
+def score_pattern(
+    tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]
+) -> list[PatternResult]:
+    return [evaluate_pattern_test(t, o.matches) for t, o in _paired(tests, outputs)]
+
+
+def score_always(
+    tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]
+) -> list[AlwaysResult]:
+    return [evaluate_always_test(t, o.entities) for t, o in _paired(tests, outputs)]
+
+
+def score_semantic(
+    tests: Sequence[SemanticTest],
+    resolved: Mapping[str, ResolvedExpectation],
+    retrievals: Sequence[SemanticRetrieval],
+) -> list[SemanticResult]:
+    """Score each retrieval (every trial) against the test's resolved expectations."""
+    by_id = {t.test_id: t for t in tests}
+    return [
+        evaluate_semantic_test(by_id[r.test_id], resolved[r.test_id], r)
+        for r in retrievals
+        if r.test_id in by_id
+    ]

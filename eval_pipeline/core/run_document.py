@@ -1,0 +1,56 @@
+"""The results document written for every run: every test in full, plus where it came from.
+
+`results/<model>/<date>/results.json` holds one of these. The schema is versioned; diffs
+refuse to compare documents across major versions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.aggregate import Aggregate
+from eval_pipeline.core.expectations import ExpectationConflict
+from eval_pipeline.core.results import (
+    RESULT_SCHEMA_VERSION,
+    AlwaysResult,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+)
+
+
+class Provenance(BaseModel):
+    """Everything a result depends on, so any past evaluation can be explained and reproduced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: str = RESULT_SCHEMA_VERSION
+    generated_at: datetime
+    date: str = Field(description="The evaluation date partition (UTC)")
+    model: str
+    system_config: dict[str, Any] = Field(description="The model entry from the models file")
+    kb_version: str
+    kb_hash: str
+    bank_hashes: dict[str, str]
+    history_hash: str
+    pass_threshold: int
+    scope: dict[str, Any] = Field(default_factory=dict, description="Banks, tests, topic filters")
+
+
+class RunDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provenance: Provenance
+    aggregate: Aggregate
+    semantic: list[SemanticResult] = Field(default_factory=list)
+    state: list[StateResult] = Field(default_factory=list)
+    pattern: list[PatternResult] = Field(default_factory=list)
+    always: list[AlwaysResult] = Field(default_factory=list)
+    expectation_conflicts: list[ExpectationConflict] = Field(default_factory=list)
+
+    @property
+    def schema_major(self) -> int:
+        return int(self.provenance.schema_version.split(".")[0])
