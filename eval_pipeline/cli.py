@@ -12,8 +12,10 @@ from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.json_schemas import json_schemas
 from eval_pipeline.core.loading import InputError
 from eval_pipeline.core.validation import load_validated
+from eval_pipeline.providers.models import ConfigError
+from eval_pipeline.providers.pricing import PricingError
 
-EXIT_OK, EXIT_GATE, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_ERROR = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -48,8 +50,12 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Heavy imports (dagster, onnxruntime) stay inside the commands that need them.
+    from eval_pipeline.commands import add_run_commands
+
     parser = argparse.ArgumentParser(prog="eval-pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    add_run_commands(sub)
 
     p = sub.add_parser("validate", help="load the KB and banks and cross-check them")
     _add_data_args(p)
@@ -71,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
         return EXIT_INPUT
-    except UsageError as exc:
+    except (UsageError, ConfigError, PricingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
 

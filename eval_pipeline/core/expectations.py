@@ -43,11 +43,15 @@ class ResolvedExpectation(BaseModel):
 
     @property
     def source_kind(self) -> str:
-        if self.source.startswith("human_override"):
-            return "human_override"
-        if self.source.startswith("opus"):
-            return "opus"
-        return "original"
+        return source_kind(self.source)
+
+
+def source_kind(source: str) -> str:
+    """`original`, `opus` or `human_override` for a source such as `opus_2026-11-22`."""
+    for kind in ("human_override", "opus"):
+        if source.startswith(kind):
+            return kind
+    return "original"
 
 
 class LoadedHistory(BaseModel):
@@ -124,7 +128,7 @@ def _resolved(test: SemanticTest, state: _TestState) -> ResolvedExpectation:
     )
 
 
-def source_summary(resolved: Iterable[ResolvedExpectation]) -> dict[str, int]:
+def source_summary(sources: Iterable[str]) -> dict[str, int]:
     """Counts per source kind, always with all three kinds present."""
-    counts = Counter(r.source_kind for r in resolved)
+    counts = Counter(source_kind(s) for s in sources)
     return {kind: counts.get(kind, 0) for kind in ("original", "opus", "human_override")}

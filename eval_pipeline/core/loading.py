@@ -275,3 +275,27 @@ def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory
 def history_hash(history: Sequence[LoadedHistory]) -> str:
     """Content hash of the whole history, for asset data versions and result provenance."""
     return sha256_text("".join(sorted(h.entry.model_dump_json() for h in history)))
+
+
+def files_hash(files: Sequence[Path], root: Path) -> str:
+    """Hash of file names (relative to `root`) and bytes: a cheap change detector for sources."""
+    parts = []
+    for file in sorted(files):
+        digest = sha256_text(file.read_bytes().decode("utf-8", errors="replace"))
+        parts.append(f"{file.relative_to(root)}:{digest}")
+    return sha256_text("\n".join(parts))
+
+
+def kb_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
+
+
+def bank_files(root: Path) -> list[Path]:
+    """The bank and rules files (not the history, which has its own source)."""
+    return [root / rel for rel in (*BANK_FILES.values(), RULES_FILE) if (root / rel).exists()]
+
+
+def history_files(root: Path) -> list[Path]:
+    return sorted((root / HISTORY_DIR).glob(HISTORY_GLOB))

@@ -7,6 +7,7 @@ refuse to compare documents across major versions.
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,3 +55,19 @@ class RunDocument(BaseModel):
     @property
     def schema_major(self) -> int:
         return int(self.provenance.schema_version.split(".")[0])
+
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.md"
+
+
+def read_document(path: Path) -> RunDocument:
+    return RunDocument.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def latest_document_before(model_dir: Path, date: str) -> RunDocument | None:
+    """The newest `<model_dir>/<date>/results.json` with a date earlier than `date`."""
+    earlier = sorted(
+        d for d in model_dir.glob("*") if d.name < date and (d / RESULTS_FILE).is_file()
+    )
+    return read_document(earlier[-1] / RESULTS_FILE) if earlier else None

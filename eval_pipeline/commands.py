@@ -1,0 +1,190 @@
+"""`run`, `show` and `models`: the commands that drive the Dagster graph and read its results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import date as date_type
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.gate import gate_decision
+from eval_pipeline.core.reporting import all_results, console_summary
+from eval_pipeline.core.run_document import REPORT_FILE, RESULTS_FILE, RunDocument, read_document
+from eval_pipeline.core.validation import load_validated
+
+EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_ERROR = 0, 1, 2, 3
+
+
+def _usage(message: str) -> Exception:
+    from eval_pipeline.cli import UsageError
+
+    return UsageError(message)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models-file", type=Path, default=Path("models.yaml"))
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+
+
+def add_run_commands(sub: Any) -> None:
+    p = sub.add_parser("run", help="evaluate through the Dagster graph and write reports")
+    p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
+    p.add_argument("--date", help="evaluation date YYYY-MM-DD (UTC); default: today")
+    p.add_argument("--banks", default="all", help="all, or a comma list of semantic,state,pattern,always")
+    p.add_argument("--test", action="append", default=[], dest="tests", help="only this test id (repeat)")
+    p.add_argument("--topic", help="only semantic tests with this topic")
+    p.add_argument("--kb", type=Path, default=Path("kb"))
+    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
+    p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
+    p.add_argument("--storage-dir", type=Path, default=Path("storage"))
+    _common(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("show", help="print a stored run's summary, or one test in full")
+    p.add_argument("--model", help="model key; default: every model with results")
+    p.add_argument("--date", help="default: the latest date with results")
+    p.add_argument("--test", help="print this test's full result")
+    _common(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("models", help="list the configured models")
+    _common(p)
+    p.set_defaults(func=cmd_models)
+
+
+def _parse_banks(text: str) -> list[str]:
+    if text == "all":
+        return [m.value for m in Mechanism]
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    valid = {m.value for m in Mechanism}
+    if not names or any(n not in valid for n in names):
+        raise _usage(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}")
+    return names
+
+
+def _parse_date(text: str | None) -> str:
+    from eval_pipeline.defs.partitions import START_DATE, today_utc
+
+    if text is None:
+        return today_utc()
+    try:
+        value = date_type.fromisoformat(text)
+    except ValueError:
+        raise _usage(f"--date: '{text}' is not YYYY-MM-DD") from None
+    if not (START_DATE <= value.isoformat() <= today_utc()):
+        raise _usage(f"--date: must be between {START_DATE} and today ({today_utc()}), UTC")
+    return value.isoformat()
+
+
+def _select_models(args: argparse.Namespace) -> list[str]:
+    from eval_pipeline.providers.models import load_models, require_keys
+
+    models = load_models(args.models_file)
+    keys = args.model or [k for k, m in models.items() if m.enabled]
+    unknown = [k for k in keys if k not in models]
+    if unknown:
+        raise _usage(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
+    for key in keys:
+        require_keys(models[key])
+    return list(dict.fromkeys(keys))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    kb, banks = load_validated(args.kb, args.banks_dir)
+    unknown_tests = set(args.tests) - {t.test_id for b in (banks.semantic, banks.state, banks.pattern, banks.always) if b for t in b.tests}
+    if unknown_tests:
+        raise _usage(f"--test: unknown test id(s) {', '.join(sorted(unknown_tests))}")
+    models = _select_models(args)
+    date = _parse_date(args.date)
+    from eval_pipeline.defs.execution import project_instance, run_all
+    from eval_pipeline.definitions import build_resources
+    from eval_pipeline.defs.resources import InputsResource, ProvidersResource, RunScopeResource, StorageResource
+
+    resources = build_resources(
+        InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
+        StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
+        ProvidersResource(models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache),
+        RunScopeResource(
+            banks=_parse_banks(args.banks),
+            test_ids=args.tests,
+            topic=args.topic,
+            fail_under=args.fail_under,
+            show_progress=sys.stderr.isatty(),
+        ),
+    )
+    print(f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}")
+    outcomes = run_all(date, models, resources, project_instance(), lambda s: print(f"  running {s} …", flush=True))
+    errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    return _report(models, date, args, errors)
+
+
+def _report(models: list[str], date: str, args: argparse.Namespace, errors: list[str]) -> int:
+    code = EXIT_ERROR if errors else EXIT_OK
+    for model in models:
+        run_dir = args.results_dir / model / date
+        if not (run_dir / RESULTS_FILE).is_file():
+            continue
+        doc = read_document(run_dir / RESULTS_FILE)
+        print(console_summary(doc))
+        print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        gate = gate_decision(doc, args.fail_under)
+        if not gate.passed:
+            print(f"  gate failed: {'; '.join(gate.reasons)}")
+            code = max(code, EXIT_GATE) if code != EXIT_ERROR else code
+    return code
+
+
+def _latest_date(model_dir: Path) -> str | None:
+    dates = sorted(d.name for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
+    return dates[-1] if dates else None
+
+
+def _documents(args: argparse.Namespace) -> list[RunDocument]:
+    root: Path = args.results_dir
+    model_dirs = [root / args.model] if args.model else sorted(p for p in root.glob("*") if p.is_dir())
+    docs = []
+    for model_dir in model_dirs:
+        date = args.date or _latest_date(model_dir)
+        path = model_dir / (date or "") / RESULTS_FILE
+        if date and path.is_file():
+            docs.append(read_document(path))
+    if not docs:
+        where = f"{root}/{args.model or '*'}/{args.date or '<latest>'}"
+        raise _usage(f"no results found at {where}; run `eval-pipeline run` first")
+    return docs
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    for doc in _documents(args):
+        if args.test is None:
+            print(console_summary(doc))
+            continue
+        matches = [r for r in all_results(doc) if r.test_id == args.test]
+        if not matches:
+            raise _usage(f"--test: {args.test} is not in {doc.provenance.model} @ {doc.provenance.date}")
+        for result in matches:
+            print(f"# {doc.provenance.model} @ {doc.provenance.date}")
+            print(result.model_dump_json(indent=2))
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from eval_pipeline.providers.models import load_models, missing_keys
+
+    for key, m in load_models(args.models_file).items():
+        missing = missing_keys(m)
+        state = "enabled" if m.enabled else "disabled"
+        cost = "paid API" if m.cost_incurring else "free/offline"
+        keys = f"; needs {', '.join(missing)}" if missing else ""
+        rate = f", {m.rate_limit_per_min:g}/min" if m.rate_limit_per_min else ""
+        print(
+            f"{key:16} {state:8} {cost:12} embedder {m.embedder.kind}:{m.embedder.model_id} · "
+            f"reranker {m.reranker.kind}:{m.reranker.model_id}{rate}{keys}"
+        )
+    return EXIT_OK

@@ -1,0 +1,44 @@
+"""The Dagster code location: `dagster dev` (via workspace.yaml) and the CLI both load this."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from eval_pipeline.defs.automation import SCHEDULES, SENSORS
+from eval_pipeline.defs.graph import ALL_ASSETS
+from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
+from eval_pipeline.defs.resources import (
+    InputsResource,
+    ProvidersResource,
+    RunScopeResource,
+    StorageResource,
+)
+
+
+def build_resources(
+    inputs: InputsResource | None = None,
+    storage: StorageResource | None = None,
+    providers: ProvidersResource | None = None,
+    scope: RunScopeResource | None = None,
+) -> dict[str, Any]:
+    storage = storage or StorageResource()
+    return {
+        "inputs": inputs or InputsResource(),
+        "storage": storage,
+        "providers": providers or ProvidersResource(),
+        "scope": scope or RunScopeResource(),
+        "parquet_io": ParquetIOManagerFactory(base_dir=f"{storage.storage_dir}/tables"),
+        "json_io": JsonIOManagerFactory(base_dir=f"{storage.storage_dir}/documents"),
+    }
+
+
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    sensors=SENSORS,
+    schedules=SCHEDULES,
+    resources=build_resources(),
+    # One process for the whole run: a process per step costs seconds each.
+    executor=dg.in_process_executor,
+)

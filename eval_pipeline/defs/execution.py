@@ -1,0 +1,100 @@
+"""Materialise the graph for the CLI, in process, on the project's Dagster instance.
+
+Runs go through the same instance `dagster dev` uses, so every CLI run shows in the UI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL, everything
+from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
+
+# Failures are summarised by the CLI itself; Dagster would print a traceback for each.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+def project_instance(home: Path | None = None) -> dg.DagsterInstance:
+    """The instance under $DAGSTER_HOME, defaulting to the project's `.dagster_home`."""
+    path = Path(home or os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    config = path / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(path)
+    return dg.DagsterInstance.get()
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    name: str
+    success: bool
+    failures: list[str]  # "step: message" for each failed step
+    blocked_by_checks: list[str]  # failed blocking checks
+
+
+def _failures(result: dg.ExecuteInProcessResult) -> tuple[list[str], list[str]]:
+    failed_checks = [
+        f"{e.asset_check_evaluation_data.asset_key.to_user_string()}:{e.asset_check_evaluation_data.check_name}"
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        and e.asset_check_evaluation_data is not None
+        and not e.asset_check_evaluation_data.passed
+        and e.asset_check_evaluation_data.blocking
+    ]
+    steps = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None:
+            error = event.step_failure_data.error
+            message = error.message.strip().splitlines()[0] if error else "failed"
+            steps.append(f"{event.step_key}: {message}")
+    return steps, failed_checks
+
+
+def materialize_stage(
+    name: str,
+    keys: set[dg.AssetKey],
+    partition_key: str | dg.MultiPartitionKey,
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+) -> StageOutcome:
+    result = dg.materialize(
+        ALL_ASSETS,
+        selection=sorted(keys),
+        partition_key=partition_key,
+        resources=resources,
+        instance=instance,
+        run_config=QUIET_LOGS,
+        raise_on_error=False,
+        tags={"launched_by": "eval-pipeline run"},
+    )
+    steps, checks = _failures(result)
+    # A failed blocking check fails its step too; that alone is a gate, not an error.
+    errors = [s for s in steps if not any(c.split(":")[0] in s for c in checks)]
+    return StageOutcome(name, result.success, errors, checks)
+
+
+def run_all(
+    date: str,
+    models: Sequence[str],
+    resources: dict[str, object],
+    instance: dg.DagsterInstance,
+    on_stage: Callable[[str], None] = lambda _: None,
+) -> list[StageOutcome]:
+    """The date's shared assets once, then each model's assets; stops early only on errors."""
+    sync_model_partitions(instance, models)
+    keys = everything()
+    on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
+    outcomes = [materialize_stage("shared", keys - PER_MODEL, date, resources, instance)]
+    if outcomes[0].failures:
+        return outcomes
+    for model in models:
+        on_stage(f"model {model}")
+        outcomes.append(materialize_stage(model, set(PER_MODEL), model_date_key(model, date), resources, instance))
+    return outcomes

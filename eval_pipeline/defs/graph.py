@@ -1,0 +1,87 @@
+"""The asset graph, and how a set of assets for one date becomes runs.
+
+A run can hold unpartitioned and date-partitioned assets together, but model x date assets
+need a run per model; `staged_requests` splits a selection accordingly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import dagster as dg
+
+from eval_pipeline.defs.inputs import (
+    expectation_history,
+    history_files,
+    kb_source,
+    knowledge_base,
+    test_bank_files,
+    test_banks,
+)
+from eval_pipeline.defs.partitions import model_date_key, model_date_partitions
+from eval_pipeline.defs.reports import release_gate, run_report
+from eval_pipeline.defs.retrieval import always_loads, pattern_matches, semantic_retrievals, state_activations
+from eval_pipeline.defs.scoring import (
+    always_results,
+    pattern_results,
+    resolved_expectations,
+    scored_aggregate,
+    semantic_results,
+    state_results,
+)
+
+SOURCES = [kb_source, test_bank_files, history_files]
+MATERIALIZABLE: list[dg.AssetsDefinition] = [
+    knowledge_base,
+    test_banks,
+    expectation_history,
+    resolved_expectations,
+    semantic_retrievals,
+    state_activations,
+    pattern_matches,
+    always_loads,
+    semantic_results,
+    state_results,
+    pattern_results,
+    always_results,
+    scored_aggregate,
+    run_report,
+    release_gate,
+]
+ALL_ASSETS: list[dg.AssetsDefinition | dg.SourceAsset] = [*SOURCES, *MATERIALIZABLE]
+PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions)
+
+
+def downstream_of(*roots: dg.AssetsDefinition) -> set[dg.AssetKey]:
+    """The roots and everything materializable below them."""
+    selection = dg.AssetSelection.assets(*roots).downstream()
+    return set(selection.resolve(ALL_ASSETS))
+
+
+def everything() -> set[dg.AssetKey]:
+    return {a.key for a in MATERIALIZABLE}
+
+
+def staged_requests(
+    keys: Iterable[dg.AssetKey], date: str, models: Sequence[str], reason: str
+) -> list[dg.RunRequest]:
+    """One run for the unpartitioned and date-only assets, then one run per model."""
+    keys = set(keys)
+    shared = sorted(keys - PER_MODEL)
+    per_model = sorted(keys & PER_MODEL)
+    requests = []
+    if shared:
+        requests.append(
+            dg.RunRequest(asset_selection=shared, partition_key=date, run_key=f"{reason}:{date}", tags={"reason": reason})
+        )
+    if per_model:
+        requests += [
+            dg.RunRequest(
+                asset_selection=per_model,
+                partition_key=model_date_key(m, date),
+                run_key=f"{reason}:{m}:{date}",
+                tags={"reason": reason, "model": m},
+            )
+            for m in models
+        ]
+    return requests

@@ -1,0 +1,70 @@
+"""UI metadata: per-test tables and score summaries shown on each materialisation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from eval_pipeline.core.aggregate import Aggregate
+from eval_pipeline.core.results import AnyResult
+
+MAX_ROWS = 200
+
+
+def results_table(results: Sequence[AnyResult]) -> dg.TableMetadataValue:
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn("test_id", "string"),
+            dg.TableColumn("status", "string"),
+            dg.TableColumn("score", "int"),
+            dg.TableColumn("label", "string"),
+            dg.TableColumn("detail", "string"),
+        ]
+    )
+    records = [
+        dg.TableRecord(
+            {
+                "test_id": r.test_id,
+                "status": r.status.value,
+                "score": r.score if r.score is not None else -1,
+                "label": r.outcome.label if r.outcome else "errored",
+                "detail": _detail(r),
+            }
+        )
+        for r in results[:MAX_ROWS]
+    ]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+def _detail(r: AnyResult) -> str:
+    if r.outcome is None:
+        return r.error or ""
+    if r.outcome.hard_fail:
+        return "missing " + ", ".join(r.outcome.missing_primary)
+    return "; ".join(p.text for p in r.outcome.penalties)
+
+
+def bank_metadata(results: Sequence[AnyResult]) -> dict[str, dg.RawMetadataValue]:
+    scores = [r.score for r in results if r.score is not None]
+    return {
+        "tests": len(results),
+        "scored": len(scores),
+        "errored": len(results) - len(scores),
+        "average_score": round(sum(scores) / len(scores), 1) if scores else None,
+        "hard_fails": sum(r.hard_fail for r in results),
+        "results": results_table(results),
+    }
+
+
+def aggregate_metadata(agg: Aggregate) -> dict[str, dg.RawMetadataValue]:
+    return {
+        "health": agg.health.value,
+        "combined_score": agg.combined_score,
+        "hard_fails": agg.hard_fail_count,
+        "errored": agg.errored_count,
+        "critical_failures": len(agg.critical_failures),
+        "cost_usd": agg.cost_usd,
+        **{f"score_{m.value}": b.average for m, b in agg.banks.items()},
+        "expectation_sources": dg.MetadataValue.json(agg.expectation_sources),
+    }

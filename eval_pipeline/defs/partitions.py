@@ -1,0 +1,43 @@
+"""Partitions: evaluation date (UTC, today included) and model (one key per models-file entry)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import dagster as dg
+
+START_DATE = "2026-11-01"
+MODEL_DIM, DATE_DIM = "model", "date"
+
+date_partitions = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
+# Dynamic, so the asset definitions don't depend on the models file; keys are synced from it.
+model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
+model_date_partitions = dg.MultiPartitionsDefinition(
+    {MODEL_DIM: model_partitions, DATE_DIM: date_partitions}
+)
+# Date-only assets feed model x date assets: every model reads the same date partition.
+DATE_OF_MODEL_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=DATE_DIM)
+
+
+def today_utc() -> str:
+    return datetime.now(UTC).date().isoformat()
+
+
+def model_date_key(model: str, date: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({MODEL_DIM: model, DATE_DIM: date})
+
+
+def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
+    """(model, date) of a model x date asset's partition."""
+    key = context.partition_key
+    assert isinstance(key, dg.MultiPartitionKey)
+    dims = key.keys_by_dimension
+    return dims[MODEL_DIM], dims[DATE_DIM]
+
+
+def sync_model_partitions(instance: dg.DagsterInstance, models: Iterable[str]) -> None:
+    existing = set(instance.get_dynamic_partitions(MODEL_DIM))
+    missing = [m for m in models if m not in existing]
+    if missing:
+        instance.add_dynamic_partitions(MODEL_DIM, missing)

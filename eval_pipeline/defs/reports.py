@@ -1,0 +1,107 @@
+"""The run report (results.json + report.md on disk, markdown in the UI) and the release gate.
+
+The blocking `no_critical_failures` check sits on the report, not earlier: a CRITICAL run
+still gets its report (that is where people see what broke), but nothing downstream of it,
+such as the release gate, is produced for that model and date.
+"""
+
+
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.core.aggregate import Aggregate
+from eval_pipeline.core.fileio import atomic_write_text
+from eval_pipeline.core.gate import GateDecision, gate_decision
+from eval_pipeline.core.history import now_utc
+from eval_pipeline.core.kb import KnowledgeBase
+from eval_pipeline.core.loading import Banks
+from eval_pipeline.core.reporting import render_markdown
+from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.run_document import REPORT_FILE, RESULTS_FILE, Provenance, RunDocument
+from eval_pipeline.core.tables import from_frame
+from eval_pipeline.defs.inputs import JSON_IO, HistorySet
+from eval_pipeline.defs.partitions import model_date_partitions, split_key
+from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
+from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet
+
+GROUP = "reports"
+
+
+def _scope_dict(scope: RunScopeResource) -> dict[str, Any]:
+    return {"banks": sorted(scope.banks), "test_ids": sorted(scope.test_ids), "topic": scope.topic}
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=JSON_IO,
+    ins={name: BY_DATE for name in ("state_results", "pattern_results", "always_results", "resolved_expectations")},
+    check_specs=[dg.AssetCheckSpec("no_critical_failures", asset="run_report", blocking=True)],
+)
+def run_report(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    providers: ProvidersResource,
+    scope: RunScopeResource,
+    scored_aggregate: Aggregate,
+    semantic_results: pd.DataFrame,
+    state_results: pd.DataFrame,
+    pattern_results: pd.DataFrame,
+    always_results: pd.DataFrame,
+    resolved_expectations: ResolvedSet,
+    knowledge_base: KnowledgeBase,
+    test_banks: Banks,
+    expectation_history: HistorySet,
+) -> dg.Output[RunDocument]:
+    """Every test in full with provenance, written to results/<model>/<date>/."""
+    model, date = split_key(context)
+    banks_run = {m.value for m in scored_aggregate.banks}
+    doc = RunDocument(
+        provenance=Provenance(
+            generated_at=now_utc(),
+            date=date,
+            model=model,
+            system_config=providers.model(model).model_dump(mode="json"),
+            kb_version=knowledge_base.kb_version,
+            kb_hash=knowledge_base.content_hash,
+            bank_hashes=test_banks.file_hashes,
+            history_hash=expectation_history.content_hash,
+            pass_threshold=scope.pass_threshold,
+            scope=_scope_dict(scope),
+        ),
+        aggregate=scored_aggregate,
+        semantic=from_frame(semantic_results, SemanticResult) if "semantic" in banks_run else [],
+        state=from_frame(state_results, StateResult) if "state" in banks_run else [],
+        pattern=from_frame(pattern_results, PatternResult) if "pattern" in banks_run else [],
+        always=from_frame(always_results, AlwaysResult) if "always" in banks_run else [],
+        expectation_conflicts=resolved_expectations.conflicts,
+    )
+    markdown = render_markdown(doc)
+    out_dir = storage.run_dir(model, date)
+    atomic_write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
+    atomic_write_text(out_dir / REPORT_FILE, markdown)
+    yield dg.Output(
+        doc,
+        metadata={
+            "health": scored_aggregate.health.value,
+            "combined_score": scored_aggregate.combined_score,
+            "results_json": str(out_dir / RESULTS_FILE),
+            "report": dg.MetadataValue.md(markdown),
+        },
+    )
+    critical = scored_aggregate.critical_failures
+    yield dg.AssetCheckResult(
+        check_name="no_critical_failures",
+        passed=not critical,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"critical_failures": dg.MetadataValue.md("\n".join(f"- {c.test_id}: {c.reason}" for c in critical) or "none")},
+    )
+
+
+@dg.asset(group_name=GROUP, partitions_def=model_date_partitions, io_manager_key=JSON_IO)
+def release_gate(scope: RunScopeResource, run_report: RunDocument) -> dg.Output[GateDecision]:
+    """Whether this model, KB and date pass the gates (no critical failure; `fail_under` met)."""
+    decision = gate_decision(run_report, scope.fail_under)
+    return dg.Output(decision, metadata={"passed": decision.passed, "reasons": "; ".join(decision.reasons) or "none"})

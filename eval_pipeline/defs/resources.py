@@ -1,0 +1,156 @@
+"""Resources: where the inputs are, where outputs go, the systems under test, the run's scope."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.evaluation import Scope
+from eval_pipeline.core.expectations import LoadedHistory
+from eval_pipeline.core.kb import Entity, KnowledgeBase
+from eval_pipeline.core.loading import (
+    Banks,
+    InputError,
+    Problem,
+    bank_files,
+    files_hash,
+    history_files,
+    kb_files,
+    load_banks,
+    load_history,
+    load_kb,
+)
+from eval_pipeline.core.retrieval import SemanticRetrieval
+from eval_pipeline.core.run_document import RunDocument, latest_document_before
+from eval_pipeline.core.scoring import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
+from eval_pipeline.providers.models import ModelConfig, load_models
+from eval_pipeline.providers.pipeline import build_pipeline
+
+
+class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The KB and the banks directory (paths relative to the working directory)."""
+
+    kb_path: str = "kb"
+    banks_dir: str = "test_banks"
+
+    @property
+    def kb(self) -> Path:
+        return Path(self.kb_path)
+
+    @property
+    def banks(self) -> Path:
+        return Path(self.banks_dir)
+
+    def kb_hash(self) -> str:
+        root = self.kb if self.kb.is_dir() else self.kb.parent
+        return files_hash(kb_files(self.kb), root)
+
+    def banks_hash(self) -> str:
+        return files_hash(bank_files(self.banks), self.banks)
+
+    def history_hash(self) -> str:
+        return files_hash(history_files(self.banks), self.banks)
+
+    def load_kb(self) -> KnowledgeBase:
+        problems: list[Problem] = []
+        kb = load_kb(self.kb, problems)
+        if problems or kb is None:
+            raise InputError(problems)
+        return kb
+
+    def load_banks(self) -> tuple[Banks, list[Problem]]:
+        """Banks without history; schema problems are returned, not raised (checks report them)."""
+        problems: list[Problem] = []
+        banks = load_banks(self.banks, problems)
+        return banks.model_copy(update={"history": []}), problems
+
+    def load_history(self) -> list[LoadedHistory]:
+        problems: list[Problem] = []
+        history = load_history(self.banks / "semantic" / "history", problems)
+        if problems:
+            raise InputError(problems)
+        return history
+
+
+class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    storage_dir: str = "storage"
+    results_dir: str = "results"
+
+    def run_dir(self, model: str, date: str) -> Path:
+        return Path(self.results_dir) / model / date
+
+    def latest_document_before(self, model: str, date: str) -> RunDocument | None:
+        """The newest results.json of `model` dated before `date`, if any."""
+        return latest_document_before(Path(self.results_dir) / model, date)
+
+
+class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The systems under test. API keys reach providers from the environment only."""
+
+    models_file: str = "models.yaml"
+    cache_dir: str = ".cache"
+    cache_mode: str = "use"
+
+    def models(self) -> dict[str, ModelConfig]:
+        return load_models(Path(self.models_file))
+
+    def model(self, key: str) -> ModelConfig:
+        models = self.models()
+        if key not in models:
+            raise dg.Failure(f"model '{key}' is not in {self.models_file}")
+        return models[key]
+
+    def retrieve(
+        self,
+        cfg: ModelConfig,
+        entities: Sequence[Entity],
+        items: Sequence[tuple[str, str, int]],
+        keyword_boosts: dict[str, list[str]],
+        on_done: Callable[[SemanticRetrieval], None] | None = None,
+    ) -> list[SemanticRetrieval]:
+        cache = ResponseCache(Path(self.cache_dir), self._mode())
+        store = EmbeddingStore(Path(self.cache_dir), self._mode())
+        pipeline = build_pipeline(cfg, cache, store, keyword_boosts)
+
+        async def run() -> list[SemanticRetrieval]:
+            try:
+                await pipeline.prepare(entities)
+            except Exception as exc:  # no index: every test errors with the reason, none is lost
+                reason = f"indexing the KB failed: {exc}"
+                return [errored(cfg.key, test_id, trial, reason) for test_id, _, trial in items]
+            return await pipeline.retrieve_many(items, on_done)
+
+        return asyncio.run(run())
+
+    def _mode(self) -> CacheMode:
+        modes: dict[str, CacheMode] = {"use": "use", "refresh": "refresh", "off": "off"}
+        if self.cache_mode not in modes:
+            raise dg.Failure(f"cache_mode must be use, refresh or off (got {self.cache_mode!r})")
+        return modes[self.cache_mode]
+
+
+def errored(model: str, test_id: str, trial: int, reason: str) -> SemanticRetrieval:
+    return SemanticRetrieval(test_id=test_id, model=model, trial=trial, status="errored", error=reason)
+
+
+class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Which tests this run covers and the gates it applies; the CLI sets it per run."""
+
+    banks: list[str] = [m.value for m in Mechanism]
+    test_ids: list[str] = []
+    topic: str | None = None
+    pass_threshold: int = DEFAULT_PASS_THRESHOLD
+    fail_under: float | None = None
+    show_progress: bool = False
+
+    def scope(self) -> Scope:
+        return Scope(
+            banks=frozenset(Mechanism(b) for b in self.banks),
+            test_ids=frozenset(self.test_ids),
+            topic=self.topic,
+        )

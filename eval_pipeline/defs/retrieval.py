@@ -1,0 +1,101 @@
+"""What the system did: semantic retrievals per model, and the deterministic mechanisms' outputs.
+
+These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
+"""
+
+
+import dagster as dg
+import pandas as pd
+from rich.progress import Progress
+
+from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.evaluation import (
+    MechanismOutput,
+    always_outputs,
+    pattern_outputs,
+    state_outputs,
+)
+from eval_pipeline.core.kb import KnowledgeBase
+from eval_pipeline.core.loading import Banks
+from eval_pipeline.core.retrieval import SemanticRetrieval
+from eval_pipeline.core.tables import retrieval_columns, to_frame
+from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
+from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
+
+GROUP = "retrieval"
+PARQUET_IO = "parquet_io"
+
+
+def _retrieve(
+    context: dg.AssetExecutionContext,
+    providers: ProvidersResource,
+    scope: RunScopeResource,
+    kb: KnowledgeBase,
+    banks: Banks,
+) -> list[SemanticRetrieval]:
+    model, _ = split_key(context)
+    cfg = providers.model(model)
+    tests = scope.scope().select(Mechanism.SEMANTIC, banks.semantic.tests if banks.semantic else [])
+    items = [(t.test_id, t.prompt, trial) for t in tests for trial in range(cfg.trials)]
+    boosts = banks.rules.boosts_by_entity() if banks.rules else {}
+    if not scope.show_progress:
+        return providers.retrieve(cfg, kb.entities, items, boosts)
+    with Progress(transient=True) as bar:
+        task = bar.add_task(f"{model}: semantic tests", total=len(items))
+        return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task))
+
+
+@dg.asset(group_name=GROUP, partitions_def=model_date_partitions, io_manager_key=PARQUET_IO)
+def semantic_retrievals(
+    context: dg.AssetExecutionContext,
+    providers: ProvidersResource,
+    scope: RunScopeResource,
+    knowledge_base: KnowledgeBase,
+    test_banks: Banks,
+) -> dg.Output[pd.DataFrame]:
+    """Each semantic test's prompt through the model: top-15 candidates, final 6, usage, errors."""
+    rows = _retrieve(context, providers, scope, knowledge_base, test_banks)
+    errored = sum(r.status == "errored" for r in rows)
+    return dg.Output(
+        to_frame(rows, retrieval_columns),
+        metadata={
+            "retrievals": len(rows),
+            "errored": errored,
+            "api_calls": sum(r.api_calls for r in rows),
+            "cache_hits": sum(r.cache_hits for r in rows),
+            "cost_usd": round(sum(r.cost_usd for r in rows), 6),
+            "mean_latency_ms": round(sum(r.latency_ms for r in rows) / len(rows), 1) if rows else 0.0,
+        },
+    )
+
+
+def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
+    frame = to_frame(outputs, lambda o: {"test_id": o.test_id, "entities": ", ".join(o.entities)})
+    return dg.Output(frame, metadata={"tests": len(outputs)})
+
+
+@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+def state_activations(
+    scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
+) -> dg.Output[pd.DataFrame]:
+    """Handlers each state test's user state triggers (conditions from the KB's handlers)."""
+    tests = scope.scope().select(Mechanism.STATE, test_banks.state.tests if test_banks.state else [])
+    return _outputs_frame(state_outputs(knowledge_base, tests))
+
+
+@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+def pattern_matches(scope: RunScopeResource, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+    """Crisis patterns and keyword boosts each pattern test's message triggers, and why."""
+    tests = scope.scope().select(Mechanism.PATTERN, test_banks.pattern.tests if test_banks.pattern else [])
+    if test_banks.rules is None:
+        return _outputs_frame([])
+    return _outputs_frame(pattern_outputs(test_banks.rules, tests))
+
+
+@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+def always_loads(
+    scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
+) -> dg.Output[pd.DataFrame]:
+    """Entities always loaded for each always test's user type."""
+    tests = scope.scope().select(Mechanism.ALWAYS, test_banks.always.tests if test_banks.always else [])
+    return _outputs_frame(always_outputs(knowledge_base, tests))

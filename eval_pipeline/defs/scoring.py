@@ -1,0 +1,173 @@
+"""How the system compares to expectations: the dated expectation snapshot, scored results per
+mechanism, and the aggregate per model and date."""
+
+
+from datetime import UTC, datetime, time, timedelta
+
+import dagster as dg
+import pandas as pd
+from pydantic import BaseModel, ConfigDict
+
+from eval_pipeline.core.aggregate import Aggregate, aggregate
+from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.evaluation import (
+    MechanismOutput,
+    score_always,
+    score_pattern,
+    score_semantic,
+    score_state,
+)
+from eval_pipeline.core.expectations import ExpectationConflict, ResolvedExpectation, resolve, source_summary
+from eval_pipeline.core.loading import Banks
+from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.retrieval import SemanticRetrieval
+from eval_pipeline.core.tables import from_frame, result_columns, to_frame
+from eval_pipeline.defs.inputs import JSON_IO, HistorySet
+from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata
+from eval_pipeline.defs.partitions import (
+    DATE_OF_MODEL_DATE,
+    date_partitions,
+    model_date_partitions,
+    split_key,
+)
+from eval_pipeline.defs.resources import RunScopeResource, StorageResource
+
+GROUP = "scoring"
+PARQUET_IO = "parquet_io"
+BY_DATE = dg.AssetIn(partition_mapping=DATE_OF_MODEL_DATE)
+
+
+class ResolvedSet(BaseModel):
+    """Every semantic test's expectations as of the end of one date, with their sources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    date: str
+    resolved: dict[str, ResolvedExpectation]
+    sources: dict[str, int]
+    conflicts: list[ExpectationConflict]
+
+
+def end_of_day(date: str) -> datetime:
+    return datetime.combine(datetime.fromisoformat(date).date() + timedelta(days=1), time(), UTC)
+
+
+@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=JSON_IO)
+def resolved_expectations(
+    context: dg.AssetExecutionContext, test_banks: Banks, expectation_history: HistorySet
+) -> dg.Output[ResolvedSet]:
+    """Human override > latest calibration > bank, using only history written by the date's end."""
+    date = context.partition_key
+    tests = test_banks.semantic.tests if test_banks.semantic else []
+    resolved = resolve(tests, expectation_history.files, as_of=end_of_day(date))
+    sources = source_summary(r.source for r in resolved.values())
+    conflicts = [r.conflict for r in resolved.values() if r.conflict is not None]
+    return dg.Output(
+        ResolvedSet(date=date, resolved=resolved, sources=sources, conflicts=conflicts),
+        metadata={**sources, "conflicts": len(conflicts)},
+    )
+
+
+def _results_output(results: list[SemanticResult] | list[StateResult] | list[PatternResult] | list[AlwaysResult]) -> dg.Output[pd.DataFrame]:
+    return dg.Output(to_frame(results, result_columns), metadata=bank_metadata(results))
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=PARQUET_IO,
+    ins={"resolved_expectations": BY_DATE},
+    check_specs=[dg.AssetCheckSpec("no_new_hard_fails", asset="semantic_results")],
+)
+def semantic_results(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    semantic_retrievals: pd.DataFrame,
+    resolved_expectations: ResolvedSet,
+    test_banks: Banks,
+) -> dg.Output[pd.DataFrame]:
+    """Each retrieval scored against the expectation snapshot of its date."""
+    tests = test_banks.semantic.tests if test_banks.semantic else []
+    retrievals = from_frame(semantic_retrievals, SemanticRetrieval)
+    results = score_semantic(tests, resolved_expectations.resolved, retrievals)
+    yield _results_output(results)
+    model, date = split_key(context)
+    previous = storage.latest_document_before(model, date)
+    before = {r.test_id for r in previous.semantic if r.hard_fail} if previous else set()
+    new = sorted({r.test_id for r in results if r.hard_fail} - before)
+    yield dg.AssetCheckResult(
+        check_name="no_new_hard_fails",
+        passed=not new,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "compared_with": previous.provenance.date if previous else "nothing earlier",
+            "new_hard_fails": ", ".join(new) or "none",
+        },
+    )
+
+
+def _outputs(frame: pd.DataFrame) -> list[MechanismOutput]:
+    return from_frame(frame, MechanismOutput)
+
+
+@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+def state_results(state_activations: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+    tests = test_banks.state.tests if test_banks.state else []
+    return _results_output(score_state(tests, _outputs(state_activations)))
+
+
+@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+    tests = test_banks.pattern.tests if test_banks.pattern else []
+    results = score_pattern(tests, _outputs(pattern_matches))
+    out = _results_output(results)
+    critical = [r.test_id for r in results if r.critical_failure]
+    return out.with_metadata({**out.metadata, "critical_failures": ", ".join(critical) or "none"})
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=date_partitions,
+    io_manager_key=PARQUET_IO,
+    check_specs=[dg.AssetCheckSpec("always_entities_present", asset="always_results")],
+)
+def always_results(always_loads: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+    tests = test_banks.always.tests if test_banks.always else []
+    results = score_always(tests, _outputs(always_loads))
+    yield _results_output(results)
+    missing = {r.test_id: r.missing for r in results if r.missing}
+    yield dg.AssetCheckResult(
+        check_name="always_entities_present",
+        passed=not missing,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"missing": dg.MetadataValue.json(missing)},
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=JSON_IO,
+    ins={name: BY_DATE for name in ("state_results", "pattern_results", "always_results")},
+)
+def scored_aggregate(
+    scope: RunScopeResource,
+    semantic_results: pd.DataFrame,
+    state_results: pd.DataFrame,
+    pattern_results: pd.DataFrame,
+    always_results: pd.DataFrame,
+) -> dg.Output[Aggregate]:
+    """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health."""
+    run = scope.scope()
+    semantic = from_frame(semantic_results, SemanticResult)
+    # One count per test, whatever its number of trials.
+    sources = {r.test_id: r.expectation_source for r in semantic}
+    agg = aggregate(
+        semantic=semantic if run.runs(Mechanism.SEMANTIC) else None,
+        state=from_frame(state_results, StateResult) if run.runs(Mechanism.STATE) else None,
+        pattern=from_frame(pattern_results, PatternResult) if run.runs(Mechanism.PATTERN) else None,
+        always=from_frame(always_results, AlwaysResult) if run.runs(Mechanism.ALWAYS) else None,
+        expectation_sources=source_summary(sources.values()),
+        threshold=scope.pass_threshold,
+    )
+    return dg.Output(agg, metadata=aggregate_metadata(agg))
