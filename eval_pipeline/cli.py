@@ -24,9 +24,7 @@ class UsageError(Exception):
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb", type=Path, default=Path("kb"), help="KB directory or single file")
-    p.add_argument(
-        "--banks-dir", type=Path, default=Path("test_banks"), help="test banks directory"
-    )
+    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"), help="test banks directory")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

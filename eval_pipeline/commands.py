@@ -95,19 +95,28 @@ def _select_models(args: argparse.Namespace) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     kb, banks = load_validated(args.kb, args.banks_dir)
-    unknown_tests = set(args.tests) - {t.test_id for b in (banks.semantic, banks.state, banks.pattern, banks.always) if b for t in b.tests}
+    unknown_tests = set(args.tests) - {
+        t.test_id for b in (banks.semantic, banks.state, banks.pattern, banks.always) if b for t in b.tests
+    }
     if unknown_tests:
         raise _usage(f"--test: unknown test id(s) {', '.join(sorted(unknown_tests))}")
     models = _select_models(args)
     date = _parse_date(args.date)
-    from eval_pipeline.defs.execution import project_instance, run_all
     from eval_pipeline.definitions import build_resources
-    from eval_pipeline.defs.resources import InputsResource, ProvidersResource, RunScopeResource, StorageResource
+    from eval_pipeline.defs.execution import project_instance, run_all
+    from eval_pipeline.defs.resources import (
+        InputsResource,
+        ProvidersResource,
+        RunScopeResource,
+        StorageResource,
+    )
 
     resources = build_resources(
         InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
         StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
-        ProvidersResource(models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache),
+        ProvidersResource(
+            models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
+        ),
         RunScopeResource(
             banks=_parse_banks(args.banks),
             test_ids=args.tests,
@@ -116,8 +125,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             show_progress=sys.stderr.isatty(),
         ),
     )
-    print(f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}")
-    outcomes = run_all(date, models, resources, project_instance(), lambda s: print(f"  running {s} …", flush=True))
+    print(
+        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
+    )
+    outcomes = run_all(
+        date, models, resources, project_instance(), lambda s: print(f"  running {s} …", flush=True)
+    )
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)

@@ -6,7 +6,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.defs.automation import SCHEDULES, SENSORS
+from eval_pipeline.defs.automation import JOBS, SCHEDULES, SENSORS
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
 from eval_pipeline.defs.resources import (
@@ -36,6 +36,7 @@ def build_resources(
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
+    jobs=JOBS,
     sensors=SENSORS,
     schedules=SCHEDULES,
     resources=build_resources(),

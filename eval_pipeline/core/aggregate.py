@@ -147,9 +147,7 @@ def pattern_type_scores(results: Sequence[PatternResult]) -> dict[str, PatternTy
 
 
 def handler_scores(results: Sequence[StateResult]) -> dict[str, HandlerScore]:
-    handlers = sorted(
-        {h for r in results for h in (*r.expected_handlers, *r.not_expected_handlers)}
-    )
+    handlers = sorted({h for r in results for h in (*r.expected_handlers, *r.not_expected_handlers)})
     out: dict[str, HandlerScore] = {}
     for h in handlers:
         expecting = [r for r in results if h in r.expected_handlers]
@@ -235,9 +233,7 @@ def aggregate(
         errored_count=errored,
         critical_failures=crit,
         topic_scores={k: group_score(v) for k, v in grouped(sem, lambda r: r.topics).items()},
-        category_scores={
-            k: group_score(v) for k, v in grouped(sem, lambda r: [r.category.value]).items()
-        },
+        category_scores={k: group_score(v) for k, v in grouped(sem, lambda r: [r.category.value]).items()},
         pattern_type_scores=pattern_type_scores(pattern or []),
         handler_scores=handler_scores(state or []),
         expectation_sources=dict(expectation_sources or {}),

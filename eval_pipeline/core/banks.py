@@ -9,9 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from eval_pipeline.core.kb import UserType
 
-TestId = Annotated[
-    str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")
-]
+TestId = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")]
 # User state is open-ended (a second domain may add fields); values are JSON scalars or lists.
 UserState = dict[str, Any]
 

@@ -78,8 +78,7 @@ class MechanismOutput(BaseModel):
 def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[MechanismOutput]:
     handlers = kb.with_mode(LoadMode.STATE)
     return [
-        MechanismOutput(test_id=t.test_id, entities=triggered_handlers(t.user_state, handlers))
-        for t in tests
+        MechanismOutput(test_id=t.test_id, entities=triggered_handlers(t.user_state, handlers)) for t in tests
     ]
 
 
@@ -88,41 +87,30 @@ def pattern_outputs(rules: PatternRules, tests: Sequence[PatternTest]) -> list[M
     out = []
     for t in tests:
         matches = matcher.match(t.prompt)
-        out.append(
-            MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches)
-        )
+        out.append(MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches))
     return out
 
 
 def always_outputs(kb: KnowledgeBase, tests: Sequence[AlwaysTest]) -> list[MechanismOutput]:
     return [
-        MechanismOutput(test_id=t.test_id, entities=always_loaded(t.user_type, kb.entities))
-        for t in tests
+        MechanismOutput(test_id=t.test_id, entities=always_loaded(t.user_type, kb.entities)) for t in tests
     ]
 
 
-def _paired(
-    tests: Sequence[T], outputs: Sequence[MechanismOutput]
-) -> list[tuple[T, MechanismOutput]]:
+def _paired(tests: Sequence[T], outputs: Sequence[MechanismOutput]) -> list[tuple[T, MechanismOutput]]:
     by_id = {o.test_id: o for o in outputs}
     return [(t, by_id[t.test_id]) for t in tests if t.test_id in by_id]
 
 
-def score_state(
-    tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]
-) -> list[StateResult]:
+def score_state(tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]) -> list[StateResult]:
     return [evaluate_state_test(t, o.entities) for t, o in _paired(tests, outputs)]
 
 
-def score_pattern(
-    tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]
-) -> list[PatternResult]:
+def score_pattern(tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]) -> list[PatternResult]:
     return [evaluate_pattern_test(t, o.matches) for t, o in _paired(tests, outputs)]
 
 
-def score_always(
-    tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]
-) -> list[AlwaysResult]:
+def score_always(tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]) -> list[AlwaysResult]:
     return [evaluate_always_test(t, o.entities) for t, o in _paired(tests, outputs)]
 
 

@@ -208,16 +208,12 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     entities: list[Entity] = []
     for file in entity_files:
         shown = str(file)
-        entity = parse_model(
-            Entity, read_structured(file, shown, problems), shown, problems, "entity_id"
-        )
+        entity = parse_model(Entity, read_structured(file, shown, problems), shown, problems, "entity_id")
         if entity is None:
             continue
         if entity.entity_id != file.stem:
             problems.append(
-                Problem(
-                    shown, entity.entity_id, "entity_id", f"does not match file name {file.name}"
-                )
+                Problem(shown, entity.entity_id, "entity_id", f"does not match file name {file.name}")
             )
         entities.append(entity)
     if version is None or not entities:
@@ -264,9 +260,7 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
 def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory]:
     out: list[LoadedHistory] = []
     for file in sorted(directory.glob(HISTORY_GLOB)):
-        entry = parse_model(
-            HistoryFile, read_structured(file, str(file), problems), str(file), problems
-        )
+        entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)
         if entry is not None:
             out.append(LoadedHistory(path=file, entry=entry))
     return out

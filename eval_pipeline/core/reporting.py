@@ -69,9 +69,7 @@ def _critical(agg: Aggregate) -> list[str]:
 def _groups(title: str, groups: dict[str, GroupScore], key_name: str) -> list[str]:
     if not groups:
         return []
-    ordered = sorted(
-        groups.items(), key=lambda kv: (kv[1].average is None, -(kv[1].average or 0), kv[0])
-    )
+    ordered = sorted(groups.items(), key=lambda kv: (kv[1].average is None, -(kv[1].average or 0), kv[0]))
     rows = [(k, _fmt(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
     return [
         f"## {title}",
@@ -139,9 +137,7 @@ def _penalties(results: Sequence[AnyResult]) -> list[str]:
 
 
 def _errored(results: Sequence[AnyResult]) -> list[str]:
-    rows = [
-        (r.mechanism, r.test_id, r.error or "") for r in results if r.status is TestStatus.ERRORED
-    ]
+    rows = [(r.mechanism, r.test_id, r.error or "") for r in results if r.status is TestStatus.ERRORED]
     if not rows:
         return []
     return ["## Errored tests (not scored)", "", *_table(("Bank", "Test", "Reason"), rows)]

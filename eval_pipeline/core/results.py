@@ -26,7 +26,9 @@ class TestStatus(StrEnum):
     ERRORED = "errored"
 
 
-class _Result(BaseModel):
+class ResultBase(BaseModel):
+    """What every mechanism's per-test result has: id, status, error or outcome."""
+
     model_config = ConfigDict(extra="forbid")
 
     test_id: str
@@ -56,7 +58,7 @@ class SemanticEvaluation(BaseModel):
     rank_violations: list[RankViolation]
 
 
-class SemanticResult(_Result):
+class SemanticResult(ResultBase):
     mechanism: Literal["semantic"] = "semantic"
     model: str
     trial: int = 0
@@ -74,7 +76,7 @@ class SemanticResult(_Result):
     latency_ms: float = 0.0
 
 
-class StateResult(_Result):
+class StateResult(ResultBase):
     mechanism: Literal["state"] = "state"
     user_state: UserState
     triggered_handlers: list[str]
@@ -97,7 +99,7 @@ class PatternMatch(BaseModel):
     is_critical: bool = False
 
 
-class PatternResult(_Result):
+class PatternResult(ResultBase):
     mechanism: Literal["pattern"] = "pattern"
     prompt: str
     pattern_type: PatternType
@@ -113,7 +115,7 @@ class PatternResult(_Result):
     critical_reason: str | None = None
 
 
-class AlwaysResult(_Result):
+class AlwaysResult(ResultBase):
     mechanism: Literal["always"] = "always"
     user_type: UserType
     loaded_entities: list[str]

@@ -67,7 +67,5 @@ def read_document(path: Path) -> RunDocument:
 
 def latest_document_before(model_dir: Path, date: str) -> RunDocument | None:
     """The newest `<model_dir>/<date>/results.json` with a date earlier than `date`."""
-    earlier = sorted(
-        d for d in model_dir.glob("*") if d.name < date and (d / RESULTS_FILE).is_file()
-    )
+    earlier = sorted(d for d in model_dir.glob("*") if d.name < date and (d / RESULTS_FILE).is_file())
     return read_document(earlier[-1] / RESULTS_FILE) if earlier else None

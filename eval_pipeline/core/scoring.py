@@ -129,9 +129,7 @@ def score(missing_primary: Sequence[str], penalties: Sequence[Penalty]) -> Score
             score=0, label=label_for(0), hard_fail=True, missing_primary=list(missing_primary)
         )
     value = max(0, PERFECT + sum(p.points for p in penalties))
-    return ScoreOutcome(
-        score=value, label=label_for(value), hard_fail=False, penalties=list(penalties)
-    )
+    return ScoreOutcome(score=value, label=label_for(value), hard_fail=False, penalties=list(penalties))
 
 
 def all_or_nothing(missing: Sequence[str]) -> ScoreOutcome:

@@ -41,9 +41,7 @@ def triggered_handlers(state: UserState, handlers: Sequence[Entity]) -> list[str
     return [
         h.entity_id
         for h in handlers
-        if h.load_mode is LoadMode.STATE
-        and h.state_conditions
-        and triggers(state, h.state_conditions)
+        if h.load_mode is LoadMode.STATE and h.state_conditions and triggers(state, h.state_conditions)
     ]
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import pandas as pd
 from pydantic import BaseModel
 
-from eval_pipeline.core.results import AnyResult
+from eval_pipeline.core.results import ResultBase
 from eval_pipeline.core.retrieval import SemanticRetrieval
 
 M = TypeVar("M", bound=BaseModel)
@@ -34,7 +34,7 @@ def from_frame(frame: pd.DataFrame, model: type[M]) -> list[M]:
     return [model.model_validate_json(text) for text in frame[RECORD]]
 
 
-def result_columns(r: AnyResult) -> dict[str, Any]:
+def result_columns(r: ResultBase) -> dict[str, Any]:
     return {
         "test_id": r.test_id,
         "name": r.name,

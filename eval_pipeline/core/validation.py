@@ -42,9 +42,7 @@ class _Checker:
     def add(self, file: str, item: str, fld: str, message: str) -> None:
         self.problems.append(Problem(file, item, fld, message))
 
-    def refs(
-        self, file: str, item: str, fld: str, ids: Iterable[str], modes: frozenset[LoadMode]
-    ) -> None:
+    def refs(self, file: str, item: str, fld: str, ids: Iterable[str], modes: frozenset[LoadMode]) -> None:
         if self.kb is None:
             return  # the KB's own problems are already reported
         for eid in ids:
@@ -77,19 +75,13 @@ def _check_kb(c: _Checker, kb_path: Path) -> None:
         if e.load_mode is LoadMode.STATE and not e.state_conditions:
             c.add(str(kb_path), e.entity_id, "state_conditions", "STATE entity has no conditions")
         if e.state_conditions and e.load_mode is not LoadMode.STATE:
-            c.add(
-                str(kb_path), e.entity_id, "state_conditions", "only STATE entities use conditions"
-            )
+            c.add(str(kb_path), e.entity_id, "state_conditions", "only STATE entities use conditions")
         for fld, cond in e.state_conditions.items():
             for op, value in cond.items():
                 if op == "in" and not isinstance(value, list):
                     c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.in", "needs a list")
-                if op in ("gte", "lte") and (
-                    not isinstance(value, int | float) or isinstance(value, bool)
-                ):
-                    c.add(
-                        str(kb_path), e.entity_id, f"state_conditions.{fld}.{op}", "needs a number"
-                    )
+                if op in ("gte", "lte") and (not isinstance(value, int | float) or isinstance(value, bool)):
+                    c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.{op}", "needs a number")
 
 
 def _check_duplicate_tests(c: _Checker) -> None:
@@ -110,9 +102,7 @@ def _check_duplicate_tests(c: _Checker) -> None:
                 seen[test.test_id] = rel
 
 
-def check_expectations(
-    c: _Checker, file: str, item: str, exp: Expectations, prefix: str = ""
-) -> None:
+def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, prefix: str = "") -> None:
     c.refs(file, item, f"{prefix}expected_primary", exp.expected_primary, SEMANTIC_MODES)
     c.refs(file, item, f"{prefix}expected_secondary", exp.expected_secondary, SEMANTIC_MODES)
     c.refs(file, item, f"{prefix}not_expected", exp.not_expected, SEMANTIC_MODES)
@@ -194,9 +184,7 @@ def _check_history(c: _Checker) -> None:
         file = str(h.path)
         for change in h.entry.changes:
             if change.test_id not in known:
-                c.add(
-                    file, change.test_id, "test_id", "history names a test the semantic bank lacks"
-                )
+                c.add(file, change.test_id, "test_id", "history names a test the semantic bank lacks")
                 continue
             if change.updated is not None:
                 check_expectations(c, file, change.test_id, change.updated, "updated.")

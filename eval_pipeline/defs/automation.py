@@ -1,111 +1,172 @@
-"""Sensors and schedules. Anything that can spend money on APIs starts STOPPED.
+"""Jobs, sensors and schedules. Anything that can spend money on APIs starts STOPPED.
 
-- `kb_version_sensor_*`: the KB's content changed -> everything downstream of the KB, today.
-- `history_sensor_*`: expectation history changed -> the expectation snapshot and scoring only
-  (no retrieval is re-run).
+A run cannot mix date-partitioned and model x date assets, so evaluation is two jobs:
+`evaluate_date` (inputs, expectation snapshot, deterministic mechanisms) and `evaluate_model`
+(one run per model). Triggers launch the date stage tagged with a tier and a scope; when it
+succeeds, `chain_model_runs` launches that tier's model runs for the same date and scope, so a
+model run never reads a date's inputs before they exist.
+
+- `kb_version_sensor_*`: the KB content changed -> everything downstream of the KB, today.
+- `history_sensor_*`: the expectation history changed -> the snapshot and scoring only (no
+  retrieval is re-run).
 - `model_comparison_*`: daily, every enabled model of the tier, today.
 Each comes in a `local` tier (free models, RUNNING) and an `api` tier (cost-incurring, STOPPED).
 """
 
-
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import dagster as dg
 
-from eval_pipeline.defs.graph import MATERIALIZABLE, downstream_of, everything, staged_requests
+from eval_pipeline.defs.graph import PER_MODEL, downstream_of, everything
 from eval_pipeline.defs.inputs import expectation_history, knowledge_base
-from eval_pipeline.defs.partitions import MODEL_DIM, today_utc
+from eval_pipeline.defs.partitions import (
+    MODEL_DIM,
+    date_partitions,
+    model_date_key,
+    model_date_partitions,
+    today_utc,
+)
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource
 
 TIERS = {"local": (False, dg.DefaultSensorStatus.RUNNING), "api": (True, dg.DefaultSensorStatus.STOPPED)}
 COMPARISON_CRON = "0 6 * * *"
+TIER_TAG, SCOPE_TAG = "eval_pipeline/tier", "eval_pipeline/scope"
+
+KB_DOWNSTREAM = downstream_of(knowledge_base)
+HISTORY_DOWNSTREAM = downstream_of(expectation_history)
+SCOPES: dict[str, set[dg.AssetKey]] = {
+    "all": everything(),
+    "kb": KB_DOWNSTREAM,
+    "history": HISTORY_DOWNSTREAM,
+}
+
+date_job = dg.define_asset_job(
+    "evaluate_date", selection=sorted(everything() - PER_MODEL), partitions_def=date_partitions
+)
+model_job = dg.define_asset_job(
+    "evaluate_model", selection=sorted(PER_MODEL), partitions_def=model_date_partitions
+)
 
 
 def tier_models(providers: ProvidersResource, cost_incurring: bool) -> list[str]:
     return [k for k, m in providers.models().items() if m.enabled and m.cost_incurring == cost_incurring]
 
 
-def _add_models(models: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
-    return [dg.AddDynamicPartitionsRequest(partitions_def_name=MODEL_DIM, partition_keys=models)]
+def date_stage_request(scope: str, tier: str, date: str, run_key: str) -> dg.RunRequest:
+    return dg.RunRequest(
+        job_name=date_job.name,
+        asset_selection=sorted(SCOPES[scope] - PER_MODEL),
+        partition_key=date,
+        run_key=run_key,
+        tags={TIER_TAG: tier, SCOPE_TAG: scope},
+    )
+
+
+def model_stage_requests(tags: Mapping[str, str], date: str, models: list[str]) -> list[dg.RunRequest]:
+    """The model runs that follow a successful date stage with these tags."""
+    keys = sorted(SCOPES[tags.get(SCOPE_TAG, "all")] & PER_MODEL)
+    return [
+        dg.RunRequest(
+            job_name=model_job.name,
+            asset_selection=keys,
+            partition_key=model_date_key(m, date),
+            tags={**tags, "model": m},
+        )
+        for m in models
+    ]
 
 
 def _change_sensor(
-    name: str,
-    fingerprint: Callable[[InputsResource], str],
-    keys: set[dg.AssetKey],
-    tier: str,
-    description: str,
+    name: str, fingerprint: Callable[[InputsResource], str], scope: str, tier: str, description: str
 ) -> dg.SensorDefinition:
-    cost_incurring, status = TIERS[tier]
+    _, status = TIERS[tier]
 
     @dg.sensor(
         name=f"{name}_{tier}",
         description=description,
-        asset_selection=sorted(keys),
+        jobs=[date_job],
         minimum_interval_seconds=60,
         default_status=status,
     )
     def _sensor(
-        context: dg.SensorEvaluationContext, inputs: InputsResource, providers: ProvidersResource
+        context: dg.SensorEvaluationContext, inputs: InputsResource
     ) -> dg.SensorResult | dg.SkipReason:
         current = fingerprint(inputs)
         if context.cursor == current:
             return dg.SkipReason("no change")
-        models = tier_models(providers, cost_incurring)
         date = today_utc()
-        return dg.SensorResult(
-            run_requests=staged_requests(keys, date, models, f"{name}-{current[:12]}"),
-            cursor=current,
-            dynamic_partitions_requests=_add_models(models),
-        )
+        request = date_stage_request(scope, tier, date, f"{name}-{tier}-{current[:16]}-{date}")
+        return dg.SensorResult(run_requests=[request], cursor=current)
 
     return _sensor
 
 
 def _comparison_schedule(tier: str) -> dg.ScheduleDefinition:
-    cost_incurring, status = TIERS[tier]
+    _, status = TIERS[tier]
 
     @dg.schedule(
         name=f"model_comparison_{tier}",
         cron_schedule=COMPARISON_CRON,
         execution_timezone="UTC",
-        target=MATERIALIZABLE,
+        job=date_job,
         default_status=dg.DefaultScheduleStatus(status.value),
         description=f"Daily evaluation of every enabled {tier} model, for comparison.",
     )
-    def _schedule(context: dg.ScheduleEvaluationContext, providers: ProvidersResource) -> list[dg.RunRequest]:
-        models = tier_models(providers, cost_incurring)
+    def _schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
         date = context.scheduled_execution_time.date().isoformat()
-        instance = context.instance
-        existing = set(instance.get_dynamic_partitions(MODEL_DIM))
-        if missing := [m for m in models if m not in existing]:
-            instance.add_dynamic_partitions(MODEL_DIM, missing)
-        return staged_requests(everything(), date, models, f"comparison-{tier}")
+        return date_stage_request("all", tier, date, f"comparison-{tier}-{date}")
 
     return _schedule
 
 
-KB_DOWNSTREAM = downstream_of(knowledge_base)
-HISTORY_DOWNSTREAM = downstream_of(expectation_history)
-
-SENSORS = [
-    sensor
-    for tier in TIERS
-    for sensor in (
-        _change_sensor(
-            "kb_version_sensor",
-            InputsResource.kb_hash,
-            KB_DOWNSTREAM,
-            tier,
-            "KB content changed: re-evaluate everything downstream of the KB for today.",
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[date_job],
+    request_job=model_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After a date stage succeeds, run each model of its tier for that date.",
+)
+def chain_model_runs(
+    context: dg.RunStatusSensorContext, providers: ProvidersResource
+) -> dg.SensorResult | dg.SkipReason:
+    tags = dict(context.dagster_run.tags)
+    tier = tags.get(TIER_TAG)
+    date = tags.get("dagster/partition")
+    if tier not in TIERS or date is None:
+        return dg.SkipReason("not an evaluation date stage")
+    models = tier_models(providers, TIERS[tier][0])
+    return dg.SensorResult(
+        run_requests=model_stage_requests(
+            {TIER_TAG: tier, SCOPE_TAG: tags.get(SCOPE_TAG, "all")}, date, models
         ),
-        _change_sensor(
-            "history_sensor",
-            InputsResource.history_hash,
-            HISTORY_DOWNSTREAM,
-            tier,
-            "Expectation history changed: re-score only (retrievals are reused).",
-        ),
+        dynamic_partitions_requests=[
+            dg.AddDynamicPartitionsRequest(partitions_def_name=MODEL_DIM, partition_keys=models)
+        ],
     )
+
+
+JOBS = [date_job, model_job]
+SENSORS: list[dg.SensorDefinition] = [
+    *(
+        sensor
+        for tier in TIERS
+        for sensor in (
+            _change_sensor(
+                "kb_version_sensor",
+                InputsResource.kb_hash,
+                "kb",
+                tier,
+                "KB content changed: re-evaluate everything downstream of the KB for today.",
+            ),
+            _change_sensor(
+                "history_sensor",
+                InputsResource.history_hash,
+                "history",
+                tier,
+                "Expectation history changed: re-score only (retrievals are reused).",
+            ),
+        )
+    ),
+    chain_model_runs,
 ]
 SCHEDULES = [_comparison_schedule(tier) for tier in TIERS]

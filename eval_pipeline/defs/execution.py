@@ -96,5 +96,7 @@ def run_all(
         return outcomes
     for model in models:
         on_stage(f"model {model}")
-        outcomes.append(materialize_stage(model, set(PER_MODEL), model_date_key(model, date), resources, instance))
+        outcomes.append(
+            materialize_stage(model, set(PER_MODEL), model_date_key(model, date), resources, instance)
+        )
     return outcomes

@@ -1,12 +1,6 @@
-"""The asset graph, and how a set of assets for one date becomes runs.
-
-A run can hold unpartitioned and date-partitioned assets together, but model x date assets
-need a run per model; `staged_requests` splits a selection accordingly.
-"""
+"""The asset graph: every asset, and the selections automation and the CLI work with."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable, Sequence
 
 import dagster as dg
 
@@ -18,7 +12,7 @@ from eval_pipeline.defs.inputs import (
     test_bank_files,
     test_banks,
 )
-from eval_pipeline.defs.partitions import model_date_key, model_date_partitions
+from eval_pipeline.defs.partitions import model_date_partitions
 from eval_pipeline.defs.reports import release_gate, run_report
 from eval_pipeline.defs.retrieval import always_loads, pattern_matches, semantic_retrievals, state_activations
 from eval_pipeline.defs.scoring import (
@@ -60,28 +54,3 @@ def downstream_of(*roots: dg.AssetsDefinition) -> set[dg.AssetKey]:
 
 def everything() -> set[dg.AssetKey]:
     return {a.key for a in MATERIALIZABLE}
-
-
-def staged_requests(
-    keys: Iterable[dg.AssetKey], date: str, models: Sequence[str], reason: str
-) -> list[dg.RunRequest]:
-    """One run for the unpartitioned and date-only assets, then one run per model."""
-    keys = set(keys)
-    shared = sorted(keys - PER_MODEL)
-    per_model = sorted(keys & PER_MODEL)
-    requests = []
-    if shared:
-        requests.append(
-            dg.RunRequest(asset_selection=shared, partition_key=date, run_key=f"{reason}:{date}", tags={"reason": reason})
-        )
-    if per_model:
-        requests += [
-            dg.RunRequest(
-                asset_selection=per_model,
-                partition_key=model_date_key(m, date),
-                run_key=f"{reason}:{m}:{date}",
-                tags={"reason": reason, "model": m},
-            )
-            for m in models
-        ]
-    return requests

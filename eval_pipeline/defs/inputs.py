@@ -1,5 +1,6 @@
 """Input assets: the KB, banks and history as observed on disk, then loaded and validated."""
 
+from collections.abc import Iterator
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
@@ -52,7 +53,12 @@ def knowledge_base(inputs: InputsResource) -> dg.Output[KnowledgeBase]:
     return dg.Output(
         kb,
         data_version=dg.DataVersion(kb.content_hash),
-        metadata={"kb_version": kb.kb_version, "kb_hash": kb.content_hash, "entities": len(kb.entities), **modes},
+        metadata={
+            "kb_version": kb.kb_version,
+            "kb_hash": kb.content_hash,
+            "entities": len(kb.entities),
+            **modes,
+        },
     )
 
 
@@ -62,7 +68,9 @@ def knowledge_base(inputs: InputsResource) -> dg.Output[KnowledgeBase]:
     io_manager_key=JSON_IO,
     check_specs=[dg.AssetCheckSpec("banks_reference_known_entities", asset="test_banks", blocking=True)],
 )
-def test_banks(inputs: InputsResource, knowledge_base: KnowledgeBase) -> dg.Output[Banks]:
+def test_banks(
+    inputs: InputsResource, knowledge_base: KnowledgeBase
+) -> Iterator[dg.Output[Banks] | dg.AssetCheckResult]:
     """The four banks and the pattern rules, cross-checked against the KB (blocking)."""
     banks, problems = inputs.load_banks()
     problems += cross_check(knowledge_base, inputs.kb, banks)

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import dagster as dg
 
 from eval_pipeline.core.aggregate import Aggregate
-from eval_pipeline.core.results import AnyResult
+from eval_pipeline.core.results import ResultBase
 
 MAX_ROWS = 200
 
 
-def results_table(results: Sequence[AnyResult]) -> dg.TableMetadataValue:
+def results_table(results: Sequence[ResultBase]) -> dg.TableMetadataValue:
     schema = dg.TableSchema(
         columns=[
             dg.TableColumn("test_id", "string"),
@@ -37,7 +37,7 @@ def results_table(results: Sequence[AnyResult]) -> dg.TableMetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
-def _detail(r: AnyResult) -> str:
+def _detail(r: ResultBase) -> str:
     if r.outcome is None:
         return r.error or ""
     if r.outcome.hard_fail:
@@ -45,7 +45,7 @@ def _detail(r: AnyResult) -> str:
     return "; ".join(p.text for p in r.outcome.penalties)
 
 
-def bank_metadata(results: Sequence[AnyResult]) -> dict[str, dg.RawMetadataValue]:
+def bank_metadata(results: Sequence[ResultBase]) -> dict[str, dg.RawMetadataValue]:
     scores = [r.score for r in results if r.score is not None]
     return {
         "tests": len(results),

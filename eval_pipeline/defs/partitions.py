@@ -13,9 +13,7 @@ MODEL_DIM, DATE_DIM = "model", "date"
 date_partitions = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
 # Dynamic, so the asset definitions don't depend on the models file; keys are synced from it.
 model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
-model_date_partitions = dg.MultiPartitionsDefinition(
-    {MODEL_DIM: model_partitions, DATE_DIM: date_partitions}
-)
+model_date_partitions = dg.MultiPartitionsDefinition({MODEL_DIM: model_partitions, DATE_DIM: date_partitions})
 # Date-only assets feed model x date assets: every model reads the same date partition.
 DATE_OF_MODEL_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=DATE_DIM)
 

@@ -5,7 +5,7 @@ still gets its report (that is where people see what broke), but nothing downstr
 such as the release gate, is produced for that model and date.
 """
 
-
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -37,7 +37,10 @@ def _scope_dict(scope: RunScopeResource) -> dict[str, Any]:
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
-    ins={name: BY_DATE for name in ("state_results", "pattern_results", "always_results", "resolved_expectations")},
+    ins={
+        name: BY_DATE
+        for name in ("state_results", "pattern_results", "always_results", "resolved_expectations")
+    },
     check_specs=[dg.AssetCheckSpec("no_critical_failures", asset="run_report", blocking=True)],
 )
 def run_report(
@@ -54,7 +57,7 @@ def run_report(
     knowledge_base: KnowledgeBase,
     test_banks: Banks,
     expectation_history: HistorySet,
-) -> dg.Output[RunDocument]:
+) -> Iterator[dg.Output[RunDocument] | dg.AssetCheckResult]:
     """Every test in full with provenance, written to results/<model>/<date>/."""
     model, date = split_key(context)
     banks_run = {m.value for m in scored_aggregate.banks}
@@ -96,7 +99,11 @@ def run_report(
         check_name="no_critical_failures",
         passed=not critical,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"critical_failures": dg.MetadataValue.md("\n".join(f"- {c.test_id}: {c.reason}" for c in critical) or "none")},
+        metadata={
+            "critical_failures": dg.MetadataValue.md(
+                "\n".join(f"- {c.test_id}: {c.reason}" for c in critical) or "none"
+            )
+        },
     )
 
 
@@ -104,4 +111,6 @@ def run_report(
 def release_gate(scope: RunScopeResource, run_report: RunDocument) -> dg.Output[GateDecision]:
     """Whether this model, KB and date pass the gates (no critical failure; `fail_under` met)."""
     decision = gate_decision(run_report, scope.fail_under)
-    return dg.Output(decision, metadata={"passed": decision.passed, "reasons": "; ".join(decision.reasons) or "none"})
+    return dg.Output(
+        decision, metadata={"passed": decision.passed, "reasons": "; ".join(decision.reasons) or "none"}
+    )

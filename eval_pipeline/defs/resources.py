@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field
 
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.evaluation import Scope
@@ -141,8 +142,8 @@ def errored(model: str, test_id: str, trial: int, reason: str) -> SemanticRetrie
 class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Which tests this run covers and the gates it applies; the CLI sets it per run."""
 
-    banks: list[str] = [m.value for m in Mechanism]
-    test_ids: list[str] = []
+    banks: list[str] = Field(default_factory=lambda: [m.value for m in Mechanism])
+    test_ids: list[str] = Field(default_factory=list)
     topic: str | None = None
     pass_threshold: int = DEFAULT_PASS_THRESHOLD
     fail_under: float | None = None

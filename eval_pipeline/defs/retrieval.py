@@ -3,7 +3,6 @@
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
 
-
 import dagster as dg
 import pandas as pd
 from rich.progress import Progress

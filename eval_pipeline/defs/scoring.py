@@ -1,7 +1,7 @@
 """How the system compares to expectations: the dated expectation snapshot, scored results per
 mechanism, and the aggregate per model and date."""
 
-
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
@@ -19,7 +19,7 @@ from eval_pipeline.core.evaluation import (
 )
 from eval_pipeline.core.expectations import ExpectationConflict, ResolvedExpectation, resolve, source_summary
 from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.results import AlwaysResult, PatternResult, ResultBase, SemanticResult, StateResult
 from eval_pipeline.core.retrieval import SemanticRetrieval
 from eval_pipeline.core.tables import from_frame, result_columns, to_frame
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
@@ -68,7 +68,7 @@ def resolved_expectations(
     )
 
 
-def _results_output(results: list[SemanticResult] | list[StateResult] | list[PatternResult] | list[AlwaysResult]) -> dg.Output[pd.DataFrame]:
+def _results_output(results: Sequence[ResultBase]) -> dg.Output[pd.DataFrame]:
     return dg.Output(to_frame(results, result_columns), metadata=bank_metadata(results))
 
 
@@ -85,7 +85,7 @@ def semantic_results(
     semantic_retrievals: pd.DataFrame,
     resolved_expectations: ResolvedSet,
     test_banks: Banks,
-) -> dg.Output[pd.DataFrame]:
+) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
     """Each retrieval scored against the expectation snapshot of its date."""
     tests = test_banks.semantic.tests if test_banks.semantic else []
     retrievals = from_frame(semantic_retrievals, SemanticRetrieval)
@@ -131,7 +131,9 @@ def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Outp
     io_manager_key=PARQUET_IO,
     check_specs=[dg.AssetCheckSpec("always_entities_present", asset="always_results")],
 )
-def always_results(always_loads: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+def always_results(
+    always_loads: pd.DataFrame, test_banks: Banks
+) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
     tests = test_banks.always.tests if test_banks.always else []
     results = score_always(tests, _outputs(always_loads))
     yield _results_output(results)

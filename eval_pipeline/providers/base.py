@@ -55,8 +55,11 @@ class Reranker(Protocol):
     name: str
 
     async def rerank(
-        self, query: str, candidates: Sequence[RerankCandidate], top_k: int
-    ) -> RerankResult: ...
+        self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
+    ) -> RerankResult:
+        """`trial` (0-based) is part of the response-cache key, so repeated trials of a
+        non-deterministic reranker are separate calls rather than one cached answer."""
+        ...
 
 
 __all__ = [

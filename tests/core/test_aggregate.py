@@ -20,9 +20,7 @@ from eval_pipeline.core.semantic_eval import evaluate_semantic_test
 from eval_pipeline.core.state_matcher import evaluate_state_test
 
 
-def semantic(
-    test_id: str, selected: list[str], topics: list[str], errored: bool = False
-) -> SemanticResult:
+def semantic(test_id: str, selected: list[str], topics: list[str], errored: bool = False) -> SemanticResult:
     test = SemanticTest(
         test_id=test_id,
         category=SemanticCategory.ONE_LINER,
@@ -63,9 +61,7 @@ def test_errored_tests_are_counted_apart_and_not_averaged() -> None:
 
 def test_weights_renormalise_over_banks_run() -> None:
     sem = [semantic("S1", ["a"], ["t"])]  # 90
-    state = [
-        evaluate_state_test(StateTest(test_id="ST", user_state={}, expected_handlers=["h"]), [])
-    ]  # 0
+    state = [evaluate_state_test(StateTest(test_id="ST", user_state={}, expected_handlers=["h"]), [])]  # 0
     agg = aggregate(semantic=sem, state=state)
     assert agg.weights == {Mechanism.SEMANTIC: 0.8, Mechanism.STATE: 0.2}
     assert agg.combined_score == 72.0
@@ -91,9 +87,7 @@ def test_critical_failure_makes_health_critical() -> None:
         is_critical=True,
         expected_matches=["handler_crisis"],
     )
-    agg = aggregate(
-        pattern=[evaluate_pattern_test(crisis, [])], semantic=[semantic("S", ["a", "b"], ["t"])]
-    )
+    agg = aggregate(pattern=[evaluate_pattern_test(crisis, [])], semantic=[semantic("S", ["a", "b"], ["t"])])
     assert agg.health is Health.CRITICAL
     assert [c.test_id for c in agg.critical_failures] == ["PC"]
     assert agg.pattern_type_scores["crisis"].critical_failures == 1
@@ -110,9 +104,7 @@ def test_health_thresholds() -> None:
 
 
 def test_handler_scores_attribute_each_handler() -> None:
-    t1 = StateTest(
-        test_id="1", user_state={}, expected_handlers=["h1"], not_expected_handlers=["h2"]
-    )
+    t1 = StateTest(test_id="1", user_state={}, expected_handlers=["h1"], not_expected_handlers=["h2"])
     t2 = StateTest(test_id="2", user_state={}, expected_handlers=["h2"])
     results = [evaluate_state_test(t1, ["h1", "h2"]), evaluate_state_test(t2, [])]
     scores = aggregate(state=results).handler_scores

@@ -16,9 +16,7 @@ ORIGINAL = {
     "rank_check": [],
 }
 TEST = SemanticTest(test_id="T-1", category=SemanticCategory.ONE_LINER, prompt="p", **ORIGINAL)
-OTHER = SemanticTest(
-    test_id="T-2", category=SemanticCategory.ONE_LINER, prompt="q", expected_primary=["z"]
-)
+OTHER = SemanticTest(test_id="T-2", category=SemanticCategory.ONE_LINER, prompt="q", expected_primary=["z"])
 
 
 def exp(primary: str, secondary: tuple[str, ...] = ()) -> Expectations:
@@ -57,9 +55,7 @@ def override(day: int, primary: str, withdraw: bool = False) -> HistoryFile:
 
 
 def loaded(*entries: HistoryFile) -> list[LoadedHistory]:
-    return [
-        LoadedHistory(path=Path(f"expectations_{i}.json"), entry=e) for i, e in enumerate(entries)
-    ]
+    return [LoadedHistory(path=Path(f"expectations_{i}.json"), entry=e) for i, e in enumerate(entries)]
 
 
 def test_original_when_no_history() -> None:
@@ -93,9 +89,7 @@ def test_later_calibration_agreeing_with_override_is_no_conflict() -> None:
 
 
 def test_withdrawn_override_lets_latest_calibration_apply() -> None:
-    r = resolve(
-        [TEST], loaded(override(1, "h"), calibration(5, "c"), override(6, "", withdraw=True))
-    )["T-1"]
+    r = resolve([TEST], loaded(override(1, "h"), calibration(5, "c"), override(6, "", withdraw=True)))["T-1"]
     assert r.source == "opus_2026-11-05" and r.expectations.expected_primary == ["c"]
     assert r.conflict is None
 
@@ -107,7 +101,7 @@ def test_as_of_ignores_later_history() -> None:
 
 def test_source_summary_counts_each_kind() -> None:
     history = loaded(calibration(1, "c"), calibration(1, "y", test_id="T-2"), override(2, "h"))
-    summary = source_summary(resolve([TEST, OTHER], history).values())
+    summary = source_summary(r.source for r in resolve([TEST, OTHER], history).values())
     assert summary == {"original": 0, "opus": 1, "human_override": 1}
 
 
@@ -141,8 +135,6 @@ def test_two_processes_appending_at_once_lose_nothing(tmp_path: Path) -> None:
     assert problems == []
     assert len(history) == 20
     primaries = sorted(
-        h.entry.changes[0].updated.expected_primary[0]
-        for h in history
-        if h.entry.changes[0].updated
+        h.entry.changes[0].updated.expected_primary[0] for h in history if h.entry.changes[0].updated
     )
     assert primaries == ["b"] * 10 + ["c"] * 10

@@ -15,9 +15,7 @@ TENANT = REPO / "tests" / "fixtures" / "tenant_domain"
 def test_committed_schemas_are_current() -> None:
     for name, schema in json_schemas().items():
         committed = json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
-        assert committed == schema, (
-            f"schemas/{name}.schema.json is stale: run `eval-pipeline schemas`"
-        )
+        assert committed == schema, f"schemas/{name}.schema.json is stale: run `eval-pipeline schemas`"
 
 
 def test_schemas_accept_real_files_and_reject_a_bad_one() -> None:

@@ -38,14 +38,11 @@ SPEC_CONDITIONS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def entity(eid: str, mode: LoadMode, etype: EntityType = EntityType.KNOWLEDGE, **kw: Any) -> Entity:
-    return Entity(
-        entity_id=eid, entity_type=etype, load_mode=mode, title=eid, summary=eid, content=eid, **kw
-    )
+    return Entity(entity_id=eid, entity_type=etype, load_mode=mode, title=eid, summary=eid, content=eid, **kw)
 
 
 HANDLERS = [
-    entity(h, LoadMode.STATE, EntityType.HANDLER, state_conditions=c)
-    for h, c in SPEC_CONDITIONS.items()
+    entity(h, LoadMode.STATE, EntityType.HANDLER, state_conditions=c) for h, c in SPEC_CONDITIONS.items()
 ]
 
 
@@ -73,17 +70,12 @@ HANDLERS = [
         ),
     ],
 )
-def test_state_matcher_follows_the_specification_table(
-    state: dict[str, Any], fired: set[str]
-) -> None:
+def test_state_matcher_follows_the_specification_table(state: dict[str, Any], fired: set[str]) -> None:
     assert set(triggered_handlers(state, HANDLERS)) == fired
 
 
 def test_bool_is_not_a_number_for_ordering_ops() -> None:
-    assert (
-        triggered_handlers({"is_first_conversation": False, "days_since_last": True}, HANDLERS)
-        == []
-    )
+    assert triggered_handlers({"is_first_conversation": False, "days_since_last": True}, HANDLERS) == []
 
 
 def test_state_test_scoring_wrong_handler_and_missing() -> None:
@@ -117,21 +109,13 @@ RULES = PatternRules(
 def test_pattern_matcher_reports_what_matched_and_why() -> None:
     matches = PatternMatcher(RULES).match("Some days I WANT TO END IT. Is Grey   Rock real?")
     crisis, kw = matches
-    assert (
-        crisis.kind == "crisis" and crisis.matched_text == "WANT TO END IT" and crisis.is_critical
-    )
-    assert (
-        kw.keyword == "grey rock"
-        and kw.matched_text == "Grey   Rock"
-        and kw.entities == ["gray_rock"]
-    )
+    assert crisis.kind == "crisis" and crisis.matched_text == "WANT TO END IT" and crisis.is_critical
+    assert kw.keyword == "grey rock" and kw.matched_text == "Grey   Rock" and kw.entities == ["gray_rock"]
 
 
 def test_keywords_match_whole_words_only() -> None:
     assert PatternMatcher(RULES).match("a boundaryless ex") == []
-    assert [m.entities for m in PatternMatcher(RULES).match("one boundary.")] == [
-        ["boundary_setting"]
-    ]
+    assert [m.entities for m in PatternMatcher(RULES).match("one boundary.")] == [["boundary_setting"]]
 
 
 def _ptest(ptype: PatternType, **kw: Any) -> PatternTest:
@@ -157,9 +141,7 @@ def test_uncritical_negative_is_not_critical() -> None:
     test = PatternTest(
         test_id="P", prompt="x", pattern_type=PatternType.NEGATIVE, not_expected_matches=["rule"]
     )
-    assert not evaluate_pattern_test(
-        test, PatternMatcher(RULES).match("wants to die")
-    ).critical_failure
+    assert not evaluate_pattern_test(test, PatternMatcher(RULES).match("wants to die")).critical_failure
 
 
 ALWAYS = [
@@ -195,7 +177,7 @@ def test_semantic_selection_evaluation() -> None:
     ev = evaluate_selection(["b", "a", "x"], exp)
     assert ev.primary_pass and ev.secondary_missing == ["c"] and ev.false_positives == ["x"]
     # a vs c is not checked: c was not selected.
-    assert [
-        (v.expected_higher, v.actual_higher_rank, v.actual_lower_rank) for v in ev.rank_violations
-    ] == [("a", 2, 1)]
+    assert [(v.expected_higher, v.actual_higher_rank, v.actual_lower_rank) for v in ev.rank_violations] == [
+        ("a", 2, 1)
+    ]
     assert not evaluate_selection(["b"], exp).primary_pass

@@ -18,9 +18,7 @@ from eval_pipeline.core.scoring import (
     score,
 )
 
-RV = RankViolation(
-    expected_higher="a", expected_lower="b", actual_higher_rank=3, actual_lower_rank=1
-)
+RV = RankViolation(expected_higher="a", expected_lower="b", actual_higher_rank=3, actual_lower_rank=1)
 
 
 def _p(secondary: int = 0, false_pos: int = 0, rank: int = 0, wrong: int = 0) -> list[Penalty]:
@@ -43,9 +41,7 @@ def _p(secondary: int = 0, false_pos: int = 0, rank: int = 0, wrong: int = 0) ->
         (["primary"], _p(), 0),  # primary not found
     ],
 )
-def test_specification_score_examples(
-    missing: list[str], penalties: list[Penalty], expected: int
-) -> None:
+def test_specification_score_examples(missing: list[str], penalties: list[Penalty], expected: int) -> None:
     assert score(missing, penalties).score == expected
 
 
@@ -118,9 +114,7 @@ def test_score_is_never_below_zero_or_above_hundred(s: int, f: int, r: int, w: i
 
 
 @given(counts, counts, counts, counts, st.sampled_from(list(PenaltyKind)))
-def test_more_penalties_never_raise_a_score(
-    s: int, f: int, r: int, w: int, extra: PenaltyKind
-) -> None:
+def test_more_penalties_never_raise_a_score(s: int, f: int, r: int, w: int, extra: PenaltyKind) -> None:
     base = _p(s, f, r, w)
     more = base + (
         rank_penalties([RV]) if extra is PenaltyKind.RANK_VIOLATION else penalties_for(extra, ["x"])

@@ -96,9 +96,7 @@ def _break_everything(root: Path) -> None:
             {
                 "version": "2026-11-01T10:00:00Z",
                 "calibration_trigger": "manual",
-                "changes": [
-                    {"test_id": "T-GHOST-001", "updated": {"expected_primary": ["rent_arrears"]}}
-                ],
+                "changes": [{"test_id": "T-GHOST-001", "updated": {"expected_primary": ["rent_arrears"]}}],
             }
         )
     )
@@ -131,25 +129,17 @@ def test_every_deliberate_mistake_is_reported_on_one_line(
     assert lines[-1] == f"{len(lines) - 1} problem(s) found"
 
 
-def test_malformed_json_and_yaml_report_the_line(
-    tenant: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_malformed_json_and_yaml_report_the_line(tenant: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bank = tenant / "banks/always/always_load_tests.json"
     bank.write_text(bank.read_text().replace('"user_type": "PARENT",', '"user_type": "PARENT"', 1))
-    (tenant / "kb.yaml").write_text(
-        "kb_version: x\nentities:\n  - entity_id: a\n    title: [unclosed\n"
-    )
+    (tenant / "kb.yaml").write_text("kb_version: x\nentities:\n  - entity_id: a\n    title: [unclosed\n")
     code, _, err = _run(tenant, capsys)
     assert code == 2
     assert "always_load_tests.json:5: -: -: invalid JSON" in err
     assert "kb.yaml:" in err and "invalid YAML" in err
 
 
-def test_missing_directories_are_one_line_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(
-        ["validate", "--kb", str(tmp_path / "nokb"), "--banks-dir", str(tmp_path / "nobanks")]
-    )
+def test_missing_directories_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", "--kb", str(tmp_path / "nokb"), "--banks-dir", str(tmp_path / "nobanks")])
     err = capsys.readouterr().err
     assert code == 2 and "knowledge base not found" in err and "banks directory not found" in err

@@ -1,0 +1,219 @@
+"""On-disk caches: provider responses (content-addressed) and embedding vectors.
+
+Both live in SQLite files under one cache directory, in WAL mode so several processes (Dagster
+steps) can read and write at once; within a process one connection is shared behind a lock.
+Modes: `use` reads and writes; `refresh` never reads but writes (re-calls everything and keeps
+the fresh answers); `off` neither reads nor writes and creates no file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from eval_pipeline.core.kb import canonical_json, sha256_text
+from eval_pipeline.providers.base import InputType
+
+CacheMode = Literal["use", "refresh", "off"]
+Vector = npt.NDArray[np.float32]
+
+_BUSY_TIMEOUT_S = 30.0
+_MAX_PARAMS = 500  # stay far below SQLite's bound-parameter limit in IN (...) lookups
+
+_RESPONSES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created_at REAL NOT NULL
+)"""
+
+_EMBEDDINGS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    embedder TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (embedder, content_hash)
+)"""
+
+
+class _SqliteFile:
+    """A lazily opened connection, reopened after a fork (connections must not cross one)."""
+
+    def __init__(self, path: Path, schema: str) -> None:
+        self.path = path
+        self._schema = schema
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # durable enough for a cache, much faster
+        conn.execute(self._schema)
+        return conn
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None or self._pid != os.getpid():
+                self._conn, self._pid = self._open(), os.getpid()
+            yield self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def count(self, hits: int, misses: int) -> None:
+        with self._lock:
+            self.hits += hits
+            self.misses += misses
+
+
+class ResponseCache:
+    """Successful provider responses keyed by what determined them. Errors are never stored."""
+
+    FILENAME = "responses.sqlite3"
+
+    def __init__(self, cache_dir: Path, mode: CacheMode = "use") -> None:
+        self.mode: CacheMode = mode
+        self._db = _SqliteFile(cache_dir / self.FILENAME, _RESPONSES_SCHEMA)
+        self._counters = _Counters()
+
+    @staticmethod
+    def key(
+        provider: str,
+        model: str,
+        request: Mapping[str, Any],
+        prompt_version: str,
+        trial: int = 0,
+    ) -> str:
+        """Content address: any change to the request, prompt version or trial is a new key."""
+        return sha256_text(
+            canonical_json(
+                {
+                    "provider": provider,
+                    "model": model,
+                    "request": dict(request),
+                    "prompt_version": prompt_version,
+                    "trial": trial,
+                }
+            )
+        )
+
+    @property
+    def hits(self) -> int:
+        return self._counters.hits
+
+    @property
+    def misses(self) -> int:
+        return self._counters.misses
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        row = None
+        if self.mode == "use":
+            with self._db.connection() as conn:
+                row = conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        self._counters.count(hits=int(row is not None), misses=int(row is None))
+        if row is None:
+            return None
+        value: dict[str, Any] = json.loads(row[0])
+        return value
+
+    def put(self, key: str, value: Mapping[str, Any]) -> None:
+        if self.mode == "off":
+            return
+        text = canonical_json(dict(value))  # fails fast on values that are not JSON
+        with self._db.connection() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
+                (key, text, time.time()),
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class EmbeddingStore:
+    """Vectors per (embedder name, content hash), so a one-entity KB edit re-embeds one entity.
+
+    Entity vectors are keyed by `Entity.content_hash`; query vectors by `query_key(...)`.
+    """
+
+    FILENAME = "embeddings.sqlite3"
+
+    def __init__(self, cache_dir: Path, mode: CacheMode = "use") -> None:
+        self.mode: CacheMode = mode
+        self._db = _SqliteFile(cache_dir / self.FILENAME, _EMBEDDINGS_SCHEMA)
+        self._counters = _Counters()
+
+    @staticmethod
+    def query_key(input_type: InputType, text: str) -> str:
+        return sha256_text(canonical_json({"input_type": input_type, "text": text}))
+
+    @property
+    def hits(self) -> int:
+        return self._counters.hits
+
+    @property
+    def misses(self) -> int:
+        return self._counters.misses
+
+    def get_many(self, embedder: str, hashes: Sequence[str]) -> dict[str, Vector]:
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, Vector] = {}
+        if self.mode == "use":
+            with self._db.connection() as conn:
+                for start in range(0, len(wanted), _MAX_PARAMS):
+                    chunk = wanted[start : start + _MAX_PARAMS]
+                    marks = ",".join("?" * len(chunk))
+                    rows = conn.execute(
+                        "SELECT content_hash, vector FROM embeddings"
+                        f" WHERE embedder = ? AND content_hash IN ({marks})",
+                        (embedder, *chunk),
+                    )
+                    for content_hash, blob in rows:
+                        found[content_hash] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        self._counters.count(hits=len(found), misses=len(wanted) - len(found))
+        return found
+
+    def put_many(self, embedder: str, vectors: Mapping[str, Vector]) -> None:
+        if self.mode == "off" or not vectors:
+            return
+        rows = [(embedder, h, np.ascontiguousarray(v, dtype="<f4").tobytes()) for h, v in vectors.items()]
+        with self._db.connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO embeddings (embedder, content_hash, vector) VALUES (?, ?, ?)",
+                    rows,
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()

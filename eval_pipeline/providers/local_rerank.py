@@ -1,0 +1,155 @@
+"""Offline rerankers: deterministic, free, 0 API calls.
+
+`CosineReranker` keeps the embedding stage's order. `HybridReranker` adds two cheap signals a
+plain embedding misses: lexical overlap with the candidate's title and summary, and the KB's
+keyword boosts (an explicit mention such as "gray rock"). Both can only reorder the candidates
+they are given; an entity the embedding stage did not retrieve cannot be boosted in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.pattern_matcher import keyword_regex
+from eval_pipeline.core.retrieval import Selection
+from eval_pipeline.providers.base import RerankCandidate, RerankResult
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_STOPWORD_TEXT = (
+    "a an and are as at be but by can do does for from has have how i if in is it its me my no "
+    "not of on or our so that the their them they this to was we what when where which who why "
+    "will with you your"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# BM25's usual constants: term-frequency saturation and length normalisation.
+_K1 = 1.2
+_B = 0.75
+
+
+def tokens(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+
+
+def _fmt(x: float) -> str:
+    return f"{round(x, 2) + 0.0:.2f}"  # + 0.0 turns a rounded -0.0 into 0.0
+
+
+def _ranked(scored: Sequence[tuple[float, str]], top_k: int) -> list[tuple[float, str]]:
+    """Highest score first; equal scores fall back to entity_id so the order is reproducible."""
+    return sorted(scored, key=lambda s: (-s[0], s[1]))[:top_k]
+
+
+class CosineReranker:
+    """Selects the top_k candidates by cosine similarity: the embedding-only baseline."""
+
+    name = "cosine"
+
+    async def rerank(
+        self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
+    ) -> RerankResult:
+        del query, trial  # the order is fully determined by the embedding stage
+        ranked = _ranked([(c.cosine, c.entity_id) for c in candidates], top_k)
+        return RerankResult(
+            selections=[
+                Selection(entity_id=eid, rank=i, reason=f"cos {_fmt(score)}")
+                for i, (score, eid) in enumerate(ranked, start=1)
+            ]
+        )
+
+
+class HybridWeights(BaseModel):
+    """How much each signal adds to a candidate's score (cosine and lexical are in [0, 1])."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cosine: float = Field(default=1.0, ge=0)
+    lexical: float = Field(default=0.3, ge=0)
+    # Large enough to lift an explicitly named topic above unrelated near neighbours.
+    keyword: float = Field(default=0.5, ge=0)
+
+
+def bm25_normalised(query: str, docs: Sequence[str]) -> list[float]:
+    """BM25 of the query against each doc, with the docs as the corpus, scaled so the best is 1."""
+    doc_tokens = [tokens(d) for d in docs]
+    if not doc_tokens:
+        return []
+    avg_len = max(sum(len(t) for t in doc_tokens) / len(doc_tokens), 1.0)
+    df = Counter(term for toks in doc_tokens for term in set(toks))
+    query_terms = set(tokens(query))
+    raw: list[float] = []
+    for toks in doc_tokens:
+        tf = Counter(toks)
+        norm = _K1 * (1 - _B + _B * len(toks) / avg_len)
+        raw.append(
+            sum(
+                math.log(1 + (len(docs) - df[t] + 0.5) / (df[t] + 0.5)) * tf[t] * (_K1 + 1) / (tf[t] + norm)
+                for t in query_terms
+                if tf[t]
+            )
+        )
+    best = max(raw)
+    return [r / best if best > 0 else 0.0 for r in raw]
+
+
+@dataclass(frozen=True)
+class _Scored:
+    entity_id: str
+    cosine: float
+    lexical: float
+    keyword: str | None
+
+    def total(self, w: HybridWeights) -> float:
+        boost = w.keyword if self.keyword is not None else 0.0
+        return w.cosine * self.cosine + w.lexical * self.lexical + boost
+
+    def reason(self, w: HybridWeights) -> str:
+        parts = [f"cos {_fmt(w.cosine * self.cosine)}", f"lex {_fmt(w.lexical * self.lexical)}"]
+        if self.keyword is not None:
+            parts.append(f"keyword '{self.keyword}' {_fmt(w.keyword)}")
+        return " + ".join(parts)
+
+
+class HybridReranker:
+    """Score = w.cosine·cosine + w.lexical·BM25(title+summary) + w.keyword·[boost keyword hit]."""
+
+    name = "hybrid"
+
+    def __init__(
+        self,
+        keyword_boosts: Mapping[str, Sequence[str]],
+        weights: HybridWeights | None = None,
+    ) -> None:
+        self.weights = weights or HybridWeights()
+        self._boosts = {
+            entity_id: [(kw, keyword_regex(kw)) for kw in keywords]
+            for entity_id, keywords in keyword_boosts.items()
+        }
+
+    def _keyword_hit(self, entity_id: str, query: str) -> str | None:
+        for keyword, regex in self._boosts.get(entity_id, []):
+            if regex.search(query):
+                return keyword
+        return None
+
+    async def rerank(
+        self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
+    ) -> RerankResult:
+        del trial  # deterministic: every trial gives the same answer
+        lexical = bm25_normalised(query, [f"{c.title} {c.summary}" for c in candidates])
+        scored = {
+            c.entity_id: _Scored(c.entity_id, c.cosine, lex, self._keyword_hit(c.entity_id, query))
+            for c, lex in zip(candidates, lexical, strict=True)
+        }
+        ranked = _ranked([(s.total(self.weights), eid) for eid, s in scored.items()], top_k)
+        return RerankResult(
+            selections=[
+                Selection(entity_id=eid, rank=i, reason=scored[eid].reason(self.weights))
+                for i, (_, eid) in enumerate(ranked, start=1)
+            ]
+        )

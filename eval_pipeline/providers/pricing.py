@@ -1,0 +1,120 @@
+"""Prices per model id and the cost of a call's usage.
+
+An API model without a known price is an error (`PricingError`), never a silent $0: a cost report
+that undercounts is worse than none. Local models carry explicit zero prices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from eval_pipeline.core.retrieval import Usage
+
+PRICES_ENV = "EVAL_PIPELINE_PRICES"
+_PER_TOKEN = 1e-6
+
+
+class PricingError(Exception):
+    """A price is unknown, or a price file is unreadable or invalid."""
+
+
+class Price(BaseModel):
+    """USD per million tokens. Embedding and rerank APIs bill input tokens only.
+
+    A rate left unset means "this model does not bill that kind of token"; usage of that kind
+    then raises instead of being counted as free.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+
+
+FREE = Price(input=0.0, output=0.0, cache_write=0.0, cache_read=0.0)
+
+
+# List prices at time of writing; override with EVAL_PIPELINE_PRICES (or `prices:` in models.yaml).
+# Claude cache writes are the 5-minute ones (1.25x input); cache reads are 0.1x input.
+_HAIKU_4_5 = Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10)
+_SONNET_4_5 = Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30)
+_OPUS_4_5 = Price(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50)
+
+BUILTIN_PRICES: dict[str, Price] = {
+    "claude-haiku-4-5": _HAIKU_4_5,
+    "claude-haiku-4-5-20251001": _HAIKU_4_5,
+    "claude-sonnet-4-5": _SONNET_4_5,
+    "claude-sonnet-4-5-20250929": _SONNET_4_5,
+    "claude-opus-4-5": _OPUS_4_5,
+    "claude-opus-4-5-20251101": _OPUS_4_5,
+    "voyage-3.5": Price(input=0.06),
+    "voyage-3.5-lite": Price(input=0.02),
+    "rerank-2.5": Price(input=0.05),
+    "rerank-2.5-lite": Price(input=0.02),
+    # Local models: free by construction, stated explicitly.
+    "local-minilm-l6-int8": FREE,
+    "cosine": FREE,
+    "hybrid": FREE,
+}
+
+
+def _rate(rate: float | None, tokens: int, kind: str) -> float:
+    if tokens == 0:
+        return 0.0
+    if rate is None:
+        raise PricingError(f"usage has {tokens} {kind} tokens but the price has no {kind} rate")
+    return rate * tokens * _PER_TOKEN
+
+
+def cost_usd(usage: Usage, price: Price) -> float:
+    """Cost of `usage`; cache writes and reads are billed at their own rates, not as input."""
+    return (
+        _rate(price.input, usage.input_tokens, "input")
+        + _rate(price.output, usage.output_tokens, "output")
+        + _rate(price.cache_write, usage.cache_creation_input_tokens, "cache_write")
+        + _rate(price.cache_read, usage.cache_read_input_tokens, "cache_read")
+    )
+
+
+def _parse_price_file(path: Path) -> dict[str, Price]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PricingError(f"{PRICES_ENV} file {path}: cannot read JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise PricingError(f"{PRICES_ENV} file {path}: expected an object of model id -> price")
+    out: dict[str, Price] = {}
+    for model_id, fields in raw.items():
+        try:
+            out[model_id] = Price.model_validate(fields)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'price'}: {e['msg']}" for e in exc.errors()
+            )
+            raise PricingError(f"{PRICES_ENV} file {path}: model '{model_id}': {problems}") from exc
+    return out
+
+
+def load_price_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Price]:
+    """Prices from the JSON file named by $EVAL_PIPELINE_PRICES (none when it is unset)."""
+    env = os.environ if environ is None else environ
+    name = env.get(PRICES_ENV, "").strip()
+    return _parse_price_file(Path(name)) if name else {}
+
+
+def lookup_price(model_id: str, *layers: Mapping[str, Price]) -> Price:
+    """The first layer that prices `model_id` wins; the built-in table is the last resort."""
+    for layer in (*layers, BUILTIN_PRICES):
+        if model_id in layer:
+            return layer[model_id]
+    raise PricingError(
+        f"no price known for model '{model_id}': add it under `prices:` in models.yaml "
+        f"or to the JSON file named by {PRICES_ENV}"
+    )

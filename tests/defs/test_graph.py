@@ -1,0 +1,220 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from eval_pipeline.core.banks import Expectations
+from eval_pipeline.core.history import HistoryChange, HistoryFile, append_history
+from eval_pipeline.core.run_document import read_document
+from eval_pipeline.definitions import defs
+from eval_pipeline.defs.automation import (
+    HISTORY_DOWNSTREAM,
+    JOBS,
+    KB_DOWNSTREAM,
+    SCHEDULES,
+    SENSORS,
+    TIER_TAG,
+    chain_model_runs,
+    date_job,
+    model_job,
+    model_stage_requests,
+    tier_models,
+)
+from eval_pipeline.defs.execution import QUIET_LOGS, run_all
+from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL, everything
+from eval_pipeline.defs.partitions import sync_model_partitions, today_utc
+from tests.defs.conftest import Env
+
+DATE = "2026-11-20"
+MODELS = ["local-minilm"]
+
+
+def _materialisations(env: Env, key: str) -> int:
+    records = env.instance.fetch_materializations(dg.AssetKey(key), limit=1000).records
+    return len(records)
+
+
+def _sensor(name: str) -> dg.SensorDefinition:
+    return next(s for s in SENSORS if s.name == name)
+
+
+def _keys(*names: str) -> set[dg.AssetKey]:
+    return {dg.AssetKey(n) for n in names}
+
+
+def test_definitions_load_with_every_asset_check_sensor_and_schedule() -> None:
+    repo = defs.get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"knowledge_base", "semantic_retrievals", "scored_aggregate", "run_report", "release_gate"} <= keys
+    checks = {c.name for c in repo.asset_graph.asset_check_keys}
+    assert checks == {
+        "banks_reference_known_entities",
+        "no_new_hard_fails",
+        "always_entities_present",
+        "no_critical_failures",
+    }
+    assert {s.name for s in SENSORS} == {
+        "kb_version_sensor_local",
+        "kb_version_sensor_api",
+        "history_sensor_local",
+        "history_sensor_api",
+        "chain_model_runs",
+    }
+    assert {s.name for s in SCHEDULES} == {"model_comparison_local", "model_comparison_api"}
+    assert _sensor("kb_version_sensor_api").default_status is dg.DefaultSensorStatus.STOPPED
+
+
+def test_full_materialisation_of_one_partition(env: Env) -> None:
+    outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
+    assert [o.failures for o in outcomes] == [[], []]
+    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
+    assert doc.provenance.kb_version == "tenant-fixture-1" and doc.provenance.date == DATE
+    assert set(doc.provenance.bank_hashes) >= {"semantic/parent_test_bank.json", "pattern/pattern_rules.json"}
+    report = (env.results / "local-minilm" / DATE / "report.md").read_text()
+    assert "## Summary" in report and "## Provenance and cost" in report
+    for key in everything():
+        assert _materialisations(env, key.to_user_string()) == 1, key
+
+
+def _definitions(env: Env) -> dg.Definitions:
+    return dg.Definitions(assets=ALL_ASSETS, jobs=JOBS, resources=env.resources())
+
+
+def _run_triggered(env: Env, request: dg.RunRequest, date: str = DATE) -> list[dg.RunRequest]:
+    """Run a date-stage request through the real job, then the model runs the chain sensor asks for."""
+    job = _definitions(env).resolve_job_def(date_job.name)
+    result = job.execute_in_process(
+        instance=env.instance,
+        partition_key=date,
+        asset_selection=request.asset_selection,
+        tags=request.tags,
+        run_config=QUIET_LOGS,
+    )
+    assert result.success
+    ctx = dg.build_run_status_sensor_context(
+        sensor_name=chain_model_runs.name,
+        dagster_instance=env.instance,
+        dagster_run=result.dagster_run,
+        dagster_event=result.get_run_success_event(),
+        resources={"providers": env.resources()["providers"]},
+    )
+    chained = chain_model_runs(ctx)
+    assert isinstance(chained, dg.SensorResult)
+    model_job_def = _definitions(env).resolve_job_def(model_job.name)
+    for follow in chained.run_requests or []:
+        sync_model_partitions(env.instance, [follow.tags["model"]])
+        model_job_def.execute_in_process(
+            instance=env.instance,
+            partition_key=follow.partition_key,
+            asset_selection=follow.asset_selection,
+            run_config=QUIET_LOGS,
+            raise_on_error=False,
+        )
+    return list(chained.run_requests or [])
+
+
+def test_history_change_rescores_without_retrieving(env: Env) -> None:
+    run_all(DATE, ["local-minilm", "local-hybrid"], env.resources(), env.instance)
+    resources = env.resources()
+    sensor = _sensor("history_sensor_local")
+    first = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
+    assert isinstance(first, dg.SensorResult)
+    # A calibration moves T-RENT-001's primary.
+    append_history(
+        env.banks / "semantic" / "history",
+        HistoryFile(
+            version=datetime(2026, 11, 20, 9, tzinfo=UTC),  # within the evaluated date
+            calibration_trigger="manual",
+            model="test",
+            changes=[
+                HistoryChange(test_id="T-RENT-001", updated=Expectations(expected_primary=["lease_renewal"]))
+            ],
+            changed_count=1,
+        ),
+    )
+    result = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor=first.cursor))
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.run_requests or []
+    assert set(request.asset_selection or []) == {
+        dg.AssetKey("expectation_history"),
+        dg.AssetKey("resolved_expectations"),
+    }
+    chained = _run_triggered(env, request)
+    requested = set(request.asset_selection or []) | {k for r in chained for k in r.asset_selection or []}
+    assert requested == HISTORY_DOWNSTREAM
+    assert {r.tags["model"] for r in chained} == {"local-minilm", "local-hybrid"}
+    assert _materialisations(env, "semantic_retrievals") == 2  # one per model, from the first run only
+    assert _materialisations(env, "state_activations") == 1
+    assert _materialisations(env, "semantic_results") == 4  # first run, then both models re-scored
+    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    rent = next(r for r in doc.semantic if r.test_id == "T-RENT-001")
+    assert rent.expectation_source == "opus_2026-11-20"
+    assert rent.expectations.expected_primary == ["lease_renewal"]
+    assert rent.hard_fail == ("lease_renewal" not in [s.entity_id for s in rent.selections])
+
+
+def test_kb_sensor_requests_exactly_the_kb_downstream(env: Env) -> None:
+    resources = env.resources()
+    sensor = _sensor("kb_version_sensor_local")
+    result = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.run_requests or []
+    assert request.partition_key == today_utc() and request.tags[TIER_TAG] == "local"
+    follow = model_stage_requests(request.tags, today_utc(), ["local-minilm", "local-hybrid"])
+    requested = set(request.asset_selection or []) | {k for r in follow for k in r.asset_selection or []}
+    assert requested == KB_DOWNSTREAM
+    assert _keys("knowledge_base", "test_banks", "semantic_retrievals", "release_gate") <= KB_DOWNSTREAM
+    assert dg.AssetKey("expectation_history") not in KB_DOWNSTREAM
+    again = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor=result.cursor))
+    assert isinstance(again, dg.SkipReason)
+
+
+def test_schedules_request_every_enabled_model_of_their_tier(env: Env) -> None:
+    text = env.models_file.read_text().replace("enabled: false", "enabled: true", 1)
+    env.models_file.write_text(text)  # enable the first API model
+    when = datetime(2026, 11, 21, 6, tzinfo=UTC)
+    providers = env.resources()["providers"]
+    for tier, expected in (("local", {"local-minilm", "local-hybrid"}), ("api", {"voyage-haiku"})):
+        schedule = next(s for s in SCHEDULES if s.name == f"model_comparison_{tier}")
+        ctx = dg.build_schedule_context(
+            instance=env.instance, scheduled_execution_time=when, repository_def=defs.get_repository_def()
+        )
+        (request,) = schedule.evaluate_tick(ctx).run_requests or []
+        assert request.partition_key == "2026-11-21" and request.tags[TIER_TAG] == tier
+        assert set(request.asset_selection or []) == everything() - PER_MODEL
+        models = tier_models(providers, cost_incurring=tier == "api")
+        assert set(models) == expected
+    api = next(s for s in SCHEDULES if s.name == "model_comparison_api")
+    assert api.default_status is dg.DefaultScheduleStatus.STOPPED
+
+
+def test_schedule_tick_runs_every_local_model_end_to_end(env: Env) -> None:
+    schedule = next(s for s in SCHEDULES if s.name == "model_comparison_local")
+    ctx = dg.build_schedule_context(
+        instance=env.instance,
+        scheduled_execution_time=datetime(2026, 11, 21, 6, tzinfo=UTC),
+        repository_def=defs.get_repository_def(),
+    )
+    (request,) = schedule.evaluate_tick(ctx).run_requests or []
+    chained = _run_triggered(env, request, "2026-11-21")
+    assert {r.tags["model"] for r in chained} == {"local-minilm", "local-hybrid"}
+    for model in ("local-minilm", "local-hybrid"):
+        assert (env.results / model / "2026-11-21" / "report.md").is_file()
+
+
+def test_critical_pattern_failure_fails_blocking_check_and_stops_downstream(env: Env) -> None:
+    rules = env.banks / "pattern" / "pattern_rules.json"
+    data = json.loads(rules.read_text())
+    data["crisis_patterns"][0]["pattern"] = "will never match this"
+    rules.write_text(json.dumps(data))
+    outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
+    model = outcomes[1]
+    assert model.failures == [] and model.blocked_by_checks == ["run_report:no_critical_failures"]
+    assert _materialisations(env, "run_report") == 1  # the report still exists…
+    assert _materialisations(env, "release_gate") == 0  # …but nothing downstream of it
+    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    assert doc.aggregate.health.value == "CRITICAL"
+    assert [c.test_id for c in doc.aggregate.critical_failures] == ["T-PAT-CRISIS-001"]

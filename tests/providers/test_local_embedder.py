@@ -1,0 +1,84 @@
+"""The bundled MiniLM embedder: file integrity, vector shape, determinism, meaning."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval_pipeline.providers.base import Vectors
+from eval_pipeline.providers.local_embedder import (
+    DIM,
+    NAME,
+    VENDORED_TOKENIZER,
+    LocalMiniLMEmbedder,
+    ModelFileError,
+)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalMiniLMEmbedder:
+    return LocalMiniLMEmbedder()
+
+
+def embed(embedder: LocalMiniLMEmbedder, texts: list[str]) -> Vectors:
+    return asyncio.run(embedder.embed(texts, "document")).vectors
+
+
+def test_tampered_tokenizer_is_refused(tmp_path: Path) -> None:
+    tampered = tmp_path / "minilm_tokenizer.json"
+    shutil.copyfile(VENDORED_TOKENIZER, tampered)
+    with tampered.open("a", encoding="utf-8") as f:
+        f.write(" ")
+    with pytest.raises(ModelFileError, match="sha256") as err:
+        LocalMiniLMEmbedder(tokenizer_path=tampered).load()
+    assert str(tampered) in str(err.value)
+
+
+def test_missing_model_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="not found"):
+        LocalMiniLMEmbedder(model_path=tmp_path / "model.onnx").load()
+
+
+def test_vectors_are_unit_float32_and_deterministic(embedder: LocalMiniLMEmbedder) -> None:
+    texts = ["How do I talk to my ex about the holiday schedule?", "Gray rock method", "x"]
+    first, second = embed(embedder, texts), embed(embedder, texts)
+    assert embedder.name == NAME
+    assert first.shape == (3, DIM) and first.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(first, second)
+
+
+def test_input_type_is_ignored_and_empty_input_is_empty(embedder: LocalMiniLMEmbedder) -> None:
+    text = ["My daughter refuses to go to her father's house"]
+    query = asyncio.run(embedder.embed(text, "query")).vectors
+    assert np.array_equal(query, embed(embedder, text))
+    assert embed(embedder, []).shape == (0, DIM)
+
+
+def test_a_vector_does_not_depend_on_its_batch(embedder: LocalMiniLMEmbedder) -> None:
+    # 40 texts of different lengths span two batches and get reordered by length internally.
+    texts = [f"message {i}: " + "the kids came back upset again " * (i % 7) for i in range(40)]
+    together = embed(embedder, texts)
+    alone = np.vstack([embed(embedder, [t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-6)
+
+
+def test_long_inputs_are_truncated_not_rejected(embedder: LocalMiniLMEmbedder) -> None:
+    long_text = "custody schedule " * 600  # far past 256 tokens
+    assert embed(embedder, [long_text]).shape == (1, DIM)
+
+
+def test_related_sentences_score_higher_than_unrelated(embedder: LocalMiniLMEmbedder) -> None:
+    anchor, close, far = embed(
+        embedder,
+        [
+            "My ex keeps ignoring the custody schedule we agreed on.",
+            "The other parent does not follow our parenting plan.",
+            "Preheat the oven and bake the bread for forty minutes.",
+        ],
+    )
+    assert float(anchor @ close) > float(anchor @ far) + 0.2
