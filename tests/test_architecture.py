@@ -40,10 +40,6 @@ def test_core_source_imports_no_dagster_or_network_libraries() -> None:
 
 def test_importing_all_of_core_loads_no_dagster() -> None:
     modules = [f"eval_pipeline.core.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__"]
-    code = (
-        "import sys\n"
-        + "".join(f"import {m}\n" for m in modules)
-        + "print('dagster' in sys.modules)"
-    )
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('dagster' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

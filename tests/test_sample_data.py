@@ -28,9 +28,7 @@ SPEC_HANDLER_CONDITIONS = {
         "has_pending_debrief": {"eq": True},
     },
 }
-PLACEHOLDER = re.compile(
-    r"\b(TODO|TBD|FIXME|lorem ipsum|placeholder)\b|\[[A-Z _]+\]", re.IGNORECASE
-)
+PLACEHOLDER = re.compile(r"\b(TODO|TBD|FIXME|lorem ipsum|placeholder)\b|\[[A-Z _]+\]", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
