@@ -1,0 +1,77 @@
+"""Smoke test of the UI: `dagster dev` loads the code location and lists the assets over GraphQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _asset_names(port: int) -> set[str]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", data=QUERY, headers={"Content-Type": "application/json"}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+    with opener.open(request, timeout=5) as response:
+        nodes = json.load(response)["data"]["assetNodes"]
+    return {"/".join(n["assetKey"]["path"]) for n in nodes}
+
+
+@pytest.mark.timeout(180)
+def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
+    for name in ("kb", "test_banks"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    (tmp_path / "workspace.yaml").write_text(
+        "load_from:\n  - python_module:\n      module_name: eval_pipeline.definitions\n"
+        f"      working_directory: {tmp_path}\n"
+    )
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    port = _free_port()
+    dagster = Path(sys.executable).parent / "dagster"
+    proc = subprocess.Popen(
+        [str(dagster), "dev", "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
+        cwd=tmp_path,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group, so the webserver and daemon stop with it
+    )
+    try:
+        names: set[str] = set()
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                names = _asset_names(port)
+                if names:
+                    break
+            except (OSError, KeyError, TypeError, ValueError):
+                time.sleep(1)
+        assert {"knowledge_base", "semantic_retrievals", "scored_aggregate", "run_report"} <= names
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -1,0 +1,94 @@
+"""The command line: exit codes (0 ok, 1 gate, 2 bad input), outputs, scoping, and another domain."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.cli import main
+from eval_pipeline.core.run_document import read_document
+
+REPO = Path(__file__).resolve().parents[1]
+DATE = "2026-11-20"
+
+
+@pytest.fixture
+def workdir(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    return tmp_path
+
+
+def _run(*extra: str) -> int:
+    args = ["run", "--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE, *extra]
+    return main(args)
+
+
+def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run("--model", "local-minilm") == 0
+    out = capsys.readouterr().out
+    assert "local-minilm @ 2026-11-20:" in out and "results/local-minilm/2026-11-20/report.md" in out
+    doc = read_document(workdir / "results/local-minilm/2026-11-20/results.json")
+    assert doc.provenance.kb_version == "tenant-fixture-1"
+    assert main(["show"]) == 0
+    assert "local-minilm @ 2026-11-20" in capsys.readouterr().out
+    assert main(["show", "--model", "local-minilm", "--test", "T-RENT-001"]) == 0
+    shown = capsys.readouterr().out
+    assert json.loads(shown.split("\n", 1)[1])["test_id"] == "T-RENT-001"
+    # A gate the run cannot meet exits 1 but still writes the report.
+    assert _run("--model", "local-minilm", "--fail-under", "101") == 1
+    assert "gate failed: combined score" in capsys.readouterr().out
+
+
+def test_scoped_run_only_aggregates_the_banks_run(workdir: Path) -> None:
+    assert _run("--model", "local-minilm", "--banks", "state,always") == 0
+    doc = read_document(workdir / "results/local-minilm/2026-11-20/results.json")
+    assert set(doc.aggregate.banks) == {"state", "always"}
+    assert doc.semantic == [] and len(doc.state) == 3
+
+
+def test_critical_failure_exits_1(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = workdir / "tenant/banks/pattern/pattern_rules.json"
+    data = json.loads(rules.read_text())
+    data["crisis_patterns"] = []
+    rules.write_text(json.dumps(data))
+    assert _run("--model", "local-minilm", "--banks", "pattern") == 1
+    out = capsys.readouterr().out
+    assert "CRITICAL T-PAT-CRISIS-001" in out and "gate failed: 1 critical failure(s)" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "nope"], "--model: unknown model(s) nope"),
+        (["--date", "2026-13-01"], "--date: '2026-13-01' is not YYYY-MM-DD"),
+        (["--date", "2020-01-01"], "--date: must be between"),
+        (["--banks", "semantic,vibes"], "--banks: expected 'all'"),
+        (["--test", "NOPE-1"], "--test: unknown test id(s) NOPE-1"),
+        (["--model", "voyage-haiku"], "ANTHROPIC_API_KEY"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert _run(*args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+    assert not (workdir / "results").exists()
+
+
+def test_models_lists_every_model_and_missing_keys(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "local-minilm" in out and "voyage-haiku" in out and "needs ANTHROPIC_API_KEY" in out
+
+
+def test_show_without_results_is_a_clear_error(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show"]) == 2
+    assert "no results found" in capsys.readouterr().err
