@@ -11,23 +11,10 @@ from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.loading import Banks
 from eval_pipeline.core.validation import load_validated
+from tests.spec_tables import SPEC_HANDLER_CONDITIONS
 
 REPO = Path(__file__).resolve().parents[1]
 
-SPEC_HANDLER_CONDITIONS = {
-    "handler_first_conversation": {"is_first_conversation": {"eq": True}},
-    "handler_returning_user": {
-        "is_first_conversation": {"eq": False},
-        "days_since_last": {"gte": 7},
-    },
-    "handler_post_escalation": {"is_first_conversation": {"eq": False}, "last_rating": {"lte": 2}},
-    "handler_celebrating_wins": {"is_first_conversation": {"eq": False}, "last_rating": {"gte": 4}},
-    "handler_clinician_mode": {"user_type": {"in": ["CLINICIAN", "PROFESSIONAL"]}},
-    "handler_interaction_debrief": {
-        "is_first_conversation": {"eq": False},
-        "has_pending_debrief": {"eq": True},
-    },
-}
 PLACEHOLDER = re.compile(r"\b(TODO|TBD|FIXME|lorem ipsum|placeholder)\b|\[[A-Z _]+\]", re.IGNORECASE)
 
 

@@ -20,21 +20,7 @@ from eval_pipeline.core.kb import Entity, EntityType, LoadMode, UserType
 from eval_pipeline.core.pattern_matcher import PatternMatcher, evaluate_pattern_test
 from eval_pipeline.core.semantic_eval import evaluate_selection
 from eval_pipeline.core.state_matcher import evaluate_state_test, triggered_handlers
-
-SPEC_CONDITIONS: dict[str, dict[str, dict[str, Any]]] = {
-    "handler_first_conversation": {"is_first_conversation": {"eq": True}},
-    "handler_returning_user": {
-        "is_first_conversation": {"eq": False},
-        "days_since_last": {"gte": 7},
-    },
-    "handler_post_escalation": {"is_first_conversation": {"eq": False}, "last_rating": {"lte": 2}},
-    "handler_celebrating_wins": {"is_first_conversation": {"eq": False}, "last_rating": {"gte": 4}},
-    "handler_clinician_mode": {"user_type": {"in": ["CLINICIAN", "PROFESSIONAL"]}},
-    "handler_interaction_debrief": {
-        "is_first_conversation": {"eq": False},
-        "has_pending_debrief": {"eq": True},
-    },
-}
+from tests.spec_tables import SPEC_HANDLER_CONDITIONS
 
 
 def entity(eid: str, mode: LoadMode, etype: EntityType = EntityType.KNOWLEDGE, **kw: Any) -> Entity:
@@ -42,7 +28,8 @@ def entity(eid: str, mode: LoadMode, etype: EntityType = EntityType.KNOWLEDGE, *
 
 
 HANDLERS = [
-    entity(h, LoadMode.STATE, EntityType.HANDLER, state_conditions=c) for h, c in SPEC_CONDITIONS.items()
+    entity(h, LoadMode.STATE, EntityType.HANDLER, state_conditions=conditions)
+    for h, conditions in SPEC_HANDLER_CONDITIONS.items()
 ]
 
 

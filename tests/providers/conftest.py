@@ -1,0 +1,102 @@
+"""Fixtures for the API provider tests: a loopback emulator per test, caches, clocks, entities.
+
+Every API test drives the real SDK clients against `eval_pipeline.testing.api_emulator`; nothing
+is monkeypatched except environment variables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.core.kb import Entity, EntityType, LoadMode
+from eval_pipeline.providers.cache import ResponseCache
+from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
+from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+
+FAKE_ANTHROPIC_KEY = "sk-ant-test-0000-not-a-real-key"
+FAKE_VOYAGE_KEY = "pa-test-0000-not-a-real-key"
+# Fast enough for tests; the client timeout must stay below the emulator's stall.
+CLIENT_TIMEOUT_S = 0.3
+STALL_S = 1.0
+
+
+class RecordingClock:
+    """A clock whose sleeps take no real time: they advance `now()` and are recorded."""
+
+    speed = 1.0
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio (anyio's pytest plugin), like the pipeline."""
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _loopback_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Loopback must bypass any configured proxy, and a developer's real endpoints or keys in the
+    # environment must never be picked up by these tests.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    for name in ("ANTHROPIC_BASE_URL", "VOYAGE_BASE_URL", "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorHandle]:
+    handle = start_emulator(stall_s=STALL_S)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[ResponseCache]:
+    response_cache = ResponseCache(tmp_path / "cache", "use")
+    yield response_cache
+    response_cache.close()
+
+
+@pytest.fixture
+def clock() -> RecordingClock:
+    return RecordingClock()
+
+
+@pytest.fixture
+def fast_clock() -> ScaledClock:
+    """Backoff of 1 s and retry-after of 1 s take 5 ms of real time."""
+    return ScaledClock(200.0)
+
+
+@pytest.fixture
+def policy() -> RetryPolicy:
+    return RetryPolicy(max_attempts=5, deadline_s=600.0)
+
+
+def make_entities(n: int) -> list[Entity]:
+    return [
+        Entity(
+            entity_id=f"topic_{i:03d}",
+            entity_type=EntityType.KNOWLEDGE,
+            load_mode=LoadMode.SEMANTIC,
+            title=f"Topic {i}",
+            summary=f"What to know about topic {i}.",
+            content=f"Guidance for topic {i}: details, examples and next steps.",
+        )
+        for i in range(n)
+    ]

@@ -1,0 +1,163 @@
+"""HttpTarget / HttpTargetPipeline against loopback services implementing (or breaking) the
+contract in docs/http_target.md."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipeline.core.retrieval import CANDIDATE_K, SELECTION_K
+from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
+from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline, parse_response
+from eval_pipeline.providers.models import EmbedderConfig, HttpConfig, ModelConfig, RerankerConfig
+from eval_pipeline.providers.pipeline import build_pipeline
+from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
+from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from tests.providers.conftest import CLIENT_TIMEOUT_S, STALL_S, make_entities
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def target(emulator: EmulatorHandle) -> AsyncIterator[HttpTarget]:
+    client = HttpTarget(emulator.target_url, CLIENT_TIMEOUT_S, clock=ScaledClock(200.0))
+    yield client
+    await client.aclose()
+
+
+def _valid(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "candidates": [{"entity_id": "a", "score": 0.9}, {"entity_id": "b", "score": 0.8}],
+        "selections": [{"entity_id": "a", "reason": "best"}, {"entity_id": "b"}],
+    }
+    return {**body, **changes}
+
+
+def test_contract_defaults_and_unknown_fields() -> None:
+    response = parse_response(_valid(extra_field=1))
+    assert response.triggered_handlers == [] and response.pattern_matches == []
+    assert response.always_loaded == [] and response.usage is None
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (_valid(selections=[{"entity_id": "a"}, {"entity_id": "a"}]), "duplicate selections"),
+        (_valid(selections=[{"entity_id": str(i)} for i in range(7)]), "selections"),
+        ({"selections": []}, "candidates"),
+        (_valid(candidates=[{"entity_id": "a", "score": "high"}]), "candidates.0.score"),
+        ([1, 2], "response"),
+    ],
+)
+def test_contract_violations_are_named(body: object, problem: str) -> None:
+    with pytest.raises(ProviderError, match=f"breaks the contract: .*{problem}"):
+        parse_response(body)
+
+
+async def test_call_sends_the_contract_request(emulator: EmulatorHandle, target: HttpTarget) -> None:
+    response = await target.call("my child won't sleep", "PARENT", {"child_age": 4})
+    assert len(response.candidates) == CANDIDATE_K and len(response.selections) == SELECTION_K
+    assert emulator.requests("/target") == [
+        {
+            "message": "my child won't sleep",
+            "user_type": "PARENT",
+            "user_state": {"child_age": 4},
+            "top_k_candidates": CANDIDATE_K,
+            "top_k": SELECTION_K,
+        }
+    ]
+
+
+async def test_pipeline_maps_the_response(target: HttpTarget) -> None:
+    pipeline = HttpTargetPipeline("my-service", target, concurrency=4)
+    report = await pipeline.prepare(make_entities(3))
+    assert report.entities == 0 and report.api_calls == 0
+    result = await pipeline.retrieve("t1", "a question", trial=2)
+    assert result.status == "ok" and result.model == "my-service" and result.trial == 2
+    assert [s.rank for s in result.selections] == list(range(1, SELECTION_K + 1))
+    assert result.selected_ids == result.candidate_ids[:SELECTION_K]  # the emulator's choice
+    assert result.usage.input_tokens > 0 and result.api_calls == 1
+
+
+async def test_94_requests_with_20_percent_faults() -> None:
+    with start_emulator(fault_rate=0.2, seed=2, stall_s=STALL_S) as emu:
+        flaky = HttpTarget(
+            emu.target_url,
+            CLIENT_TIMEOUT_S,
+            clock=ScaledClock(50.0),
+            policy=RetryPolicy(max_attempts=2),
+        )
+        pipeline = HttpTargetPipeline("svc", flaky, concurrency=16)
+        done: list[str] = []
+        items = [(f"t{i:02d}", f"question {i}", 0) for i in range(94)]
+        results = await pipeline.retrieve_many(items, on_done=lambda r: done.append(r.test_id))
+        await flaky.aclose()
+        faults = emu.stats["faults"]
+    assert [r.test_id for r in results] == [t for t, _, _ in items]
+    assert sorted(done) == sorted(t for t, _, _ in items)
+    assert set(faults) == {"500", "529", "timeout", "malformed", "429"}
+    errored = [r for r in results if r.status == "errored"]
+    assert errored and len(errored) < 94
+    assert all(
+        (r.error or "").startswith("target: ") and "after 2 attempts" in (r.error or "") for r in errored
+    )
+
+
+class _BrokenService(BaseHTTPRequestHandler):
+    """Answers valid JSON that breaks the contract (selections repeat an entity)."""
+
+    calls = 0
+
+    def do_POST(self) -> None:
+        type(self).calls += 1
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps(_valid(selections=[{"entity_id": "a"}] * 2)).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def broken_service() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenService)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/retrieve"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+async def test_contract_violation_errors_without_retrying(broken_service: str) -> None:
+    target = HttpTarget(broken_service, CLIENT_TIMEOUT_S)
+    result = await HttpTargetPipeline("svc", target, 1).retrieve("t1", "q")
+    await target.aclose()
+    assert result.status == "errored" and _BrokenService.calls == 1
+    assert result.error == "target: target response breaks the contract: duplicate selections"
+
+
+async def test_build_pipeline_makes_an_http_target(
+    emulator: EmulatorHandle, cache: ResponseCache, tmp_path: Path
+) -> None:
+    cfg = ModelConfig(
+        key="my-service",
+        embedder=EmbedderConfig(kind="http"),
+        reranker=RerankerConfig(kind="http"),
+        http=HttpConfig(url=emulator.target_url, timeout_s=5),
+    )
+    pipeline = build_pipeline(cfg, cache, EmbeddingStore(tmp_path / "store"), {})
+    assert isinstance(pipeline, HttpTargetPipeline)
+    result = await pipeline.retrieve("t1", "q")
+    await pipeline.target.aclose()
+    assert result.status == "ok" and len(result.selections) == SELECTION_K
