@@ -114,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     resources = build_resources(
         InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
         StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
-        ProvidersResource(
+        ProvidersResource.from_environment(
             models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
         ),
         RunScopeResource(

@@ -27,7 +27,7 @@ def build_resources(
     return {
         "inputs": inputs or InputsResource(),
         "storage": storage,
-        "providers": providers or ProvidersResource(),
+        "providers": providers or ProvidersResource.from_environment(),
         "scope": scope or RunScopeResource(),
         "parquet_io": ParquetIOManagerFactory(base_dir=f"{storage.storage_dir}/tables"),
         "json_io": JsonIOManagerFactory(base_dir=f"{storage.storage_dir}/documents"),

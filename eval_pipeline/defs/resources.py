@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -91,11 +92,27 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """The systems under test. API keys reach providers from the environment only."""
+    """The systems under test. API keys come from the environment only, through `EnvVar`
+    (the UI shows the variable's name, never its value); see `from_environment`."""
 
     models_file: str = "models.yaml"
     cache_dir: str = ".cache"
     cache_mode: str = "use"
+    anthropic_api_key: str | None = None
+    voyage_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    voyage_base_url: str | None = None
+
+    @classmethod
+    def from_environment(cls, **config: str) -> ProvidersResource:
+        """Bind each variable that is set as an `EnvVar`; an unset one would fail every run,
+        including runs of the offline models that need no key."""
+        bound = {field: dg.EnvVar(var) for field, var in ENV_FIELDS.items() if os.environ.get(var)}
+        return cls(**config, **bound)
+
+    def environ(self) -> dict[str, str]:
+        values = {var: getattr(self, field) for field, var in ENV_FIELDS.items()}
+        return {var: value for var, value in values.items() if value}
 
     def models(self) -> dict[str, ModelConfig]:
         return load_models(Path(self.models_file))
@@ -116,7 +133,7 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     ) -> list[SemanticRetrieval]:
         cache = ResponseCache(Path(self.cache_dir), self._mode())
         store = EmbeddingStore(Path(self.cache_dir), self._mode())
-        pipeline = build_pipeline(cfg, cache, store, keyword_boosts)
+        pipeline = build_pipeline(cfg, cache, store, keyword_boosts, self.environ())
 
         async def run() -> list[SemanticRetrieval]:
             try:
@@ -137,6 +154,14 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 def errored(model: str, test_id: str, trial: int, reason: str) -> SemanticRetrieval:
     return SemanticRetrieval(test_id=test_id, model=model, trial=trial, status="errored", error=reason)
+
+
+ENV_FIELDS = {
+    "anthropic_api_key": "ANTHROPIC_API_KEY",
+    "voyage_api_key": "VOYAGE_API_KEY",
+    "anthropic_base_url": "ANTHROPIC_BASE_URL",
+    "voyage_base_url": "VOYAGE_BASE_URL",
+}
 
 
 class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]

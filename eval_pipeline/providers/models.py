@@ -131,18 +131,19 @@ class ModelConfig(_Strict):
         return lookup_price(model_id, self.prices)
 
 
-def missing_keys(cfg: ModelConfig) -> list[str]:
+def missing_keys(cfg: ModelConfig, environ: Mapping[str, str] | None = None) -> list[str]:
     """Names of the API-key environment variables `cfg` needs that are unset or empty."""
+    env = os.environ if environ is None else environ
     needed = []
     if "claude" in cfg.kinds:
         needed.append(cfg.anthropic_api_key_env)
     if "voyage" in cfg.kinds:
         needed.append(cfg.voyage_api_key_env)
-    return [name for name in needed if not os.environ.get(name)]
+    return [name for name in needed if not env.get(name)]
 
 
-def require_keys(cfg: ModelConfig) -> None:
-    missing = missing_keys(cfg)
+def require_keys(cfg: ModelConfig, environ: Mapping[str, str] | None = None) -> None:
+    missing = missing_keys(cfg, environ)
     if missing:
         raise ConfigError(
             f"model '{cfg.key}' needs the environment variable {' and '.join(missing)} "

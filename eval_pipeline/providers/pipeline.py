@@ -302,22 +302,25 @@ def _limiter(requests_per_min: float | None, concurrency: int) -> RateLimiter | 
     return RateLimiter(requests_per_min=requests_per_min, concurrency=concurrency)
 
 
-def _embedder(cfg: ModelConfig, cache: ResponseCache) -> Embedder:
+def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
     if cfg.embedder.kind == "local":
         return LocalMiniLMEmbedder()
     from eval_pipeline.providers.voyage import VoyageEmbedder
 
     return VoyageEmbedder(
         model_id=cfg.embedder.model_id,
-        api_key=os.environ[cfg.voyage_api_key_env],
-        base_url=os.environ.get("VOYAGE_BASE_URL"),
+        api_key=env[cfg.voyage_api_key_env],
+        base_url=env.get("VOYAGE_BASE_URL"),
         cache=cache,
         limiter=_limiter(cfg.embedder.rate_limit_per_min, cfg.concurrency),
     )
 
 
 def _reranker(
-    cfg: ModelConfig, cache: ResponseCache, keyword_boosts: Mapping[str, Sequence[str]]
+    cfg: ModelConfig,
+    cache: ResponseCache,
+    keyword_boosts: Mapping[str, Sequence[str]],
+    env: Mapping[str, str],
 ) -> Reranker:
     kind, model_id = cfg.reranker.kind, cfg.reranker.model_id
     if kind == "cosine":
@@ -330,8 +333,8 @@ def _reranker(
 
         return ClaudeReranker(
             model_id=model_id,
-            api_key=os.environ[cfg.anthropic_api_key_env],
-            base_url=os.environ.get("ANTHROPIC_BASE_URL"),
+            api_key=env[cfg.anthropic_api_key_env],
+            base_url=env.get("ANTHROPIC_BASE_URL"),
             cache=cache,
             limiter=limiter,
             price=cfg.price(model_id),
@@ -341,8 +344,8 @@ def _reranker(
 
     return VoyageReranker(
         model_id=model_id,
-        api_key=os.environ[cfg.voyage_api_key_env],
-        base_url=os.environ.get("VOYAGE_BASE_URL"),
+        api_key=env[cfg.voyage_api_key_env],
+        base_url=env.get("VOYAGE_BASE_URL"),
         cache=cache,
         limiter=limiter,
         price=cfg.price(model_id),
@@ -354,10 +357,16 @@ def build_pipeline(
     cache: ResponseCache,
     store: EmbeddingStore,
     keyword_boosts: Mapping[str, Sequence[str]],
+    environ: Mapping[str, str] | None = None,
 ) -> RetrievalPipeline:
     """The pipeline `cfg` describes. Raises `ConfigError` (one line) when an API key is unset and
-    `PricingError` when a stage's price is unknown, before any call is made."""
-    require_keys(cfg)
+    `PricingError` when a stage's price is unknown, before any call is made.
+
+    `environ` holds the API keys and base URLs (default: the process environment); the Dagster
+    resource passes the values it received through `EnvVar`.
+    """
+    env = os.environ if environ is None else environ
+    require_keys(cfg, env)
     if cfg.http is not None:
         from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline
 
@@ -365,8 +374,8 @@ def build_pipeline(
         return HttpTargetPipeline(model_key=cfg.key, target=target, concurrency=cfg.concurrency)
     return SemanticPipeline(
         cfg.key,
-        _embedder(cfg, cache),
-        _reranker(cfg, cache, keyword_boosts),
+        _embedder(cfg, cache, env),
+        _reranker(cfg, cache, keyword_boosts, env),
         store,
         cfg.concurrency,
         embed_cost=partial(cost_usd, price=cfg.price(cfg.embedder.model_id)),

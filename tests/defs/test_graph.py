@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime
 
 import dagster as dg
+import pytest
 
 from eval_pipeline.core.banks import Expectations
 from eval_pipeline.core.history import HistoryChange, HistoryFile, append_history
@@ -25,6 +26,7 @@ from eval_pipeline.defs.automation import (
 from eval_pipeline.defs.execution import QUIET_LOGS, run_all
 from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL, everything
 from eval_pipeline.defs.partitions import sync_model_partitions, today_utc
+from eval_pipeline.defs.resources import ProvidersResource
 from tests.defs.conftest import Env
 
 DATE = "2026-11-20"
@@ -218,3 +220,31 @@ def test_critical_pattern_failure_fails_blocking_check_and_stops_downstream(env:
     doc = read_document(env.results / "local-minilm" / DATE / "results.json")
     assert doc.aggregate.health.value == "CRITICAL"
     assert [c.test_id for c in doc.aggregate.critical_failures] == ["T-PAT-CRISIS-001"]
+
+
+def test_api_keys_reach_providers_through_envvar_and_never_metadata(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-value")
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    providers = ProvidersResource.from_environment(
+        models_file=str(env.models_file), cache_dir=str(env.root / "cache")
+    )
+    # Bound by name (what the UI shows); an unset variable is not bound at all.
+    assert isinstance(providers.anthropic_api_key, dg.EnvVar) and providers.voyage_api_key is None
+
+    @dg.asset
+    def seen(providers: ProvidersResource) -> dict[str, str]:
+        return providers.environ()
+
+    result = dg.materialize([seen], resources={"providers": providers}, instance=env.instance)
+    assert result.output_for_node("seen") == {"ANTHROPIC_API_KEY": "sk-test-secret-value"}
+    run_all(DATE, MODELS, {**env.resources(), "providers": providers}, env.instance)
+    stored = "".join(
+        str(r.asset_materialization.metadata)
+        for key in everything()
+        for r in env.instance.fetch_materializations(key, limit=100).records
+        if r.asset_materialization is not None
+    )
+    stored += (env.results / "local-minilm" / DATE / "results.json").read_text()
+    assert "sk-test-secret-value" not in stored
