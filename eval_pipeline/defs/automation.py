@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 import dagster as dg
 
-from eval_pipeline.defs.graph import PER_MODEL, downstream_of, everything
+from eval_pipeline.defs.graph import PER_MODEL, UNPARTITIONED, downstream_of, everything
 from eval_pipeline.defs.inputs import expectation_history, knowledge_base
 from eval_pipeline.defs.partitions import (
     MODEL_DIM,
@@ -52,28 +52,56 @@ def tier_models(providers: ProvidersResource, cost_incurring: bool) -> list[str]
     return [k for k, m in providers.models().items() if m.enabled and m.cost_incurring == cost_incurring]
 
 
-def date_stage_request(scope: str, tier: str, date: str, run_key: str) -> dg.RunRequest:
+def _materialized(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> bool:
+    partitions = [partition] if partition is not None else None
+    filter_ = dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions)
+    return bool(instance.fetch_materializations(filter_, limit=1).records)
+
+
+def with_missing(
+    instance: dg.DagsterInstance | None, scope: set[dg.AssetKey], stage: set[dg.AssetKey], partition: str
+) -> list[dg.AssetKey]:
+    """The scope's assets in this stage, plus any of the stage's assets not yet materialised for
+    this partition: a narrow trigger (a history edit, a new day) must not read inputs that were
+    never produced."""
+    selected = scope & stage
+    if instance is not None:
+        for key in sorted(stage - selected):
+            part = None if key in UNPARTITIONED else partition
+            if not _materialized(instance, key, part):
+                selected.add(key)
+    return sorted(selected)
+
+
+def date_stage_request(
+    scope: str, tier: str, date: str, run_key: str, instance: dg.DagsterInstance | None = None
+) -> dg.RunRequest:
     return dg.RunRequest(
         job_name=date_job.name,
-        asset_selection=sorted(SCOPES[scope] - PER_MODEL),
+        asset_selection=with_missing(instance, SCOPES[scope], everything() - PER_MODEL, date),
         partition_key=date,
         run_key=run_key,
         tags={TIER_TAG: tier, SCOPE_TAG: scope},
     )
 
 
-def model_stage_requests(tags: Mapping[str, str], date: str, models: list[str]) -> list[dg.RunRequest]:
+def model_stage_requests(
+    tags: Mapping[str, str], date: str, models: list[str], instance: dg.DagsterInstance | None = None
+) -> list[dg.RunRequest]:
     """The model runs that follow a successful date stage with these tags."""
-    keys = sorted(SCOPES[tags.get(SCOPE_TAG, "all")] & PER_MODEL)
-    return [
-        dg.RunRequest(
-            job_name=model_job.name,
-            asset_selection=keys,
-            partition_key=model_date_key(m, date),
-            tags={**tags, "model": m},
+    scope = SCOPES[tags.get(SCOPE_TAG, "all")]
+    requests = []
+    for m in models:
+        key = model_date_key(m, date)
+        requests.append(
+            dg.RunRequest(
+                job_name=model_job.name,
+                asset_selection=with_missing(instance, scope, set(PER_MODEL), str(key)),
+                partition_key=key,
+                tags={**tags, "model": m},
+            )
         )
-        for m in models
-    ]
+    return requests
 
 
 def _change_sensor(
@@ -95,7 +123,10 @@ def _change_sensor(
         if context.cursor == current:
             return dg.SkipReason("no change")
         date = today_utc()
-        request = date_stage_request(scope, tier, date, f"{name}-{tier}-{current[:16]}-{date}")
+        # The first tick has nothing to compare with: evaluate everything once.
+        run_scope = scope if context.cursor else "all"
+        run_key = f"{name}-{tier}-{current[:16]}-{date}"
+        request = date_stage_request(run_scope, tier, date, run_key, context.instance)
         return dg.SensorResult(run_requests=[request], cursor=current)
 
     return _sensor

@@ -44,6 +44,7 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
 ]
 ALL_ASSETS: list[dg.AssetsDefinition | dg.SourceAsset] = [*SOURCES, *MATERIALIZABLE]
 PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions)
+UNPARTITIONED = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def is None)
 
 
 def downstream_of(*roots: dg.AssetsDefinition) -> set[dg.AssetKey]:

@@ -15,6 +15,7 @@ from eval_pipeline.defs.automation import (
     JOBS,
     KB_DOWNSTREAM,
     SCHEDULES,
+    SCOPE_TAG,
     SENSORS,
     TIER_TAG,
     chain_model_runs,
@@ -119,16 +120,16 @@ def _run_triggered(env: Env, request: dg.RunRequest, date: str = DATE) -> list[d
 
 
 def test_history_change_rescores_without_retrieving(env: Env) -> None:
-    run_all(DATE, ["local-minilm", "local-hybrid"], env.resources(), env.instance)
+    today = today_utc()  # sensors evaluate today
+    run_all(today, ["local-minilm", "local-hybrid"], env.resources(), env.instance)
     resources = env.resources()
     sensor = _sensor("history_sensor_local")
     first = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
     assert isinstance(first, dg.SensorResult)
-    # A calibration moves T-RENT-001's primary.
     append_history(
         env.banks / "semantic" / "history",
         HistoryFile(
-            version=datetime(2026, 11, 20, 9, tzinfo=UTC),  # within the evaluated date
+            version=datetime.now(UTC).replace(microsecond=0),
             calibration_trigger="manual",
             model="test",
             changes=[
@@ -144,28 +145,46 @@ def test_history_change_rescores_without_retrieving(env: Env) -> None:
         dg.AssetKey("expectation_history"),
         dg.AssetKey("resolved_expectations"),
     }
-    chained = _run_triggered(env, request)
+    chained = _run_triggered(env, request, today)
     requested = set(request.asset_selection or []) | {k for r in chained for k in r.asset_selection or []}
     assert requested == HISTORY_DOWNSTREAM
     assert {r.tags["model"] for r in chained} == {"local-minilm", "local-hybrid"}
     assert _materialisations(env, "semantic_retrievals") == 2  # one per model, from the first run only
     assert _materialisations(env, "state_activations") == 1
     assert _materialisations(env, "semantic_results") == 4  # first run, then both models re-scored
-    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    doc = read_document(env.results / "local-minilm" / today / "results.json")
     rent = next(r for r in doc.semantic if r.test_id == "T-RENT-001")
-    assert rent.expectation_source == "opus_2026-11-20"
+    assert rent.expectation_source == f"opus_{today}"
     assert rent.expectations.expected_primary == ["lease_renewal"]
     assert rent.hard_fail == ("lease_renewal" not in [s.entity_id for s in rent.selections])
+
+
+def test_narrow_trigger_fills_in_what_was_never_materialised(env: Env) -> None:
+    resources = env.resources()
+    sensor = _sensor("history_sensor_local")
+    first = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
+    assert isinstance(first, dg.SensorResult)
+    (initial,) = first.run_requests or []
+    assert initial.tags[SCOPE_TAG] == "all"  # a first tick evaluates everything once
+    later = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor="older"))
+    assert isinstance(later, dg.SensorResult)
+    (request,) = later.run_requests or []
+    assert request.tags[SCOPE_TAG] == "history"
+    assert set(request.asset_selection or []) == everything() - PER_MODEL  # nothing exists yet
+    (follow,) = model_stage_requests(request.tags, today_utc(), ["local-minilm"], env.instance)
+    assert set(follow.asset_selection or []) == set(PER_MODEL)
 
 
 def test_kb_sensor_requests_exactly_the_kb_downstream(env: Env) -> None:
     resources = env.resources()
     sensor = _sensor("kb_version_sensor_local")
-    result = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
+    run_all(today_utc(), ["local-minilm", "local-hybrid"], resources, env.instance)
+    # The KB changed since the sensor last looked (the first tick would evaluate everything).
+    result = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor="older"))
     assert isinstance(result, dg.SensorResult)
     (request,) = result.run_requests or []
     assert request.partition_key == today_utc() and request.tags[TIER_TAG] == "local"
-    follow = model_stage_requests(request.tags, today_utc(), ["local-minilm", "local-hybrid"])
+    follow = model_stage_requests(request.tags, today_utc(), ["local-minilm", "local-hybrid"], env.instance)
     requested = set(request.asset_selection or []) | {k for r in follow for k in r.asset_selection or []}
     assert requested == KB_DOWNSTREAM
     assert _keys("knowledge_base", "test_banks", "semantic_retrievals", "release_gate") <= KB_DOWNSTREAM
