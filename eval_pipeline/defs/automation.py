@@ -105,7 +105,12 @@ def model_stage_requests(
 
 
 def _change_sensor(
-    name: str, fingerprint: Callable[[InputsResource], str], scope: str, tier: str, description: str
+    name: str,
+    fingerprint: Callable[[InputsResource], str],
+    scope: str,
+    tier: str,
+    description: str,
+    first_tick_scope: str | None,
 ) -> dg.SensorDefinition:
     _, status = TIERS[tier]
 
@@ -122,9 +127,12 @@ def _change_sensor(
         current = fingerprint(inputs)
         if context.cursor == current:
             return dg.SkipReason("no change")
+        # The first tick has nothing to compare with: it evaluates everything once, or (for a
+        # sensor whose first evaluation another sensor already covers) only records the cursor.
+        run_scope = scope if context.cursor else first_tick_scope
+        if run_scope is None:
+            return dg.SensorResult(cursor=current)
         date = today_utc()
-        # The first tick has nothing to compare with: evaluate everything once.
-        run_scope = scope if context.cursor else "all"
         run_key = f"{name}-{tier}-{current[:16]}-{date}"
         request = date_stage_request(run_scope, tier, date, run_key, context.instance)
         return dg.SensorResult(run_requests=[request], cursor=current)
@@ -188,6 +196,7 @@ SENSORS: list[dg.SensorDefinition] = [
                 "kb",
                 tier,
                 "KB content changed: re-evaluate everything downstream of the KB for today.",
+                first_tick_scope="all",
             ),
             _change_sensor(
                 "history_sensor",
@@ -195,6 +204,7 @@ SENSORS: list[dg.SensorDefinition] = [
                 "history",
                 tier,
                 "Expectation history changed: re-score only (retrievals are reused).",
+                first_tick_scope=None,
             ),
         )
     ),

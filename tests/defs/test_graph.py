@@ -161,11 +161,15 @@ def test_history_change_rescores_without_retrieving(env: Env) -> None:
 
 def test_narrow_trigger_fills_in_what_was_never_materialised(env: Env) -> None:
     resources = env.resources()
-    sensor = _sensor("history_sensor_local")
-    first = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
+    first = _sensor("kb_version_sensor_local")(
+        dg.build_sensor_context(instance=env.instance, resources=resources)
+    )
     assert isinstance(first, dg.SensorResult)
     (initial,) = first.run_requests or []
-    assert initial.tags[SCOPE_TAG] == "all"  # a first tick evaluates everything once
+    assert initial.tags[SCOPE_TAG] == "all"  # the KB sensor's first tick evaluates everything once
+    sensor = _sensor("history_sensor_local")
+    quiet = sensor(dg.build_sensor_context(instance=env.instance, resources=resources))
+    assert isinstance(quiet, dg.SensorResult) and not quiet.run_requests and quiet.cursor
     later = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor="older"))
     assert isinstance(later, dg.SensorResult)
     (request,) = later.run_requests or []
