@@ -6,16 +6,16 @@ neither a 0 nor a 100. Hard fails are counted per test, truly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.results import (
     AlwaysResult,
-    AnyResult,
     PatternResult,
     SemanticResult,
     StateResult,
@@ -23,8 +23,9 @@ from eval_pipeline.core.results import (
 )
 from eval_pipeline.core.retrieval import Usage
 from eval_pipeline.core.scoring import DEFAULT_PASS_THRESHOLD, distribution
+from eval_pipeline.core.trials import by_test
 
-R = TypeVar("R", SemanticResult, StateResult, PatternResult, AlwaysResult)
+T = TypeVar("T")
 
 WEIGHTS: dict[Mechanism, float] = {
     Mechanism.SEMANTIC: 0.60,
@@ -101,11 +102,27 @@ class Aggregate(_Frozen):
     cost_usd: float
 
 
-def _mean(values: Sequence[int]) -> float | None:
+class Scored(Protocol):
+    """One test's outcome: a result, or a test's trials taken together (`core.trials`)."""
+
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def status(self) -> TestStatus: ...
+    @property
+    def hard_fail(self) -> bool: ...
+
+
+def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 1) if values else None
 
 
-def group_score(results: Sequence[AnyResult]) -> GroupScore:
+def _whole_points(score: float) -> int:
+    """A trial mean such as 93.3 buckets with 93; a non-zero mean never lands in the 0 bucket."""
+    return max(math.floor(score), 1) if score > 0 else 0
+
+
+def group_score(results: Sequence[Scored]) -> GroupScore:
     scores = [r.score for r in results if r.score is not None]
     return GroupScore(
         tests=len(results),
@@ -117,19 +134,19 @@ def group_score(results: Sequence[AnyResult]) -> GroupScore:
 
 
 def bank_summary(
-    mechanism: Mechanism, results: Sequence[AnyResult], threshold: int = DEFAULT_PASS_THRESHOLD
+    mechanism: Mechanism, results: Sequence[Scored], threshold: int = DEFAULT_PASS_THRESHOLD
 ) -> BankSummary:
     scores = [r.score for r in results if r.score is not None]
     return BankSummary(
         **group_score(results).model_dump(),
         mechanism=mechanism,
         passed=sum(s >= threshold for s in scores),
-        distribution=distribution(scores),
+        distribution=distribution(_whole_points(s) for s in scores),
     )
 
 
-def grouped(results: Iterable[R], keys: Callable[[R], Iterable[str]]) -> dict[str, list[R]]:
-    out: dict[str, list[R]] = {}
+def grouped(results: Iterable[T], keys: Callable[[T], Iterable[str]]) -> dict[str, list[T]]:
+    out: dict[str, list[T]] = {}
     for result in results:
         for key in keys(result):
             out.setdefault(key, []).append(result)
@@ -206,11 +223,15 @@ def aggregate(
     expectation_sources: Mapping[str, int] | None = None,
     threshold: int = DEFAULT_PASS_THRESHOLD,
 ) -> Aggregate:
-    """Aggregate the banks that ran (None = not run; an empty list = ran with no tests)."""
-    by_bank: dict[Mechanism, Sequence[AnyResult]] = {
+    """Aggregate the banks that ran (None = not run; an empty list = ran with no tests).
+
+    A semantic test run for several trials counts once, with the mean of its trials.
+    """
+    sem = by_test(semantic or [], threshold)
+    by_bank: dict[Mechanism, Sequence[Scored]] = {
         m: rs
         for m, rs in (
-            (Mechanism.SEMANTIC, semantic),
+            (Mechanism.SEMANTIC, sem if semantic is not None else None),
             (Mechanism.STATE, state),
             (Mechanism.PATTERN, pattern),
             (Mechanism.ALWAYS, always),
@@ -222,7 +243,6 @@ def aggregate(
     crit = critical_failures(pattern or [])
     hard = sum(b.hard_fails for b in banks.values())
     errored = sum(b.errored for b in banks.values())
-    sem = list(semantic or [])
     return Aggregate(
         banks=banks,
         weights=weights,
@@ -232,12 +252,14 @@ def aggregate(
         hard_fail_count=hard,
         errored_count=errored,
         critical_failures=crit,
-        topic_scores={k: group_score(v) for k, v in grouped(sem, lambda r: r.topics).items()},
-        category_scores={k: group_score(v) for k, v in grouped(sem, lambda r: [r.category.value]).items()},
+        topic_scores={k: group_score(v) for k, v in grouped(sem, lambda t: t.first.topics).items()},
+        category_scores={
+            k: group_score(v) for k, v in grouped(sem, lambda t: [t.first.category.value]).items()
+        },
         pattern_type_scores=pattern_type_scores(pattern or []),
         handler_scores=handler_scores(state or []),
         expectation_sources=dict(expectation_sources or {}),
-        expectation_conflicts=sum(r.expectation_conflict for r in sem),
-        usage=sum((r.usage for r in sem), Usage()),
-        cost_usd=round(sum(r.cost_usd for r in sem), 6),
+        expectation_conflicts=sum(t.first.expectation_conflict for t in sem),
+        usage=sum((r.usage for r in semantic or []), Usage()),
+        cost_usd=round(sum(r.cost_usd for r in semantic or []), 6),
     )

@@ -11,17 +11,19 @@ from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.aggregate import Aggregate, GroupScore
 from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
 from eval_pipeline.core.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.run_document import RunDocument
+from eval_pipeline.core.trials import by_test
 
 MAX_DETAILED_FAILURES = 30
 
 
-def _fmt(value: float | None) -> str:
+def fmt_score(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return [*lines, ""]
@@ -31,7 +33,7 @@ def _summary(agg: Aggregate) -> list[str]:
     rows: list[Sequence[object]] = [
         (
             m.value,
-            _fmt(b.average),
+            fmt_score(b.average),
             b.tests,
             b.scored,
             b.hard_fails,
@@ -43,7 +45,7 @@ def _summary(agg: Aggregate) -> list[str]:
     rows.append(
         (
             "**combined**",
-            f"**{_fmt(agg.combined_score)}**",
+            f"**{fmt_score(agg.combined_score)}**",
             agg.total_tests,
             "",
             agg.hard_fail_count,
@@ -54,7 +56,7 @@ def _summary(agg: Aggregate) -> list[str]:
     return [
         "## Summary",
         "",
-        *_table(("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight"), rows),
+        *markdown_table(("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight"), rows),
     ]
 
 
@@ -70,11 +72,11 @@ def _groups(title: str, groups: dict[str, GroupScore], key_name: str) -> list[st
     if not groups:
         return []
     ordered = sorted(groups.items(), key=lambda kv: (kv[1].average is None, -(kv[1].average or 0), kv[0]))
-    rows = [(k, _fmt(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
+    rows = [(k, fmt_score(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
     return [
         f"## {title}",
         "",
-        *_table((key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows),
+        *markdown_table((key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows),
     ]
 
 
@@ -85,7 +87,7 @@ def _distribution(agg: Aggregate) -> list[str]:
     return [
         "## Score distribution (semantic)",
         "",
-        *_table(("Range", "Count"), bank.distribution.items()),
+        *markdown_table(("Range", "Count"), bank.distribution.items()),
     ]
 
 
@@ -93,7 +95,7 @@ def _sources(agg: Aggregate) -> list[str]:
     lines = [
         "## Expectation sources",
         "",
-        *_table(("Source", "Tests"), agg.expectation_sources.items()),
+        *markdown_table(("Source", "Tests"), agg.expectation_sources.items()),
     ]
     if agg.expectation_conflicts:
         lines += [
@@ -125,6 +127,77 @@ def _semantic_failures(results: Sequence[SemanticResult]) -> list[str]:
     return lines
 
 
+def _metric_row(name: str, metrics: Sequence[TestMetrics]) -> tuple[object, ...]:
+    means = mean_metrics(metrics)
+    assert means is not None  # only called with at least one row
+    tests = len({m.test_id for m in metrics})
+    values = (means.ndcg_6, means.recall_6, means.mrr_primary, means.candidate_recall_15)
+    return (name, tests, *(f"{v:.3f}" for v in values))
+
+
+def _ir_metrics(results: Sequence[SemanticResult]) -> list[str]:
+    metrics = all_metrics(results)
+    if not metrics:
+        return []
+    category = {r.test_id: r.category.value for r in results}
+    groups: dict[str, list[TestMetrics]] = {}
+    for m in metrics:
+        groups.setdefault(category[m.test_id], []).append(m)
+    rows = [_metric_row("**all**", metrics), *(_metric_row(k, v) for k, v in sorted(groups.items()))]
+    header = ("Category", "Tests", "nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)")
+    return [
+        "## Retrieval metrics (semantic)",
+        "",
+        "nDCG@6 with primary gain 2 and secondary gain 1; recall of primary + secondary entities in "
+        "the final 6 and among the top 15 candidates; MRR of the first primary (ir-measures).",
+        "",
+        *markdown_table(header, rows),
+    ]
+
+
+def _stage_attribution(results: Sequence[SemanticResult]) -> list[str]:
+    found = attributions(results)
+    if not found:
+        return []
+    counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
+    rows = [(a.test_id, a.trial, a.stage.value, a.detail) for a in found]
+    return [
+        "## Stage attribution (semantic hard fails and errors)",
+        "",
+        f"Where each primary was lost: {counts}. *embedding*: it never reached the top 15 "
+        "candidates; *reranker*: it was a candidate but was not selected.",
+        "",
+        *markdown_table(("Test", "Trial", "Stage", "Detail"), rows),
+    ]
+
+
+def _trials(doc: RunDocument) -> list[str]:
+    tests = by_test(doc.semantic, doc.provenance.pass_threshold)
+    n = max((t.trials for t in tests), default=1)
+    if n == 1:
+        return []
+    varying = [t for t in tests if t.flaky or (t.spread is not None and t.spread[0] != t.spread[1])]
+    rows = [
+        (
+            t.test_id,
+            t.trials,
+            fmt_score(t.score),
+            f"{t.spread[0]}–{t.spread[1]}" if t.spread else "—",
+            f"{t.spread[2]:.1f}" if t.spread else "—",
+            "yes" if t.pass_all else "no",
+            "yes" if t.flaky else "no",
+        )
+        for t in varying
+    ]
+    summary = (
+        f"{n} trials per test; pass^{n} (every trial passed): {sum(t.pass_all for t in tests)} of "
+        f"{len(tests)} tests; flaky (outcome differs across trials): {sum(t.flaky for t in tests)}; "
+        f"scores vary in {len(varying)}."
+    )
+    header = ("Test", "Trials", "Mean", "Min–max", "Std", f"pass^{n}", "Flaky")
+    return ["## Trials (semantic)", "", summary, "", *(markdown_table(header, rows) if rows else [])]
+
+
 def _penalties(results: Sequence[AnyResult]) -> list[str]:
     rows = [
         (r.mechanism, r.test_id, r.score, "; ".join(p.text for p in r.outcome.penalties))
@@ -133,14 +206,14 @@ def _penalties(results: Sequence[AnyResult]) -> list[str]:
     ]
     if not rows:
         return []
-    return ["## Penalty breakdown", "", *_table(("Bank", "Test", "Score", "Penalties"), rows)]
+    return ["## Penalty breakdown", "", *markdown_table(("Bank", "Test", "Score", "Penalties"), rows)]
 
 
 def _errored(results: Sequence[AnyResult]) -> list[str]:
     rows = [(r.mechanism, r.test_id, r.error or "") for r in results if r.status is TestStatus.ERRORED]
     if not rows:
         return []
-    return ["## Errored tests (not scored)", "", *_table(("Bank", "Test", "Reason"), rows)]
+    return ["## Errored tests (not scored)", "", *markdown_table(("Bank", "Test", "Reason"), rows)]
 
 
 def _handlers(agg: Aggregate) -> list[str]:
@@ -151,14 +224,14 @@ def _handlers(agg: Aggregate) -> list[str]:
             h.handler,
             f"{h.fired_when_expected}/{h.expected_in}",
             f"{h.fired_when_forbidden}/{h.forbidden_in}",
-            _fmt(h.average_of_involved_tests),
+            fmt_score(h.average_of_involved_tests),
         )
         for h in agg.handler_scores.values()
     ]
     return [
         "## State handlers",
         "",
-        *_table(
+        *markdown_table(
             ("Handler", "Fired when expected", "Fired when forbidden", "Avg of involved tests"),
             rows,
         ),
@@ -167,7 +240,7 @@ def _handlers(agg: Aggregate) -> list[str]:
 
 def _pattern_types(agg: Aggregate) -> list[str]:
     rows = [
-        (k, _fmt(s.average), s.tests, s.hard_fails, s.critical_failures)
+        (k, fmt_score(s.average), s.tests, s.hard_fails, s.critical_failures)
         for k, s in agg.pattern_type_scores.items()
     ]
     if not rows:
@@ -175,7 +248,7 @@ def _pattern_types(agg: Aggregate) -> list[str]:
     return [
         "## Pattern types",
         "",
-        *_table(("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows),
+        *markdown_table(("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows),
     ]
 
 
@@ -195,7 +268,7 @@ def _provenance(doc: RunDocument) -> list[str]:
             f"{doc.aggregate.usage.input_tokens}/{doc.aggregate.usage.output_tokens}",
         ),
     ]
-    return ["## Provenance and cost", "", *_table(("", ""), rows)]
+    return ["## Provenance and cost", "", *markdown_table(("", ""), rows)]
 
 
 def all_results(doc: RunDocument) -> list[AnyResult]:
@@ -208,7 +281,7 @@ def render_markdown(doc: RunDocument) -> str:
     lines = [
         f"# Retrieval evaluation — {doc.provenance.model} — {doc.provenance.date}",
         "",
-        f"**Health: {agg.health.value}** · combined score {_fmt(agg.combined_score)} · "
+        f"**Health: {agg.health.value}** · combined score {fmt_score(agg.combined_score)} · "
         f"{agg.total_tests} tests · {agg.hard_fail_count} hard fails · {agg.errored_count} errored",
         "",
         *_summary(agg),
@@ -216,8 +289,11 @@ def render_markdown(doc: RunDocument) -> str:
         *_distribution(agg),
         *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
         *_groups("Category scores (semantic)", agg.category_scores, "Category"),
+        *_ir_metrics(doc.semantic),
         *_sources(agg),
         *_semantic_failures(doc.semantic),
+        *_stage_attribution(doc.semantic),
+        *_trials(doc),
         *_penalties(results),
         *_errored(results),
         *_handlers(agg),
@@ -229,11 +305,11 @@ def render_markdown(doc: RunDocument) -> str:
 
 def console_summary(doc: RunDocument) -> str:
     agg = doc.aggregate
-    parts = ", ".join(f"{m.value} {_fmt(b.average)}" for m, b in agg.banks.items())
+    parts = ", ".join(f"{m.value} {fmt_score(b.average)}" for m, b in agg.banks.items())
     sources = ", ".join(f"{k} {v}" for k, v in agg.expectation_sources.items())
     lines = [
         f"{doc.provenance.model} @ {doc.provenance.date}: {agg.health.value} — "
-        f"combined {_fmt(agg.combined_score)} ({parts})",
+        f"combined {fmt_score(agg.combined_score)} ({parts})",
         f"  tests {agg.total_tests}, hard fails {agg.hard_fail_count}, "
         f"errored {agg.errored_count}, critical failures {len(agg.critical_failures)}; "
         f"expectations: {sources}; cost ${agg.cost_usd:.4f}",

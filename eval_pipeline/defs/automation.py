@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 
 import dagster as dg
 
-from eval_pipeline.defs.graph import PER_MODEL, UNPARTITIONED, downstream_of, everything
+from eval_pipeline.defs.diffs import model_comparison, regression_diff
+from eval_pipeline.defs.graph import DATE_STAGE, PER_MODEL, UNPARTITIONED, downstream_of, everything
 from eval_pipeline.defs.inputs import expectation_history, knowledge_base
 from eval_pipeline.defs.partitions import (
     MODEL_DIM,
@@ -26,6 +27,7 @@ from eval_pipeline.defs.partitions import (
     model_date_partitions,
     today_utc,
 )
+from eval_pipeline.defs.reports import run_report
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource
 
 TIERS = {"local": (False, dg.DefaultSensorStatus.RUNNING), "api": (True, dg.DefaultSensorStatus.STOPPED)}
@@ -40,9 +42,7 @@ SCOPES: dict[str, set[dg.AssetKey]] = {
     "history": HISTORY_DOWNSTREAM,
 }
 
-date_job = dg.define_asset_job(
-    "evaluate_date", selection=sorted(everything() - PER_MODEL), partitions_def=date_partitions
-)
+date_job = dg.define_asset_job("evaluate_date", selection=sorted(DATE_STAGE), partitions_def=date_partitions)
 model_job = dg.define_asset_job(
     "evaluate_model", selection=sorted(PER_MODEL), partitions_def=model_date_partitions
 )
@@ -52,10 +52,24 @@ def tier_models(providers: ProvidersResource, cost_incurring: bool) -> list[str]
     return [k for k, m in providers.models().items() if m.enabled and m.cost_incurring == cost_incurring]
 
 
-def _materialized(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> bool:
+diff_job = dg.define_asset_job(
+    "diff_model", selection=[regression_diff.key], partitions_def=model_date_partitions
+)
+comparison_job = dg.define_asset_job(
+    "compare_models", selection=[model_comparison.key], partitions_def=date_partitions
+)
+
+
+def _latest(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> float | None:
+    """Timestamp of the newest materialisation of `key` (for `partition`), if any."""
     partitions = [partition] if partition is not None else None
     filter_ = dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions)
-    return bool(instance.fetch_materializations(filter_, limit=1).records)
+    records = instance.fetch_materializations(filter_, limit=1).records
+    return records[0].timestamp if records else None
+
+
+def _materialized(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None) -> bool:
+    return _latest(instance, key, partition) is not None
 
 
 def with_missing(
@@ -78,7 +92,7 @@ def date_stage_request(
 ) -> dg.RunRequest:
     return dg.RunRequest(
         job_name=date_job.name,
-        asset_selection=with_missing(instance, SCOPES[scope], everything() - PER_MODEL, date),
+        asset_selection=with_missing(instance, SCOPES[scope], set(DATE_STAGE), date),
         partition_key=date,
         run_key=run_key,
         tags={TIER_TAG: tier, SCOPE_TAG: scope},
@@ -184,7 +198,43 @@ def chain_model_runs(
     )
 
 
-JOBS = [date_job, model_job]
+def diff_requests(instance: dg.DagsterInstance, date: str) -> list[dg.RunRequest]:
+    """Regression diffs for models whose report is newer than their diff, and a comparison when
+    any report of the date is newer than the last comparison. Diffs cost nothing: every tier."""
+    reports: dict[str, float] = {}
+    for model in instance.get_dynamic_partitions(MODEL_DIM):
+        stamp = _latest(instance, run_report.key, str(model_date_key(model, date)))
+        if stamp is not None:
+            reports[model] = stamp
+    requests = []
+    for model, stamp in sorted(reports.items()):
+        key = model_date_key(model, date)
+        if (_latest(instance, regression_diff.key, str(key)) or 0) < stamp:
+            requests.append(
+                dg.RunRequest(job_name=diff_job.name, partition_key=key, run_key=f"diff-{key}-{stamp}")
+            )
+    newest = max(reports.values(), default=None)
+    if newest is not None and (_latest(instance, model_comparison.key, date) or 0) < newest:
+        requests.append(
+            dg.RunRequest(
+                job_name=comparison_job.name, partition_key=date, run_key=f"compare-{date}-{newest}"
+            )
+        )
+    return requests
+
+
+@dg.sensor(
+    jobs=[diff_job, comparison_job],
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After model reports are written: regression diffs and today's model comparison.",
+)
+def diffs_after_reports(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    requests = diff_requests(context.instance, today_utc())
+    return dg.SensorResult(run_requests=requests) if requests else dg.SkipReason("diffs up to date")
+
+
+JOBS = [date_job, model_job, diff_job, comparison_job]
 SENSORS: list[dg.SensorDefinition] = [
     *(
         sensor
@@ -209,5 +259,6 @@ SENSORS: list[dg.SensorDefinition] = [
         )
     ),
     chain_model_runs,
+    diffs_after_reports,
 ]
 SCHEDULES = [_comparison_schedule(tier) for tier in TIERS]

@@ -8,8 +8,6 @@ write markdown + JSON beside them:
 model runs of that date, never in the date stage that precedes them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -51,8 +49,12 @@ def _write(out_dir: Path, stem: str, value: BaseModel, markdown: str) -> Path:
 
 
 def _metadata(
-    verdict: str, diffs: list[RunDiff], markdown: str, report: Path, extra: Mapping[str, dg.RawMetadataValue]
-) -> dict[str, dg.RawMetadataValue]:
+    verdict: str,
+    diffs: list[RunDiff],
+    markdown: str,
+    report: Path,
+    extra: Mapping[str, "dg.RawMetadataValue"],
+) -> dict[str, "dg.RawMetadataValue"]:
     return {
         **counts_by_kind(diffs),
         **extra,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL, everything
+from eval_pipeline.defs.diffs import model_comparison, regression_diff
+from eval_pipeline.defs.graph import ALL_ASSETS, DATE_STAGE, PER_MODEL
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
@@ -87,11 +88,11 @@ def run_all(
     instance: dg.DagsterInstance,
     on_stage: Callable[[str], None] = lambda _: None,
 ) -> list[StageOutcome]:
-    """The date's shared assets once, then each model's assets; stops early only on errors."""
+    """The date's shared assets once, each model's assets, then the diffs; stops early only on
+    errors (a failed blocking check is a gate, and the diffs still run after it)."""
     sync_model_partitions(instance, models)
-    keys = everything()
     on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
-    outcomes = [materialize_stage("shared", keys - PER_MODEL, date, resources, instance)]
+    outcomes = [materialize_stage("shared", set(DATE_STAGE), date, resources, instance)]
     if outcomes[0].failures:
         return outcomes
     for model in models:
@@ -99,4 +100,9 @@ def run_all(
         outcomes.append(
             materialize_stage(model, set(PER_MODEL), model_date_key(model, date), resources, instance)
         )
+    on_stage("regression diffs and model comparison")
+    for model in models:
+        key = model_date_key(model, date)
+        outcomes.append(materialize_stage(f"{model} diff", {regression_diff.key}, key, resources, instance))
+    outcomes.append(materialize_stage("comparison", {model_comparison.key}, date, resources, instance))
     return outcomes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.defs.diffs import DIFF_ASSETS
 from eval_pipeline.defs.inputs import (
     expectation_history,
     history_files,
@@ -41,9 +42,15 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
     scored_aggregate,
     run_report,
     release_gate,
+    *DIFF_ASSETS,
 ]
 ALL_ASSETS: list[dg.AssetsDefinition | dg.SourceAsset] = [*SOURCES, *MATERIALIZABLE]
-PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions)
+# Three stages, each its own runs: a run cannot mix date and model x date partitions, and the
+# diffs read every model's finished report, so they come after the model runs (and outside
+# them: run_report's blocking check would otherwise skip them on a CRITICAL run).
+DIFFS = frozenset(a.key for a in DIFF_ASSETS)
+PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions) - DIFFS
+DATE_STAGE = frozenset(a.key for a in MATERIALIZABLE) - PER_MODEL - DIFFS
 UNPARTITIONED = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def is None)
 
 

@@ -20,13 +20,14 @@ from eval_pipeline.defs.automation import (
     TIER_TAG,
     chain_model_runs,
     date_job,
+    diff_requests,
     model_job,
     model_stage_requests,
     tier_models,
 )
-from eval_pipeline.defs.execution import QUIET_LOGS, run_all
-from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL, everything
-from eval_pipeline.defs.partitions import sync_model_partitions, today_utc
+from eval_pipeline.defs.execution import QUIET_LOGS, materialize_stage, run_all
+from eval_pipeline.defs.graph import ALL_ASSETS, DATE_STAGE, DIFFS, PER_MODEL, everything
+from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions, today_utc
 from eval_pipeline.defs.resources import ProvidersResource
 from tests.defs.conftest import Env
 
@@ -64,6 +65,7 @@ def test_definitions_load_with_every_asset_check_sensor_and_schedule() -> None:
         "history_sensor_local",
         "history_sensor_api",
         "chain_model_runs",
+        "diffs_after_reports",
     }
     assert {s.name for s in SCHEDULES} == {"model_comparison_local", "model_comparison_api"}
     assert _sensor("kb_version_sensor_api").default_status is dg.DefaultSensorStatus.STOPPED
@@ -71,7 +73,8 @@ def test_definitions_load_with_every_asset_check_sensor_and_schedule() -> None:
 
 def test_full_materialisation_of_one_partition(env: Env) -> None:
     outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
-    assert [o.failures for o in outcomes] == [[], []]
+    assert [o.name for o in outcomes] == ["shared", "local-minilm", "local-minilm diff", "comparison"]
+    assert all(o.failures == [] for o in outcomes)
     doc = read_document(env.results / "local-minilm" / DATE / "results.json")
     assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
     assert doc.provenance.kb_version == "tenant-fixture-1" and doc.provenance.date == DATE
@@ -147,7 +150,7 @@ def test_history_change_rescores_without_retrieving(env: Env) -> None:
     }
     chained = _run_triggered(env, request, today)
     requested = set(request.asset_selection or []) | {k for r in chained for k in r.asset_selection or []}
-    assert requested == HISTORY_DOWNSTREAM
+    assert requested == HISTORY_DOWNSTREAM - DIFFS  # the diffs follow via diffs_after_reports
     assert {r.tags["model"] for r in chained} == {"local-minilm", "local-hybrid"}
     assert _materialisations(env, "semantic_retrievals") == 2  # one per model, from the first run only
     assert _materialisations(env, "state_activations") == 1
@@ -174,7 +177,7 @@ def test_narrow_trigger_fills_in_what_was_never_materialised(env: Env) -> None:
     assert isinstance(later, dg.SensorResult)
     (request,) = later.run_requests or []
     assert request.tags[SCOPE_TAG] == "history"
-    assert set(request.asset_selection or []) == everything() - PER_MODEL  # nothing exists yet
+    assert set(request.asset_selection or []) == DATE_STAGE  # nothing exists yet
     (follow,) = model_stage_requests(request.tags, today_utc(), ["local-minilm"], env.instance)
     assert set(follow.asset_selection or []) == set(PER_MODEL)
 
@@ -190,7 +193,7 @@ def test_kb_sensor_requests_exactly_the_kb_downstream(env: Env) -> None:
     assert request.partition_key == today_utc() and request.tags[TIER_TAG] == "local"
     follow = model_stage_requests(request.tags, today_utc(), ["local-minilm", "local-hybrid"], env.instance)
     requested = set(request.asset_selection or []) | {k for r in follow for k in r.asset_selection or []}
-    assert requested == KB_DOWNSTREAM
+    assert requested == KB_DOWNSTREAM - DIFFS  # the diffs follow via diffs_after_reports
     assert _keys("knowledge_base", "test_banks", "semantic_retrievals", "release_gate") <= KB_DOWNSTREAM
     assert dg.AssetKey("expectation_history") not in KB_DOWNSTREAM
     again = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor=result.cursor))
@@ -209,7 +212,7 @@ def test_schedules_request_every_enabled_model_of_their_tier(env: Env) -> None:
         )
         (request,) = schedule.evaluate_tick(ctx).run_requests or []
         assert request.partition_key == "2026-11-21" and request.tags[TIER_TAG] == tier
-        assert set(request.asset_selection or []) == everything() - PER_MODEL
+        assert set(request.asset_selection or []) == DATE_STAGE
         models = tier_models(providers, cost_incurring=tier == "api")
         assert set(models) == expected
     api = next(s for s in SCHEDULES if s.name == "model_comparison_api")
@@ -271,3 +274,18 @@ def test_api_keys_reach_providers_through_envvar_and_never_metadata(
     )
     stored += (env.results / "local-minilm" / DATE / "results.json").read_text()
     assert "sk-test-secret-value" not in stored
+
+
+def test_diff_sensor_requests_diffs_for_newer_reports_only(env: Env) -> None:
+    today = today_utc()
+    run_all(today, MODELS, env.resources(), env.instance)
+    assert diff_requests(env.instance, today) == []  # the CLI run already produced both diffs
+    run_all(today, MODELS, env.resources(), env.instance)
+    before = _materialisations(env, "regression_diff")
+    # A report written after the last diff (as automation's model runs do) asks for fresh diffs.
+    materialize_stage(
+        "model", set(PER_MODEL), model_date_key("local-minilm", today), env.resources(), env.instance
+    )
+    requests = diff_requests(env.instance, today)
+    assert sorted(r.job_name for r in requests) == ["compare_models", "diff_model"]
+    assert _materialisations(env, "regression_diff") == before

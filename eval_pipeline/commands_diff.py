@@ -1,0 +1,68 @@
+"""`diff BASE HEAD`: compare two stored runs test by test; exit 1 when anything regressed (for CI)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.core.diff import DiffError, RunDiff, diff_documents, load_for_diff
+from eval_pipeline.core.diff_report import render_diff_markdown, render_diff_text
+from eval_pipeline.core.run_document import RESULTS_FILE, RunDocument
+
+EXIT_OK, EXIT_REGRESSED = 0, 1
+
+
+def _usage(message: str) -> Exception:
+    from eval_pipeline.cli import UsageError
+
+    return UsageError(message)
+
+
+def add_diff_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "diff",
+        help="per-test diff of two runs (exit 1 when a test regressed)",
+        description="BASE and HEAD are MODEL@DATE (under --results-dir) or a path to a results.json.",
+    )
+    p.add_argument("base", help="MODEL@DATE or a results.json path")
+    p.add_argument("head", help="MODEL@DATE or a results.json path")
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
+    p.set_defaults(func=cmd_diff)
+
+
+def resolve(ref: str, results_dir: Path) -> Path:
+    """A results.json path, a run directory, or MODEL@DATE under `results_dir`."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if (path / RESULTS_FILE).is_file():
+        return path / RESULTS_FILE
+    model, at, date = ref.rpartition("@")
+    if at and (results_dir / model / date / RESULTS_FILE).is_file():
+        return results_dir / model / date / RESULTS_FILE
+    raise _usage(f"{ref}: no results found (expected MODEL@DATE under {results_dir}, or a results.json path)")
+
+
+def _load(ref: str, results_dir: Path) -> RunDocument:
+    try:
+        return load_for_diff(resolve(ref, results_dir))
+    except DiffError as exc:
+        raise _usage(str(exc)) from None
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    base, head = _load(args.base, args.results_dir), _load(args.head, args.results_dir)
+    try:
+        diff = diff_documents(base, head)
+    except DiffError as exc:
+        raise _usage(str(exc)) from None
+    renderers: dict[str, Callable[[RunDiff], str]] = {
+        "text": render_diff_text,
+        "markdown": render_diff_markdown,
+        "json": lambda d: d.model_dump_json(indent=2),
+    }
+    print(renderers[args.output](diff))
+    return EXIT_REGRESSED if diff.regressed else EXIT_OK

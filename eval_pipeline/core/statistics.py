@@ -1,0 +1,140 @@
+"""Is a difference between two runs real or noise? A paired comparison of per-test scores.
+
+Both runs scored the same tests, so each test is its own control: the differences are paired.
+- p-value: a sign-flip randomisation test of the mean difference (under "no difference", each
+  test's difference is as likely to have the other sign). Exact when few tests differ, else
+  Monte Carlo with a fixed seed, so the same inputs always give the same verdict.
+- 95% confidence interval of the mean difference: a seeded percentile bootstrap.
+- Effect size: Cohen's d for paired samples (d_z = mean difference / its standard deviation).
+A difference is called significant only when p < 0.05 *and* the interval excludes 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+ALPHA = 0.05
+RESAMPLES = 10_000
+SEED = 20_261_101
+EXACT_UP_TO = 12  # differing tests up to which all 2^n sign patterns are enumerated
+_TOLERANCE = 1e-9  # float noise when comparing permuted statistics with the observed one
+
+
+class PairedComparison(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_label: str
+    head_label: str
+    tests: int
+    wins: int  # head scored higher
+    ties: int
+    losses: int
+    mean_difference: float  # head − base, points per test
+    ci_low: float
+    ci_high: float
+    p_value: float
+    effect_size: float | None  # Cohen's d_z; None when every difference is the same non-zero value
+    effect_label: str
+    method: str
+    significant: bool
+    verdict: str
+
+
+def sign_flip_p_value(diffs: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float, str]:
+    """Two-sided p-value of the mean difference, and how it was obtained."""
+    nonzero = diffs[diffs != 0]  # a zero difference is the same under either sign
+    n = len(nonzero)
+    if n == 0:
+        return 1.0, "no test differs"
+    observed = abs(nonzero.sum())
+    if n <= EXACT_UP_TO:
+        patterns = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+        sums = np.abs((1 - 2 * patterns) @ nonzero)
+        return float(np.mean(sums >= observed - _TOLERANCE)), f"exact sign-flip test over {2**n} patterns"
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, n))
+    extreme = int(np.sum(np.abs(signs @ nonzero) >= observed - _TOLERANCE))
+    # The observed assignment is one of the possible ones, so it is counted in (never p = 0).
+    return (extreme + 1) / (resamples + 1), f"sign-flip randomisation, {resamples} resamples"
+
+
+def bootstrap_ci(diffs: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float, float]:
+    if len(diffs) == 0:
+        return 0.0, 0.0
+    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return float(low), float(high)
+
+
+def cohens_dz(diffs: np.ndarray) -> float | None:
+    if len(diffs) < 2:
+        return None
+    sd = float(np.std(diffs, ddof=1))
+    if sd == 0:
+        return 0.0 if float(np.mean(diffs)) == 0 else None
+    return float(np.mean(diffs)) / sd
+
+
+def effect_label(d: float | None) -> str:
+    if d is None:
+        return "undefined"
+    size = abs(d)
+    for bound, label in ((0.2, "negligible"), (0.5, "small"), (0.8, "medium")):
+        if size < bound:
+            return label
+    return "large"
+
+
+def _verdict(c: PairedComparison) -> str:
+    if c.tests == 0:
+        return "no test was scored in both runs: not significant"
+    d = "n/a" if c.effect_size is None else f"{c.effect_size:+.2f}"
+    detail = (
+        f"{c.mean_difference:+.1f} points per test for {c.head_label} vs {c.base_label} "
+        f"(95% CI {c.ci_low:+.1f} to {c.ci_high:+.1f}, p = {c.p_value:.3g}; "
+        f"{c.wins} wins, {c.ties} ties, {c.losses} losses over {c.tests} tests; "
+        f"effect {c.effect_label}, d = {d})"
+    )
+    if c.significant:
+        better = c.head_label if c.mean_difference > 0 else c.base_label
+        return f"{detail}: significant, {better} is better"
+    return f"{detail}: not significant (within noise)"
+
+
+def paired_comparison(
+    base: Sequence[float],
+    head: Sequence[float],
+    base_label: str = "base",
+    head_label: str = "head",
+    seed: int = SEED,
+    resamples: int = RESAMPLES,
+) -> PairedComparison:
+    """Compare per-test scores given in the same test order for both runs."""
+    if len(base) != len(head):
+        raise ValueError(f"paired scores must align: {len(base)} base vs {len(head)} head")
+    diffs = np.asarray(head, dtype=float) - np.asarray(base, dtype=float)
+    rng = np.random.default_rng(seed)
+    p_value, method = sign_flip_p_value(diffs, rng, resamples)
+    low, high = bootstrap_ci(diffs, rng, resamples)
+    dz = cohens_dz(diffs)
+    mean = float(diffs.mean()) if len(diffs) else 0.0
+    comparison = PairedComparison(
+        base_label=base_label,
+        head_label=head_label,
+        tests=len(diffs),
+        wins=int(np.sum(diffs > 0)),
+        ties=int(np.sum(diffs == 0)),
+        losses=int(np.sum(diffs < 0)),
+        mean_difference=round(mean, 2),
+        ci_low=round(low, 2),
+        ci_high=round(high, 2),
+        p_value=round(p_value, 4),
+        effect_size=None if dz is None else round(dz, 3),
+        effect_label=effect_label(dz),
+        method=f"{method}; bootstrap CI, {resamples} resamples; seed {seed}",
+        significant=p_value < ALPHA and not low <= 0 <= high,
+        verdict="",
+    )
+    return comparison.model_copy(update={"verdict": _verdict(comparison)})

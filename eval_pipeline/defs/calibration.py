@@ -1,0 +1,285 @@
+"""Opus calibration in Dagster: an on-demand, date-partitioned asset and an opt-in KB sensor.
+
+`opus_calibration` runs a calibration with the scope in its run config and, only with
+`apply: true`, appends the history file, raw responses and log record. It is not part of any
+evaluation job or automation selection: it spends money, so it runs when asked. Applying changes
+the history files, which the `history_sensor_*` sensors turn into a re-score (expectation snapshot
+and scoring only, no retrieval).
+
+`kb_affected_calibration` (STOPPED by default, and inert unless `CalibrationSettings.on_kb_change`)
+compares each entity's content hash with the previous look and requests an `affected` calibration
+for the added or changed entities.
+"""
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import get_args
+
+import dagster as dg
+from pydantic import Field
+
+from eval_pipeline.core.banks import SemanticTest
+from eval_pipeline.core.calibration import (
+    DEFAULT_TRIGGERS,
+    CalibrationRun,
+    CallRecord,
+    Scope,
+    ScopeError,
+    judge,
+    retrieved_entities,
+    scoped_tests,
+    user_turn,
+)
+from eval_pipeline.core.calibration_files import apply_calibration, latest_documents
+from eval_pipeline.core.expectations import ResolvedExpectation, resolve
+from eval_pipeline.core.history import Trigger, now_utc
+from eval_pipeline.core.kb import KnowledgeBase
+from eval_pipeline.core.loading import HISTORY_DIR, InputError
+from eval_pipeline.core.validation import load_validated
+from eval_pipeline.defs.inputs import history_files, kb_source
+from eval_pipeline.defs.partitions import date_partitions, today_utc
+from eval_pipeline.defs.resources import InputsResource, StorageResource
+from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.calibrator import (
+    DEFAULT_MODEL,
+    DEFAULT_POLL_S,
+    DEFAULT_RATE_PER_MIN,
+    Calibrator,
+    CalibratorConfigError,
+    TestPrompt,
+    TokenCount,
+    api_key_from_env,
+    calibrator_price,
+    calls_cost,
+    estimate_cost,
+)
+from eval_pipeline.providers.pricing import PricingError
+from eval_pipeline.providers.ratelimit import RateLimiter
+
+GROUP = "calibration"
+
+
+class CalibrationConfig(dg.Config):
+    # Dagster config cannot take Literal types: scope and trigger are checked in `_checked`.
+    scope: str = Field(default="full", description="full | affected | single")
+    test_ids: list[str] = Field(default_factory=list, description="single scope")
+    added_entities: list[str] = Field(default_factory=list, description="affected scope")
+    apply: bool = Field(default=False, description="write history/responses/log; else a dry run")
+    batch: bool = Field(default=False, description="Message Batches API: half price, slower")
+    model: str | None = Field(default=None, description="default: the newest Opus in the pinned SDK")
+    max_cost_usd: float | None = Field(default=None, description="fail before spending above this")
+    trigger: str | None = Field(default=None, description="history trigger; default per scope")
+    rate_per_min: float = DEFAULT_RATE_PER_MIN
+    concurrency: int = 4
+    poll_interval_s: float = DEFAULT_POLL_S
+    calibration_dir: str = "calibration"
+
+
+class CalibrationSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """What the KB sensor may do. Off by default: a calibration costs money."""
+
+    on_kb_change: bool = False
+    apply: bool = False
+    model: str | None = None
+    max_cost_usd: float | None = None
+
+
+def _fail(message: str) -> dg.Failure:
+    return dg.Failure(description=message)
+
+
+async def _calls(
+    config: CalibrationConfig, kb: KnowledgeBase, prompts: list[TestPrompt], key: str, model: str
+) -> tuple[TokenCount, list[CallRecord]]:
+    limiter = RateLimiter(config.rate_per_min, config.concurrency)
+    calibrator = Calibrator(model, key, limiter, poll_interval_s=config.poll_interval_s)
+    try:
+        count = await calibrator.count(kb, prompts)
+        estimate = estimate_cost(count, calibrator_price(model), config.batch)
+        if config.max_cost_usd is not None and estimate.typical_usd > config.max_cost_usd:
+            raise _fail(
+                f"estimate ~${estimate.typical_usd:.4f} exceeds max_cost_usd ${config.max_cost_usd:.4f}"
+            )
+        if config.batch:
+            return count, await calibrator.calibrate_batch(kb, prompts)
+        return count, await calibrator.calibrate(kb, prompts)
+    finally:
+        await calibrator.aclose()
+
+
+@dataclass(frozen=True)
+class _Scoped:
+    kb: KnowledgeBase
+    resolved: dict[str, ResolvedExpectation]
+    tests: list[SemanticTest]
+    why: dict[str, list[str]]
+
+
+def _checked(config: CalibrationConfig) -> tuple[Scope, Trigger]:
+    scopes: tuple[Scope, ...] = get_args(Scope)
+    triggers: tuple[Trigger, ...] = get_args(Trigger)
+    scope = next((s for s in scopes if s == config.scope), None)
+    if scope is None:
+        raise _fail(f"scope must be one of {', '.join(scopes)}, not {config.scope!r}")
+    if config.trigger is None:
+        return scope, DEFAULT_TRIGGERS[scope]
+    trigger = next((t for t in triggers if t == config.trigger), None)
+    if trigger is None:
+        raise _fail(f"trigger must be one of {', '.join(triggers)}, not {config.trigger!r}")
+    return scope, trigger
+
+
+def _scoped(config: CalibrationConfig, inputs: InputsResource, storage: StorageResource) -> _Scoped:
+    try:
+        kb, banks = load_validated(inputs.kb, inputs.banks)
+    except InputError as exc:
+        raise _fail("\n".join(str(p) for p in exc.problems)) from None
+    tests = banks.semantic.tests if banks.semantic else []
+    resolved = resolve(tests, banks.history)
+    scope, _ = _checked(config)
+    docs, _ = latest_documents(Path(storage.results_dir)) if scope == "affected" else ([], [])
+    seen, ids, entities = retrieved_entities(docs), config.test_ids, config.added_entities
+    try:
+        chosen, why = scoped_tests(scope, tests, kb, resolved, ids, entities, seen)
+    except ScopeError as exc:
+        raise _fail(str(exc)) from None
+    return _Scoped(kb, resolved, chosen, why)
+
+
+def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
+    model = config.model or DEFAULT_MODEL
+    try:
+        key, price = api_key_from_env(), calibrator_price(model)
+    except (CalibratorConfigError, PricingError) as exc:
+        raise _fail(str(exc)) from None
+    prompts = [TestPrompt(t.test_id, user_turn(t, scoped.resolved[t.test_id])) for t in scoped.tests]
+    started, clock = now_utc(), time.monotonic()
+    try:
+        count, calls = asyncio.run(_calls(config, scoped.kb, prompts, key, model))
+    except ProviderError as exc:
+        raise _fail(f"calibrator API: {exc}") from None
+    outcomes, diffs = judge(calls, scoped.kb, scoped.resolved)
+    scope, trigger = _checked(config)
+    return CalibrationRun(
+        scope=scope,
+        trigger=trigger,
+        added_entities=config.added_entities,
+        model=model,
+        mode="batch" if config.batch else "sequential",
+        kb=scoped.kb,
+        started=started,
+        duration_s=time.monotonic() - clock,
+        prefix_tokens=count.prefix_tokens,
+        calls=calls,
+        outcomes=outcomes,
+        diffs=diffs,
+        cost_usd=calls_cost(calls, price, config.batch),
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=date_partitions,
+    deps=[kb_source, history_files],
+    description="Opus proposes semantic-test expectations (dry run unless apply); on demand only.",
+)
+def opus_calibration(
+    context: dg.AssetExecutionContext,
+    config: CalibrationConfig,
+    inputs: InputsResource,
+    storage: StorageResource,
+) -> dg.MaterializeResult[None]:
+    if config.apply and context.partition_key != today_utc():
+        # History is stamped with the time it is written; a past partition would misdate it.
+        raise _fail(f"apply only for today's partition ({today_utc()}), not {context.partition_key}")
+    scoped = _scoped(config, inputs, storage)
+    if not scoped.tests:
+        return dg.MaterializeResult(metadata={"applied": False, "tests": 0, "scope": config.scope})
+    run = _calibrate(config, scoped)
+    history = None
+    if config.apply:
+        history = apply_calibration(inputs.banks / HISTORY_DIR, Path(config.calibration_dir), run).history
+    return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history))
+
+
+def _metadata(
+    run: CalibrationRun, why: dict[str, list[str]], applied: bool, history: Path | None
+) -> dict[str, "dg.RawMetadataValue"]:
+    rows = [
+        f"| {d.test_id} | {'conflict' if d.conflict else 'changed'} | {d.previous_source} | "
+        f"{', '.join(d.previous.expected_primary)} | {', '.join(d.proposed.expected_primary)} | "
+        f"{', '.join(d.proposed.expected_secondary) or '-'} |"
+        for d in run.changed
+    ]
+    table = "| test | status | was | primary was | primary | secondary |\n|---|---|---|---|---|---|\n"
+    rejected = [f"- {o.test_id} ({o.status}): {o.reason}" for o in run.outcomes if o.status != "proposed"]
+    coverage = run.coverage
+    return {
+        "applied": applied,
+        "history_file": str(history) if history else "",
+        "scope": run.scope,
+        "tests": len(run.calls),
+        "changed": len(run.changed),
+        "unchanged": len(run.diffs) - len(run.changed),
+        "conflicts": sum(d.conflict for d in run.diffs),
+        "rejected": run.count("rejected"),
+        "errored": run.count("errored"),
+        "calibration_cost_usd": round(run.cost_usd, 6),
+        "kb_prefix_tokens": run.prefix_tokens,
+        "min_cache_read_coverage": round(min(coverage), 4) if coverage else -1.0,
+        "changes": dg.MetadataValue.md(table + "\n".join(rows) if rows else "no changes"),
+        "problems": dg.MetadataValue.md("\n".join(rejected) or "none"),
+        "affected_because": dg.MetadataValue.json(why),
+    }
+
+
+calibration_job = dg.define_asset_job(
+    "opus_calibration_job", selection=[opus_calibration], partitions_def=date_partitions
+)
+
+
+@dg.sensor(
+    job=calibration_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="KB entities added or changed: calibrate the affected tests (opt-in, costs money).",
+)
+def kb_affected_calibration(
+    context: dg.SensorEvaluationContext, inputs: InputsResource, calibration_settings: CalibrationSettings
+) -> dg.SensorResult | dg.SkipReason:
+    if not calibration_settings.on_kb_change:
+        return dg.SkipReason("off: set CalibrationSettings.on_kb_change to calibrate on KB changes")
+    try:
+        kb = inputs.load_kb()
+    except InputError as exc:
+        return dg.SkipReason(f"KB does not load: {exc.problems[0] if exc.problems else exc}")
+    current = {e.entity_id: e.content_hash for e in kb.entities}
+    cursor = json.dumps(current, sort_keys=True)
+    if context.cursor is None:
+        return dg.SensorResult(cursor=cursor, skip_reason="first look: KB remembered, nothing to compare")
+    previous: dict[str, str] = json.loads(context.cursor)
+    touched = sorted(eid for eid, digest in current.items() if previous.get(eid) != digest)
+    if not touched:
+        return dg.SensorResult(cursor=cursor, skip_reason="no entity added or changed")
+    config = CalibrationConfig(
+        scope="affected",
+        added_entities=touched,
+        apply=calibration_settings.apply,
+        model=calibration_settings.model,
+        max_cost_usd=calibration_settings.max_cost_usd,
+        trigger="kb_change",
+    )
+    request = dg.RunRequest(
+        run_key=f"kb-calibration-{kb.content_hash[:16]}",
+        partition_key=today_utc(),
+        run_config=dg.RunConfig(ops={opus_calibration.node_def.name: config}),
+    )
+    return dg.SensorResult(run_requests=[request], cursor=cursor)
+
+
+CALIBRATION_ASSETS = [opus_calibration]
+CALIBRATION_JOBS = [calibration_job]
+CALIBRATION_SENSORS = [kb_affected_calibration]

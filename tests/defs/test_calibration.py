@@ -1,0 +1,119 @@
+"""The on-demand calibration asset and the opt-in KB sensor, against the emulator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline.core.calibration_files import LOG_FILE, read_log
+from eval_pipeline.defs.automation import SCOPE_TAG, SENSORS
+from eval_pipeline.defs.calibration import (
+    CalibrationConfig,
+    CalibrationSettings,
+    kb_affected_calibration,
+    opus_calibration,
+)
+from eval_pipeline.defs.graph import MATERIALIZABLE
+from eval_pipeline.defs.partitions import today_utc
+from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from tests.defs.conftest import Env
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHandle]:
+    handle = start_emulator()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", handle.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dagster-not-real")
+    yield handle
+    handle.stop()
+
+
+def _materialize(env: Env, partition: str, **config: Any) -> dg.ExecuteInProcessResult:
+    run_config = dg.RunConfig(
+        ops={
+            "opus_calibration": CalibrationConfig(
+                calibration_dir=str(env.root / "calibration"), rate_per_min=60_000, **config
+            )
+        }
+    )
+    return dg.materialize(
+        [opus_calibration],
+        partition_key=partition,
+        resources=env.resources(),
+        instance=env.instance,
+        run_config=run_config,
+        raise_on_error=False,
+    )
+
+
+def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    (event,) = result.get_asset_materialization_events()
+    materialization = event.materialization
+    assert materialization is not None
+    return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+
+
+def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
+    env: Env, emulator: EmulatorHandle
+) -> None:
+    resources = env.resources()
+    inputs = resources["inputs"]
+    before = inputs.history_hash()
+    dry = _materialize(env, today_utc(), scope="full")
+    assert dry.success and _metadata(dry)["applied"] is False
+    assert inputs.history_hash() == before  # a dry run writes nothing
+
+    applied = _materialize(env, today_utc(), scope="single", test_ids=["T-REP-001"], apply=True)
+    meta = _metadata(applied)
+    assert applied.success and meta["applied"] is True and meta["changed"] == 1
+    assert meta["calibration_cost_usd"] > 0 and meta["history_file"]
+    assert inputs.history_hash() != before
+    assert len(read_log(env.root / "calibration" / LOG_FILE).records) == 1
+
+    # The existing history sensor sees the change and requests a re-score (scope "history").
+    sensor = next(s for s in SENSORS if s.name == "history_sensor_local")
+    result = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor=before))
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.run_requests or []
+    assert request.tags[SCOPE_TAG] == "history"
+
+
+def test_calibration_is_never_part_of_an_evaluation_selection() -> None:
+    assert opus_calibration.key not in {a.key for a in MATERIALIZABLE}
+
+
+def test_apply_refuses_a_past_partition(env: Env, emulator: EmulatorHandle) -> None:
+    result = _materialize(env, "2026-11-01", scope="full", apply=True)
+    assert not result.success
+    assert "POST /v1/messages" not in emulator.stats["requests"]
+
+
+def _sensor_context(env: Env, cursor: str | None, **settings: Any) -> dg.SensorEvaluationContext:
+    resources = {**env.resources(), "calibration_settings": CalibrationSettings(**settings)}
+    return dg.build_sensor_context(instance=env.instance, resources=resources, cursor=cursor)
+
+
+def test_kb_sensor_requests_an_affected_calibration_only_when_enabled(env: Env) -> None:
+    off = kb_affected_calibration(_sensor_context(env, None))
+    assert isinstance(off, dg.SkipReason) and "off" in (off.skip_message or "")
+    first = kb_affected_calibration(_sensor_context(env, None, on_kb_change=True))
+    assert isinstance(first, dg.SensorResult) and not first.run_requests and first.cursor
+
+    data = yaml.safe_load(env.kb.read_text())
+    entity = next(e for e in data["entities"] if e["entity_id"] == "deposit_return")
+    entity["content"] += "\nPhotograph the meter readings on the day you leave."
+    env.kb.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    changed = kb_affected_calibration(_sensor_context(env, first.cursor, on_kb_change=True, max_cost_usd=1.0))
+    assert isinstance(changed, dg.SensorResult)
+    (request,) = changed.run_requests or []
+    assert request.partition_key == today_utc()
+    config = request.run_config["ops"]["opus_calibration"]["config"]
+    assert config["scope"] == "affected" and config["added_entities"] == ["deposit_return"]
+    assert (config["apply"], config["trigger"], config["max_cost_usd"]) == (False, "kb_change", 1.0)
+    again = kb_affected_calibration(_sensor_context(env, changed.cursor, on_kb_change=True))
+    assert isinstance(again, dg.SensorResult) and not again.run_requests

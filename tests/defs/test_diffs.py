@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from eval_pipeline.core.diff import DeltaKind, ModelComparison, RegressionDiff
+from eval_pipeline.core.run_document import RunDocument, read_document
+from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison, regression_diff
+from eval_pipeline.defs.execution import QUIET_LOGS, run_all
+from eval_pipeline.defs.graph import ALL_ASSETS
+from eval_pipeline.defs.partitions import model_date_key
+from tests.defs.conftest import Env
+
+D1, D2 = "2026-11-20", "2026-11-21"
+MINILM = "local-minilm"
+NOISE_CONTENT = (
+    "Start with a calm, friendly word at a good moment. Keep a noise diary with dates and\n"
+    "      times. If it continues, tell your landlord or the building manager in writing."
+)
+
+
+def _materialise(
+    env: Env, asset: dg.AssetsDefinition, key: str | dg.MultiPartitionKey
+) -> dg.ExecuteInProcessResult:
+    # The diff assets are passed in here: graph.py registers them only once the lead wires them in.
+    result = dg.materialize(
+        [*ALL_ASSETS, *DIFF_ASSETS],
+        selection=[asset],
+        partition_key=key,
+        resources=env.resources(),
+        instance=env.instance,
+        run_config=QUIET_LOGS,
+    )
+    assert result.success
+    return result
+
+
+def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, object]:
+    (event,) = result.get_asset_materialization_events()
+    return {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+
+
+def _retrieval(doc: RunDocument) -> dict[str, tuple[object, ...]]:
+    return {r.test_id: (r.selections, [c.entity_id for c in r.candidates]) for r in doc.semantic}
+
+
+def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_tests_a_kb_edit_moved(
+    env: Env,
+) -> None:
+    run_all(D1, [MINILM], env.resources(), env.instance)
+    first = _materialise(env, regression_diff, model_date_key(MINILM, D1))
+    value = first.output_for_node("regression_diff")
+    assert isinstance(value, RegressionDiff) and value.diff is None and value.baseline_date is None
+    assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == 0
+
+    kb = env.kb.read_text()
+    env.kb.write_text(kb.replace(NOISE_CONTENT, "Late rent, arrears and repayment plans for money trouble."))
+    run_all(D2, [MINILM], env.resources(), env.instance)
+    second = _materialise(env, regression_diff, model_date_key(MINILM, D2))
+    result = second.output_for_node("regression_diff")
+    assert isinstance(result, RegressionDiff) and result.baseline_date == D1 and result.diff is not None
+
+    before = _retrieval(read_document(env.results / MINILM / D1 / "results.json"))
+    after = _retrieval(read_document(env.results / MINILM / D2 / "results.json"))
+    moved = {t for t in after if before[t] != after[t]}
+    flagged = {d.test_id for d in result.diff.deltas if d.kind is not DeltaKind.UNCHANGED}
+    assert moved and flagged == moved
+    assert all(d.causes == ["system_changed"] for d in result.diff.deltas if d.test_id in moved)
+    assert result.diff.warnings[0].startswith("KB differs: tenant-fixture-1")
+
+    out = env.results / MINILM / D2
+    saved = RegressionDiff.model_validate_json((out / "regression_diff.json").read_text())
+    assert saved == result
+    assert (out / "regression_diff.md").read_text().startswith(f"# Regression diff — {MINILM} — {D2}")
+    assert _metadata(second)["verdict"] == result.verdict
+
+
+def test_model_comparison_reads_every_model_of_the_date(env: Env) -> None:
+    run_all(D1, [MINILM, "local-hybrid"], env.resources(), env.instance)
+    result = _materialise(env, model_comparison, D1)
+    comparison = result.output_for_node("model_comparison")
+    assert isinstance(comparison, ModelComparison)
+    assert [m.model for m in comparison.models] == [MINILM, "local-hybrid"]  # models-file order
+    (pair,) = comparison.pairs
+    assert (pair.base.model, pair.head.model) == (MINILM, "local-hybrid")
+    assert sum(pair.counts.values()) == 8 + 3 + 4 + 2  # every test of the tenant banks
+    out = env.results / "_comparison" / D1
+    assert json.loads((out / "model_comparison.json").read_text())["date"] == D1
+    assert (out / "model_comparison.md").read_text().startswith(f"# Model comparison — {D1}")
+    metadata = _metadata(result)
+    assert metadata["models"] == f"{MINILM}, local-hybrid" and "points per test" in str(metadata["verdict"])
