@@ -19,9 +19,11 @@ from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 
 FAKE_ANTHROPIC_KEY = "sk-ant-test-0000-not-a-real-key"
 FAKE_VOYAGE_KEY = "pa-test-0000-not-a-real-key"
-# Fast enough for tests; the client timeout must stay below the emulator's stall.
+# Tests of `timeout` faults use a short client timeout, below the emulator's stall; the others a
+# generous one, so a slow moment on a busy machine cannot turn into an extra (retried) call.
 CLIENT_TIMEOUT_S = 0.3
 STALL_S = 1.0
+SAFE_TIMEOUT_S = 10.0
 
 
 class RecordingClock:

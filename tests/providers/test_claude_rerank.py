@@ -31,6 +31,7 @@ from tests.providers.conftest import (
     CLIENT_TIMEOUT_S,
     FAKE_ANTHROPIC_KEY,
     FAKE_VOYAGE_KEY,
+    SAFE_TIMEOUT_S,
     STALL_S,
     RecordingClock,
     make_entities,
@@ -48,6 +49,7 @@ class RerankerFactory(Protocol):
         clock: Clock,
         limiter: RateLimiter | None = None,
         policy: RetryPolicy | None = None,
+        timeout_s: float = SAFE_TIMEOUT_S,
     ) -> ClaudeReranker: ...
 
 
@@ -60,6 +62,7 @@ async def make_reranker(cache: ResponseCache) -> AsyncIterator[RerankerFactory]:
         clock: Clock,
         limiter: RateLimiter | None = None,
         policy: RetryPolicy | None = None,
+        timeout_s: float = SAFE_TIMEOUT_S,
     ) -> ClaudeReranker:
         reranker = ClaudeReranker(
             "claude-haiku-4-5",
@@ -71,7 +74,7 @@ async def make_reranker(cache: ResponseCache) -> AsyncIterator[RerankerFactory]:
             "rerank-test-1",
             clock=clock,
             policy=policy,
-            timeout_s=CLIENT_TIMEOUT_S,
+            timeout_s=timeout_s,
         )
         made.append(reranker)
         return reranker
@@ -201,7 +204,8 @@ async def test_each_fault_kind_is_retried_then_reported(
 ) -> None:
     with start_emulator(fault_rate=1.0, faults=(fault,), stall_s=STALL_S) as emu:
         with pytest.raises(ProviderError) as info:
-            await make_reranker(emu, clock).rerank("q", _candidates(), SELECTION_K)
+            reranker = make_reranker(emu, clock, timeout_s=CLIENT_TIMEOUT_S)
+            await reranker.rerank("q", _candidates(), SELECTION_K)
         assert emu.stats["requests"]["POST /v1/messages"] == 5
     assert str(info.value) == reason and FAKE_ANTHROPIC_KEY not in str(info.value)
     if fault == "429":  # retry-after: 1 honoured, plus at most 1 s of jitter
@@ -217,7 +221,7 @@ async def test_94_queries_with_20_percent_faults_of_every_kind(
     clock = ScaledClock(50.0)  # backoff and retry-after waits take milliseconds
     policy = RetryPolicy(max_attempts=2)  # few attempts, so some tests do end errored
     with start_emulator(stall_s=STALL_S, seed=5) as emu:
-        reranker = make_reranker(emu, clock, RateLimiter(6000, 16, clock=clock), policy)
+        reranker = make_reranker(emu, clock, RateLimiter(6000, 16, clock=clock), policy, CLIENT_TIMEOUT_S)
         embedder = VoyageEmbedder(
             "voyage-3.5",
             FAKE_VOYAGE_KEY,

@@ -183,30 +183,15 @@ def test_stats_and_reset_over_http(emulator: EmulatorHandle, http: httpx.Client)
 
 def test_command_line_server() -> None:
     port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "eval_pipeline.testing.api_emulator",
-            "--port",
-            str(port),
-            "--latency-ms",
-            "1",
-            "--fault-rate",
-            "0",
-            "--faults",
-            "500,timeout",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert f"127.0.0.1:{port}" in process.stdout.readline()
-        assert httpx.get(f"http://127.0.0.1:{port}/_stats", timeout=5).status_code == 200
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    command = [sys.executable, "-m", "eval_pipeline.testing.api_emulator", "--port", str(port)]
+    command += ["--latency-ms", "1", "--fault-rate", "0", "--faults", "500,timeout"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            assert f"127.0.0.1:{port}" in process.stdout.readline()
+            assert httpx.get(f"http://127.0.0.1:{port}/_stats", timeout=5).status_code == 200
+        finally:
+            process.terminate()
 
 
 def _free_port() -> int:

@@ -20,14 +20,14 @@ from eval_pipeline.providers.models import EmbedderConfig, HttpConfig, ModelConf
 from eval_pipeline.providers.pipeline import build_pipeline
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
-from tests.providers.conftest import CLIENT_TIMEOUT_S, STALL_S, make_entities
+from tests.providers.conftest import CLIENT_TIMEOUT_S, SAFE_TIMEOUT_S, STALL_S, make_entities
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 async def target(emulator: EmulatorHandle) -> AsyncIterator[HttpTarget]:
-    client = HttpTarget(emulator.target_url, CLIENT_TIMEOUT_S, clock=ScaledClock(200.0))
+    client = HttpTarget(emulator.target_url, SAFE_TIMEOUT_S, clock=ScaledClock(200.0))
     yield client
     await client.aclose()
 
@@ -140,7 +140,7 @@ def broken_service() -> Iterator[str]:
 
 
 async def test_contract_violation_errors_without_retrying(broken_service: str) -> None:
-    target = HttpTarget(broken_service, CLIENT_TIMEOUT_S)
+    target = HttpTarget(broken_service, SAFE_TIMEOUT_S)
     result = await HttpTargetPipeline("svc", target, 1).retrieve("t1", "q")
     await target.aclose()
     assert result.status == "errored" and _BrokenService.calls == 1

@@ -19,6 +19,7 @@ from eval_pipeline.testing.api_emulator import EmulatorHandle, hash_vector, star
 from tests.providers.conftest import (
     CLIENT_TIMEOUT_S,
     FAKE_VOYAGE_KEY,
+    SAFE_TIMEOUT_S,
     STALL_S,
     RecordingClock,
 )
@@ -26,7 +27,13 @@ from tests.providers.conftest import (
 pytestmark = pytest.mark.anyio
 
 
-def _embedder(emu: EmulatorHandle, cache: ResponseCache, clock: Clock, **kwargs: int) -> VoyageEmbedder:
+def _embedder(
+    emu: EmulatorHandle,
+    cache: ResponseCache,
+    clock: Clock,
+    timeout_s: float = SAFE_TIMEOUT_S,
+    max_batch_tokens: int | None = None,
+) -> VoyageEmbedder:
     return VoyageEmbedder(
         "voyage-3.5",
         FAKE_VOYAGE_KEY,
@@ -35,8 +42,8 @@ def _embedder(emu: EmulatorHandle, cache: ResponseCache, clock: Clock, **kwargs:
         None,
         clock=clock,
         policy=RetryPolicy(),
-        timeout_s=CLIENT_TIMEOUT_S,
-        **kwargs,
+        timeout_s=timeout_s,
+        max_batch_tokens=max_batch_tokens,
     )
 
 
@@ -49,7 +56,7 @@ def _reranker(emu: EmulatorHandle, cache: ResponseCache, clock: Clock) -> Voyage
         None,
         Price(input=0.05),
         clock=clock,
-        timeout_s=CLIENT_TIMEOUT_S,
+        timeout_s=SAFE_TIMEOUT_S,
     )
 
 
@@ -120,7 +127,7 @@ async def test_each_fault_kind_is_retried_then_reported(
 ) -> None:
     with start_emulator(fault_rate=1.0, faults=(fault,), stall_s=STALL_S) as emu:
         with pytest.raises(ProviderError) as info:
-            await _embedder(emu, cache, clock).embed(["q"], "query")
+            await _embedder(emu, cache, clock, CLIENT_TIMEOUT_S).embed(["q"], "query")
         assert emu.stats["requests"]["POST /v1/embeddings"] == 5
     assert str(info.value) == reason
     assert FAKE_VOYAGE_KEY not in str(info.value)
