@@ -1,0 +1,305 @@
+"""Pacing and retries shared by every API provider.
+
+`RateLimiter` keeps one model's requests under its per-minute allowance (aiolimiter leaky bucket)
+and under a concurrency cap (asyncio.Semaphore). `call_with_retry` is the one retry policy: it
+retries 429/500/502/503/504/529, timeouts and connection errors with exponential backoff and jitter
+(tenacity), honours `retry-after`, bounds attempts and total time, and turns the final failure into
+a `ProviderError` with a short reason such as "HTTP 503 after 5 attempts". Every retry goes back
+through the limiter, so retries are paced and counted like first attempts.
+
+Time is spent through a `Clock` so that benchmarks can run a 48/min pace in seconds: with
+`ScaledClock(20)` a 1.25 s gap takes 62.5 ms of real time and `clock.now()` reports clock seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Generic, Protocol, TypeVar
+
+from aiolimiter import AsyncLimiter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+
+from eval_pipeline.providers.base import ProviderError
+
+T = TypeVar("T")
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
+
+
+class Clock(Protocol):
+    """Where providers read time and wait.
+
+    `speed` is clock seconds per real second; aiolimiter schedules on the event loop's real clock,
+    so the limiter divides its period by it.
+    """
+
+    @property
+    def speed(self) -> float: ...
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    speed = 1.0
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class ScaledClock:
+    """A clock running `factor` times faster than real time (for benchmarks and tests)."""
+
+    def __init__(self, factor: float) -> None:
+        if factor <= 0:
+            raise ValueError("factor must be positive")
+        self.speed = factor
+        self._origin = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._origin) * self.speed
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds / self.speed)
+
+
+REAL_CLOCK = RealClock()
+
+
+_CLOSERS: set[asyncio.Task[None]] = set()
+
+
+class LoopLocal(Generic[T]):
+    """One value per running event loop, made on first use in that loop.
+
+    asyncio primitives and pooled HTTP clients belong to the loop they were first used in, and
+    Dagster steps or scripts may each run their own loop (`asyncio.run`), so a long-lived provider
+    keeps its loop-bound parts here instead of making them in `__init__`.
+
+    With `close`, the value is closed inside its loop when that loop's runner cancels leftover
+    tasks at exit (`asyncio.run` does), or earlier by `aclose()`: a pooled client is never left
+    for the garbage collector to close from a dead loop.
+    """
+
+    def __init__(
+        self, factory: Callable[[], T], close: Callable[[T], Awaitable[object]] | None = None
+    ) -> None:
+        self._factory = factory
+        self._close = close
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._value: T | None = None
+        self._closer: asyncio.Task[None] | None = None
+
+    def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        if self._value is None or loop is not self._loop:
+            value = self._factory()
+            self._value, self._loop = value, loop
+            if self._close is not None:
+                self._closer = loop.create_task(self._close_at_exit(value, self._close))
+                # The loop keeps only weak references to tasks; this one must outlive its owner.
+                _CLOSERS.add(self._closer)
+                self._closer.add_done_callback(_CLOSERS.discard)
+        return self._value
+
+    @staticmethod
+    async def _close_at_exit(value: T, close: Callable[[T], Awaitable[object]]) -> None:
+        try:
+            await asyncio.get_running_loop().create_future()  # parked until cancelled
+        finally:
+            await close(value)
+
+    async def aclose(self) -> None:
+        """Close the running loop's value now, if one was made."""
+        closer, self._closer = self._closer, None
+        if closer is not None and self._loop is asyncio.get_running_loop():
+            closer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await closer
+        self._value = self._loop = None
+
+
+class RateLimiter:
+    """One model's request pace and concurrency cap: `async with limiter.slot(): ...`.
+
+    The bucket holds at most one second's share of the per-minute rate (and at least one request),
+    so a burst never front-loads the minute: at 48/min requests leave every 1.25 s from the start,
+    and a run of N calls takes about N / rate, the floor.
+    """
+
+    def __init__(self, requests_per_min: float, concurrency: int, clock: Clock = REAL_CLOCK) -> None:
+        if requests_per_min <= 0 or concurrency < 1:
+            raise ValueError("requests_per_min must be positive and concurrency at least 1")
+        self.requests_per_min = requests_per_min
+        self.concurrency = concurrency
+        self.clock = clock
+        capacity = max(1.0, requests_per_min / 60.0)
+        # aiolimiter waits on the event loop's real clock, so a faster clock shortens the period.
+        period_s = capacity * 60.0 / requests_per_min / clock.speed
+        self._gates = LoopLocal(lambda: (AsyncLimiter(capacity, period_s), asyncio.Semaphore(concurrency)))
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        bucket, slots = self._gates.get()
+        # Concurrency first: a rate token taken while queueing for a slot would go unused and
+        # let a burst through later.
+        async with slots:
+            await bucket.acquire()
+            yield
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How the retry policy sees one failed attempt."""
+
+    reason: str  # short, safe to show: "HTTP 503", "timeout", "connection error", ...
+    retryable: bool
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    deadline_s: float = 300.0  # total clock time across attempts and waits
+    backoff_s: float = 1.0  # first backoff; doubles per retry
+    max_backoff_s: float = 30.0
+    jitter_s: float = 1.0
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a `retry-after` header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def failure_for_status(status: int, headers: Mapping[str, str], detail: str | None) -> Failure:
+    """Classify an HTTP error response; non-retryable ones keep a short detail for the user."""
+    retryable = status in RETRYABLE_STATUS
+    reason = f"HTTP {status}"
+    if detail and not retryable:
+        reason = f"{reason}: {detail[:200]}"
+    return Failure(reason, retryable, parse_retry_after(headers.get("retry-after")))
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove an API key from text that may reach logs or results."""
+    if secret and len(secret) >= 4:
+        return text.replace(secret, "[redacted]")
+    return text
+
+
+class _Wait:
+    """Wait what the server asked for (plus jitter to spread a herd), else exponential backoff."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._policy = policy
+
+    def __call__(self, state: RetryCallState) -> float:
+        jitter = random.uniform(0.0, self._policy.jitter_s)
+        failure = _failure_of(state)
+        if failure is not None and failure.retry_after_s is not None:
+            return failure.retry_after_s + jitter
+        exponent = state.attempt_number - 1
+        return min(self._policy.max_backoff_s, self._policy.backoff_s * 2.0**exponent) + jitter
+
+
+class _Stop:
+    """Stop after the last attempt, or when the coming wait would pass the deadline."""
+
+    def __init__(self, policy: RetryPolicy, clock: Clock, started: float) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._started = started
+
+    def __call__(self, state: RetryCallState) -> bool:
+        if state.attempt_number >= self._policy.max_attempts:
+            return True
+        elapsed = self._clock.now() - self._started
+        return elapsed + state.upcoming_sleep > self._policy.deadline_s
+
+
+def _failure_of(state: RetryCallState) -> Failure | None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    return exc.failure if isinstance(exc, _AttemptFailed) else None
+
+
+async def call_with_retry(
+    attempt: Callable[[], Awaitable[T]],
+    classify: Callable[[BaseException], Failure | None],
+    *,
+    limiter: RateLimiter | None,
+    clock: Clock,
+    policy: RetryPolicy,
+    secret: str | None = None,
+) -> T:
+    """Run `attempt` under the limiter until it succeeds or the policy gives up.
+
+    `classify` maps a provider's exception to a `Failure` (None: not an API failure, re-raised as
+    is). The final failure becomes `ProviderError(reason)`, with `secret` redacted.
+    """
+    attempts = 0
+
+    async def once() -> T:
+        nonlocal attempts
+        attempts += 1
+        try:
+            if limiter is None:
+                return await attempt()
+            async with limiter.slot():
+                return await attempt()
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+            raise _AttemptFailed(failure) from exc
+
+    retrying = AsyncRetrying(
+        sleep=clock.sleep,
+        stop=_Stop(policy, clock, clock.now()),
+        wait=_Wait(policy),
+        retry=retry_if_exception(lambda e: isinstance(e, _AttemptFailed) and e.failure.retryable),
+        reraise=True,
+    )
+    try:
+        return await retrying(once)
+    except _AttemptFailed as exc:
+        reason = _final_reason(exc.failure, attempts, policy)
+        raise ProviderError(redact(reason, secret)) from None
+
+
+def _final_reason(failure: Failure, attempts: int, policy: RetryPolicy) -> str:
+    if not failure.retryable:
+        return failure.reason
+    reason = f"{failure.reason} after {attempts} attempt{'s' if attempts != 1 else ''}"
+    if attempts < policy.max_attempts:
+        reason += f" (retry deadline {policy.deadline_s:g} s)"
+    return reason
