@@ -50,12 +50,14 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     # Heavy imports (dagster, onnxruntime) stay inside the commands that need them.
     from eval_pipeline.commands import add_run_commands
+    from eval_pipeline.commands_calibrate import add_calibrate_commands
     from eval_pipeline.commands_diff import add_diff_commands
 
     parser = argparse.ArgumentParser(prog="eval-pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_commands(sub)
     add_diff_commands(sub)
+    add_calibrate_commands(sub)
 
     p = sub.add_parser("validate", help="load the KB and banks and cross-check them")
     _add_data_args(p)

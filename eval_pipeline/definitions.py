@@ -7,6 +7,12 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.defs.automation import JOBS, SCHEDULES, SENSORS
+from eval_pipeline.defs.calibration import (
+    CALIBRATION_ASSETS,
+    CALIBRATION_JOBS,
+    CALIBRATION_SENSORS,
+    CalibrationSettings,
+)
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
 from eval_pipeline.defs.resources import (
@@ -29,15 +35,17 @@ def build_resources(
         "storage": storage,
         "providers": providers or ProvidersResource.from_environment(),
         "scope": scope or RunScopeResource(),
+        "calibration_settings": CalibrationSettings(),
         "parquet_io": ParquetIOManagerFactory(base_dir=f"{storage.storage_dir}/tables"),
         "json_io": JsonIOManagerFactory(base_dir=f"{storage.storage_dir}/documents"),
     }
 
 
 defs = dg.Definitions(
-    assets=ALL_ASSETS,
-    jobs=JOBS,
-    sensors=SENSORS,
+    # Calibration spends money: it is its own job and sensor (STOPPED), never part of evaluation.
+    assets=[*ALL_ASSETS, *CALIBRATION_ASSETS],
+    jobs=[*JOBS, *CALIBRATION_JOBS],
+    sensors=[*SENSORS, *CALIBRATION_SENSORS],
     schedules=SCHEDULES,
     resources=build_resources(),
     # One process for the whole run: a process per step costs seconds each.

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -8,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import cli
-from eval_pipeline.commands_diff import add_diff_commands
 from eval_pipeline.core.run_document import RunDocument
 from tests.run_docs import doc, sem
 
@@ -16,18 +14,7 @@ Main = Callable[..., int]
 
 
 @pytest.fixture
-def main(monkeypatch: pytest.MonkeyPatch) -> Main:
-    """`cli.main` with the diff command, whether or not cli.build_parser registers it yet."""
-    build = cli.build_parser
-
-    def with_diff() -> argparse.ArgumentParser:
-        parser = build()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "diff" not in sub.choices:
-            add_diff_commands(sub)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", with_diff)
+def main() -> Main:
     return cli.main
 
 

@@ -39,6 +39,9 @@ class Provenance(BaseModel):
     history_hash: str
     pass_threshold: int
     scope: dict[str, Any] = Field(default_factory=dict, description="Banks, tests, topic filters")
+    calibration_cost_usd: float = Field(
+        default=0.0, description="Calibration spend on this date: never part of the system's cost"
+    )
 
 
 class RunDocument(BaseModel):

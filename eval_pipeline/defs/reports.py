@@ -73,6 +73,7 @@ def run_report(
             history_hash=expectation_history.content_hash,
             pass_threshold=scope.pass_threshold,
             scope=_scope_dict(scope),
+            calibration_cost_usd=storage.calibration_cost(date),
         ),
         aggregate=scored_aggregate,
         semantic=from_frame(semantic_results, SemanticResult) if "semantic" in banks_run else [],

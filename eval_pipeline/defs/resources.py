@@ -11,6 +11,7 @@ import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.calibration_files import LOG_FILE, read_log
 from eval_pipeline.core.evaluation import Scope
 from eval_pipeline.core.expectations import LoadedHistory
 from eval_pipeline.core.kb import Entity, KnowledgeBase
@@ -82,6 +83,12 @@ class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     storage_dir: str = "storage"
     results_dir: str = "results"
+    calibration_dir: str = "calibration"
+
+    def calibration_cost(self, date: str) -> float:
+        """What calibrations cost on `date`, reported apart from the system under test."""
+        log = read_log(Path(self.calibration_dir) / LOG_FILE)
+        return round(log.cost_by_date().get(date, 0.0), 6)
 
     def run_dir(self, model: str, date: str) -> Path:
         return Path(self.results_dir) / model / date

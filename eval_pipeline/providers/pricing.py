@@ -52,6 +52,7 @@ BUILTIN_PRICES: dict[str, Price] = {
     "claude-haiku-4-5-20251001": _HAIKU_4_5,
     "claude-sonnet-4-5": _SONNET_4_5,
     "claude-sonnet-4-5-20250929": _SONNET_4_5,
+    "claude-opus-5-5": Price(input=4.0, output=20.0, cache_write=5.0, cache_read=0.20),
     "claude-opus-4-5": _OPUS_4_5,
     "claude-opus-4-5-20251101": _OPUS_4_5,
     "voyage-3.5": Price(input=0.06),

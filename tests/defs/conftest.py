@@ -27,7 +27,11 @@ class Env:
     def resources(self, **scope: Any) -> dict[str, Any]:
         return build_resources(
             InputsResource(kb_path=str(self.kb), banks_dir=str(self.banks)),
-            StorageResource(storage_dir=str(self.root / "storage"), results_dir=str(self.results)),
+            StorageResource(
+                storage_dir=str(self.root / "storage"),
+                results_dir=str(self.results),
+                calibration_dir=str(self.root / "calibration"),
+            ),
             ProvidersResource(models_file=str(self.models_file), cache_dir=str(self.root / "cache")),
             RunScopeResource(**scope),
         )

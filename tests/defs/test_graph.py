@@ -69,6 +69,10 @@ def test_definitions_load_with_every_asset_check_sensor_and_schedule() -> None:
     }
     assert {s.name for s in SCHEDULES} == {"model_comparison_local", "model_comparison_api"}
     assert _sensor("kb_version_sensor_api").default_status is dg.DefaultSensorStatus.STOPPED
+    # Calibration costs money: its own job and a STOPPED sensor, outside the evaluation graph.
+    calibration = repo.get_sensor_def("kb_affected_calibration")
+    assert calibration.default_status is dg.DefaultSensorStatus.STOPPED
+    assert "opus_calibration" in keys and dg.AssetKey("opus_calibration") not in everything()
 
 
 def test_full_materialisation_of_one_partition(env: Env) -> None:
@@ -287,5 +291,35 @@ def test_diff_sensor_requests_diffs_for_newer_reports_only(env: Env) -> None:
         "model", set(PER_MODEL), model_date_key("local-minilm", today), env.resources(), env.instance
     )
     requests = diff_requests(env.instance, today)
-    assert sorted(r.job_name for r in requests) == ["compare_models", "diff_model"]
+    assert sorted(str(r.job_name) for r in requests) == ["compare_models", "diff_model"]
     assert _materialisations(env, "regression_diff") == before
+
+
+def test_calibration_cost_is_reported_apart_from_the_systems(env: Env) -> None:
+    record = {
+        "calibration_id": "c1",
+        "started_at": f"{DATE}T09:00:00Z",
+        "duration_s": 3.0,
+        "scope": "full",
+        "trigger": "full",
+        "test_ids": ["T-RENT-001"],
+        "model": "claude-opus-5-5",
+        "prompt_version": "v1",
+        "kb_version": "tenant-fixture-1",
+        "kb_hash": "x",
+        "mode": "sequential",
+        "changed": 1,
+        "unchanged": 0,
+        "usage": {"input_tokens": 1000, "output_tokens": 100},
+        "cost_usd": 0.25,
+        "kb_prefix_tokens": 900,
+    }
+    log = env.root / "calibration" / "calibration_log.json"
+    log.parent.mkdir()
+    log.write_text(json.dumps({"schema_version": 1, "records": [record]}))
+    run_all(DATE, MODELS, env.resources(), env.instance)
+    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    assert doc.provenance.calibration_cost_usd == 0.25 and doc.aggregate.cost_usd == 0.0
+    report = (env.results / "local-minilm" / DATE / "report.md").read_text()
+    assert "| Calibration cost that day (not system under test) | $0.2500 |" in report
+    assert "| Cost (system under test) | $0.0000 |" in report

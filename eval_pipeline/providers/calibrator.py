@@ -1,0 +1,345 @@
+"""Claude as the expectation calibrator, through `anthropic.AsyncAnthropic`.
+
+Every request is the same two system blocks — the instructions, then the whole KB marked
+`cache_control` — followed by one test's user turn, so the KB is one cached prefix: written by the
+first call, read by every later one. The first call runs alone for that reason; the rest run
+concurrently under the model's `RateLimiter` (`usage.cache_read_input_tokens` shows whether the
+cache was hit — the API silently skips caching below a per-model minimum prefix length).
+
+The answer is structured output (`output_config.format` with a JSON schema), not forced tool use:
+Claude Opus 5.5, the default calibrator, rejects a forced `tool_choice` with a 400 and always
+thinks, so responses hold thinking blocks before the JSON text.
+
+Bulk scopes can go through the Message Batches API (half price): one request per test keyed by a
+custom id, polled until the batch ends, results matched back by custom id. Token counting
+(`messages.count_tokens`, free) prices a calibration before anything is spent.
+
+The key comes from $ANTHROPIC_API_KEY only and is never printed; `base_url` from the argument or
+else $ANTHROPIC_BASE_URL (read by the SDK; no `/v1` suffix). SDK retries are off: the shared
+policy in `ratelimit` retries, paced by the limiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar, get_args
+
+import anthropic
+from anthropic.types import Message, MessageParam, TextBlockParam
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
+from anthropic.types.model import Model
+
+from eval_pipeline.core.calibration import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, CallRecord, kb_text
+from eval_pipeline.core.kb import KnowledgeBase
+from eval_pipeline.core.retrieval import Usage
+from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.claude_rerank import classify, usage_of
+from eval_pipeline.providers.pricing import Price, cost_usd, load_price_overrides, lookup_price
+from eval_pipeline.providers.ratelimit import (
+    Clock,
+    LoopLocal,
+    RateLimiter,
+    RetryPolicy,
+    call_with_retry,
+)
+
+T = TypeVar("T")
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+# Adaptive thinking plus the JSON. The SDK refuses non-streaming calls whose max_tokens implies
+# more than 10 minutes (over ~21k tokens), so this stays below that.
+MAX_OUTPUT_TOKENS = 16_000
+# Planning figure for estimates only (thinking included); the actual usage is what gets logged.
+TYPICAL_OUTPUT_TOKENS = 2_000
+BATCH_DISCOUNT = 0.5  # Message Batches bill input and output at half price
+DEFAULT_RATE_PER_MIN = 48.0
+DEFAULT_CONCURRENCY = 4
+DEFAULT_POLL_S = 10.0
+
+# Undated aliases only: "claude-opus-5-5" -> (5, 5), "claude-opus-5" -> (5, 0). Dated snapshot ids
+# such as claude-opus-4-5-20251101 repeat an alias and are skipped.
+_OPUS_ALIAS = re.compile(r"^claude-opus-(\d+)(?:-(\d{1,2}))?$")
+
+
+def newest_opus(model_ids: Iterable[str]) -> str:
+    versions = [(int(m[1]), int(m[2] or 0), i) for i in model_ids if (m := _OPUS_ALIAS.match(i))]
+    if not versions:
+        raise ValueError("no Claude Opus model id in the list")
+    return max(versions)[2]
+
+
+SDK_MODEL_IDS: tuple[str, ...] = get_args(get_args(Model)[0])
+DEFAULT_MODEL = newest_opus(SDK_MODEL_IDS)
+
+
+# List prices the built-in table (providers/pricing.py) does not carry yet; $EVAL_PIPELINE_PRICES
+# still wins. Claude Opus 5.5: $4 / $20 per MTok, 5-minute cache writes $5, cache reads $0.20
+# (platform.claude.com/docs/en/models/opus-5-5/overview).
+class CalibratorConfigError(Exception):
+    """The calibrator cannot be set up (no key, no price): one line for the user."""
+
+
+def api_key_from_env(environ: Mapping[str, str] | None = None) -> str:
+    key = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
+    if not key:
+        raise CalibratorConfigError(
+            f"calibration calls the Anthropic API: set {API_KEY_ENV} in the environment"
+        )
+    return key
+
+
+def calibrator_price(model_id: str) -> Price:
+    return lookup_price(model_id, load_price_overrides())
+
+
+@dataclass(frozen=True)
+class TestPrompt:
+    __test__ = False  # not a pytest test class despite the name
+
+    test_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    prefix_tokens: int  # instructions + KB: the cached prefix every call shares
+    turn_tokens: int  # every test's user turn together
+    tests: int
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    input_usd: float
+    output_typical_usd: float
+    output_max_usd: float
+
+    @property
+    def typical_usd(self) -> float:
+        return self.input_usd + self.output_typical_usd
+
+    @property
+    def max_usd(self) -> float:
+        return self.input_usd + self.output_max_usd
+
+
+def estimate_cost(count: TokenCount, price: Price, batch: bool) -> CostEstimate:
+    """The first call writes the KB prefix to the cache, every later call reads it."""
+    if count.tests == 0:
+        return CostEstimate(0.0, 0.0, 0.0)
+    factor = BATCH_DISCOUNT if batch else 1.0
+    reads = count.prefix_tokens * (count.tests - 1)
+    prompt = Usage(
+        input_tokens=count.turn_tokens,
+        cache_creation_input_tokens=count.prefix_tokens,
+        cache_read_input_tokens=reads,
+    )
+
+    def output(per_test: int) -> float:
+        return cost_usd(Usage(output_tokens=per_test * count.tests), price) * factor
+
+    return CostEstimate(
+        cost_usd(prompt, price) * factor, output(TYPICAL_OUTPUT_TOKENS), output(MAX_OUTPUT_TOKENS)
+    )
+
+
+def calls_cost(calls: Iterable[CallRecord], price: Price, batch: bool) -> float:
+    factor = BATCH_DISCOUNT if batch else 1.0
+    return sum(cost_usd(c.usage, price) for c in calls) * factor
+
+
+def system_blocks(kb: KnowledgeBase) -> list[TextBlockParam]:
+    return [
+        {"type": "text", "text": SYSTEM_INSTRUCTIONS},
+        {"type": "text", "text": kb_text(kb), "cache_control": {"type": "ephemeral"}},
+    ]
+
+
+def _user(text: str) -> list[MessageParam]:
+    return [{"role": "user", "content": text}]
+
+
+Progress = Callable[[int, int], None]  # (done, total)
+BatchProgress = Callable[[str, int, int], None]  # (batch id, ended requests, total)
+
+
+class Calibrator:
+    """Proposes expectations for semantic tests; one `CallRecord` per test, errors included."""
+
+    def __init__(
+        self,
+        model_id: str,
+        api_key: str,
+        limiter: RateLimiter,
+        *,
+        base_url: str | None = None,
+        clock: Clock | None = None,
+        policy: RetryPolicy | None = None,
+        timeout_s: float = 600.0,
+        max_tokens: int = MAX_OUTPUT_TOKENS,
+        poll_interval_s: float = DEFAULT_POLL_S,
+    ) -> None:
+        self.model_id = model_id
+        self.max_tokens = max_tokens
+        self.poll_interval_s = poll_interval_s
+        self._api_key = api_key
+        self._limiter = limiter
+        self._clock = clock or limiter.clock
+        self._policy = policy or RetryPolicy()
+        # One client per event loop, closed inside its own loop (see ratelimit.LoopLocal).
+        self._client = LoopLocal(
+            lambda: anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
+            ),
+            close=lambda client: client.close(),
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"Calibrator(model_id={self.model_id!r})"
+
+    async def aclose(self) -> None:
+        """Close this loop's connections now (they are closed when the loop ends anyway)."""
+        await self._client.aclose()
+
+    def params(self, system: list[TextBlockParam], prompt: TestPrompt) -> MessageCreateParamsNonStreaming:
+        return {
+            "model": self.model_id,
+            "max_tokens": self.max_tokens,
+            "system": system,
+            "messages": _user(prompt.text),
+            "output_config": {"format": {"type": "json_schema", "schema": OUTPUT_SCHEMA}},
+        }
+
+    async def count(self, kb: KnowledgeBase, prompts: Sequence[TestPrompt]) -> TokenCount:
+        """Three free count_tokens calls: the prefix is (KB + probe) − (probe alone)."""
+        client = self._client.get()
+        output_config = self.params([], TestPrompt("", ""))["output_config"]
+        probe = _user(prompts[0].text if prompts else "Propose this test's expectations.")
+        turns = _user("\n\n".join(p.text for p in prompts) or ".")
+
+        async def tokens(messages: list[MessageParam], system: list[TextBlockParam]) -> int:
+            counted = await self._api(
+                lambda: client.messages.count_tokens(
+                    model=self.model_id, system=system, messages=messages, output_config=output_config
+                )
+            )
+            return counted.input_tokens
+
+        with_kb = await tokens(probe, system_blocks(kb))
+        without = await tokens(probe, [])
+        return TokenCount(with_kb - without, await tokens(turns, []) if prompts else 0, len(prompts))
+
+    async def calibrate(
+        self, kb: KnowledgeBase, prompts: Sequence[TestPrompt], on_done: Progress | None = None
+    ) -> list[CallRecord]:
+        """One Messages call per test, in `prompts` order."""
+        if not prompts:
+            return []
+        system = system_blocks(kb)
+        done = 0
+
+        async def one(prompt: TestPrompt) -> CallRecord:
+            nonlocal done
+            record = await self._message(system, prompt)
+            done += 1
+            if on_done is not None:
+                on_done(done, len(prompts))
+            return record
+
+        first = await one(prompts[0])  # alone, so every other call finds the KB prefix cached
+        rest = await asyncio.gather(*(one(p) for p in prompts[1:]))
+        return [first, *rest]
+
+    async def _message(self, system: list[TextBlockParam], prompt: TestPrompt) -> CallRecord:
+        params = self.params(system, prompt)
+
+        async def attempt() -> Message:
+            return await self._client.get().messages.create(**params)
+
+        try:
+            message = await call_with_retry(
+                attempt,
+                classify,
+                limiter=self._limiter,
+                clock=self._clock,
+                policy=self._policy,
+                secret=self._api_key,
+            )
+        except ProviderError as exc:
+            return CallRecord(test_id=prompt.test_id, error=str(exc))
+        return _record(prompt.test_id, None, message)
+
+    async def calibrate_batch(
+        self, kb: KnowledgeBase, prompts: Sequence[TestPrompt], on_progress: BatchProgress | None = None
+    ) -> list[CallRecord]:
+        """The same requests as `calibrate`, as one message batch; results matched by custom id."""
+        if not prompts:
+            return []
+        system = system_blocks(kb)
+        # Custom ids allow [A-Za-z0-9_-]{1,64}; test ids may hold dots and be longer.
+        by_custom_id = {f"test-{i:05d}": p for i, p in enumerate(prompts)}
+        client = self._client.get()
+        batch = await self._api(
+            lambda: client.messages.batches.create(
+                requests=[
+                    {"custom_id": cid, "params": self.params(system, p)} for cid, p in by_custom_id.items()
+                ]
+            )
+        )
+        batch = await self._wait(batch, on_progress)
+        results: dict[str, CallRecord] = {}
+        decoder = await self._api(lambda: client.messages.batches.results(batch.id))
+        async for item in decoder:
+            prompt = by_custom_id.get(item.custom_id)
+            if prompt is not None:
+                results[item.custom_id] = _batch_record(prompt.test_id, item)
+        missing = f"batch {batch.id} returned no result for this request"
+        return [
+            results.get(cid) or CallRecord(test_id=p.test_id, custom_id=cid, error=missing)
+            for cid, p in by_custom_id.items()
+        ]
+
+    async def _wait(self, batch: MessageBatch, on_progress: BatchProgress | None) -> MessageBatch:
+        """Poll until the batch ends (the API ends every batch within 24 hours)."""
+        client = self._client.get()
+        while True:
+            counts = batch.request_counts
+            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+            if on_progress is not None:
+                on_progress(batch.id, total - counts.processing, total)
+            if batch.processing_status == "ended":
+                return batch
+            await self._clock.sleep(self.poll_interval_s)
+            batch = await self._api(partial(client.messages.batches.retrieve, batch.id))
+
+    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A non-model endpoint (counting, batches): retried by the shared policy, not rate-limited."""
+        return await call_with_retry(
+            call, classify, limiter=None, clock=self._clock, policy=self._policy, secret=self._api_key
+        )
+
+
+def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord:
+    return CallRecord(
+        test_id=test_id,
+        custom_id=custom_id,
+        usage=usage_of(message),
+        response=message.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def _batch_record(test_id: str, item: MessageBatchIndividualResponse) -> CallRecord:
+    result = item.result
+    if result.type == "succeeded":
+        return _record(test_id, item.custom_id, result.message)
+    if result.type == "errored":
+        error = result.error.error
+        reason = f"batch request errored: {error.type}: {error.message}"[:300]
+    else:
+        reason = f"batch request {result.type}"
+    return CallRecord(test_id=test_id, custom_id=item.custom_id, error=reason)

@@ -1,0 +1,299 @@
+"""`eval-pipeline calibrate` and `override` end to end: real CLI, real SDK, the loopback emulator.
+
+Every test works on a temporary copy of the tenant fixture; nothing is written into the repo's
+kb/, test_banks/ or calibration/.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline import cli
+from eval_pipeline.core.banks import SemanticTest
+from eval_pipeline.core.calibration_files import LOG_FILE, RESPONSES_DIR, read_log
+from eval_pipeline.core.evaluation import score_semantic
+from eval_pipeline.core.expectations import ResolvedExpectation, resolve
+from eval_pipeline.core.loading import HISTORY_DIR, load_history
+from eval_pipeline.core.retrieval import Selection, SemanticRetrieval
+from eval_pipeline.core.validation import load_validated
+from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+
+KEY = "sk-ant-test-calibrate-0000-not-real"
+TODAY = datetime.now(UTC).date().isoformat()
+BY = ["--by", "Dr Lee", "--reason", "clinical review"]
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorHandle]:
+    handle = start_emulator()
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def work(tenant: Path, tmp_path: Path, emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with a tenant copy; the SDK reaches the emulator through its env vars."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", emulator.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.delenv("EVAL_PIPELINE_PRICES", raising=False)
+    return tenant
+
+
+def run(work: Path, *argv: str) -> int:
+    data = ["--kb", str(work / "kb.yaml"), "--banks-dir", str(work / "banks")]
+    extra = ["--calibration-dir", "calibration", "--rate-per-min", "60000"] if argv[0] == "calibrate" else []
+    return cli.main([*argv, *data, *extra])
+
+
+def output(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    captured = capsys.readouterr()
+    assert KEY not in captured.out + captured.err  # the key is never printed
+    return captured.out, captured.err
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def history_files(work: Path) -> list[Path]:
+    return sorted((work / "banks" / HISTORY_DIR).glob("expectations_*.json"))
+
+
+def current(work: Path) -> tuple[list[SemanticTest], dict[str, ResolvedExpectation]]:
+    _, banks = load_validated(work / "kb.yaml", work / "banks")
+    assert banks.semantic is not None
+    tests = banks.semantic.tests
+    return tests, resolve(tests, load_history(work / "banks" / HISTORY_DIR, []))
+
+
+# --- dry run, estimate, apply ----------------------------------------------------------------------
+
+
+def test_dry_run_shows_estimate_first_then_proposals_and_writes_nothing(
+    work: Path, tmp_path: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(tmp_path)
+    assert run(work, "calibrate", "--scope", "full") == 0
+    out, _ = output(capsys)
+    assert snapshot(tmp_path) == before
+    assert not (tmp_path / "calibration").exists()
+    assert out.index("estimate (calibration cost") < out.index("T-RENT-001")
+    assert "changed (was original)" in out and "-> " in out and "reasoning" in out
+    assert "summary: " in out and "unchanged" in out and "calibration cost $" in out
+    assert "dry run: nothing written" in out
+    assert emulator.stats["requests"]["POST /v1/messages"] == 8
+
+
+def test_estimate_only_calls_no_model(
+    work: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(work, "calibrate", "--scope", "full", "--estimate-only") == 0
+    out, _ = output(capsys)
+    assert "estimate (calibration cost, not system under test): KB prefix" in out
+    assert "POST /v1/messages" not in emulator.stats["requests"]
+    assert emulator.stats["requests"]["POST /v1/messages/count_tokens"] == 3
+
+
+def test_max_cost_refuses_before_spending(
+    work: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(work, "calibrate", "--scope", "full", "--max-cost", "0.0001") == 2
+    _, err = output(capsys)
+    assert err.startswith("error: --max-cost $0.0001: the estimate is ~$") and err.count("\n") == 1
+    assert "POST /v1/messages" not in emulator.stats["requests"]
+
+
+def _retrievals(tests: list[SemanticTest], picks: dict[str, list[str]]) -> list[SemanticRetrieval]:
+    return [
+        SemanticRetrieval(
+            test_id=t.test_id,
+            model="fixed",
+            status="ok",
+            selections=[Selection(entity_id=e, rank=i) for i, e in enumerate(picks[t.test_id], 1)],
+        )
+        for t in tests
+    ]
+
+
+def test_apply_writes_one_history_log_and_response_file_and_rescoring_moves(
+    work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tests, before = current(work)
+    # A fixed retrieval that loads exactly what the bank expects: every test scores 100 today.
+    picks = {t.test_id: [*t.expected_primary, *t.expected_secondary] for t in tests}
+    scores = {r.test_id: r.score for r in score_semantic(tests, before, _retrievals(tests, picks))}
+    assert set(scores.values()) == {100}
+
+    assert run(work, "calibrate", "--scope", "full", "--apply") == 0
+    out, _ = output(capsys)
+    (history,) = history_files(work)
+    (record,) = read_log(tmp_path / "calibration" / LOG_FILE).records
+    (responses,) = (tmp_path / "calibration" / RESPONSES_DIR).glob("*.json")
+    assert record.history_file == str(history) and f"applied: history {history}" in out
+    assert record.response_file is not None and Path(record.response_file).resolve() == responses.resolve()
+
+    _, after = current(work)
+    changed = {t for t in after if after[t].source == f"opus_{TODAY}"}
+    assert changed and len(changed) == record.changed and record.changed + record.unchanged == len(tests)
+    assert {t for t in after if after[t].source == "original"} == set(after) - changed
+    rescored = {r.test_id: r.score for r in score_semantic(tests, after, _retrievals(tests, picks))}
+    for test_id in changed:  # the emulator adds secondaries the fixed retrieval never loads
+        assert (rescored[test_id] or 100) < 100
+    assert all(rescored[t] == 100 for t in set(after) - changed)
+    assert record.cost_usd > 0 and record.usage.cache_read_input_tokens > 0
+    assert record.min_cache_read_coverage == 1.0
+
+
+def test_batch_gives_the_same_proposals_as_sequential(
+    work: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emulator.reconfigure(batch_ready_s=0.2)
+    assert run(work, "calibrate", "--scope", "full") == 0
+    sequential, _ = output(capsys)
+    assert run(work, "calibrate", "--scope", "full", "--batch", "--poll-seconds", "0.05") == 0
+    batched, err = output(capsys)
+    assert emulator.stats["requests"]["POST /v1/messages/batches"] == 1
+    assert "0/8 ended" in err and "8/8 ended" in err
+
+    def proposals(text: str) -> list[str]:
+        start, end = text.index("T-RENT-001"), text.index("usage: ")
+        return text[start:end].splitlines()
+
+    assert proposals(batched) == proposals(sequential)
+
+
+# --- overrides and conflicts -----------------------------------------------------------------------
+
+
+def test_override_survives_a_disagreeing_calibration_until_withdrawn(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    test_id = "T-REP-001"
+    assert (
+        run(
+            work,
+            "override",
+            test_id,
+            "--primary",
+            "repair_requests",
+            "--secondary",
+            "script_repair_email",
+            "mould_and_damp",
+            "--rank",
+            "repair_requests>script_repair_email",
+            "--by",
+            "Dr Lee",
+            "--reason",
+            "damp reports need the health angle",
+        )
+        == 0
+    )
+    out, _ = output(capsys)
+    assert f"now resolves to human_override_{TODAY}" in out
+    _, resolved = current(work)
+    assert resolved[test_id].expectations.expected_secondary == ["script_repair_email", "mould_and_damp"]
+
+    assert run(work, "calibrate", "--scope", "single", "--test-id", test_id, "--apply") == 0
+    out, _ = output(capsys)
+    assert f"CONFLICT with human_override_{TODAY}: recorded, not applied" in out
+    _, resolved = current(work)
+    assert resolved[test_id].source == f"human_override_{TODAY}"  # the override stands
+    assert resolved[test_id].conflict is not None  # and the disagreement is flagged
+    (record,) = read_log(Path("calibration") / LOG_FILE).records
+    assert record.conflicts == [test_id]
+
+    assert run(work, "override", test_id, "--withdraw", "--by", "Dr Lee", "--reason", "reviewed") == 0
+    out, _ = output(capsys)
+    assert f"now resolves to opus_{TODAY}" in out
+    _, resolved = current(work)
+    assert resolved[test_id].source == f"opus_{TODAY}" and resolved[test_id].conflict is None
+    assert len(history_files(work)) == 3
+
+
+def test_two_calibrations_applied_at_once_both_land(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    codes: list[int] = []
+    targets = ["T-REP-001", "T-DEP-001"]  # both get changed proposals from the emulator
+    threads = [
+        threading.Thread(
+            target=lambda t=t: codes.append(
+                run(work, "calibrate", "--scope", "single", "--test-id", t, "--apply")
+            )
+        )
+        for t in targets
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    output(capsys)
+    assert codes == [0, 0]
+    assert len(history_files(work)) == 2
+    assert len(read_log(Path("calibration") / LOG_FILE).records) == 2
+    assert len(list((Path("calibration") / RESPONSES_DIR).glob("*.json"))) == 2
+    _, resolved = current(work)
+    assert {resolved[t].source for t in targets} == {f"opus_{TODAY}"}
+
+
+def test_affected_scope_lists_why_each_test_is_in(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(
+        work, "calibrate", "--scope", "affected", "--added-entity", "deposit_return", "--estimate-only"
+    )
+    assert code == 0
+    out, _ = output(capsys)
+    assert "3 of 8 semantic tests" in out
+    assert "T-DEP-001: expectations name deposit_return; topic money" in out
+
+
+# --- bad input: one line, exit 2 -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["calibrate", "--scope", "single", "--test-id", "NOPE"], "unknown: NOPE"),
+        (["calibrate", "--scope", "affected"], "the affected scope needs KB entity ids"),
+        (["calibrate", "--scope", "full", "--kb-version", "v9"], "is version tenant-fixture-1"),
+        (["calibrate", "--scope", "full", "--model", "claude-unknown-1"], "no price known"),
+        (["override", "T-REP-001", "--withdraw", *BY], "no standing override"),
+        (
+            ["override", "T-REP-001", "--primary", "x", "--rank", "a-b", "--by", "a", "--reason", "b"],
+            "HIGHER>LOWER",
+        ),
+        (
+            ["override", "NOPE", "--primary", "rent_arrears", "--by", "a", "--reason", "b"],
+            "not in the semantic",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    work: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert run(work, *argv) == 2
+    _, err = output(capsys)
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_key_is_one_line_and_exit_2(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert run(work, "calibrate", "--scope", "full") == 2
+    _, err = output(capsys)
+    assert err == "error: calibration calls the Anthropic API: set ANTHROPIC_API_KEY in the environment\n"
+
+
+def test_override_naming_a_non_semantic_entity_is_rejected_like_a_bank(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["override", "T-REP-001", "--primary", "handler_crisis", "--not-expected", "no_such", "--by", "a"]
+    assert run(work, *argv, "--reason", "b") == 2
+    _, err = output(capsys)
+    assert "human_override.expected_primary: entity 'handler_crisis' is PATTERN" in err
+    assert "human_override.not_expected: unknown entity 'no_such'" in err
+    assert not history_files(work)
