@@ -25,7 +25,6 @@ from eval_pipeline.core.calibration import (
     CallRecord,
     ProposalDiff,
     ScopeError,
-    judge,
     retrieved_entities,
     scoped_tests,
     user_turn,
@@ -183,7 +182,7 @@ class _Session:
             await self.calibrator.aclose()
 
     async def _run(self) -> int:
-        from eval_pipeline.providers.calibrator import calls_cost, estimate_cost
+        from eval_pipeline.providers.calibrator import estimate_cost, finish_run
 
         args = self.args
         count = await self.calibrator.count(self.kb, self.prompts)
@@ -200,21 +199,19 @@ class _Session:
             raise _usage(f"--max-cost ${args.max_cost:.4f}: the estimate is ~${estimate.typical_usd:.4f}")
         started, clock = now_utc(), time.monotonic()
         calls = await self._calls()
-        outcomes, diffs = judge(calls, self.kb, self.resolved)
-        run = CalibrationRun(
+        run = finish_run(
             scope=args.scope,
             trigger=DEFAULT_TRIGGERS[args.scope],
             added_entities=args.added_entities,
             model=self.calibrator.model_id,
-            mode="batch" if args.batch else "sequential",
+            batch=args.batch,
             kb=self.kb,
+            resolved=self.resolved,
             started=started,
-            duration_s=time.monotonic() - clock,
+            started_clock=clock,
             prefix_tokens=count.prefix_tokens,
             calls=calls,
-            outcomes=outcomes,
-            diffs=diffs,
-            cost_usd=calls_cost(calls, self.price, args.batch),
+            price=self.price,
         )
         show_run(run)
         if args.apply:

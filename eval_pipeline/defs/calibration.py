@@ -28,7 +28,6 @@ from eval_pipeline.core.calibration import (
     CallRecord,
     Scope,
     ScopeError,
-    judge,
     retrieved_entities,
     scoped_tests,
     user_turn,
@@ -53,8 +52,8 @@ from eval_pipeline.providers.calibrator import (
     TokenCount,
     api_key_from_env,
     calibrator_price,
-    calls_cost,
     estimate_cost,
+    finish_run,
 )
 from eval_pipeline.providers.pricing import PricingError
 from eval_pipeline.providers.ratelimit import RateLimiter
@@ -161,22 +160,20 @@ def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
         count, calls = asyncio.run(_calls(config, scoped.kb, prompts, key, model))
     except ProviderError as exc:
         raise _fail(f"calibrator API: {exc}") from None
-    outcomes, diffs = judge(calls, scoped.kb, scoped.resolved)
     scope, trigger = _checked(config)
-    return CalibrationRun(
+    return finish_run(
         scope=scope,
         trigger=trigger,
         added_entities=config.added_entities,
         model=model,
-        mode="batch" if config.batch else "sequential",
+        batch=config.batch,
         kb=scoped.kb,
+        resolved=scoped.resolved,
         started=started,
-        duration_s=time.monotonic() - clock,
+        started_clock=clock,
         prefix_tokens=count.prefix_tokens,
         calls=calls,
-        outcomes=outcomes,
-        diffs=diffs,
-        cost_usd=calls_cost(calls, price, config.batch),
+        price=price,
     )
 
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import TypeVar, get_args
 
@@ -35,7 +37,17 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 from anthropic.types.model import Model
 
-from eval_pipeline.core.calibration import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, CallRecord, kb_text
+from eval_pipeline.core.calibration import (
+    OUTPUT_SCHEMA,
+    SYSTEM_INSTRUCTIONS,
+    CalibrationRun,
+    CallRecord,
+    Scope,
+    judge,
+    kb_text,
+)
+from eval_pipeline.core.expectations import ResolvedExpectation
+from eval_pipeline.core.history import Trigger
 from eval_pipeline.core.kb import KnowledgeBase
 from eval_pipeline.core.retrieval import Usage
 from eval_pipeline.providers.base import ProviderError
@@ -151,6 +163,40 @@ def estimate_cost(count: TokenCount, price: Price, batch: bool) -> CostEstimate:
 def calls_cost(calls: Iterable[CallRecord], price: Price, batch: bool) -> float:
     factor = BATCH_DISCOUNT if batch else 1.0
     return sum(cost_usd(c.usage, price) for c in calls) * factor
+
+
+def finish_run(
+    *,
+    scope: Scope,
+    trigger: Trigger,
+    added_entities: list[str],
+    model: str,
+    batch: bool,
+    kb: KnowledgeBase,
+    resolved: Mapping[str, ResolvedExpectation],
+    started: datetime,
+    started_clock: float,
+    prefix_tokens: int,
+    calls: list[CallRecord],
+    price: Price,
+) -> CalibrationRun:
+    """Judge the calls and record the calibration, the same way for the CLI and the asset."""
+    outcomes, diffs = judge(calls, kb, resolved)
+    return CalibrationRun(
+        scope=scope,
+        trigger=trigger,
+        added_entities=added_entities,
+        model=model,
+        mode="batch" if batch else "sequential",
+        kb=kb,
+        started=started,
+        duration_s=time.monotonic() - started_clock,
+        prefix_tokens=prefix_tokens,
+        calls=calls,
+        outcomes=outcomes,
+        diffs=diffs,
+        cost_usd=calls_cost(calls, price, batch),
+    )
 
 
 def system_blocks(kb: KnowledgeBase) -> list[TextBlockParam]:
