@@ -14,6 +14,7 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.expectations import source_summary
 from eval_pipeline.core.results import (
     AlwaysResult,
     PatternResult,
@@ -220,7 +221,6 @@ def aggregate(
     state: Sequence[StateResult] | None = None,
     pattern: Sequence[PatternResult] | None = None,
     always: Sequence[AlwaysResult] | None = None,
-    expectation_sources: Mapping[str, int] | None = None,
     threshold: int = DEFAULT_PASS_THRESHOLD,
 ) -> Aggregate:
     """Aggregate the banks that ran (None = not run; an empty list = ran with no tests).
@@ -258,7 +258,10 @@ def aggregate(
         },
         pattern_type_scores=pattern_type_scores(pattern or []),
         handler_scores=handler_scores(state or []),
-        expectation_sources=dict(expectation_sources or {}),
+        # One count per semantic test, whatever its number of trials.
+        expectation_sources=source_summary({r.test_id: r.expectation_source for r in semantic or []}.values())
+        if semantic is not None
+        else {},
         expectation_conflicts=sum(t.first.expectation_conflict for t in sem),
         usage=sum((r.usage for r in semantic or []), Usage()),
         cost_usd=round(sum(r.cost_usd for r in semantic or []), 6),

@@ -126,3 +126,9 @@ def score_semantic(
         for r in retrievals
         if r.test_id in by_id
     ]
+
+
+def new_hard_fails(current: Sequence[SemanticResult], previous: Sequence[SemanticResult]) -> list[str]:
+    """Tests that hard-fail now but did not in the previous run."""
+    before = {r.test_id for r in previous if r.hard_fail}
+    return sorted({r.test_id for r in current if r.hard_fail} - before)

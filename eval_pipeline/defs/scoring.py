@@ -12,6 +12,7 @@ from eval_pipeline.core.aggregate import Aggregate, aggregate
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.evaluation import (
     MechanismOutput,
+    new_hard_fails,
     score_always,
     score_pattern,
     score_semantic,
@@ -93,8 +94,7 @@ def semantic_results(
     yield _results_output(results)
     model, date = split_key(context)
     previous = storage.latest_document_before(model, date)
-    before = {r.test_id for r in previous.semantic if r.hard_fail} if previous else set()
-    new = sorted({r.test_id for r in results if r.hard_fail} - before)
+    new = new_hard_fails(results, previous.semantic if previous else [])
     yield dg.AssetCheckResult(
         check_name="no_new_hard_fails",
         passed=not new,
@@ -161,15 +161,11 @@ def scored_aggregate(
 ) -> dg.Output[Aggregate]:
     """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health."""
     run = scope.scope()
-    semantic = from_frame(semantic_results, SemanticResult)
-    # One count per test, whatever its number of trials.
-    sources = {r.test_id: r.expectation_source for r in semantic}
     agg = aggregate(
-        semantic=semantic if run.runs(Mechanism.SEMANTIC) else None,
+        semantic=from_frame(semantic_results, SemanticResult) if run.runs(Mechanism.SEMANTIC) else None,
         state=from_frame(state_results, StateResult) if run.runs(Mechanism.STATE) else None,
         pattern=from_frame(pattern_results, PatternResult) if run.runs(Mechanism.PATTERN) else None,
         always=from_frame(always_results, AlwaysResult) if run.runs(Mechanism.ALWAYS) else None,
-        expectation_sources=source_summary(sources.values()),
         threshold=scope.pass_threshold,
     )
     return dg.Output(agg, metadata=aggregate_metadata(agg))

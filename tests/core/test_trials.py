@@ -38,7 +38,7 @@ def test_aggregate_counts_each_test_once_with_the_mean_of_its_trials() -> None:
     assert bank.average == 76.7  # (63.33 + 90) / 2, not the mean of six trial scores
     assert bank.distribution == {"100": 0, "90-99": 1, "80-89": 0, "70-79": 0, "60-69": 1, "1-59": 0, "0": 0}
     assert agg.topic_scores["t"].tests == 2 and agg.category_scores["one_liner"].tests == 2
-    assert agg.expectation_sources == {}
+    assert agg.expectation_sources == {"original": 2, "opus": 0, "human_override": 0}  # once per test
 
 
 def test_report_shows_spread_flaky_tests_and_pass_all() -> None:
