@@ -128,9 +128,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )
-    outcomes = run_all(
-        date, models, resources, project_instance(), lambda s: print(f"  running {s} …", flush=True)
-    )
+    # Dispose of the instance when done: several runs in one process (tests) must not share one.
+    with project_instance() as instance:
+        outcomes = run_all(date, models, resources, instance, lambda s: print(f"  running {s} …", flush=True))
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)

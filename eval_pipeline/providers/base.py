@@ -16,7 +16,15 @@ Vectors = npt.NDArray[np.float32]
 
 
 class ProviderError(Exception):
-    """A call to the system under test failed for good (after retries); the test is errored."""
+    """A call to the system under test failed for good (after retries); the test is errored.
+
+    `usage` and `api_calls` say what was billed before it failed, so cost is never under-reported.
+    """
+
+    def __init__(self, reason: str, usage: Usage | None = None, api_calls: int = 0) -> None:
+        super().__init__(reason)
+        self.usage = usage or Usage()
+        self.api_calls = api_calls
 
 
 @dataclass(frozen=True)

@@ -87,9 +87,7 @@ class InvalidSelectionError(ProviderError):
     """The model's answer stayed invalid after the repair call; carries what the calls cost."""
 
     def __init__(self, reason: str, usage: Usage, api_calls: int) -> None:
-        super().__init__(reason)
-        self.usage = usage
-        self.api_calls = api_calls
+        super().__init__(reason, usage, api_calls)
 
 
 class _Pick(BaseModel):

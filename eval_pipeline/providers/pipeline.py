@@ -235,7 +235,11 @@ class SemanticPipeline:
         trial: int,
         tally: _Tally,
     ) -> list[Selection]:
-        result = await self._reranker.rerank(query, shown, SELECTION_K, trial=trial)
+        try:
+            result = await self._reranker.rerank(query, shown, SELECTION_K, trial=trial)
+        except ProviderError as exc:
+            tally.add(exc.usage, exc.api_calls, 0, self._rerank_cost)  # billed even though it failed
+            raise
         tally.add(result.usage, result.api_calls, result.cache_hits, self._rerank_cost)
         _check_selections(result.selections, candidates)
         return sorted(result.selections, key=lambda s: s.rank)

@@ -175,6 +175,23 @@ def test_failing_reranker_keeps_the_candidates() -> None:
     assert len(result.candidates) == CANDIDATE_K and result.selections == []
 
 
+def test_a_failed_but_billed_rerank_still_counts_its_cost() -> None:
+    billed = Usage(input_tokens=2000, output_tokens=300)
+    reranker = StubReranker(error=ProviderError("invalid selection after repair", billed, api_calls=2))
+    pipeline = SemanticPipeline(
+        "m",
+        LocalMiniLMEmbedder(),
+        reranker,
+        None,
+        1,
+        rerank_cost=partial(cost_usd, price=Price(input=1.0, output=5.0)),
+    )
+    result = run_one(pipeline, "q")
+    assert result.status == "errored" and result.error == "rerank: invalid selection after repair"
+    assert result.usage == billed and result.api_calls == 2
+    assert result.cost_usd == pytest.approx((2000 * 1.0 + 300 * 5.0) / 1e6)
+
+
 def test_reranker_picking_a_non_candidate_is_errored() -> None:
     reranker = StubReranker(picks=["made_up_entity"])
     pipeline = SemanticPipeline("m", LocalMiniLMEmbedder(), reranker, None, 1, rerank_cost=lambda u: 0.0)
