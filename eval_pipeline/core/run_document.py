@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.aggregate import Aggregate
 from eval_pipeline.core.expectations import ExpectationConflict
+from eval_pipeline.core.metrics import StageAttribution, TestMetrics, all_metrics, attributions
 from eval_pipeline.core.results import (
     RESULT_SCHEMA_VERSION,
     AlwaysResult,
@@ -54,6 +55,21 @@ class RunDocument(BaseModel):
     pattern: list[PatternResult] = Field(default_factory=list)
     always: list[AlwaysResult] = Field(default_factory=list)
     expectation_conflicts: list[ExpectationConflict] = Field(default_factory=list)
+    retrieval_metrics: list[TestMetrics] = Field(
+        default_factory=list, description="nDCG@6, recall@6, MRR and candidate recall@15 per scored test"
+    )
+    stage_attribution: list[StageAttribution] = Field(
+        default_factory=list, description="Where each semantic hard fail arose: embedding, reranker or error"
+    )
+
+    def with_derived(self) -> RunDocument:
+        """This document with its derived sections (metrics, attribution) computed from its results."""
+        return self.model_copy(
+            update={
+                "retrieval_metrics": all_metrics(self.semantic),
+                "stage_attribution": attributions(self.semantic),
+            }
+        )
 
     @property
     def schema_major(self) -> int:

@@ -81,7 +81,7 @@ def run_report(
         pattern=from_frame(pattern_results, PatternResult) if "pattern" in banks_run else [],
         always=from_frame(always_results, AlwaysResult) if "always" in banks_run else [],
         expectation_conflicts=resolved_expectations.conflicts,
-    )
+    ).with_derived()
     markdown = render_markdown(doc)
     out_dir = storage.run_dir(model, date)
     atomic_write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))

@@ -323,3 +323,11 @@ def test_calibration_cost_is_reported_apart_from_the_systems(env: Env) -> None:
     report = (env.results / "local-minilm" / DATE / "report.md").read_text()
     assert "| Calibration cost that day (not system under test) | $0.2500 |" in report
     assert "| Cost (system under test) | $0.0000 |" in report
+
+
+def test_results_json_carries_metrics_and_stage_attribution(env: Env) -> None:
+    run_all(DATE, MODELS, env.resources(), env.instance)
+    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    assert {m.test_id for m in doc.retrieval_metrics} == {r.test_id for r in doc.semantic}
+    assert all(0.0 <= m.ndcg_6 <= 1.0 and 0.0 <= m.candidate_recall_15 <= 1.0 for m in doc.retrieval_metrics)
+    assert {a.test_id for a in doc.stage_attribution} == {r.test_id for r in doc.semantic if r.hard_fail}
