@@ -23,7 +23,6 @@ not retried: it errors the test with the reason.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,7 +40,7 @@ from eval_pipeline.core.retrieval import (
     Usage,
 )
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.pipeline import OnDone, PrepareReport, RetrievalItem
+from eval_pipeline.providers.pipeline import OnDone, PrepareReport, RetrievalItem, retrieve_all
 from eval_pipeline.providers.ratelimit import (
     REAL_CLOCK,
     Clock,
@@ -254,13 +253,4 @@ class HttpTargetPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
-        gate = asyncio.Semaphore(self._concurrency)
-
-        async def one(item: RetrievalItem) -> SemanticRetrieval:
-            async with gate:
-                result = await self.retrieve(*item)
-            if on_done is not None:
-                on_done(result)
-            return result
-
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        return await retrieve_all(self.retrieve, items, self._concurrency, on_done)

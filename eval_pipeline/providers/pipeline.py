@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Protocol
@@ -279,20 +279,30 @@ class SemanticPipeline:
     async def retrieve_many(
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
-        """All items, at most `concurrency` at a time; results in input order.
+        """All items, at most `concurrency` at a time; results in input order."""
+        return await retrieve_all(self.retrieve, items, self._concurrency, on_done)
 
-        `on_done` (e.g. a progress bar) is called as each finishes, in completion order.
-        """
-        gate = asyncio.Semaphore(self._concurrency)
 
-        async def one(item: RetrievalItem) -> SemanticRetrieval:
-            async with gate:
-                result = await self.retrieve(*item)
-            if on_done is not None:
-                on_done(result)
-            return result
+async def retrieve_all(
+    retrieve: Callable[[str, str, int], Awaitable[SemanticRetrieval]],
+    items: Sequence[RetrievalItem],
+    concurrency: int,
+    on_done: OnDone | None = None,
+) -> list[SemanticRetrieval]:
+    """Run `retrieve` over the items, at most `concurrency` at a time; results in input order.
 
-        return list(await asyncio.gather(*(one(item) for item in items)))
+    `on_done` (e.g. a progress bar) is called as each finishes, in completion order.
+    """
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: RetrievalItem) -> SemanticRetrieval:
+        async with gate:
+            result = await retrieve(*item)
+        if on_done is not None:
+            on_done(result)
+        return result
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
 
 
 # --- building a model's pipeline from its config --------------------------------------------
