@@ -24,11 +24,11 @@ from anthropic.types import Message, MessageParam, ToolParam, ToolUseBlock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.retrieval import Selection, Usage
+from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import (
-    REAL_CLOCK,
     Clock,
     Failure,
     LoopLocal,
@@ -200,7 +200,7 @@ def _repair_turns(message: Message, error: str, top_k: int) -> list[MessageParam
     ]
 
 
-class ClaudeReranker:
+class ClaudeReranker(ApiProvider):
     """Reranks candidates with Claude; final valid selections are cached per trial."""
 
     def __init__(
@@ -217,24 +217,15 @@ class ClaudeReranker:
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
     ) -> None:
-        self.name = model_id
-        self.model_id = model_id
+        super().__init__(model_id, api_key, cache, limiter, clock, policy)
         self.price = price
         self.prompt_version = prompt_version
-        self._api_key = api_key
         self._client = LoopLocal(
             lambda: anthropic.AsyncAnthropic(
                 api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
             ),
             close=lambda client: client.close(),
         )
-        self._cache = cache
-        self._limiter = limiter
-        self._clock = clock or (limiter.clock if limiter is not None else REAL_CLOCK)
-        self._policy = policy or RetryPolicy()
-
-    def __repr__(self) -> str:  # never show the key
-        return f"ClaudeReranker(model_id={self.model_id!r})"
 
     async def aclose(self) -> None:
         """Close this loop's connections now (they are closed when the loop ends anyway)."""

@@ -26,6 +26,7 @@ import voyageai.error
 from voyageai.client_async import AsyncClient
 
 from eval_pipeline.core.retrieval import Selection, Usage
+from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import (
     EmbedResult,
     InputType,
@@ -36,7 +37,6 @@ from eval_pipeline.providers.base import (
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import (
-    REAL_CLOCK,
     Clock,
     Failure,
     LoopLocal,
@@ -129,7 +129,7 @@ def make_client(api_key: str, base_url: str | None, timeout_s: float) -> AsyncCl
     )
 
 
-class _VoyageBase:
+class _VoyageBase(ApiProvider):
     def __init__(
         self,
         model_id: str,
@@ -142,20 +142,11 @@ class _VoyageBase:
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
     ) -> None:
-        self.name = model_id
-        self.model_id = model_id
-        self._api_key = api_key
+        super().__init__(model_id, api_key, cache, limiter, clock, policy)
         self._client = make_client(api_key, base_url, timeout_s)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
         # it through `voyageai.aiosession`; reusing one saves a handshake and ~2 ms CPU a call.
         self._session = LoopLocal(aiohttp.ClientSession, close=lambda session: session.close())
-        self._cache = cache
-        self._limiter = limiter
-        self._clock = clock or (limiter.clock if limiter is not None else REAL_CLOCK)
-        self._policy = policy or RetryPolicy()
-
-    def __repr__(self) -> str:  # never show the key
-        return f"{type(self).__name__}(model_id={self.model_id!r})"
 
     async def aclose(self) -> None:
         """Close this loop's connections now (they are closed when the loop ends anyway)."""
