@@ -8,18 +8,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from eval_pipeline.cli_errors import EXIT_INPUT, EXIT_OK, UsageError
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.json_schemas import json_schemas
 from eval_pipeline.core.loading import InputError
 from eval_pipeline.core.validation import load_validated
 from eval_pipeline.providers.models import ConfigError
 from eval_pipeline.providers.pricing import PricingError
-
-EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_ERROR = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    """A user mistake in flags or configuration: one clear line, exit 2."""
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:

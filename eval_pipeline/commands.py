@@ -8,19 +8,12 @@ from datetime import date as date_type
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, UsageError
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.gate import gate_decision
 from eval_pipeline.core.reporting import all_results, console_summary
 from eval_pipeline.core.run_document import REPORT_FILE, RESULTS_FILE, RunDocument, read_document
 from eval_pipeline.core.validation import load_validated
-
-EXIT_OK, EXIT_GATE, EXIT_INPUT, EXIT_ERROR = 0, 1, 2, 3
-
-
-def _usage(message: str) -> Exception:
-    from eval_pipeline.cli import UsageError
-
-    return UsageError(message)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -62,7 +55,7 @@ def _parse_banks(text: str) -> list[str]:
     names = [b.strip() for b in text.split(",") if b.strip()]
     valid = {m.value for m in Mechanism}
     if not names or any(n not in valid for n in names):
-        raise _usage(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}")
+        raise UsageError(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}")
     return names
 
 
@@ -74,9 +67,9 @@ def _parse_date(text: str | None) -> str:
     try:
         value = date_type.fromisoformat(text)
     except ValueError:
-        raise _usage(f"--date: '{text}' is not YYYY-MM-DD") from None
+        raise UsageError(f"--date: '{text}' is not YYYY-MM-DD") from None
     if not (START_DATE <= value.isoformat() <= today_utc()):
-        raise _usage(f"--date: must be between {START_DATE} and today ({today_utc()}), UTC")
+        raise UsageError(f"--date: must be between {START_DATE} and today ({today_utc()}), UTC")
     return value.isoformat()
 
 
@@ -87,7 +80,7 @@ def _select_models(args: argparse.Namespace) -> list[str]:
     keys = args.model or [k for k, m in models.items() if m.enabled]
     unknown = [k for k in keys if k not in models]
     if unknown:
-        raise _usage(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
+        raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
     for key in keys:
         require_keys(models[key])
     return list(dict.fromkeys(keys))
@@ -99,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         t.test_id for b in (banks.semantic, banks.state, banks.pattern, banks.always) if b for t in b.tests
     }
     if unknown_tests:
-        raise _usage(f"--test: unknown test id(s) {', '.join(sorted(unknown_tests))}")
+        raise UsageError(f"--test: unknown test id(s) {', '.join(sorted(unknown_tests))}")
     models = _select_models(args)
     date = _parse_date(args.date)
     from eval_pipeline.definitions import build_resources
@@ -169,7 +162,7 @@ def _documents(args: argparse.Namespace) -> list[RunDocument]:
             docs.append(read_document(path))
     if not docs:
         where = f"{root}/{args.model or '*'}/{args.date or '<latest>'}"
-        raise _usage(f"no results found at {where}; run `eval-pipeline run` first")
+        raise UsageError(f"no results found at {where}; run `eval-pipeline run` first")
     return docs
 
 
@@ -180,7 +173,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             continue
         matches = [r for r in all_results(doc) if r.test_id == args.test]
         if not matches:
-            raise _usage(f"--test: {args.test} is not in {doc.provenance.model} @ {doc.provenance.date}")
+            raise UsageError(f"--test: {args.test} is not in {doc.provenance.model} @ {doc.provenance.date}")
         for result in matches:
             print(f"# {doc.provenance.model} @ {doc.provenance.date}")
             print(result.model_dump_json(indent=2))

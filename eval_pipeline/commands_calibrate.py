@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.core.banks import Expectations, RankCheck, SemanticTest
 from eval_pipeline.core.calibration import (
     DEFAULT_TRIGGERS,
@@ -40,14 +41,6 @@ from eval_pipeline.core.kb import KnowledgeBase
 from eval_pipeline.core.loading import HISTORY_DIR, Banks, InputError, load_history
 from eval_pipeline.core.validation import cross_check, load_validated
 from eval_pipeline.providers.pricing import Price
-
-EXIT_OK, EXIT_ERROR = 0, 3
-
-
-def _usage(message: str) -> Exception:
-    from eval_pipeline.cli import UsageError
-
-    return UsageError(message)
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
@@ -97,7 +90,7 @@ def add_calibrate_commands(sub: Any) -> None:
 
 def _semantic_tests(banks: Banks) -> list[SemanticTest]:
     if banks.semantic is None:
-        raise _usage(f"{banks.root}: no semantic bank to calibrate")
+        raise UsageError(f"{banks.root}: no semantic bank to calibrate")
     return banks.semantic.tests
 
 
@@ -120,10 +113,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
 
     if args.rate_per_min <= 0 or args.concurrency < 1 or args.poll_seconds <= 0:
-        raise _usage("--rate-per-min and --poll-seconds must be positive, --concurrency at least 1")
+        raise UsageError("--rate-per-min and --poll-seconds must be positive, --concurrency at least 1")
     kb, banks = load_validated(args.kb, args.banks_dir)
     if args.kb_version is not None and args.kb_version != kb.kb_version:
-        raise _usage(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")
+        raise UsageError(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")
     tests = _semantic_tests(banks)
     resolved = resolve(tests, banks.history)
     try:
@@ -132,7 +125,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
         key = api_key_from_env()
     except (ScopeError, CalibratorConfigError) as exc:
-        raise _usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     model = args.model or DEFAULT_MODEL
     price = calibrator_price(model)  # PricingError: one line, exit 2 (cli.main)
     print(
@@ -196,7 +189,7 @@ class _Session:
         if args.estimate_only:
             return EXIT_OK
         if args.max_cost is not None and estimate.typical_usd > args.max_cost:
-            raise _usage(f"--max-cost ${args.max_cost:.4f}: the estimate is ~${estimate.typical_usd:.4f}")
+            raise UsageError(f"--max-cost ${args.max_cost:.4f}: the estimate is ~${estimate.typical_usd:.4f}")
         started, clock = now_utc(), time.monotonic()
         calls = await self._calls()
         run = finish_run(
@@ -239,7 +232,7 @@ def _apply(args: argparse.Namespace, run: CalibrationRun) -> None:
     try:
         written = apply_calibration(args.banks_dir / HISTORY_DIR, args.calibration_dir, run)
     except CalibrationFileError as exc:
-        raise _usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     print(f"applied: history {written.history or '(none: no valid proposal)'}")
     print(f"         responses {written.responses}\n         log {written.log}")
 
@@ -299,7 +292,7 @@ def show_run(run: CalibrationRun) -> None:
 def _parse_rank(text: str) -> RankCheck:
     higher, sep, lower = text.partition(">")
     if not sep or not higher.strip() or not lower.strip() or ">" in lower:
-        raise _usage(f"--rank: '{text}' is not HIGHER>LOWER")
+        raise UsageError(f"--rank: '{text}' is not HIGHER>LOWER")
     return RankCheck(higher=higher.strip(), lower=lower.strip())
 
 
@@ -307,14 +300,16 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
     today = now_utc().date().isoformat()
     if args.withdraw:
         if args.primary or args.secondary or args.not_expected or args.rank:
-            raise _usage("--withdraw takes no expectations")
+            raise UsageError("--withdraw takes no expectations")
         if current.source_kind != "human_override":
-            raise _usage(f"{args.test_id} has no standing override to withdraw (source: {current.source})")
+            raise UsageError(
+                f"{args.test_id} has no standing override to withdraw (source: {current.source})"
+            )
         return HumanOverride(override_date=today, by=args.by, reason=args.reason, withdraw=True)
     if not args.primary:
-        raise _usage("an override needs --primary (or --withdraw)")
+        raise UsageError("an override needs --primary (or --withdraw)")
     if not args.by.strip() or not args.reason.strip():
-        raise _usage("--by and --reason must not be empty")
+        raise UsageError("--by and --reason must not be empty")
     return HumanOverride(
         expected_primary=args.primary,
         expected_secondary=args.secondary,
@@ -338,7 +333,7 @@ def cmd_override(args: argparse.Namespace) -> int:
     kb, banks = load_validated(args.kb, args.banks_dir)
     tests = _semantic_tests(banks)
     if args.test_id not in {t.test_id for t in tests}:
-        raise _usage(f"{args.test_id} is not in the semantic bank")
+        raise UsageError(f"{args.test_id} is not in the semantic bank")
     current = resolve(tests, banks.history)[args.test_id]
     override = _override(args, current)
     entry = HistoryFile(

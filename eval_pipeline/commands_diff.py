@@ -7,17 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.cli_errors import EXIT_GATE, EXIT_OK, UsageError
 from eval_pipeline.core.diff import DiffError, RunDiff, diff_documents, load_for_diff
 from eval_pipeline.core.diff_report import render_diff_markdown, render_diff_text
 from eval_pipeline.core.run_document import RESULTS_FILE, RunDocument
-
-EXIT_OK, EXIT_REGRESSED = 0, 1
-
-
-def _usage(message: str) -> Exception:
-    from eval_pipeline.cli import UsageError
-
-    return UsageError(message)
 
 
 def add_diff_commands(sub: Any) -> None:
@@ -43,14 +36,16 @@ def resolve(ref: str, results_dir: Path) -> Path:
     model, at, date = ref.rpartition("@")
     if at and (results_dir / model / date / RESULTS_FILE).is_file():
         return results_dir / model / date / RESULTS_FILE
-    raise _usage(f"{ref}: no results found (expected MODEL@DATE under {results_dir}, or a results.json path)")
+    raise UsageError(
+        f"{ref}: no results found (expected MODEL@DATE under {results_dir}, or a results.json path)"
+    )
 
 
 def _load(ref: str, results_dir: Path) -> RunDocument:
     try:
         return load_for_diff(resolve(ref, results_dir))
     except DiffError as exc:
-        raise _usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -58,11 +53,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     try:
         diff = diff_documents(base, head)
     except DiffError as exc:
-        raise _usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     renderers: dict[str, Callable[[RunDiff], str]] = {
         "text": render_diff_text,
         "markdown": render_diff_markdown,
         "json": lambda d: d.model_dump_json(indent=2),
     }
     print(renderers[args.output](diff))
-    return EXIT_REGRESSED if diff.regressed else EXIT_OK
+    return EXIT_GATE if diff.regressed else EXIT_OK

@@ -1,0 +1,10 @@
+"""Exit codes and the user-mistake error shared by every `eval-pipeline` command."""
+
+EXIT_OK = 0  # done, gates met
+EXIT_GATE = 1  # a gate failed (CRITICAL, --fail-under, a regression in `diff`)
+EXIT_INPUT = 2  # bad input or configuration: one clear line, no traceback
+EXIT_ERROR = 3  # an internal or API error after retries
+
+
+class UsageError(Exception):
+    """A user mistake in flags or configuration: one clear line, exit 2."""
