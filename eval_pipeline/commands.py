@@ -12,7 +12,14 @@ from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, UsageError
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.gate import gate_decision
 from eval_pipeline.core.reporting import all_results, console_summary
-from eval_pipeline.core.run_document import REPORT_FILE, RESULTS_FILE, RunDocument, read_document
+from eval_pipeline.core.run_document import (
+    REPORT_FILE,
+    RESULTS_FILE,
+    RunDocument,
+    model_dirs,
+    read_document,
+    result_dates,
+)
 from eval_pipeline.core.validation import load_validated
 
 
@@ -146,20 +153,14 @@ def _report(models: list[str], date: str, args: argparse.Namespace, errors: list
     return code
 
 
-def _latest_date(model_dir: Path) -> str | None:
-    dates = sorted(d.name for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
-    return dates[-1] if dates else None
-
-
 def _documents(args: argparse.Namespace) -> list[RunDocument]:
     root: Path = args.results_dir
-    model_dirs = [root / args.model] if args.model else sorted(p for p in root.glob("*") if p.is_dir())
     docs = []
-    for model_dir in model_dirs:
-        date = args.date or _latest_date(model_dir)
-        path = model_dir / (date or "") / RESULTS_FILE
-        if date and path.is_file():
-            docs.append(read_document(path))
+    for model_dir in [root / args.model] if args.model else model_dirs(root):
+        dates = result_dates(model_dir)
+        date = args.date or (dates[-1] if dates else None)
+        if date in dates:
+            docs.append(read_document(model_dir / date / RESULTS_FILE))
     if not docs:
         where = f"{root}/{args.model or '*'}/{args.date or '<latest>'}"
         raise UsageError(f"no results found at {where}; run `eval-pipeline run` first")

@@ -21,7 +21,13 @@ from pydantic import ValidationError
 from eval_pipeline.core.calibration import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.history import append_history
-from eval_pipeline.core.run_document import RESULTS_FILE, RunDocument, read_document
+from eval_pipeline.core.run_document import (
+    RESULTS_FILE,
+    RunDocument,
+    model_dirs,
+    read_document,
+    result_dates,
+)
 
 RESPONSES_DIR = "opus_responses"
 LOG_FILE = "calibration_log.json"
@@ -100,11 +106,11 @@ def latest_documents(results_dir: Path) -> tuple[list[RunDocument], list[str]]:
     """Each model's newest results.json under `results_dir`, and the ones that could not be read."""
     docs: list[RunDocument] = []
     unreadable: list[str] = []
-    for model_dir in sorted(p for p in results_dir.glob("*") if p.is_dir()):
-        dated = sorted(d for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
-        if not dated:
+    for model_dir in model_dirs(results_dir):
+        dates = result_dates(model_dir)
+        if not dates:
             continue
-        path = dated[-1] / RESULTS_FILE
+        path = model_dir / dates[-1] / RESULTS_FILE
         try:
             docs.append(read_document(path))
         except (OSError, ValueError):  # pydantic's ValidationError is a ValueError

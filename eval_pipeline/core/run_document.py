@@ -84,7 +84,17 @@ def read_document(path: Path) -> RunDocument:
     return RunDocument.model_validate_json(path.read_text(encoding="utf-8"))
 
 
+def model_dirs(results_dir: Path) -> list[Path]:
+    """One folder per model under `results_dir` (`_comparison` and other `_` folders are not models)."""
+    return sorted(p for p in results_dir.glob("*") if p.is_dir() and not p.name.startswith("_"))
+
+
+def result_dates(model_dir: Path) -> list[str]:
+    """The dates, oldest first, for which `model_dir` holds a results.json."""
+    return sorted(d.name for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
+
+
 def latest_document_before(model_dir: Path, date: str) -> RunDocument | None:
     """The newest `<model_dir>/<date>/results.json` with a date earlier than `date`."""
-    earlier = sorted(d for d in model_dir.glob("*") if d.name < date and (d / RESULTS_FILE).is_file())
-    return read_document(earlier[-1] / RESULTS_FILE) if earlier else None
+    earlier = [d for d in result_dates(model_dir) if d < date]
+    return read_document(model_dir / earlier[-1] / RESULTS_FILE) if earlier else None
