@@ -253,11 +253,11 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
         )
     elif (root / BANK_FILES[Mechanism.PATTERN]).exists():
         problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))
-    banks.history = load_history(root / HISTORY_DIR, problems)
     return banks
 
 
 def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory]:
+    """The history files in `directory` (for a banks root: `root / HISTORY_DIR`)."""
     out: list[LoadedHistory] = []
     for file in sorted(directory.glob(HISTORY_GLOB)):
         entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)

@@ -16,11 +16,13 @@ from eval_pipeline.core.banks import Expectations, Mechanism, PatternType
 from eval_pipeline.core.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.loading import (
     BANK_FILES,
+    HISTORY_DIR,
     RULES_FILE,
     Banks,
     InputError,
     Problem,
     load_banks,
+    load_history,
     load_kb,
 )
 
@@ -214,6 +216,7 @@ def load_validated(kb_path: Path, banks_dir: Path) -> tuple[KnowledgeBase, Banks
     kb = load_kb(kb_path, problems)
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
+    banks.history = load_history(banks_dir / HISTORY_DIR, problems)
     problems.extend(cross_check(kb, kb_path, banks, broken))
     if problems or kb is None:
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])

@@ -16,6 +16,7 @@ from eval_pipeline.core.evaluation import Scope
 from eval_pipeline.core.expectations import LoadedHistory
 from eval_pipeline.core.kb import Entity, KnowledgeBase
 from eval_pipeline.core.loading import (
+    HISTORY_DIR,
     Banks,
     InputError,
     Problem,
@@ -69,12 +70,11 @@ class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def load_banks(self) -> tuple[Banks, list[Problem]]:
         """Banks without history; schema problems are returned, not raised (checks report them)."""
         problems: list[Problem] = []
-        banks = load_banks(self.banks, problems)
-        return banks.model_copy(update={"history": []}), problems
+        return load_banks(self.banks, problems), problems
 
     def load_history(self) -> list[LoadedHistory]:
         problems: list[Problem] = []
-        history = load_history(self.banks / "semantic" / "history", problems)
+        history = load_history(self.banks / HISTORY_DIR, problems)
         if problems:
             raise InputError(problems)
         return history
