@@ -272,11 +272,10 @@ def history_hash(history: Sequence[LoadedHistory]) -> str:
 
 
 def files_hash(files: Sequence[Path], root: Path) -> str:
-    """Hash of file names (relative to `root`) and bytes: a cheap change detector for sources."""
+    """Hash of file names (relative to `root`) and contents: a cheap change detector for sources."""
     parts = []
     for file in sorted(files):
-        digest = sha256_text(file.read_bytes().decode("utf-8", errors="replace"))
-        parts.append(f"{file.relative_to(root)}:{digest}")
+        parts.append(f"{file.relative_to(root)}:{_file_hash(file)}")
     return sha256_text("\n".join(parts))
 
 

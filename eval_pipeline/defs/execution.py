@@ -40,22 +40,26 @@ class StageOutcome:
     blocked_by_checks: list[str]  # failed blocking checks
 
 
-def _failures(result: dg.ExecuteInProcessResult) -> tuple[list[str], list[str]]:
-    failed_checks = [
-        f"{e.asset_check_evaluation_data.asset_key.to_user_string()}:{e.asset_check_evaluation_data.check_name}"
+def _blocking_check_failures(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
+    return [
+        e.asset_check_evaluation_data
         for e in result.all_events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
         and e.asset_check_evaluation_data is not None
         and not e.asset_check_evaluation_data.passed
         and e.asset_check_evaluation_data.blocking
     ]
-    steps = []
+
+
+def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list[str]:
+    """ "step: message" for each failed step, except the steps in `excused`."""
+    out = []
     for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data is not None:
+        if event.is_step_failure and event.step_failure_data is not None and event.step_key not in excused:
             error = event.step_failure_data.error
             message = error.message.strip().splitlines()[0] if error else "failed"
-            steps.append(f"{event.step_key}: {message}")
-    return steps, failed_checks
+            out.append(f"{event.step_key}: {message}")
+    return out
 
 
 def materialize_stage(
@@ -75,10 +79,11 @@ def materialize_stage(
         raise_on_error=False,
         tags={"launched_by": "eval-pipeline run"},
     )
-    steps, checks = _failures(result)
-    # A failed blocking check fails its step too; that alone is a gate, not an error.
-    errors = [s for s in steps if not any(c.split(":")[0] in s for c in checks)]
-    return StageOutcome(name, result.success, errors, checks)
+    checks = _blocking_check_failures(result)
+    # A failed blocking check fails its asset's step too; that alone is a gate, not an error.
+    gated = {c.asset_key.to_python_identifier() for c in checks}
+    blocked = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks]
+    return StageOutcome(name, result.success, _step_failures(result, gated), blocked)
 
 
 def run_all(
