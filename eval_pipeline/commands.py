@@ -95,9 +95,7 @@ def _select_models(args: argparse.Namespace) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     kb, banks = load_validated(args.kb, args.banks_dir)
-    unknown_tests = set(args.tests) - {
-        t.test_id for b in (banks.semantic, banks.state, banks.pattern, banks.always) if b for t in b.tests
-    }
+    unknown_tests = set(args.tests) - banks.test_ids()
     if unknown_tests:
         raise UsageError(f"--test: unknown test id(s) {', '.join(sorted(unknown_tests))}")
     models = _select_models(args)

@@ -17,11 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.banks import (
     AlwaysBank,
+    AlwaysTest,
+    AnyTest,
     Mechanism,
     PatternBank,
     PatternRules,
+    PatternTest,
     SemanticBank,
+    SemanticTest,
     StateBank,
+    StateTest,
 )
 from eval_pipeline.core.expectations import LoadedHistory
 from eval_pipeline.core.history import HISTORY_GLOB, HistoryFile
@@ -75,6 +80,32 @@ class Banks(BaseModel):
     rules: PatternRules | None = None
     history: list[LoadedHistory] = Field(default_factory=list)
     file_hashes: dict[str, str] = Field(default_factory=dict)
+
+    # A bank whose file is absent has no tests.
+    @property
+    def semantic_tests(self) -> list[SemanticTest]:
+        return self.semantic.tests if self.semantic else []
+
+    @property
+    def state_tests(self) -> list[StateTest]:
+        return self.state.tests if self.state else []
+
+    @property
+    def pattern_tests(self) -> list[PatternTest]:
+        return self.pattern.tests if self.pattern else []
+
+    @property
+    def always_tests(self) -> list[AlwaysTest]:
+        return self.always.tests if self.always else []
+
+    def test_ids(self) -> set[str]:
+        tests: list[AnyTest] = [
+            *self.semantic_tests,
+            *self.state_tests,
+            *self.pattern_tests,
+            *self.always_tests,
+        ]
+        return {t.test_id for t in tests}
 
     def counts(self) -> dict[Mechanism, int]:
         banks: dict[Mechanism, BaseModel | None] = {

@@ -136,7 +136,7 @@ def _scoped(config: CalibrationConfig, inputs: InputsResource, storage: StorageR
         kb, banks = load_validated(inputs.kb, inputs.banks)
     except InputError as exc:
         raise _fail("\n".join(str(p) for p in exc.problems)) from None
-    tests = banks.semantic.tests if banks.semantic else []
+    tests = banks.semantic_tests
     resolved = resolve(tests, banks.history)
     scope, _ = _checked(config)
     docs, _ = latest_documents(Path(storage.results_dir)) if scope == "affected" else ([], [])

@@ -34,7 +34,7 @@ def _retrieve(
 ) -> list[SemanticRetrieval]:
     model, _ = split_key(context)
     cfg = providers.model(model)
-    tests = scope.scope().select(Mechanism.SEMANTIC, banks.semantic.tests if banks.semantic else [])
+    tests = scope.scope().select(Mechanism.SEMANTIC, banks.semantic_tests)
     items = [(t.test_id, t.prompt, trial) for t in tests for trial in range(cfg.trials)]
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     if not scope.show_progress:
@@ -78,14 +78,14 @@ def state_activations(
     scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
 ) -> dg.Output[pd.DataFrame]:
     """Handlers each state test's user state triggers (conditions from the KB's handlers)."""
-    tests = scope.scope().select(Mechanism.STATE, test_banks.state.tests if test_banks.state else [])
+    tests = scope.scope().select(Mechanism.STATE, test_banks.state_tests)
     return _outputs_frame(state_outputs(knowledge_base, tests))
 
 
 @dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
 def pattern_matches(scope: RunScopeResource, test_banks: Banks) -> dg.Output[pd.DataFrame]:
     """Crisis patterns and keyword boosts each pattern test's message triggers, and why."""
-    tests = scope.scope().select(Mechanism.PATTERN, test_banks.pattern.tests if test_banks.pattern else [])
+    tests = scope.scope().select(Mechanism.PATTERN, test_banks.pattern_tests)
     if test_banks.rules is None:
         return _outputs_frame([])
     return _outputs_frame(pattern_outputs(test_banks.rules, tests))
@@ -96,5 +96,5 @@ def always_loads(
     scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
 ) -> dg.Output[pd.DataFrame]:
     """Entities always loaded for each always test's user type."""
-    tests = scope.scope().select(Mechanism.ALWAYS, test_banks.always.tests if test_banks.always else [])
+    tests = scope.scope().select(Mechanism.ALWAYS, test_banks.always_tests)
     return _outputs_frame(always_outputs(knowledge_base, tests))

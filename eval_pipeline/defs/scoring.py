@@ -59,7 +59,7 @@ def resolved_expectations(
 ) -> dg.Output[ResolvedSet]:
     """Human override > latest calibration > bank, using only history written by the date's end."""
     date = context.partition_key
-    tests = test_banks.semantic.tests if test_banks.semantic else []
+    tests = test_banks.semantic_tests
     resolved = resolve(tests, expectation_history.files, as_of=end_of_day(date))
     sources = source_summary(r.source for r in resolved.values())
     conflicts = [r.conflict for r in resolved.values() if r.conflict is not None]
@@ -88,7 +88,7 @@ def semantic_results(
     test_banks: Banks,
 ) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
     """Each retrieval scored against the expectation snapshot of its date."""
-    tests = test_banks.semantic.tests if test_banks.semantic else []
+    tests = test_banks.semantic_tests
     retrievals = from_frame(semantic_retrievals, SemanticRetrieval)
     results = score_semantic(tests, resolved_expectations.resolved, retrievals)
     yield _results_output(results)
@@ -112,13 +112,13 @@ def _outputs(frame: pd.DataFrame) -> list[MechanismOutput]:
 
 @dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
 def state_results(state_activations: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    tests = test_banks.state.tests if test_banks.state else []
+    tests = test_banks.state_tests
     return _results_output(score_state(tests, _outputs(state_activations)))
 
 
 @dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
 def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    tests = test_banks.pattern.tests if test_banks.pattern else []
+    tests = test_banks.pattern_tests
     results = score_pattern(tests, _outputs(pattern_matches))
     out = _results_output(results)
     critical = [r.test_id for r in results if r.critical_failure]
@@ -134,7 +134,7 @@ def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Outp
 def always_results(
     always_loads: pd.DataFrame, test_banks: Banks
 ) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
-    tests = test_banks.always.tests if test_banks.always else []
+    tests = test_banks.always_tests
     results = score_always(tests, _outputs(always_loads))
     yield _results_output(results)
     missing = {r.test_id: r.missing for r in results if r.missing}
