@@ -12,6 +12,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.aggregate import Aggregate
+from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.gate import GateDecision, gate_decision
 from eval_pipeline.core.history import now_utc
@@ -60,7 +61,7 @@ def run_report(
 ) -> Iterator[dg.Output[RunDocument] | dg.AssetCheckResult]:
     """Every test in full with provenance, written to results/<model>/<date>/."""
     model, date = split_key(context)
-    banks_run = {m.value for m in scored_aggregate.banks}
+    ran = set(scored_aggregate.banks)
     doc = RunDocument(
         provenance=Provenance(
             generated_at=now_utc(),
@@ -76,10 +77,10 @@ def run_report(
             calibration_cost_usd=storage.calibration_cost(date),
         ),
         aggregate=scored_aggregate,
-        semantic=from_frame(semantic_results, SemanticResult) if "semantic" in banks_run else [],
-        state=from_frame(state_results, StateResult) if "state" in banks_run else [],
-        pattern=from_frame(pattern_results, PatternResult) if "pattern" in banks_run else [],
-        always=from_frame(always_results, AlwaysResult) if "always" in banks_run else [],
+        semantic=from_frame(semantic_results, SemanticResult) if Mechanism.SEMANTIC in ran else [],
+        state=from_frame(state_results, StateResult) if Mechanism.STATE in ran else [],
+        pattern=from_frame(pattern_results, PatternResult) if Mechanism.PATTERN in ran else [],
+        always=from_frame(always_results, AlwaysResult) if Mechanism.ALWAYS in ran else [],
         expectation_conflicts=resolved_expectations.conflicts,
     ).with_derived()
     markdown = render_markdown(doc)
