@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import tempfile
 from datetime import date as date_type
 from pathlib import Path
 from typing import Any
 
 from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, UsageError
 from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.gate import gate_decision
+from eval_pipeline.core.evaluation import Scope, scope_problems
+from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, GateStatus, gate_decision
+from eval_pipeline.core.loading import Banks
 from eval_pipeline.core.reporting import all_results, console_summary
 from eval_pipeline.core.run_document import (
     REPORT_FILE,
     RESULTS_FILE,
+    SCOPED_DIR,
     RunDocument,
     model_dirs,
     read_document,
@@ -38,6 +43,12 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument("--kb", type=Path, default=Path("kb"))
     p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
     p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
+    p.add_argument(
+        "--max-errored",
+        type=int,
+        default=DEFAULT_MAX_ERRORED,
+        help="exit 1 when more tests than this errored (default 0: an unknown outcome is no pass)",
+    )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
     p.add_argument("--storage-dir", type=Path, default=Path("storage"))
@@ -93,13 +104,27 @@ def _select_models(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
+    scope = Scope(
+        banks=frozenset(Mechanism(b) for b in _parse_banks(args.banks)),
+        test_ids=frozenset(args.tests),
+        topic=args.topic,
+    )
+    problems = scope_problems(scope, banks)
+    if problems:
+        raise UsageError("; ".join(problems))
+    return scope
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     kb, banks = load_validated(args.kb, args.banks_dir)
-    unknown_tests = set(args.tests) - banks.test_ids()
-    if unknown_tests:
-        raise UsageError(f"--test: unknown test id(s) {', '.join(sorted(unknown_tests))}")
+    scope = _scope(args, banks)
+    if args.max_errored < 0:
+        raise UsageError("--max-errored: must be 0 or more")
     models = _select_models(args)
     date = _parse_date(args.date)
+    import dagster as dg
+
     from eval_pipeline.definitions import build_resources
     from eval_pipeline.defs.execution import project_instance, run_all
     from eval_pipeline.defs.resources import (
@@ -109,45 +134,80 @@ def cmd_run(args: argparse.Namespace) -> int:
         StorageResource,
     )
 
-    resources = build_resources(
-        InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
-        StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
-        ProvidersResource.from_environment(
-            models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
-        ),
-        RunScopeResource(
-            banks=_parse_banks(args.banks),
-            test_ids=args.tests,
-            topic=args.topic,
-            fail_under=args.fail_under,
-            show_progress=sys.stderr.isatty(),
-        ),
-    )
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )
-    # Dispose of the instance when done: several runs in one process (tests) must not share one.
-    with project_instance() as instance:
-        outcomes = run_all(date, models, resources, instance, lambda s: print(f"  running {s} …", flush=True))
+    with contextlib.ExitStack() as stack:
+        if scope.is_full:
+            results_dir, storage_dir = args.results_dir, args.storage_dir
+            # Dispose of the instance when done: several runs in one process (tests) must not share one.
+            instance = stack.enter_context(project_instance())
+        else:
+            # A narrowed run is an ad-hoc check: its own results folder, a throwaway instance and
+            # storage, so the canonical partition, report and gate keep the full evaluation.
+            results_dir = args.results_dir / SCOPED_DIR / scope.label
+            storage_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eval-pipeline-")))
+            instance = stack.enter_context(dg.DagsterInstance.ephemeral())
+            print(
+                f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}"
+            )
+        resources = build_resources(
+            InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
+            StorageResource(storage_dir=str(storage_dir), results_dir=str(results_dir)),
+            ProvidersResource.from_environment(
+                models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
+            ),
+            RunScopeResource(
+                banks=sorted(m.value for m in scope.banks),
+                test_ids=sorted(scope.test_ids),
+                topic=scope.topic,
+                fail_under=args.fail_under,
+                max_errored=args.max_errored,
+                show_progress=sys.stderr.isatty(),
+            ),
+        )
+        outcomes = run_all(
+            date,
+            models,
+            resources,
+            instance,
+            lambda s: print(f"  running {s} …", flush=True),
+            diffs=scope.is_full,
+        )
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(models, date, args, errors)
+    return _report(models, date, results_dir, args, scope, errors)
 
 
-def _report(models: list[str], date: str, args: argparse.Namespace, errors: list[str]) -> int:
+_EXIT_FOR = {GateStatus.PASSED: EXIT_OK, GateStatus.FAILED: EXIT_GATE, GateStatus.UNEVALUABLE: EXIT_ERROR}
+
+
+def _report(
+    models: list[str],
+    date: str,
+    results_dir: Path,
+    args: argparse.Namespace,
+    scope: Scope,
+    errors: list[str],
+) -> int:
+    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0)."""
     code = EXIT_ERROR if errors else EXIT_OK
     for model in models:
-        run_dir = args.results_dir / model / date
+        run_dir = results_dir / model / date
         if not (run_dir / RESULTS_FILE).is_file():
+            code = EXIT_ERROR
+            print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
             continue
         doc = read_document(run_dir / RESULTS_FILE)
         print(console_summary(doc))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
-        gate = gate_decision(doc, args.fail_under)
-        if not gate.passed:
+        gate = gate_decision(doc, args.fail_under, args.max_errored, scope.label)
+        if gate.status is GateStatus.UNEVALUABLE:
+            print(f"  could not evaluate: {'; '.join(gate.reasons)}")
+        elif not gate.passed:
             print(f"  gate failed: {'; '.join(gate.reasons)}")
-            code = max(code, EXIT_GATE) if code != EXIT_ERROR else code
+        code = max(code, _EXIT_FOR[gate.status])
     return code
 
 

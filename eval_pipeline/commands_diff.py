@@ -1,28 +1,34 @@
-"""`diff BASE HEAD`: compare two stored runs test by test; exit 1 when anything regressed (for CI)."""
+"""`diff BASE HEAD`: compare two stored runs test by test; the exit code follows the diff gate
+(`core.diff_gate`): 1 for a new critical failure, a deterministic or errored regression, or a
+semantic regression beyond noise; 3 when the head could not be evaluated."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli_errors import EXIT_GATE, EXIT_OK, UsageError
-from eval_pipeline.core.diff import DiffError, RunDiff, diff_documents, load_for_diff
+from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, UsageError
+from eval_pipeline.core.diff import DiffError, diff_documents, load_for_diff
+from eval_pipeline.core.diff_gate import diff_gate
 from eval_pipeline.core.diff_report import render_diff_markdown, render_diff_text
+from eval_pipeline.core.gate import GateStatus
 from eval_pipeline.core.run_document import RESULTS_FILE, RunDocument
 
 
 def add_diff_commands(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
-        help="per-test diff of two runs (exit 1 when a test regressed)",
+        help="per-test diff of two runs (exit 1 when the diff gate fails)",
         description="BASE and HEAD are MODEL@DATE (under --results-dir) or a path to a results.json.",
     )
     p.add_argument("base", help="MODEL@DATE or a results.json path")
     p.add_argument("head", help="MODEL@DATE or a results.json path")
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
+    p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
     p.set_defaults(func=cmd_diff)
 
 
@@ -54,10 +60,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
         diff = diff_documents(base, head)
     except DiffError as exc:
         raise UsageError(str(exc)) from None
-    renderers: dict[str, Callable[[RunDiff], str]] = {
-        "text": render_diff_text,
-        "markdown": render_diff_markdown,
-        "json": lambda d: d.model_dump_json(indent=2),
+    gate = diff_gate(diff, strict=args.strict, head_unevaluable=head.aggregate.unevaluable_reasons())
+    renderers: dict[str, Callable[[], str]] = {
+        "text": lambda: render_diff_text(diff, gate),
+        "markdown": lambda: render_diff_markdown(diff, gate),
+        "json": lambda: json.dumps(
+            {"gate": gate.model_dump(mode="json"), "diff": diff.model_dump(mode="json")}, indent=2
+        ),
     }
-    print(renderers[args.output](diff))
-    return EXIT_GATE if diff.regressed else EXIT_OK
+    print(renderers[args.output]())
+    return {GateStatus.PASSED: EXIT_OK, GateStatus.FAILED: EXIT_GATE, GateStatus.UNEVALUABLE: EXIT_ERROR}[
+        gate.status
+    ]

@@ -46,11 +46,46 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     assert "gate failed: combined score" in capsys.readouterr().out
 
 
-def test_scoped_run_only_aggregates_the_banks_run(workdir: Path) -> None:
+def test_narrowed_runs_never_replace_the_canonical_evaluation(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run("--model", "local-minilm") == 0
+    canonical = workdir / "results/local-minilm/2026-11-20"
+    before = {name: (canonical / name).read_bytes() for name in ("results.json", "report.md", "gate.json")}
+    capsys.readouterr()
+
     assert _run("--model", "local-minilm", "--banks", "state,always") == 0
-    doc = read_document(workdir / "results/local-minilm/2026-11-20/results.json")
-    assert set(doc.aggregate.banks) == {"state", "always"}
-    assert doc.semantic == [] and len(doc.state) == 3
+    assert _run("--model", "local-minilm", "--test", "T-RENT-001") == 0
+    out = capsys.readouterr().out
+    assert "narrowed run (banks-state+always)" in out and "narrowed run (tests-T-RENT-001)" not in out
+    assert "narrowed run (banks-semantic+state+pattern+always__tests-T-RENT-001)" in out
+
+    assert {name: (canonical / name).read_bytes() for name in before} == before
+    scoped = read_document(
+        workdir / "results/_scoped/banks-state+always/local-minilm/2026-11-20/results.json"
+    )
+    assert set(scoped.aggregate.banks) == {"state", "always"}
+    assert scoped.semantic == [] and len(scoped.state) == 3
+    assert scoped.provenance.scope["banks"] == ["always", "state"]
+    # `show` and diff baselines only ever see canonical runs.
+    assert main(["show"]) == 0
+    assert "semantic" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--topic", "nosuch"], "--topic: unknown topic 'nosuch'"),
+        (["--banks", "state", "--test", "T-RENT-001"], "matches no test"),
+    ],
+)
+def test_a_selection_that_runs_nothing_is_bad_input(
+    workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert _run("--model", "local-minilm", *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (workdir / "results").exists()
 
 
 def test_critical_failure_exits_1(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,7 +42,8 @@ def test_exit_0_without_regressions_and_unchanged_collapsed(
     assert code == 0
     assert "== changed (1) ==\nS-2 [semantic] 90 → 100 (+10) · system changed" in out
     assert "unchanged: 1" in out and "S-1" not in out
-    assert "statistics: +5.0 points per test" in out and "not significant" in out
+    assert "statistics (semantic): +5.0 points per test" in out and "not significant" in out
+    assert "health: EXCELLENT (unchanged)\ngate: PASSED" in out
 
 
 def test_exit_1_when_a_test_regressed_with_paths_and_json(
@@ -53,7 +54,8 @@ def test_exit_1_when_a_test_regressed_with_paths_and_json(
     assert "== regressed (1) ==\nS-1 [semantic] 100 → 0 (-100)" in capsys.readouterr().out
     assert main(["diff", str(base), str(head), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["counts"]["regressed"] == 1 and data["deltas"][0]["test_id"] == "S-1"
+    assert data["diff"]["counts"]["regressed"] == 1 and data["diff"]["deltas"][0]["test_id"] == "S-1"
+    assert data["gate"]["status"] == "failed"
 
 
 @pytest.mark.parametrize(

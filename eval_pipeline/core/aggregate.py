@@ -1,7 +1,11 @@
 """Aggregate per-test results into bank summaries, breakdowns, a combined score and health.
 
 Errored tests are counted on their own and left out of every average: an unknown outcome is
-neither a 0 nor a 100. Hard fails are counted per test, truly.
+neither a 0 nor a 100. They are never left out of the verdict, though: a bank that ran keeps
+its weight in the combined score, and a bank with too few scored tests (under half, or none)
+makes the combined score and the health UNKNOWN, so an outage can never score better than a
+working system. Hard fails are counted per test, truly. Scores are kept unrounded: health and
+gates judge the exact value, and only displays round.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from eval_pipeline.core.trials import by_test
 
 T = TypeVar("T")
 
+# A bank under this share of scored tests says too little to be judged: its verdict is unknown.
+MIN_BANK_COVERAGE = 0.5
+
 WEIGHTS: dict[Mechanism, float] = {
     Mechanism.SEMANTIC: 0.60,
     Mechanism.STATE: 0.15,
@@ -42,7 +49,7 @@ class Health(StrEnum):
     GOOD = "GOOD"
     FAIR = "FAIR"
     POOR = "POOR"
-    UNKNOWN = "UNKNOWN"  # nothing could be scored (every test errored, or no bank ran)
+    UNKNOWN = "UNKNOWN"  # a bank that ran could not be evaluated (too few scored tests), or none ran
 
 
 class _Frozen(BaseModel):
@@ -61,6 +68,11 @@ class BankSummary(GroupScore):
     mechanism: Mechanism
     passed: int
     distribution: dict[str, int]
+
+    @property
+    def evaluable(self) -> bool:
+        """Enough of the bank was scored to judge it (an empty bank has nothing to judge)."""
+        return self.tests == 0 or self.scored >= max(1, math.ceil(self.tests * MIN_BANK_COVERAGE))
 
 
 class PatternTypeScore(GroupScore):
@@ -87,7 +99,10 @@ class CriticalFailure(_Frozen):
 class Aggregate(_Frozen):
     banks: dict[Mechanism, BankSummary]
     weights: dict[Mechanism, float] = Field(description="Weights renormalised over banks run")
-    combined_score: float | None
+    combined_score: float | None = Field(description="Unrounded; None when a bank is unevaluable")
+    unevaluable_banks: list[Mechanism] = Field(
+        default_factory=list, description="Banks that ran with under half (or none) of their tests scored"
+    )
     health: Health
     total_tests: int
     hard_fail_count: int
@@ -102,6 +117,14 @@ class Aggregate(_Frozen):
     usage: Usage
     cost_usd: float
 
+    def unevaluable_reasons(self) -> list[str]:
+        """One line per bank that ran but could not be judged, e.g. every test errored."""
+        return [
+            f"{m.value}: {b.scored} of {b.tests} tests scored ({b.errored} errored)"
+            for m, b in self.banks.items()
+            if m in self.unevaluable_banks
+        ]
+
 
 class Scored(Protocol):
     """One test's outcome: a result, or a test's trials taken together (`core.trials`)."""
@@ -115,7 +138,7 @@ class Scored(Protocol):
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    return round(sum(values) / len(values), 1) if values else None
+    return sum(values) / len(values) if values else None
 
 
 def _whole_points(score: float) -> int:
@@ -185,18 +208,25 @@ def handler_scores(results: Sequence[StateResult]) -> dict[str, HandlerScore]:
 def combined_score(
     banks: Mapping[Mechanism, BankSummary],
 ) -> tuple[float | None, dict[Mechanism, float]]:
-    """Weighted mean of bank averages, renormalised over the banks that produced a score."""
-    present = {m: WEIGHTS[m] for m, b in banks.items() if b.average is not None}
+    """Weighted mean of bank averages, renormalised over the banks that ran with tests.
+
+    Unknown (None) when any of those banks is unevaluable: leaving it out would reweight the run
+    onto the banks that happened to work.
+    """
+    present = {m: WEIGHTS[m] for m, b in banks.items() if b.tests}
     total = sum(present.values())
     if not total:
         return None, {}
-    weights = {m: round(w / total, 4) for m, w in present.items()}
-    value = sum((banks[m].average or 0.0) * w for m, w in weights.items())
-    return round(value, 1), weights
+    exact = {m: w / total for m, w in present.items()}
+    shown = {m: round(w, 4) for m, w in exact.items()}
+    if any(not banks[m].evaluable or banks[m].average is None for m in exact):
+        return None, shown
+    return sum((banks[m].average or 0.0) * w for m, w in exact.items()), shown
 
 
 def health_status(combined: float | None, critical: int, hard_fails: int, errored: int) -> Health:
-    """Specification rule; an errored test also keeps a run out of EXCELLENT (it is unknown)."""
+    """Specification rule on the unrounded score. A known critical failure stays CRITICAL even
+    when another bank is unknown; an errored test keeps a run out of EXCELLENT."""
     if critical:
         return Health.CRITICAL
     if combined is None:
@@ -247,6 +277,7 @@ def aggregate(
         banks=banks,
         weights=weights,
         combined_score=combined,
+        unevaluable_banks=[m for m, b in banks.items() if not b.evaluable],
         health=health_status(combined, len(crit), hard, errored),
         total_tests=sum(b.tests for b in banks.values()),
         hard_fail_count=hard,

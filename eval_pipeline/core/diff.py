@@ -1,9 +1,12 @@
 """Per-test diff of two run documents: two dates of one model, or two models on one date.
 
-Each test falls in one kind: `regressed` (passing → not passing), `fixed`, `changed` (same
-pass/fail, but the score, a penalty, the selections, a rank, a trigger or the reasoning moved),
-`unchanged`, `added` or `removed`. A test passes when its score (the mean of its trials) is at
-least the pass threshold; an errored test is not passing, since its outcome is unknown.
+Each test falls in one kind: `critical` (a critical failure the base did not have, whatever the
+score), `regressed` (passing → not passing), `fixed`, `changed` (same pass/fail, but the score, a
+penalty, the selections, a rank, a trigger or the reasoning moved), `cosmetic` (only noise moved:
+the order inside the top-15 candidates, or numbers inside a reason), `unchanged`, `added` or
+`removed`. A test passes when its score (the mean of its trials) is at least the pass threshold;
+an errored test is not passing, since its outcome is unknown. A selected primary whose
+similarity to the query collapsed (same embedder) is flagged as an alert on its test.
 
 Every delta names its cause: the *expectation* changed (resolved expectations, their source or
 the test's own definition differ), the *system* changed (what was retrieved, triggered or
@@ -15,6 +18,7 @@ two different rerankers' reasons are not drift, just different models.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -41,7 +45,7 @@ from eval_pipeline.core.results import (
     StateResult,
 )
 from eval_pipeline.core.run_document import RESULTS_FILE, RunDocument
-from eval_pipeline.core.statistics import PairedComparison, paired_comparison
+from eval_pipeline.core.statistics import PairedComparison, paired_comparison, with_holm
 from eval_pipeline.core.trials import Outcome, TestTrials, by_test, trial_of
 
 SUPPORTED_MAJOR = int(RESULT_SCHEMA_VERSION.split(".")[0])
@@ -52,12 +56,20 @@ class DiffError(ValueError):
 
 
 class DeltaKind(StrEnum):
+    CRITICAL = "critical"  # a new critical failure: reported first, a regression whatever the score
     REGRESSED = "regressed"
     FIXED = "fixed"
     CHANGED = "changed"
     ADDED = "added"
     REMOVED = "removed"
+    COSMETIC = "cosmetic"
     UNCHANGED = "unchanged"
+
+
+# A selected primary whose cosine fell by this much still passes, but no longer for a reason the
+# embedding can see (e.g. its content was gutted and a keyword boost kept it in).
+SIMILARITY_COLLAPSE = 0.2
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 
 class Cause(StrEnum):
@@ -88,6 +100,8 @@ class Side(_Frozen):
     outcome: Outcome
     label: str
     trials: int
+    flaky: bool = False  # its trials disagree on pass/fail
+    critical_failure: bool = False
 
 
 class ReasonDrift(_Frozen):
@@ -113,6 +127,12 @@ class TestDelta(_Frozen):
     system_changes: list[str] = Field(default_factory=list)
     expectation_changes: list[str] = Field(default_factory=list)
     reasoning_drift: list[ReasonDrift] = Field(default_factory=list)
+    cosmetic_changes: list[str] = Field(
+        default_factory=list, description="Noise that is no change: top-15 reorders, numbers in reasons"
+    )
+    alerts: list[str] = Field(
+        default_factory=list, description="e.g. a selected primary's similarity collapsed"
+    )
     head_stages: list[StageAttribution] = Field(
         default_factory=list, description="Where the head's semantic hard fails and errors arose"
     )
@@ -124,15 +144,23 @@ class RunDiff(_Frozen):
     pass_threshold: int
     warnings: list[str]
     counts: dict[DeltaKind, int]
-    statistics: PairedComparison
+    base_health: str = ""
+    head_health: str = ""
+    statistics: PairedComparison = Field(
+        description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
+    )
     deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
+
+    @property
+    def health_changed(self) -> bool:
+        return self.base_health != self.head_health
 
     def of_kind(self, kind: DeltaKind) -> list[TestDelta]:
         return [d for d in self.deltas if d.kind is kind]
 
     @property
     def regressed(self) -> bool:
-        return self.counts[DeltaKind.REGRESSED] > 0
+        return self.counts[DeltaKind.REGRESSED] + self.counts[DeltaKind.CRITICAL] > 0
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -328,37 +356,83 @@ def _side(t: TestTrials[AnyResult]) -> Side:
     first = t.first
     label = first.outcome.label if t.trials == 1 and first.outcome else t.outcome.value
     label = "errored" if t.score is None else label
-    return Side(score=t.score, outcome=t.outcome, label=label, trials=t.trials)
+    critical = any(isinstance(r, PatternResult) and r.critical_failure for r in t.rows)
+    return Side(
+        score=t.score,
+        outcome=t.outcome,
+        label=label,
+        trials=t.trials,
+        flaky=t.flaky,
+        critical_failure=critical,
+    )
 
 
 def _difference(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else round(after - before, 2)
 
 
-def _kind(base: Side, head: Side, moved: bool) -> DeltaKind:
+def _kind(base: Side, head: Side, moved: bool, cosmetic: bool) -> DeltaKind:
+    if head.critical_failure and not base.critical_failure:
+        return DeltaKind.CRITICAL
     was, now = base.outcome is Outcome.PASS, head.outcome is Outcome.PASS
     if was and not now:
         return DeltaKind.REGRESSED
     if now and not was:
         return DeltaKind.FIXED
-    return DeltaKind.CHANGED if moved else DeltaKind.UNCHANGED
+    if moved:
+        return DeltaKind.CHANGED
+    return DeltaKind.COSMETIC if cosmetic else DeltaKind.UNCHANGED
 
 
-def _delta(b: TestTrials[AnyResult], h: TestTrials[AnyResult], compare_reasons: bool) -> TestDelta:
+def _is_cosmetic(line: str) -> bool:
+    """A reorder inside the top-15 candidates: the reranker sees the same set either way."""
+    return line.split(": ", 1)[-1].startswith("top 15 reordered")
+
+
+def _same_but_numbers(drift: ReasonDrift) -> bool:
+    return _NUMBER.sub("#", drift.before) == _NUMBER.sub("#", drift.after)
+
+
+def _collapse_alerts(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> list[str]:
+    """Selected primaries whose similarity to the query fell by SIMILARITY_COLLAPSE or more."""
+    alerts: dict[str, None] = {}
+    for b, h in zip(base, head, strict=False):
+        if not isinstance(b, SemanticResult) or not isinstance(h, SemanticResult):
+            continue
+        before = {c.entity_id: c.score for c in b.candidates}
+        after = {c.entity_id: c.score for c in h.candidates}
+        selected = {s.entity_id for s in h.selections}
+        for e in h.expectations.expected_primary:
+            if e in selected and e in before and e in after and before[e] - after[e] >= SIMILARITY_COLLAPSE:
+                cosine = f"cosine {before[e]:.2f} → {after[e]:.2f}"
+                alerts[f"similarity collapse: primary {e} still selected, {cosine}"] = None
+    return list(alerts)
+
+
+def _delta(
+    b: TestTrials[AnyResult], h: TestTrials[AnyResult], compare_reasons: bool, same_embedder: bool
+) -> TestDelta:
     base_rows, head_rows = list(b.rows), list(h.rows)
     expectation = _field_lines(_expectation_view(b.first), _expectation_view(h.first))
-    system = _per_trial_lines(base_rows, head_rows)
-    drift = _drift(base_rows, head_rows) if compare_reasons else []
+    lines = _per_trial_lines(base_rows, head_rows)
+    system = [line for line in lines if not _is_cosmetic(line)]
+    all_drift = _drift(base_rows, head_rows) if compare_reasons else []
+    drift = [d for d in all_drift if not _same_but_numbers(d)]
+    cosmetic = [line for line in lines if _is_cosmetic(line)]
+    cosmetic += [
+        f"reason numbers {d.entity_id}: '{d.before}' → '{d.after}'" for d in all_drift if d not in drift
+    ]
+    alerts = _collapse_alerts(base_rows, head_rows) if same_embedder else []
     before, after = _penalty_lines(base_rows), _penalty_lines(head_rows)
     base, head = _side(b), _side(h)
     causes = [Cause.EXPECTATION] if expectation else []
-    causes += [Cause.SYSTEM] if system or drift else []
+    causes += [Cause.SYSTEM] if system or drift or alerts else []
     moved = bool(causes) or before != after or base != head
     return TestDelta(
         test_id=h.test_id,
         mechanism=h.first.mechanism,
         name=h.first.name,
-        kind=_kind(base, head, moved),
+        kind=_kind(base, head, moved, bool(cosmetic)),
         causes=causes,
         base=base,
         head=head,
@@ -368,6 +442,8 @@ def _delta(b: TestTrials[AnyResult], h: TestTrials[AnyResult], compare_reasons: 
         system_changes=system,
         expectation_changes=expectation,
         reasoning_drift=drift,
+        cosmetic_changes=cosmetic,
+        alerts=alerts,
         head_stages=attributions([r for r in head_rows if isinstance(r, SemanticResult)]),
     )
 
@@ -424,21 +500,29 @@ def _warnings(base: RunDocument, head: RunDocument) -> list[str]:
     return out
 
 
-def _same_reranker(base: RunDocument, head: RunDocument) -> bool:
-    def reranker(doc: RunDocument) -> object:
-        return doc.provenance.system_config.get("reranker")
-
-    return reranker(base) == reranker(head)
+def _same_stage(base: RunDocument, head: RunDocument, stage: str) -> bool:
+    return base.provenance.system_config.get(stage) == head.provenance.system_config.get(stage)
 
 
-def _statistics(deltas: Sequence[TestDelta], base: RunRef, head: RunRef) -> PairedComparison:
+def _statistics(
+    deltas: Sequence[TestDelta], topics: Mapping[str, list[str]], base: RunRef, head: RunRef
+) -> PairedComparison:
+    """Semantic tests scored in both runs, resampled by topic cluster (a test's first topic)."""
     paired = [
-        (d.base.score, d.head.score)
+        (d.base.score, d.head.score, (topics.get(d.test_id) or [d.test_id])[0])
         for d in deltas
-        if d.base and d.head and d.base.score is not None and d.head.score is not None
+        if d.mechanism == Mechanism.SEMANTIC.value
+        and d.base
+        and d.head
+        and d.base.score is not None
+        and d.head.score is not None
     ]
     return paired_comparison(
-        [b for b, _ in paired], [h for _, h in paired], base_label=base.label, head_label=head.label
+        [b for b, _, _ in paired],
+        [h for _, h, _ in paired],
+        base_label=base.label,
+        head_label=head.label,
+        clusters=[c for _, _, c in paired],
     )
 
 
@@ -448,9 +532,10 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         _require_major(doc.provenance.schema_version, _ref(doc).label)
     threshold = head.provenance.pass_threshold
     before, after = _tests(base, threshold), _tests(head, threshold)
-    compare_reasons = _same_reranker(base, head)
+    compare_reasons = _same_stage(base, head, "reranker")
+    same_embedder = _same_stage(base, head, "embedder")
     deltas = [
-        _delta(before[key], after[key], compare_reasons)
+        _delta(before[key], after[key], compare_reasons, same_embedder)
         if key in before
         else _one_sided(after[key], DeltaKind.ADDED)
         for key in after
@@ -464,7 +549,9 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         pass_threshold=threshold,
         warnings=_warnings(base, head),
         counts={k: sum(d.kind is k for d in deltas) for k in DeltaKind},
-        statistics=_statistics(deltas, _ref(base), _ref(head)),
+        base_health=base.aggregate.health.value,
+        head_health=head.aggregate.health.value,
+        statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
         deltas=deltas,
     )
 
@@ -501,7 +588,8 @@ def against_baseline(head: RunDocument, baseline: RunDocument | None) -> Regress
 def verdict(diff: RunDiff) -> str:
     c = diff.counts
     kinds = ", ".join(f"{c[k]} {k.value}" for k in DeltaKind)
-    return f"{diff.base.label} → {diff.head.label}: {kinds}; {diff.statistics.verdict}"
+    health = f"health {diff.base_health} → {diff.head_health}"
+    return f"{diff.base.label} → {diff.head.label}: {health}; {kinds}; semantic: {diff.statistics.verdict}"
 
 
 class ModelSummary(_Frozen):
@@ -541,6 +629,9 @@ def _summary(doc: RunDocument) -> ModelSummary:
 def compare_models(date: str, docs: Sequence[RunDocument]) -> ModelComparison:
     """Pairs in the given order: the first document is the base of its pairs, and so on."""
     pairs = [diff_documents(a, b) for i, a in enumerate(docs) for b in docs[i + 1 :]]
+    # Several pairs tested at once: Holm keeps the chance of any false "significant" at alpha.
+    adjusted = with_holm([d.statistics for d in pairs])
+    pairs = [d.model_copy(update={"statistics": s}) for d, s in zip(pairs, adjusted, strict=True)]
     verdicts = [verdict(d) for d in pairs] or [
         f"{len(docs)} model(s) with results for {date}: nothing to compare"
     ]

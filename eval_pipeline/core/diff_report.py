@@ -19,10 +19,18 @@ from eval_pipeline.core.diff import (
     RunDiff,
     TestDelta,
 )
+from eval_pipeline.core.diff_gate import DiffGate, diff_gate
 from eval_pipeline.core.reporting import fmt_score, markdown_table
 from eval_pipeline.core.statistics import PairedComparison
 
-DETAILED = (DeltaKind.REGRESSED, DeltaKind.FIXED, DeltaKind.CHANGED, DeltaKind.ADDED, DeltaKind.REMOVED)
+DETAILED = (
+    DeltaKind.CRITICAL,
+    DeltaKind.REGRESSED,
+    DeltaKind.FIXED,
+    DeltaKind.CHANGED,
+    DeltaKind.ADDED,
+    DeltaKind.REMOVED,
+)
 _CAUSES = {
     (Cause.EXPECTATION,): "expectation changed",
     (Cause.SYSTEM,): "system changed",
@@ -51,7 +59,8 @@ def detail_lines(d: TestDelta) -> list[str]:
         return [f"new test ({d.head.label if d.head else ''})"]
     if d.kind is DeltaKind.REMOVED:
         return [f"no longer run (was {d.base.label if d.base else ''})"]
-    lines = [f"new penalty: {p}" for p in d.penalties_added]
+    lines = [f"ALERT {a}" for a in d.alerts]
+    lines += [f"new penalty: {p}" for p in d.penalties_added]
     lines += [f"penalty gone: {p}" for p in d.penalties_removed]
     lines += [f"expectation: {c}" for c in d.expectation_changes]
     lines += d.system_changes
@@ -65,11 +74,13 @@ def detail_lines(d: TestDelta) -> list[str]:
 
 def _statistics_rows(s: PairedComparison) -> list[tuple[str, str]]:
     effect = "n/a" if s.effect_size is None else f"{s.effect_size:+.3f} ({s.effect_label})"
+    mde = "n/a" if s.minimum_detectable_effect is None else f"±{s.minimum_detectable_effect:.2f} points"
     return [
-        ("Paired tests", str(s.tests)),
+        ("Paired semantic tests (topic clusters)", f"{s.tests} ({s.clusters})"),
         (f"Mean difference ({s.head_label} − {s.base_label})", f"{s.mean_difference:+.2f} points"),
         ("95% CI", f"{s.ci_low:+.2f} to {s.ci_high:+.2f}"),
-        ("p-value", f"{s.p_value:.4g}"),
+        ("p-value (Holm-adjusted)", f"{s.p_value:.4g} ({s.p_adjusted:.4g})"),
+        ("Minimum detectable effect (80% power)", mde),
         ("Wins / ties / losses", f"{s.wins} / {s.ties} / {s.losses}"),
         ("Effect size (Cohen's d_z)", effect),
         ("Method", s.method),
@@ -79,8 +90,23 @@ def _statistics_rows(s: PairedComparison) -> list[tuple[str, str]]:
 # --- console -----------------------------------------------------------------------------------
 
 
-def render_diff_text(diff: RunDiff) -> str:
+def health_line(diff: RunDiff) -> str:
+    if diff.health_changed:
+        return f"health: {diff.base_health} → {diff.head_health}"
+    return f"health: {diff.head_health} (unchanged)"
+
+
+def gate_lines(gate: DiffGate) -> list[str]:
+    mode = " (strict)" if gate.strict else ""
+    lines = [f"gate{mode}: {gate.status.value.upper()}"]
+    lines += [f"  - {r}" for r in gate.reasons]
+    return lines + [f"  note: {n}" for n in gate.notes]
+
+
+def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
+    gate = gate or diff_gate(diff)
     lines = [f"{diff.base.label} → {diff.head.label} (pass: score ≥ {diff.pass_threshold})"]
+    lines += [health_line(diff), *gate_lines(gate)]
     lines += [f"warning: {w}" for w in diff.warnings]
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
@@ -89,18 +115,24 @@ def render_diff_text(diff: RunDiff) -> str:
         lines.append(f"== {kind.value} ({len(deltas)}) ==")
         for d in deltas:
             lines += [headline(d), *(f"    {line}" for line in detail_lines(d))]
-    lines += [f"unchanged: {diff.counts[DeltaKind.UNCHANGED]}", f"statistics: {diff.statistics.verdict}"]
+    lines += [
+        f"cosmetic: {diff.counts[DeltaKind.COSMETIC]} (top-15 reorders, numbers in reasons)",
+        f"unchanged: {diff.counts[DeltaKind.UNCHANGED]}",
+        f"statistics (semantic): {diff.statistics.verdict}",
+    ]
     return "\n".join(lines)
 
 
 # --- markdown ----------------------------------------------------------------------------------
 
 
-def _diff_body(diff: RunDiff, level: int) -> list[str]:
+def _diff_body(diff: RunDiff, level: int, gate: DiffGate | None = None) -> list[str]:
     h = "#" * level
-    lines = [*(f"- ⚠️ {w}" for w in diff.warnings), *([""] if diff.warnings else [])]
+    gate = gate or diff_gate(diff)
+    lines = [f"**{health_line(diff)}**", "", *(f"- {line.strip()}" for line in gate_lines(gate)), ""]
+    lines += [*(f"- ⚠️ {w}" for w in diff.warnings), *([""] if diff.warnings else [])]
     lines += markdown_table(("Kind", "Tests"), ((k.value, diff.counts[k]) for k in DeltaKind))
-    lines += [f"{h} Statistics", "", f"**{diff.statistics.verdict}**", ""]
+    lines += [f"{h} Statistics (semantic tests)", "", f"**{diff.statistics.verdict}**", ""]
     lines += markdown_table(("", ""), _statistics_rows(diff.statistics))
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
@@ -109,12 +141,18 @@ def _diff_body(diff: RunDiff, level: int) -> list[str]:
         lines += [f"{h} {kind.value.capitalize()} ({len(deltas)})", ""]
         for d in deltas:
             lines += [f"{h}# {headline(d)}", *(f"- {line}" for line in detail_lines(d)), ""]
-    lines += [f"{h} Unchanged", "", f"{diff.counts[DeltaKind.UNCHANGED]} tests unchanged.", ""]
+    cosmetic = diff.counts[DeltaKind.COSMETIC]
+    lines += [
+        f"{h} Unchanged",
+        "",
+        f"{diff.counts[DeltaKind.UNCHANGED]} tests unchanged; {cosmetic} cosmetic.",
+        "",
+    ]
     return lines
 
 
-def render_diff_markdown(diff: RunDiff) -> str:
-    lines = [f"# Diff — {diff.base.label} → {diff.head.label}", "", *_diff_body(diff, 2)]
+def render_diff_markdown(diff: RunDiff, gate: DiffGate | None = None) -> str:
+    lines = [f"# Diff — {diff.base.label} → {diff.head.label}", "", *_diff_body(diff, 2, gate)]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -6,6 +6,7 @@ the Dagster assets select tests the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ from eval_pipeline.core.banks import (
 )
 from eval_pipeline.core.expectations import ResolvedExpectation
 from eval_pipeline.core.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.loading import Banks
 from eval_pipeline.core.pattern_matcher import (
     PatternMatcher,
     evaluate_pattern_test,
@@ -39,6 +41,7 @@ from eval_pipeline.core.semantic_eval import evaluate_semantic_test
 from eval_pipeline.core.state_matcher import evaluate_state_test, triggered_handlers
 
 T = TypeVar("T", SemanticTest, StateTest, PatternTest, AlwaysTest)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
 class Scope(BaseModel):
@@ -56,6 +59,22 @@ class Scope(BaseModel):
         # A topic filter only narrows semantic tests (the other banks have no topics).
         return self.topic is None or mechanism is Mechanism.SEMANTIC or bool(self.test_ids)
 
+    @property
+    def is_full(self) -> bool:
+        """Every test of every bank: the canonical evaluation, the only kind that is a baseline."""
+        return self.banks == frozenset(Mechanism) and not self.test_ids and self.topic is None
+
+    @property
+    def label(self) -> str:
+        """A file-name-safe name for a narrowed scope ("full" for the whole evaluation)."""
+        if self.is_full:
+            return "full"
+        order = list(Mechanism)
+        parts = ["banks-" + "+".join(m.value for m in sorted(self.banks, key=order.index))]
+        parts += [f"topic-{self.topic}"] if self.topic is not None else []
+        parts += ["tests-" + "+".join(sorted(self.test_ids))] if self.test_ids else []
+        return _UNSAFE.sub("_", "__".join(parts))[:120]
+
     def select(self, mechanism: Mechanism, tests: Sequence[T]) -> list[T]:
         if not self.runs(mechanism):
             return []
@@ -63,6 +82,27 @@ class Scope(BaseModel):
         if self.topic is not None and mechanism is Mechanism.SEMANTIC:
             chosen = [t for t in chosen if isinstance(t, SemanticTest) and self.topic in t.topics]
         return chosen
+
+
+def scope_problems(scope: Scope, banks: Banks) -> list[str]:
+    """Why a narrowed scope is a mistake: unknown topic or test ids, or nothing selected at all."""
+    topics = {topic for t in banks.semantic_tests for topic in t.topics}
+    problems = []
+    if scope.topic is not None and scope.topic not in topics:
+        known = ", ".join(sorted(topics)) or "none"
+        problems.append(f"--topic: unknown topic '{scope.topic}' (known: {known})")
+    unknown = sorted(scope.test_ids - banks.test_ids())
+    if unknown:
+        problems.append(f"--test: unknown test id(s) {', '.join(unknown)}")
+    selected = [
+        len(scope.select(Mechanism.SEMANTIC, banks.semantic_tests)),
+        len(scope.select(Mechanism.STATE, banks.state_tests)),
+        len(scope.select(Mechanism.PATTERN, banks.pattern_tests)),
+        len(scope.select(Mechanism.ALWAYS, banks.always_tests)),
+    ]
+    if not problems and not any(selected):
+        problems.append("the selection (--banks, --test, --topic) matches no test")
+    return problems
 
 
 class MechanismOutput(BaseModel):

@@ -7,6 +7,7 @@ tests with reasons, handler and pattern-type tables, expectation conflicts, cost
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.aggregate import Aggregate, GroupScore
@@ -20,7 +21,8 @@ MAX_DETAILED_FAILURES = 30
 
 
 def fmt_score(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f}"
+    """One decimal, rounded down: 89.98 shows as 89.9, never as a "90.0" that health did not see."""
+    return "—" if value is None else f"{math.floor(value * 10 + 1e-9) / 10:.1f}"
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
@@ -285,6 +287,7 @@ def render_markdown(doc: RunDocument) -> str:
         f"**Health: {agg.health.value}** · combined score {fmt_score(agg.combined_score)} · "
         f"{agg.total_tests} tests · {agg.hard_fail_count} hard fails · {agg.errored_count} errored",
         "",
+        *[f"- **Could not evaluate** {line}" for line in agg.unevaluable_reasons()],
         *_summary(agg),
         *_critical(agg),
         *_distribution(agg),
@@ -316,4 +319,5 @@ def console_summary(doc: RunDocument) -> str:
         f"expectations: {sources}; cost ${agg.cost_usd:.4f}",
     ]
     lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
+    lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
     return "\n".join(lines)

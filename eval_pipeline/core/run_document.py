@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.aggregate import Aggregate
 from eval_pipeline.core.expectations import ExpectationConflict
@@ -78,10 +78,26 @@ class RunDocument(BaseModel):
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
+GATE_FILE = "gate.json"
+# Narrowed runs write under results/_scoped/<scope>/: never a model folder, so never a baseline.
+SCOPED_DIR = "_scoped"
+
+
+class DocumentError(ValueError):
+    """A results document that cannot be read or does not validate: one line naming the file."""
 
 
 def read_document(path: Path) -> RunDocument:
-    return RunDocument.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DocumentError(f"{path}: cannot read results document ({type(exc).__name__})") from None
+    try:
+        return RunDocument.model_validate_json(text)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "document"
+        raise DocumentError(f"{path}: {where}: {error['msg']} (not a valid results document)") from None
 
 
 def model_dirs(results_dir: Path) -> list[Path]:

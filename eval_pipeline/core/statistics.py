@@ -6,6 +6,13 @@ Both runs scored the same tests, so each test is its own control: the difference
   Monte Carlo with a fixed seed, so the same inputs always give the same verdict.
 - 95% confidence interval of the mean difference: a seeded percentile bootstrap.
 - Effect size: Cohen's d for paired samples (d_z = mean difference / its standard deviation).
+- Clusters: tests that share a topic are not independent ("Adding error bars to evals", Miller
+  2024). Given clusters, signs flip and the bootstrap resamples per cluster, and the standard
+  error is the clustered one.
+- Minimum detectable effect: the smallest mean difference this many tests could detect with 80%
+  power at the test's alpha, (z(1 − alpha/2) + z(0.8)) × standard error.
+- Several comparisons at once (every pair of models): Holm's step-down correction; `p_adjusted`
+  is what `significant` judges.
 A difference is called significant only when p < 0.05 *and* the interval excludes 0.
 """
 
@@ -14,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 ALPHA = 0.05
+_Z_ALPHA = 1.959964  # two-sided 5%
+_Z_POWER = 0.841621  # 80% power
 RESAMPLES = 10_000
 SEED = 20_261_101
 EXACT_UP_TO = 12  # differing tests up to which all 2^n sign patterns are enumerated
@@ -36,6 +45,12 @@ class PairedComparison(BaseModel):
     ci_low: float
     ci_high: float
     p_value: float
+    p_adjusted: float = Field(description="Holm-adjusted across the comparisons made together")
+    clusters: int = Field(description="Independent units resampled (topics; = tests without clusters)")
+    standard_error: float
+    minimum_detectable_effect: float | None = Field(
+        description="Smallest |mean difference| detectable with 80% power; None with under two units"
+    )
     effect_size: float | None  # Cohen's d_z; None when every difference is the same non-zero value
     effect_label: str
     method: str
@@ -60,12 +75,55 @@ def sign_flip_p_value(diffs: np.ndarray, rng: np.random.Generator, resamples: in
     return (extreme + 1) / (resamples + 1), f"sign-flip randomisation, {resamples} resamples"
 
 
-def bootstrap_ci(diffs: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float, float]:
-    if len(diffs) == 0:
+def bootstrap_ci(
+    sums: np.ndarray, sizes: np.ndarray, rng: np.random.Generator, resamples: int
+) -> tuple[float, float]:
+    """Percentile CI of the mean per test, resampling units (clusters: their sums and sizes)."""
+    if len(sums) == 0:
         return 0.0, 0.0
-    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
+    picks = rng.integers(0, len(sums), size=(resamples, len(sums)))
+    means = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
     low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
     return float(low), float(high)
+
+
+def clustered_standard_error(diffs: np.ndarray, labels: np.ndarray) -> float:
+    """Standard error of the mean with cluster-robust variance (plain SE when every test is alone)."""
+    n = len(diffs)
+    if n < 2:
+        return 0.0
+    residuals = diffs - diffs.mean()
+    _, inverse = np.unique(labels, return_inverse=True)
+    per_cluster = np.bincount(inverse, weights=residuals)
+    clusters = len(per_cluster)
+    if clusters < 2:
+        return 0.0
+    # Small-sample correction so that singleton clusters give the usual n/(n-1) variance.
+    return float(np.sqrt(clusters / (clusters - 1) * np.sum(per_cluster**2)) / n)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def with_holm(comparisons: Sequence[PairedComparison]) -> list[PairedComparison]:
+    """The comparisons with p-values adjusted together and their verdicts re-judged."""
+    adjusted = holm([c.p_value for c in comparisons])
+    out = []
+    for c, p in zip(comparisons, adjusted, strict=True):
+        judged = c.model_copy(
+            update={"p_adjusted": round(p, 4), "significant": p < ALPHA and not c.ci_low <= 0 <= c.ci_high}
+        )
+        out.append(judged.model_copy(update={"verdict": _verdict(judged)}))
+    return out
 
 
 def cohens_dz(diffs: np.ndarray) -> float | None:
@@ -91,9 +149,11 @@ def _verdict(c: PairedComparison) -> str:
     if c.tests == 0:
         return "no test was scored in both runs: not significant"
     d = "n/a" if c.effect_size is None else f"{c.effect_size:+.2f}"
+    p = f"p = {c.p_value:.3g}" + (f", Holm {c.p_adjusted:.3g}" if c.p_adjusted != c.p_value else "")
+    mde = "" if c.minimum_detectable_effect is None else f"; detectable ±{c.minimum_detectable_effect:.1f}"
     detail = (
         f"{c.mean_difference:+.1f} points per test for {c.head_label} vs {c.base_label} "
-        f"(95% CI {c.ci_low:+.1f} to {c.ci_high:+.1f}, p = {c.p_value:.3g}; "
+        f"(95% CI {c.ci_low:+.1f} to {c.ci_high:+.1f}, {p}{mde}; "
         f"{c.wins} wins, {c.ties} ties, {c.losses} losses over {c.tests} tests; "
         f"effect {c.effect_label}, d = {d})"
     )
@@ -110,14 +170,22 @@ def paired_comparison(
     head_label: str = "head",
     seed: int = SEED,
     resamples: int = RESAMPLES,
+    clusters: Sequence[str] | None = None,
 ) -> PairedComparison:
-    """Compare per-test scores given in the same test order for both runs."""
-    if len(base) != len(head):
+    """Compare per-test scores given in the same test order for both runs; `clusters` names
+    each test's cluster (e.g. its topic) when tests are not independent."""
+    if len(base) != len(head) or (clusters is not None and len(clusters) != len(base)):
         raise ValueError(f"paired scores must align: {len(base)} base vs {len(head)} head")
     diffs = np.asarray(head, dtype=float) - np.asarray(base, dtype=float)
+    labels = np.asarray(clusters if clusters is not None else [str(i) for i in range(len(diffs))])
+    _, inverse = np.unique(labels, return_inverse=True) if len(diffs) else (None, np.zeros(0, dtype=int))
+    sums = np.bincount(inverse, weights=diffs) if len(diffs) else np.zeros(0)
+    sizes = np.bincount(inverse).astype(float) if len(diffs) else np.zeros(0)
     rng = np.random.default_rng(seed)
-    p_value, method = sign_flip_p_value(diffs, rng, resamples)
-    low, high = bootstrap_ci(diffs, rng, resamples)
+    # Flipping a cluster's sum flips all its tests together: the randomisation respects clusters.
+    p_value, method = sign_flip_p_value(sums, rng, resamples)
+    low, high = bootstrap_ci(sums, sizes, rng, resamples)
+    se = clustered_standard_error(diffs, labels)
     dz = cohens_dz(diffs)
     mean = float(diffs.mean()) if len(diffs) else 0.0
     comparison = PairedComparison(
@@ -131,9 +199,13 @@ def paired_comparison(
         ci_low=round(low, 2),
         ci_high=round(high, 2),
         p_value=round(p_value, 4),
+        p_adjusted=round(p_value, 4),
+        clusters=len(sums),
+        standard_error=round(se, 3),
+        minimum_detectable_effect=round((_Z_ALPHA + _Z_POWER) * se, 2) if len(sums) >= 2 else None,
         effect_size=None if dz is None else round(dz, 3),
         effect_label=effect_label(dz),
-        method=f"{method}; bootstrap CI, {resamples} resamples; seed {seed}",
+        method=f"{method}; bootstrap CI, {resamples} resamples; {len(sums)} clusters; seed {seed}",
         significant=p_value < ALPHA and not low <= 0 <= high,
         verdict="",
     )

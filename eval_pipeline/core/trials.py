@@ -63,7 +63,7 @@ class TestTrials(Generic[R]):
     @property
     def score(self) -> float | None:
         scores = self.scores
-        return round(statistics.fmean(scores), 2) if scores else None
+        return statistics.fmean(scores) if scores else None
 
     @property
     def status(self) -> TestStatus:

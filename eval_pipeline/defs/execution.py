@@ -92,9 +92,11 @@ def run_all(
     resources: dict[str, object],
     instance: dg.DagsterInstance,
     on_stage: Callable[[str], None] = lambda _: None,
+    diffs: bool = True,
 ) -> list[StageOutcome]:
-    """The date's shared assets once, each model's assets, then the diffs; stops early only on
-    errors (a failed blocking check is a gate, and the diffs still run after it)."""
+    """The date's shared assets once, each model's assets, then (unless `diffs` is off, as for a
+    narrowed run) the diffs; stops early only on errors (a failed blocking check is a gate, and
+    the diffs still run after it)."""
     sync_model_partitions(instance, models)
     on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
     outcomes = [materialize_stage("shared", set(DATE_STAGE), date, resources, instance)]
@@ -105,6 +107,8 @@ def run_all(
         outcomes.append(
             materialize_stage(model, set(PER_MODEL), model_date_key(model, date), resources, instance)
         )
+    if not diffs:
+        return outcomes
     on_stage("regression diffs and model comparison")
     for model in models:
         key = model_date_key(model, date)

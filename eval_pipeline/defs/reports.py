@@ -1,8 +1,9 @@
 """The run report (results.json + report.md on disk, markdown in the UI) and the release gate.
 
-The blocking `no_critical_failures` check sits on the report, not earlier: a CRITICAL run
-still gets its report (that is where people see what broke), but nothing downstream of it,
-such as the release gate, is produced for that model and date.
+Every evaluation of a partition writes both: the report (where people see what broke) and a
+fresh gate decision, passed or failed with its reasons (results/<model>/<date>/gate.json). The
+blocking `no_critical_failures` check sits on the gate, the last asset of the chain, so a
+CRITICAL run can never leave an earlier "passed" standing.
 """
 
 from collections.abc import Iterator
@@ -14,13 +15,13 @@ import pandas as pd
 from eval_pipeline.core.aggregate import Aggregate
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.gate import GateDecision, gate_decision
+from eval_pipeline.core.gate import GateDecision
 from eval_pipeline.core.history import now_utc
 from eval_pipeline.core.kb import KnowledgeBase
 from eval_pipeline.core.loading import Banks
 from eval_pipeline.core.reporting import render_markdown
 from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
-from eval_pipeline.core.run_document import REPORT_FILE, RESULTS_FILE, Provenance, RunDocument
+from eval_pipeline.core.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE, Provenance, RunDocument
 from eval_pipeline.core.tables import from_frame
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
@@ -42,7 +43,6 @@ def _scope_dict(scope: RunScopeResource) -> dict[str, Any]:
         name: BY_DATE
         for name in ("state_results", "pattern_results", "always_results", "resolved_expectations")
     },
-    check_specs=[dg.AssetCheckSpec("no_critical_failures", asset="run_report", blocking=True)],
 )
 def run_report(
     context: dg.AssetExecutionContext,
@@ -58,7 +58,7 @@ def run_report(
     knowledge_base: KnowledgeBase,
     test_banks: Banks,
     expectation_history: HistorySet,
-) -> Iterator[dg.Output[RunDocument] | dg.AssetCheckResult]:
+) -> dg.Output[RunDocument]:
     """Every test in full with provenance, written to results/<model>/<date>/."""
     model, date = split_key(context)
     ran = set(scored_aggregate.banks)
@@ -87,7 +87,7 @@ def run_report(
     out_dir = storage.run_dir(model, date)
     atomic_write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
     atomic_write_text(out_dir / REPORT_FILE, markdown)
-    yield dg.Output(
+    return dg.Output(
         doc,
         metadata={
             "health": scored_aggregate.health.value,
@@ -96,7 +96,34 @@ def run_report(
             "report": dg.MetadataValue.md(markdown),
         },
     )
-    critical = scored_aggregate.critical_failures
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=JSON_IO,
+    check_specs=[dg.AssetCheckSpec("no_critical_failures", asset="release_gate", blocking=True)],
+)
+def release_gate(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    scope: RunScopeResource,
+    run_report: RunDocument,
+) -> Iterator[dg.Output[GateDecision] | dg.AssetCheckResult]:
+    """Whether this model, KB and date pass the gates: evaluable, no critical failure, errored
+    tests within `max_errored`, `fail_under` met. Written on every evaluation, pass or fail."""
+    model, date = split_key(context)
+    decision = scope.gate(run_report)
+    atomic_write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
+    yield dg.Output(
+        decision,
+        metadata={
+            "passed": decision.passed,
+            "status": decision.status.value,
+            "reasons": "; ".join(decision.reasons) or "none",
+        },
+    )
+    critical = run_report.aggregate.critical_failures
     yield dg.AssetCheckResult(
         check_name="no_critical_failures",
         passed=not critical,
@@ -106,13 +133,4 @@ def run_report(
                 "\n".join(f"- {c.test_id}: {c.reason}" for c in critical) or "none"
             )
         },
-    )
-
-
-@dg.asset(group_name=GROUP, partitions_def=model_date_partitions, io_manager_key=JSON_IO)
-def release_gate(scope: RunScopeResource, run_report: RunDocument) -> dg.Output[GateDecision]:
-    """Whether this model, KB and date pass the gates (no critical failure; `fail_under` met)."""
-    decision = gate_decision(run_report, scope.fail_under)
-    return dg.Output(
-        decision, metadata={"passed": decision.passed, "reasons": "; ".join(decision.reasons) or "none"}
     )

@@ -14,6 +14,7 @@ from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.calibration_files import LOG_FILE, read_log
 from eval_pipeline.core.evaluation import Scope
 from eval_pipeline.core.expectations import LoadedHistory
+from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.kb import Entity, KnowledgeBase
 from eval_pipeline.core.loading import (
     HISTORY_DIR,
@@ -179,7 +180,11 @@ class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     topic: str | None = None
     pass_threshold: int = DEFAULT_PASS_THRESHOLD
     fail_under: float | None = None
+    max_errored: int = DEFAULT_MAX_ERRORED
     show_progress: bool = False
+
+    def gate(self, doc: RunDocument) -> GateDecision:
+        return gate_decision(doc, self.fail_under, self.max_errored, self.scope().label)
 
     def scope(self) -> Scope:
         return Scope(

@@ -70,9 +70,18 @@ def _head(**provenance: str) -> RunDocument:
 
 EXPECTED_TEXT = """\
 m@2026-11-19 → m@2026-11-20 (pass: score ≥ 60)
+health: GOOD → CRITICAL
+gate: FAILED
+  - 1 new critical failure(s): P-1
+  - 1 test(s) errored that passed before: S-ERR
+  - 1 stable semantic regression(s): S-REG
 warning: KB differs: kb-1 (k1k1k1k1k1k1) → kb-1 (k2k2k2k2k2k2); system changes may come from the KB
 warning: bank files differ: semantic/parent_test_bank.json
-== regressed (3) ==
+== critical (1) ==
+P-1 [pattern] 100 → 0 (-100) · system changed
+    new penalty: hard fail: missing primary crisis
+    pattern match −crisis by crisis /hurt/ on 'hurt'
+== regressed (2) ==
 S-ERR [semantic] 100 → — · system changed
     errored: reranker: HTTP 503 after 5 attempts
     selected −a (was #1)
@@ -85,11 +94,7 @@ S-REG [semantic] 100 → 0 (-100) · system changed
     selected +c (#2)
     selected −a (was #1)
     rank b #2 → #1
-    top 15 reordered (3 places changed)
     stage reranker: a was candidate #3
-P-1 [pattern] 100 → 0 (-100) · system changed
-    new penalty: hard fail: missing primary crisis
-    pattern match −crisis by crisis /hurt/ on 'hurt'
 == fixed (1) ==
 S-FIX [semantic] 0 → 100 (+100) · expectation changed
     penalty gone: hard fail: missing primary a
@@ -97,7 +102,7 @@ S-FIX [semantic] 0 → 100 (+100) · expectation changed
     expectation: expected_primary +c
     expectation: expected_primary −a
     expectation: rank_check: [{"higher": "a", "lower": "b"}] → []
-== changed (4) ==
+== changed (3) ==
 S-BOTH [semantic] 100 → 80 (-20) · expectation and system changed
     new penalty: -10 secondary missing: b
     new penalty: -10 secondary missing: d
@@ -106,8 +111,6 @@ S-BOTH [semantic] 100 → 80 (-20) · expectation and system changed
     expectation: rank_check: [{"higher": "a", "lower": "b"}] → []
     selected +c (#2)
     selected −b (was #2)
-S-DRIFT [semantic] 100 → 100 · system changed
-    reasoning drift a: 'cos 0.50' → 'cos 0.52'
 S-RANK [semantic] 100 → 90 (-10) · system changed
     new penalty: -10 rank violation: a (#2) should rank above b (#1)
     rank a #1 → #2
@@ -121,9 +124,10 @@ S-ADD [semantic] — → 100
 == removed (1) ==
 S-GONE [semantic] 90 → —
     no longer run (was Minor issue)
+cosmetic: 1 (top-15 reorders, numbers in reasons)
 unchanged: 2
-statistics: -16.7 points per test for m@2026-11-20 vs m@2026-11-19 (95% CI -51.1 to +20.0, p = 0.344; \
-1 wins, 3 ties, 5 losses over 9 tests; effect small, d = -0.28): not significant (within noise)"""
+statistics (semantic): -5.0 points per test for m@2026-11-20 vs m@2026-11-19 (95% CI -5.0 to -5.0, p = 1; \
+1 wins, 2 ties, 3 losses over 6 tests; effect negligible, d = -0.08): not significant (within noise)"""
 
 
 @pytest.fixture(scope="module")
@@ -137,11 +141,13 @@ def test_every_kind_and_cause_with_exact_console_output(diff: RunDiff) -> None:
 
 def test_kinds_counts_and_causes(diff: RunDiff) -> None:
     assert {k.value: n for k, n in diff.counts.items()} == {
-        "regressed": 3,
+        "critical": 1,
+        "regressed": 2,
         "fixed": 1,
-        "changed": 4,
+        "changed": 3,
         "added": 1,
         "removed": 1,
+        "cosmetic": 1,
         "unchanged": 2,
     }
     causes = {d.test_id: d.causes for d in diff.deltas}
@@ -192,7 +198,7 @@ def test_refuses_another_schema_major(tmp_path: Path) -> None:
 
 
 def test_minor_schema_versions_compare() -> None:
-    assert diff_documents(_base(), _head(schema_version="1.3")).counts[DeltaKind.REGRESSED] == 3
+    assert diff_documents(_base(), _head(schema_version="1.3")).counts[DeltaKind.REGRESSED] == 2
 
 
 def test_trials_compare_by_mean_and_list_per_trial_changes() -> None:
@@ -224,17 +230,21 @@ def test_markdown_groups_kinds_and_collapses_unchanged(diff: RunDiff) -> None:
     md = render_diff_markdown(diff)
     headings = [line for line in md.splitlines() if line.startswith("## ")]
     assert headings == [
-        "## Statistics",
-        "## Regressed (3)",
+        "## Statistics (semantic tests)",
+        "## Critical (1)",
+        "## Regressed (2)",
         "## Fixed (1)",
-        "## Changed (4)",
+        "## Changed (3)",
         "## Added (1)",
         "## Removed (1)",
         "## Unchanged",
     ]
     assert "### S-REG [semantic] 100 → 0 (-100) · system changed" in md
     assert "- new penalty: hard fail: missing primary a" in md
-    assert "2 tests unchanged." in md and "S-SAME" not in md
+    assert "2 tests unchanged; 1 cosmetic." in md and "S-SAME" not in md
+    assert md.startswith(
+        "# Diff — m@2026-11-19 → m@2026-11-20\n\n**health: GOOD → CRITICAL**\n\n- gate: FAILED"
+    )
 
 
 def test_model_comparison_pairs_models_in_the_given_order() -> None:
@@ -247,10 +257,12 @@ def test_model_comparison_pairs_models_in_the_given_order() -> None:
         ("one", "three"),
         ("two", "three"),
     ]
-    assert comparison.verdicts[0].startswith("one@2026-11-19 → two@2026-11-19: 3 regressed, 1 fixed")
+    assert comparison.verdicts[0].startswith(
+        "one@2026-11-19 → two@2026-11-19: health GOOD → CRITICAL; 1 critical, 2 regressed, 1 fixed"
+    )
     md = render_comparison_markdown(comparison)
     assert "| Model | Health | Combined | semantic | state | pattern | always |" in md
-    assert "## one → two" in md and "### Regressed (3)" in md
+    assert "## one → two" in md and "### Regressed (2)" in md
     assert compare_models("2026-11-19", [first]).verdicts == [
         "1 model(s) with results for 2026-11-19: nothing to compare"
     ]

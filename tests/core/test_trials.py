@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from eval_pipeline.core.aggregate import aggregate
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.reporting import render_markdown
@@ -16,7 +18,7 @@ def test_trials_are_grouped_per_test_in_trial_order() -> None:
     flaky, steady = by_test([*FLAKY, *STEADY])
     assert [r.trial for r in flaky.rows] == [0, 1, 2]
     assert (flaky.test_id, flaky.trials, flaky.scores) == ("F", 3, [0, 90, 100])
-    assert flaky.score == 63.33 and flaky.spread == (0, 100, 44.97)
+    assert flaky.score == pytest.approx(63.333, abs=1e-3) and flaky.spread == (0, 100, 44.97)
     assert flaky.trial_outcomes == [Outcome.FAIL, Outcome.PASS, Outcome.PASS]
     assert flaky.flaky and not flaky.pass_all and flaky.hard_fail
     assert steady.score == 90 and steady.spread == (90, 90, 0.0)
@@ -35,7 +37,7 @@ def test_aggregate_counts_each_test_once_with_the_mean_of_its_trials() -> None:
     agg = aggregate(semantic=[*FLAKY, *STEADY])
     bank = agg.banks[Mechanism.SEMANTIC]
     assert (bank.tests, bank.scored, bank.passed, bank.hard_fails) == (2, 2, 2, 1)
-    assert bank.average == 76.7  # (63.33 + 90) / 2, not the mean of six trial scores
+    assert bank.average == pytest.approx(76.667, abs=1e-3)  # (63.33 + 90) / 2, not a mean of six trials
     assert bank.distribution == {"100": 0, "90-99": 1, "80-89": 0, "70-79": 0, "60-69": 1, "1-59": 0, "0": 0}
     assert agg.topic_scores["t"].tests == 2 and agg.category_scores["one_liner"].tests == 2
     assert agg.expectation_sources == {"original": 2, "opus": 0, "human_override": 0}  # once per test

@@ -66,7 +66,10 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
     moved = {t for t in after if before[t] != after[t]}
     flagged = {d.test_id for d in result.diff.deltas if d.kind is not DeltaKind.UNCHANGED}
     assert moved and flagged == moved
-    assert all(d.causes == ["system_changed"] for d in result.diff.deltas if d.test_id in moved)
+    # A test whose top 15 only reordered is cosmetic: no cause; every other moved test is the system's.
+    for d in result.diff.deltas:
+        if d.test_id in moved:
+            assert d.causes == ([] if d.kind is DeltaKind.COSMETIC else ["system_changed"])
     assert result.diff.warnings[0].startswith("KB differs: tenant-fixture-1")
 
     out = env.results / MINILM / D2

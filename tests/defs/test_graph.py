@@ -7,6 +7,7 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.core.banks import Expectations
+from eval_pipeline.core.gate import GateDecision
 from eval_pipeline.core.history import HistoryChange, HistoryFile, append_history
 from eval_pipeline.core.run_document import read_document
 from eval_pipeline.definitions import defs
@@ -237,16 +238,33 @@ def test_schedule_tick_runs_every_local_model_end_to_end(env: Env) -> None:
         assert (env.results / model / "2026-11-21" / "report.md").is_file()
 
 
-def test_critical_pattern_failure_fails_blocking_check_and_stops_downstream(env: Env) -> None:
+def _gate(env: Env, model: str = "local-minilm") -> GateDecision:
+    return GateDecision.model_validate_json((env.results / model / DATE / "gate.json").read_text())
+
+
+def test_a_partition_that_turns_critical_flips_its_gate_to_failed(env: Env) -> None:
+    first = run_all(DATE, MODELS, env.resources(), env.instance)
+    assert all(o.failures == [] and o.blocked_by_checks == [] for o in first)
+    assert _gate(env).passed
+
     rules = env.banks / "pattern" / "pattern_rules.json"
     data = json.loads(rules.read_text())
     data["crisis_patterns"][0]["pattern"] = "will never match this"
     rules.write_text(json.dumps(data))
     outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
     model = outcomes[1]
-    assert model.failures == [] and model.blocked_by_checks == ["run_report:no_critical_failures"]
-    assert _materialisations(env, "run_report") == 1  # the report still exists…
-    assert _materialisations(env, "release_gate") == 0  # …but nothing downstream of it
+    assert model.failures == [] and model.blocked_by_checks == ["release_gate:no_critical_failures"]
+    # The re-run wrote a fresh report and a fresh, failed gate: no stale "passed" survives.
+    runs = 2 * len(MODELS)
+    assert _materialisations(env, "run_report") == runs and _materialisations(env, "release_gate") == runs
+    gate = _gate(env)
+    assert not gate.passed and gate.status == "failed" and gate.reasons == ["1 critical failure(s)"]
+    partition = str(model_date_key("local-minilm", DATE))
+    records = env.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release_gate"), asset_partitions=[partition]), limit=1
+    ).records
+    latest = records[0].asset_materialization
+    assert latest is not None and latest.metadata["passed"].value is False
     doc = read_document(env.results / "local-minilm" / DATE / "results.json")
     assert doc.aggregate.health.value == "CRITICAL"
     assert [c.test_id for c in doc.aggregate.critical_failures] == ["T-PAT-CRISIS-001"]
