@@ -202,11 +202,10 @@ def _report(
         doc = read_document(run_dir / RESULTS_FILE)
         print(console_summary(doc))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        # The same decision `release_gate` wrote, re-derived so that a narrowed run gets one too.
         gate = gate_decision(doc, args.fail_under, args.max_errored, scope.label)
-        if gate.status is GateStatus.UNEVALUABLE:
-            print(f"  could not evaluate: {'; '.join(gate.reasons)}")
-        elif not gate.passed:
-            print(f"  gate failed: {'; '.join(gate.reasons)}")
+        if not gate.passed:
+            print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, _EXIT_FOR[gate.status])
     return code
 

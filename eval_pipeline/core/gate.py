@@ -56,7 +56,7 @@ def gate_decision(
         reasons.append(f"{agg.errored_count} errored test(s), more than --max-errored {max_errored}")
     if fail_under is not None and (agg.combined_score is None or agg.combined_score < fail_under):
         shown = "unknown" if agg.combined_score is None else f"{agg.combined_score:.2f}"
-        reasons.append(f"combined score {shown} is under {fail_under:g}")
+        reasons.append(f"combined score {shown} is under {fail_under}")
     status = GateStatus.UNEVALUABLE if unknown else GateStatus.FAILED if reasons else GateStatus.PASSED
     return GateDecision(
         model=doc.provenance.model,

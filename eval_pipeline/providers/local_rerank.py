@@ -8,7 +8,9 @@ they are given; an entity the embedding stage did not retrieve cannot be boosted
 
 from __future__ import annotations
 
+import hashlib
 import math
+import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -46,15 +48,30 @@ def _ranked(scored: Sequence[tuple[float, str]], top_k: int) -> list[tuple[float
 
 
 class CosineReranker:
-    """Selects the top_k candidates by cosine similarity: the embedding-only baseline."""
+    """Selects the top_k candidates by cosine similarity: the embedding-only baseline.
+
+    `jitter` > 0 adds seeded Gaussian noise to each similarity, drawn from (seed, query, trial):
+    a reproducible noisy system for studying how the diff gate tells noise from change.
+    """
 
     name = "cosine"
+
+    def __init__(self, jitter: float = 0.0, seed: int = 0) -> None:
+        self.jitter = jitter
+        self.seed = seed
+
+    def _noise(self, query: str, trial: int, n: int) -> list[float]:
+        if not self.jitter:
+            return [0.0] * n
+        digest = hashlib.sha256(f"{self.seed}\0{trial}\0{query}".encode()).digest()
+        rng = random.Random(int.from_bytes(digest[:8], "big"))
+        return [rng.gauss(0.0, self.jitter) for _ in range(n)]
 
     async def rerank(
         self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
     ) -> RerankResult:
-        del query, trial  # the order is fully determined by the embedding stage
-        ranked = _ranked([(c.cosine, c.entity_id) for c in candidates], top_k)
+        noise = self._noise(query, trial, len(candidates))
+        ranked = _ranked([(c.cosine + e, c.entity_id) for c, e in zip(candidates, noise, strict=True)], top_k)
         return RerankResult(
             selections=[
                 Selection(entity_id=eid, rank=i, reason=f"cos {_fmt(score)}")

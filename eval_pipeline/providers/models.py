@@ -68,13 +68,26 @@ class RerankerConfig(_Strict):
     model_id: str = ""
     prompt_version: str = Field(default="rerank-v1", min_length=1)
     weights: HybridWeights | None = None
+    jitter: float = Field(
+        default=0.0, ge=0, le=1, description="cosine only: seeded noise on similarities (noise studies)"
+    )
+    seed: int = Field(default=0, description="cosine only: the jitter's seed")
 
     @model_validator(mode="after")
     def _check(self) -> Self:
         self.model_id = _resolve_model_id(self.kind, self.model_id, "reranker")
         if self.weights is not None and self.kind != "hybrid":
             raise ValueError("reranker.weights: only a hybrid reranker takes weights")
+        if (self.jitter or self.seed) and self.kind != "cosine":
+            raise ValueError("reranker.jitter/seed: only a cosine reranker takes them")
         return self
+
+
+class RetryConfig(_Strict):
+    """Retries of a failed API or HTTP call (backoff doubles per retry, honouring retry-after)."""
+
+    max_attempts: int = Field(default=5, ge=1, le=20)
+    backoff_s: float = Field(default=1.0, ge=0, le=60)
 
 
 class HttpConfig(_Strict):
@@ -98,6 +111,7 @@ class ModelConfig(_Strict):
     trials: int = Field(default=1, ge=1, le=20)
     prices: dict[str, Price] = Field(default_factory=dict, description="model id -> Price")
     http: HttpConfig | None = None
+    retry: RetryConfig = Field(default_factory=RetryConfig)
     anthropic_api_key_env: str = "ANTHROPIC_API_KEY"
     voyage_api_key_env: str = "VOYAGE_API_KEY"
 

@@ -40,7 +40,7 @@ from eval_pipeline.providers.models import ModelConfig, require_keys
 from eval_pipeline.providers.pricing import cost_usd
 
 if TYPE_CHECKING:
-    from eval_pipeline.providers.ratelimit import RateLimiter
+    from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
 
 CostFn = Callable[[Usage], float]
 OnDone = Callable[[SemanticRetrieval], None]
@@ -316,6 +316,12 @@ def _limiter(requests_per_min: float | None, concurrency: int) -> RateLimiter | 
     return RateLimiter(requests_per_min=requests_per_min, concurrency=concurrency)
 
 
+def _policy(cfg: ModelConfig) -> RetryPolicy:
+    from eval_pipeline.providers.ratelimit import RetryPolicy
+
+    return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
+
+
 def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
     if cfg.embedder.kind == "local":
         return LocalMiniLMEmbedder()
@@ -327,6 +333,7 @@ def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) ->
         base_url=env.get("VOYAGE_BASE_URL"),
         cache=cache,
         limiter=_limiter(cfg.embedder.rate_limit_per_min, cfg.concurrency),
+        policy=_policy(cfg),
     )
 
 
@@ -338,7 +345,7 @@ def _reranker(
 ) -> Reranker:
     kind, model_id = cfg.reranker.kind, cfg.reranker.model_id
     if kind == "cosine":
-        return CosineReranker()
+        return CosineReranker(jitter=cfg.reranker.jitter, seed=cfg.reranker.seed)
     if kind == "hybrid":
         return HybridReranker(keyword_boosts, cfg.reranker.weights)
     limiter = _limiter(cfg.rate_limit_per_min, cfg.concurrency)
@@ -353,6 +360,7 @@ def _reranker(
             limiter=limiter,
             price=cfg.price(model_id),
             prompt_version=cfg.reranker.prompt_version,
+            policy=_policy(cfg),
         )
     from eval_pipeline.providers.voyage import VoyageReranker
 
@@ -363,6 +371,7 @@ def _reranker(
         cache=cache,
         limiter=limiter,
         price=cfg.price(model_id),
+        policy=_policy(cfg),
     )
 
 
@@ -384,7 +393,7 @@ def build_pipeline(
     if cfg.http is not None:
         from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline
 
-        target = HttpTarget(url=cfg.http.url, timeout_s=cfg.http.timeout_s)
+        target = HttpTarget(url=cfg.http.url, timeout_s=cfg.http.timeout_s, policy=_policy(cfg))
         return HttpTargetPipeline(model_key=cfg.key, target=target, concurrency=cfg.concurrency)
     return SemanticPipeline(
         cfg.key,
