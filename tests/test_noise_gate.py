@@ -1,0 +1,149 @@
+"""Same-model noise must not fail the diff gate; a real deterministic regression always must.
+
+The sample's semantic bank runs through the real local pipeline (bundled MiniLM embeddings) with
+a seeded, jittered cosine reranker and five trials per test: a "slightly noisy" model. Each of
+101 seeded runs is diffed with the next (100 same-model pairs). The README reports both rates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from eval_pipeline.core.always_loader import evaluate_always_test
+from eval_pipeline.core.diff import diff_documents
+from eval_pipeline.core.diff_gate import diff_gate
+from eval_pipeline.core.evaluation import (
+    always_outputs,
+    pattern_outputs,
+    score_always,
+    score_pattern,
+    score_semantic,
+    score_state,
+    state_outputs,
+)
+from eval_pipeline.core.expectations import resolve
+from eval_pipeline.core.kb import LoadMode
+from eval_pipeline.core.loading import Banks
+from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
+from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.run_document import RunDocument
+from eval_pipeline.core.state_matcher import evaluate_state_test
+from eval_pipeline.core.validation import load_validated
+from eval_pipeline.providers.base import RerankCandidate
+from eval_pipeline.providers.cache import EmbeddingStore
+from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
+from eval_pipeline.providers.local_rerank import CosineReranker
+from eval_pipeline.providers.pipeline import SemanticPipeline
+from tests.run_docs import doc
+
+REPO = Path(__file__).resolve().parents[1]
+JITTER = 0.02  # cosine gaps between rank 6 and 7 are often this small: a slightly noisy reranker
+TRIALS = 5
+PAIRS = 100
+MAX_FALSE_FAILURE_RATE = 0.05
+
+Deterministic = tuple[list[StateResult], list[PatternResult], list[AlwaysResult]]
+Plant = Callable[[Deterministic], Deterministic]
+
+
+def _broken_variants(banks: Banks) -> list[Plant]:
+    """One planted regression per deterministic test that can lose what it expects."""
+    variants: list[Plant] = []
+    for i, st in enumerate(banks.state_tests):
+        if st.expected_handlers:
+            broken_state = evaluate_state_test(st, [])
+
+            def plant_state(d: Deterministic, i: int = i, r: StateResult = broken_state) -> Deterministic:
+                return [*d[0][:i], r, *d[0][i + 1 :]], d[1], d[2]
+
+            variants.append(plant_state)
+    for i, pt in enumerate(banks.pattern_tests):
+        if pt.expected_matches:
+            broken_pattern = evaluate_pattern_test(pt, [])
+
+            def plant_pattern(
+                d: Deterministic, i: int = i, r: PatternResult = broken_pattern
+            ) -> Deterministic:
+                return d[0], [*d[1][:i], r, *d[1][i + 1 :]], d[2]
+
+            variants.append(plant_pattern)
+    for i, at in enumerate(banks.always_tests):
+        broken_always = evaluate_always_test(at, [])
+
+        def plant_always(d: Deterministic, i: int = i, r: AlwaysResult = broken_always) -> Deterministic:
+            return d[0], d[1], [*d[2][:i], r, *d[2][i + 1 :]]
+
+        variants.append(plant_always)
+    return variants
+
+
+def test_noise_rarely_fails_the_gate_and_a_planted_deterministic_regression_always_does(
+    tmp_path: Path,
+) -> None:
+    kb, banks = load_validated(REPO / "kb", REPO / "test_banks")
+    tests = banks.semantic_tests
+    resolved = resolve(tests, banks.history)
+    assert banks.rules is not None
+    deterministic: Deterministic = (
+        score_state(banks.state_tests, state_outputs(kb, banks.state_tests)),
+        score_pattern(banks.pattern_tests, pattern_outputs(banks.rules, banks.pattern_tests)),
+        score_always(banks.always_tests, always_outputs(kb, banks.always_tests)),
+    )
+    store = EmbeddingStore(tmp_path / "cache")
+    embedder = LocalMiniLMEmbedder()
+
+    async def run(seed: int) -> list[SemanticResult]:
+        pipeline = SemanticPipeline("noisy", embedder, CosineReranker(jitter=JITTER, seed=seed), store, 4)
+        await pipeline.prepare(kb.with_mode(LoadMode.SEMANTIC))
+        retrievals = await pipeline.retrieve_many(
+            [(t.test_id, t.prompt, k) for t in tests for k in range(TRIALS)]
+        )
+        return score_semantic(tests, resolved, retrievals)
+
+    def document(semantic: list[SemanticResult], det: Deterministic, date: str) -> RunDocument:
+        return doc(semantic, *det, date=date)
+
+    clean = document([], deterministic, "2026-11-20")
+    # Plant only where it is a regression: in tests that pass in the clean run.
+    plants = [
+        plant
+        for plant in _broken_variants(banks)
+        if diff_gate(diff_documents(clean, document([], plant(deterministic), "2026-11-21"))).reasons
+    ]
+    assert len(plants) >= 20
+    false_failures, caught = [], 0
+    previous = document(asyncio.run(run(0)), deterministic, "2026-11-20")
+    for seed in range(1, PAIRS + 1):
+        semantic = asyncio.run(run(seed))
+        head = document(semantic, deterministic, "2026-11-21")
+        gate = diff_gate(diff_documents(previous, head))
+        if not gate.passed:
+            false_failures.append((seed, gate.reasons))
+        planted = document(semantic, plants[seed % len(plants)](deterministic), "2026-11-21")
+        caught += not diff_gate(diff_documents(previous, planted)).passed
+        previous = head
+    rate = len(false_failures) / PAIRS
+    print(f"\nfalse failures {len(false_failures)}/{PAIRS} ({rate:.0%}): {false_failures}")
+    print(f"planted deterministic regressions caught {caught}/{PAIRS}")
+    assert rate <= MAX_FALSE_FAILURE_RATE, false_failures
+    assert caught == PAIRS
+
+
+def test_the_jittered_cosine_reranker_is_seeded_and_off_by_default() -> None:
+    candidates = [
+        RerankCandidate(entity_id=f"e{i}", title="", summary="", cosine=1 - i / 100) for i in range(10)
+    ]
+    noisy = CosineReranker(jitter=0.05, seed=3)
+    runs = {
+        tuple(s.entity_id for s in asyncio.run(noisy.rerank("q", candidates, 6, trial=t)).selections)
+        for t in range(20)
+    }
+    assert len(runs) > 1  # the jitter moves the selection between trials…
+    again = asyncio.run(CosineReranker(jitter=0.05, seed=3).rerank("q", candidates, 6, trial=7))
+    assert again == asyncio.run(noisy.rerank("q", candidates, 6, trial=7))  # …reproducibly
+    plain = CosineReranker()
+    assert [s.entity_id for s in asyncio.run(plain.rerank("q", candidates, 6)).selections] == [
+        f"e{i}" for i in range(6)
+    ]
