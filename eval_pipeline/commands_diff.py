@@ -60,7 +60,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         diff = diff_documents(base, head)
     except DiffError as exc:
         raise UsageError(str(exc)) from None
-    gate = diff_gate(diff, strict=args.strict, head_unevaluable=head.aggregate.unevaluable_reasons())
+    gate = diff_gate(diff, strict=args.strict)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: render_diff_text(diff, gate),
         "markdown": lambda: render_diff_markdown(diff, gate),

@@ -146,6 +146,9 @@ class RunDiff(_Frozen):
     counts: dict[DeltaKind, int]
     base_health: str = ""
     head_health: str = ""
+    head_unevaluable: list[str] = Field(
+        default_factory=list, description="Banks of the head with too few scored tests to judge"
+    )
     statistics: PairedComparison = Field(
         description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
     )
@@ -551,6 +554,7 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         counts={k: sum(d.kind is k for d in deltas) for k in DeltaKind},
         base_health=base.aggregate.health.value,
         head_health=head.aggregate.health.value,
+        head_unevaluable=head.aggregate.unevaluable_reasons(),
         statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
         deltas=deltas,
     )

@@ -46,7 +46,7 @@ def _stable(d: TestDelta) -> bool:
     return not ((d.base is not None and d.base.flaky) or (d.head is not None and d.head.flaky))
 
 
-def diff_gate(diff: RunDiff, strict: bool = False, head_unevaluable: list[str] | None = None) -> DiffGate:
+def diff_gate(diff: RunDiff, strict: bool = False) -> DiffGate:
     reasons: list[str] = []
     notes: list[str] = []
     critical = diff.of_kind(DeltaKind.CRITICAL)
@@ -81,9 +81,9 @@ def diff_gate(diff: RunDiff, strict: bool = False, head_unevaluable: list[str] |
             )
     elif declined:
         notes.append(f"semantic scores fell significantly ({stats.mean_difference:+.1f} points per test)")
-    if head_unevaluable:
+    if diff.head_unevaluable:
         status = GateStatus.UNEVALUABLE
-        reasons.insert(0, "head could not be evaluated: " + "; ".join(head_unevaluable))
+        reasons.insert(0, "head could not be evaluated: " + "; ".join(diff.head_unevaluable))
     else:
         status = GateStatus.FAILED if reasons else GateStatus.PASSED
     return DiffGate(status=status, strict=strict, reasons=reasons, notes=notes)

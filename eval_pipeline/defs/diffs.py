@@ -25,6 +25,7 @@ from eval_pipeline.core.diff import (
     counts_by_kind,
     load_for_diff,
 )
+from eval_pipeline.core.diff_gate import diff_gate
 from eval_pipeline.core.diff_report import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.run_document import RESULTS_FILE
@@ -78,7 +79,10 @@ def regression_diff(context: dg.AssetExecutionContext, storage: StorageResource)
     markdown = render_regression_markdown(result)
     report = _write(out_dir, "regression_diff", result, markdown)
     diffs = [result.diff] if result.diff else []
-    extra: dict[str, dg.RawMetadataValue] = {"baseline_date": result.baseline_date or "none"}
+    extra: dict[str, dg.RawMetadataValue] = {
+        "baseline_date": result.baseline_date or "none",
+        "gate": diff_gate(result.diff).status.value if result.diff else "no baseline",
+    }
     return dg.Output(result, metadata=_metadata(result.verdict, diffs, markdown, report, extra))
 
 

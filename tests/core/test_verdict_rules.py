@@ -127,8 +127,8 @@ def test_a_single_trial_semantic_regression_is_stable_and_fails() -> None:
 
 def test_an_unevaluable_head_makes_the_diff_unevaluable() -> None:
     diff = diff_documents(doc(GOOD_SEMANTIC), doc(OUTAGE, date="2026-11-20"))
-    head_unknown = ["semantic: 0 of 4 tests scored (4 errored)"]
-    gate = diff_gate(diff, head_unevaluable=head_unknown)
+    assert diff.head_unevaluable == ["semantic: 0 of 4 tests scored (4 errored)"]
+    gate = diff_gate(diff)
     assert gate.status is GateStatus.UNEVALUABLE
     assert gate.reasons[1] == "4 test(s) errored that passed before: S-0, S-1, S-2, S-3"
 
