@@ -16,7 +16,7 @@ from eval_pipeline.core.kb import UserType
 from eval_pipeline.core.retrieval import Candidate, Selection, Usage
 from eval_pipeline.core.scoring import RankViolation, ScoreOutcome
 
-RESULT_SCHEMA_VERSION = "1.0"
+RESULT_SCHEMA_VERSION = "1.1"  # 1.1: aggregate.unevaluable_banks, unrounded scores
 
 
 class TestStatus(StrEnum):
