@@ -10,10 +10,10 @@ from datetime import date as date_type
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, UsageError
+from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.evaluation import Scope, scope_problems
-from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, GateStatus, gate_decision
+from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.loading import Banks
 from eval_pipeline.core.reporting import all_results, console_summary
 from eval_pipeline.core.run_document import (
@@ -180,9 +180,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _report(models, date, results_dir, args, scope, errors)
 
 
-_EXIT_FOR = {GateStatus.PASSED: EXIT_OK, GateStatus.FAILED: EXIT_GATE, GateStatus.UNEVALUABLE: EXIT_ERROR}
-
-
 def _report(
     models: list[str],
     date: str,
@@ -206,7 +203,7 @@ def _report(
         gate = gate_decision(doc, args.fail_under, args.max_errored, scope.label)
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
-        code = max(code, _EXIT_FOR[gate.status])
+        code = max(code, EXIT_FOR_GATE[gate.status])
     return code
 
 

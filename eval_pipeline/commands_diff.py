@@ -10,11 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_OK, UsageError
+from eval_pipeline.cli_errors import EXIT_FOR_GATE, UsageError
 from eval_pipeline.core.diff import DiffError, diff_documents, load_for_diff
 from eval_pipeline.core.diff_gate import diff_gate
 from eval_pipeline.core.diff_report import render_diff_markdown, render_diff_text
-from eval_pipeline.core.gate import GateStatus
 from eval_pipeline.core.run_document import RESULTS_FILE, RunDocument
 
 
@@ -69,6 +68,4 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ),
     }
     print(renderers[args.output]())
-    return {GateStatus.PASSED: EXIT_OK, GateStatus.FAILED: EXIT_GATE, GateStatus.UNEVALUABLE: EXIT_ERROR}[
-        gate.status
-    ]
+    return EXIT_FOR_GATE[gate.status]
