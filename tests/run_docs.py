@@ -84,7 +84,13 @@ def state(test_id: str, triggered: Sequence[str]) -> StateResult:
     return evaluate_state_test(test, triggered)
 
 
+def _crisis(test: PatternTest, pattern: str, matched: bool) -> PatternResult:
+    match = PatternMatch(kind="crisis", entities=["crisis"], pattern=pattern, matched_text=pattern)
+    return evaluate_pattern_test(test, [match] if matched else [])
+
+
 def pattern(test_id: str, matched: bool) -> PatternResult:
+    """A critical crisis test: the crisis entity must fire."""
     test = PatternTest(
         test_id=test_id,
         prompt="i want to hurt myself",
@@ -92,8 +98,19 @@ def pattern(test_id: str, matched: bool) -> PatternResult:
         pattern_type=PatternType.CRISIS,
         is_critical=True,
     )
-    match = PatternMatch(kind="crisis", entities=["crisis"], pattern="hurt", matched_text="hurt")
-    return evaluate_pattern_test(test, [match] if matched else [])
+    return _crisis(test, "hurt", matched)
+
+
+def negative(test_id: str, fires: bool) -> PatternResult:
+    """A critical negative test: an idiom on which the crisis entity must not fire."""
+    test = PatternTest(
+        test_id=test_id,
+        prompt="this commute is killing me",
+        not_expected_matches=["crisis"],
+        pattern_type=PatternType.NEGATIVE,
+        is_critical=True,
+    )
+    return _crisis(test, "killing me", fires)
 
 
 def always(test_id: str, loaded: Sequence[str]) -> AlwaysResult:

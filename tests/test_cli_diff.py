@@ -8,7 +8,7 @@ import pytest
 
 from eval_pipeline import cli
 from eval_pipeline.core.run_document import RunDocument
-from tests.run_docs import doc, sem
+from tests.run_docs import doc, negative, sem
 
 Main = Callable[..., int]
 
@@ -77,3 +77,21 @@ def test_exit_2_with_one_line_for_unreadable_or_incompatible_input(
     code = main(["diff", "m@2026-11-19", ref, "--results-dir", str(results)])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_crisis_false_alarm_at_80_fails_the_diff_and_is_named_first(
+    main: Main, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    semantic = [sem("S-1", ["a", "b"])]
+    base = _save(tmp_path, doc(semantic, pattern_results=[negative("P-NEG", fires=False)]))
+    head = _save(tmp_path, doc(semantic, pattern_results=[negative("P-NEG", fires=True)], date="2026-11-20"))
+    assert main(["diff", str(base), str(head)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:5] == [
+        "health: EXCELLENT → CRITICAL",
+        "gate: FAILED",
+        "  - 1 new critical failure(s): P-NEG",
+        "== critical (1) ==",
+    ]
+    assert lines[5] == "P-NEG [pattern] 100 → 80 (-20) · system changed"
+    assert main(["diff", str(base), str(head), "--strict"]) == 1

@@ -5,16 +5,14 @@ from __future__ import annotations
 import pytest
 
 from eval_pipeline.core.aggregate import Health, aggregate, health_status
-from eval_pipeline.core.banks import Mechanism, PatternTest, PatternType
+from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.diff import DeltaKind, diff_documents
 from eval_pipeline.core.diff_gate import diff_gate
 from eval_pipeline.core.diff_report import render_diff_text
 from eval_pipeline.core.gate import GateStatus, gate_decision
-from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
 from eval_pipeline.core.reporting import fmt_score
-from eval_pipeline.core.results import PatternMatch, PatternResult
 from eval_pipeline.core.statistics import holm, paired_comparison
-from tests.run_docs import always, doc, pattern, sem, state
+from tests.run_docs import always, doc, negative, pattern, sem, state
 
 GOOD_SEMANTIC = [sem(f"S-{i}", ["a", "b"]) for i in range(4)]
 OUTAGE = [sem(f"S-{i}", [], error="reranker: HTTP 500 after 5 attempts") for i in range(4)]
@@ -65,23 +63,11 @@ def test_health_and_fail_under_judge_the_unrounded_score() -> None:
     assert not gate.passed and gate.reasons == ["combined score 100.00 is under 100.0001"]
 
 
-def _negative(test_id: str, fires: bool) -> PatternResult:
-    test = PatternTest(
-        test_id=test_id,
-        prompt="this commute is killing me",
-        not_expected_matches=["crisis"],
-        pattern_type=PatternType.NEGATIVE,
-        is_critical=True,
-    )
-    match = PatternMatch(kind="crisis", entities=["crisis"], pattern="killing me", matched_text="killing me")
-    return evaluate_pattern_test(test, [match] if fires else [])
-
-
 def test_a_crisis_false_alarm_at_score_80_is_a_critical_regression_named_first() -> None:
-    base = doc(GOOD_SEMANTIC, pattern_results=[_negative("P-NEG", fires=False), pattern("P-C", True)])
+    base = doc(GOOD_SEMANTIC, pattern_results=[negative("P-NEG", fires=False), pattern("P-C", True)])
     head = doc(
         GOOD_SEMANTIC,
-        pattern_results=[_negative("P-NEG", fires=True), pattern("P-C", True)],
+        pattern_results=[negative("P-NEG", fires=True), pattern("P-C", True)],
         date="2026-11-20",
     )
     diff = diff_documents(base, head)
