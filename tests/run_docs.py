@@ -13,12 +13,10 @@ from eval_pipeline.core.banks import (
     PatternTest,
     PatternType,
     RankCheck,
-    SemanticCategory,
     SemanticTest,
     StateTest,
 )
 from eval_pipeline.core.expectations import ResolvedExpectation
-from eval_pipeline.core.kb import UserType
 from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
 from eval_pipeline.core.results import (
     AlwaysResult,
@@ -51,7 +49,7 @@ def sem(
     reasons: Mapping[str, str] | None = None,
     trial: int = 0,
     error: str | None = None,
-    category: SemanticCategory = SemanticCategory.ONE_LINER,
+    category: str = "one_liner",
 ) -> SemanticResult:
     """A scored (or errored) semantic trial; candidates default to the selection itself."""
     test = SemanticTest(
@@ -115,7 +113,7 @@ def negative(test_id: str, fires: bool) -> PatternResult:
 
 def always(test_id: str, loaded: Sequence[str]) -> AlwaysResult:
     return evaluate_always_test(
-        AlwaysTest(test_id=test_id, user_type=UserType.PARENT, expected_always=["p"]), loaded
+        AlwaysTest(test_id=test_id, user_type="PARENT", expected_always=["p"]), loaded
     )
 
 

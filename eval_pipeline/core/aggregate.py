@@ -284,9 +284,7 @@ def aggregate(
         errored_count=errored,
         critical_failures=crit,
         topic_scores={k: group_score(v) for k, v in grouped(sem, lambda t: t.first.topics).items()},
-        category_scores={
-            k: group_score(v) for k, v in grouped(sem, lambda t: [t.first.category.value]).items()
-        },
+        category_scores={k: group_score(v) for k, v in grouped(sem, lambda t: [t.first.category]).items()},
         pattern_type_scores=pattern_type_scores(pattern or []),
         handler_scores=handler_scores(state or []),
         # One count per semantic test, whatever its number of trials.

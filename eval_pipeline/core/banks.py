@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from eval_pipeline.core.kb import UserType
+from eval_pipeline.core.kb import Label, UserType
 
 TestId = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")]
 # User state is open-ended (a second domain may add fields); values are JSON scalars or lists.
@@ -19,16 +19,6 @@ class Mechanism(StrEnum):
     STATE = "state"
     PATTERN = "pattern"
     ALWAYS = "always"
-
-
-class SemanticCategory(StrEnum):
-    ONE_LINER = "one_liner"
-    CONVERSATIONAL = "conversational"
-    LONG_NARRATIVE = "long_narrative"
-    MULTI_TOPIC = "multi_topic"
-    INDIRECT = "indirect"
-    EXPLICIT_KEYWORD = "explicit_keyword"
-    HARD_NEGATIVE = "hard_negative"
 
 
 class PatternType(StrEnum):
@@ -62,13 +52,14 @@ class Expectations(_Strict):
 class SemanticTest(_Strict):
     test_id: TestId
     name: str = ""
-    category: SemanticCategory
-    topics: list[str] = Field(default_factory=list)
+    category: Label
+    topics: list[Label] = Field(default_factory=list)
     prompt: str = Field(min_length=1)
     expected_primary: list[str] = Field(min_length=1)
     expected_secondary: list[str] = Field(default_factory=list)
     not_expected: list[str] = Field(default_factory=list)
     rank_check: list[RankCheck] = Field(default_factory=list)
+    user_type: UserType | None = Field(default=None, description="Sent to an external system under test")
     user_state: UserState = Field(default_factory=dict)
 
     def original_expectations(self) -> Expectations:

@@ -110,7 +110,7 @@ def user_turn(test: SemanticTest, current: ResolvedExpectation) -> str:
     )
     expectations = current.expectations.model_dump_json()
     return (
-        f'<test id="{test.test_id}" category="{test.category.value}" topics="{", ".join(test.topics)}">\n'
+        f'<test id="{test.test_id}" category="{test.category}" topics="{", ".join(test.topics)}">\n'
         f"<user_message>\n{test.prompt}\n</user_message>{state}\n"
         f'<current_expectations source="{source_kind(current.source)}">\n{expectations}\n'
         "</current_expectations>\n</test>\n"

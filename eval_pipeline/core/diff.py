@@ -221,7 +221,7 @@ def _expectation_view(r: AnyResult) -> View:
             "expected_secondary": r.expected_secondary,
             "not_expected_matches": r.not_expected_matches,
         }
-    return {"user_type": r.user_type.value, "expected_always": r.expected_always}
+    return {"user_type": r.user_type, "expected_always": r.expected_always}
 
 
 def _system_view(r: AnyResult) -> View:

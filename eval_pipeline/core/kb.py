@@ -30,10 +30,21 @@ class LoadMode(StrEnum):
     ALWAYS = "ALWAYS"
 
 
-class UserType(StrEnum):
-    PARENT = "PARENT"
-    CLINICIAN = "CLINICIAN"
-    PROFESSIONAL = "PROFESSIONAL"
+# The data's own vocabulary (user types, categories, topics): free strings checked for shape
+# only — no surrounding whitespace, no control characters — unless the manifest declares a list.
+_LABEL_SHAPE = r"^[^\s\x00-\x1f](?:[^\x00-\x1f]*[^\s\x00-\x1f])?$"
+Label = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=_LABEL_SHAPE)]
+UserType = Label
+
+
+class Vocabulary(BaseModel):
+    """Optional closed lists a KB declares; a value outside a declared list is an input error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user_types: list[Label] | None = None
+    categories: list[Label] | None = None
+    topics: list[Label] | None = None
 
 
 ConditionOp = Literal["eq", "gte", "lte", "in"]
@@ -61,7 +72,7 @@ class Entity(BaseModel):
     title: str = Field(min_length=1)
     summary: str = Field(min_length=1, description="One line, shown to rerankers")
     content: str = Field(min_length=1)
-    topics: list[str] = Field(default_factory=list)
+    topics: list[Label] = Field(default_factory=list)
     user_types: list[UserType] = Field(
         default_factory=list, description="ALWAYS entities: who gets them; empty means everyone"
     )
@@ -83,6 +94,7 @@ class KnowledgeBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kb_version: str = Field(min_length=1, description="Human label; results also carry the hash")
+    vocabulary: Vocabulary = Field(default_factory=Vocabulary)
     entities: list[Entity]
 
     @cached_property

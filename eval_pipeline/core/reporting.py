@@ -141,7 +141,7 @@ def _ir_metrics(results: Sequence[SemanticResult]) -> list[str]:
     metrics = all_metrics(results)
     if not metrics:
         return []
-    category = {r.test_id: r.category.value for r in results}
+    category = {r.test_id: r.category for r in results}
     groups: dict[str, list[TestMetrics]] = {}
     for m in metrics:
         groups.setdefault(category[m.test_id], []).append(m)

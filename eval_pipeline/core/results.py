@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.banks import Expectations, PatternType, SemanticCategory, UserState
-from eval_pipeline.core.kb import UserType
+from eval_pipeline.core.banks import Expectations, PatternType, UserState
+from eval_pipeline.core.kb import Label, UserType
 from eval_pipeline.core.retrieval import Candidate, Selection, Usage
 from eval_pipeline.core.scoring import RankViolation, ScoreOutcome
 
@@ -62,7 +62,7 @@ class SemanticResult(ResultBase):
     mechanism: Literal["semantic"] = "semantic"
     model: str
     trial: int = 0
-    category: SemanticCategory
+    category: Label
     topics: list[str]
     prompt: str
     expectations: Expectations

@@ -7,12 +7,10 @@ from eval_pipeline.core.banks import (
     Mechanism,
     PatternTest,
     PatternType,
-    SemanticCategory,
     SemanticTest,
     StateTest,
 )
 from eval_pipeline.core.expectations import ResolvedExpectation
-from eval_pipeline.core.kb import UserType
 from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
 from eval_pipeline.core.results import SemanticResult, TestStatus
 from eval_pipeline.core.retrieval import Selection, SemanticRetrieval
@@ -23,7 +21,7 @@ from eval_pipeline.core.state_matcher import evaluate_state_test
 def semantic(test_id: str, selected: list[str], topics: list[str], errored: bool = False) -> SemanticResult:
     test = SemanticTest(
         test_id=test_id,
-        category=SemanticCategory.ONE_LINER,
+        category="one_liner",
         topics=topics,
         prompt="p",
         expected_primary=["a"],
@@ -70,9 +68,7 @@ def test_weights_renormalise_over_banks_run() -> None:
 
 def test_hard_fails_are_counted_per_test() -> None:
     always = [
-        evaluate_always_test(
-            AlwaysTest(test_id=f"A{i}", user_type=UserType.PARENT, expected_always=["p"]), loaded
-        )
+        evaluate_always_test(AlwaysTest(test_id=f"A{i}", user_type="PARENT", expected_always=["p"]), loaded)
         for i, loaded in enumerate([["p"], ["p"], []])
     ]
     agg = aggregate(always=always)

@@ -108,7 +108,7 @@ def test_user_turn_carries_the_message_metadata_and_current_expectations(tests: 
         test_id=test.test_id, expectations=test.original_expectations(), source="human_override_2026-11-19"
     )
     turn = user_turn(test, current)
-    assert test.prompt in turn and test.category.value in turn and ", ".join(test.topics) in turn
+    assert test.prompt in turn and test.category in turn and ", ".join(test.topics) in turn
     assert 'source="human_override"' in turn
     assert test.original_expectations().model_dump_json() in turn
 

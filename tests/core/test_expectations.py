@@ -4,7 +4,7 @@ import multiprocessing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval_pipeline.core.banks import Expectations, SemanticCategory, SemanticTest
+from eval_pipeline.core.banks import Expectations, SemanticTest
 from eval_pipeline.core.expectations import LoadedHistory, resolve, source_summary
 from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history
 from eval_pipeline.core.loading import Problem, load_history
@@ -15,8 +15,8 @@ ORIGINAL = {
     "not_expected": [],
     "rank_check": [],
 }
-TEST = SemanticTest(test_id="T-1", category=SemanticCategory.ONE_LINER, prompt="p", **ORIGINAL)
-OTHER = SemanticTest(test_id="T-2", category=SemanticCategory.ONE_LINER, prompt="q", expected_primary=["z"])
+TEST = SemanticTest(test_id="T-1", category="one_liner", prompt="p", **ORIGINAL)
+OTHER = SemanticTest(test_id="T-2", category="one_liner", prompt="q", expected_primary=["z"])
 
 
 def exp(primary: str, secondary: tuple[str, ...] = ()) -> Expectations:

@@ -16,7 +16,7 @@ from eval_pipeline.core.banks import (
     RankCheck,
     StateTest,
 )
-from eval_pipeline.core.kb import Entity, EntityType, LoadMode, UserType
+from eval_pipeline.core.kb import Entity, EntityType, LoadMode
 from eval_pipeline.core.pattern_matcher import PatternMatcher, evaluate_pattern_test
 from eval_pipeline.core.semantic_eval import evaluate_selection
 from eval_pipeline.core.state_matcher import evaluate_state_test, triggered_handlers
@@ -132,12 +132,12 @@ def test_uncritical_negative_is_not_critical() -> None:
 
 
 ALWAYS = [
-    entity("parent_persona", LoadMode.ALWAYS, EntityType.PERSONA, user_types=[UserType.PARENT]),
+    entity("parent_persona", LoadMode.ALWAYS, EntityType.PERSONA, user_types=["PARENT"]),
     entity(
         "clin_persona",
         LoadMode.ALWAYS,
         EntityType.PERSONA,
-        user_types=[UserType.CLINICIAN, UserType.PROFESSIONAL],
+        user_types=["CLINICIAN", "PROFESSIONAL"],
     ),
     entity("guardrails", LoadMode.ALWAYS, EntityType.GUARDRAIL),
     entity("gray_rock", LoadMode.SEMANTIC),
@@ -145,12 +145,10 @@ ALWAYS = [
 
 
 def test_always_loader_by_user_type() -> None:
-    assert always_loaded(UserType.PARENT, ALWAYS) == ["parent_persona", "guardrails"]
-    assert always_loaded(UserType.PROFESSIONAL, ALWAYS) == ["clin_persona", "guardrails"]
-    test = AlwaysTest(
-        test_id="A", user_type=UserType.CLINICIAN, expected_always=["parent_persona", "guardrails"]
-    )
-    result = evaluate_always_test(test, always_loaded(UserType.CLINICIAN, ALWAYS))
+    assert always_loaded("PARENT", ALWAYS) == ["parent_persona", "guardrails"]
+    assert always_loaded("PROFESSIONAL", ALWAYS) == ["clin_persona", "guardrails"]
+    test = AlwaysTest(test_id="A", user_type="CLINICIAN", expected_always=["parent_persona", "guardrails"])
+    result = evaluate_always_test(test, always_loaded("CLINICIAN", ALWAYS))
     assert result.score == 0 and result.missing == ["parent_persona"]
 
 
