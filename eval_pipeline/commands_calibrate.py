@@ -38,7 +38,7 @@ from eval_pipeline.core.calibration_files import (
 from eval_pipeline.core.expectations import LoadedHistory, ResolvedExpectation, resolve
 from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import HISTORY_DIR, Banks, InputError, load_history
+from eval_pipeline.core.loading import Banks, InputError, history_dir, load_history
 from eval_pipeline.core.validation import cross_check, load_validated
 from eval_pipeline.providers.pricing import Price
 
@@ -230,7 +230,7 @@ class _Session:
 
 def _apply(args: argparse.Namespace, run: CalibrationRun) -> None:
     try:
-        written = apply_calibration(args.banks_dir / HISTORY_DIR, args.calibration_dir, run)
+        written = apply_calibration(history_dir(args.banks_dir), args.calibration_dir, run)
     except CalibrationFileError as exc:
         raise UsageError(str(exc)) from None
     print(f"applied: history {written.history or '(none: no valid proposal)'}")
@@ -345,9 +345,9 @@ def cmd_override(args: argparse.Namespace) -> int:
         changed_count=1,
     )
     _validate_override(kb, args, banks, entry)
-    history_dir = args.banks_dir / HISTORY_DIR
-    path = append_history(history_dir, entry)
-    now = resolve(tests, load_history(history_dir, []))[args.test_id]
+    history = history_dir(args.banks_dir)
+    path = append_history(history, entry)
+    now = resolve(tests, load_history(history, []))[args.test_id]
     verb = "withdrawn" if override.withdraw else "recorded"
     print(f"override {verb} for {args.test_id} by {override.by}: {override.reason}")
     if not override.withdraw:

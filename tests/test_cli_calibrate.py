@@ -18,7 +18,7 @@ from eval_pipeline.core.banks import SemanticTest
 from eval_pipeline.core.calibration_files import LOG_FILE, RESPONSES_DIR, read_log
 from eval_pipeline.core.evaluation import score_semantic
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
-from eval_pipeline.core.loading import HISTORY_DIR, load_history
+from eval_pipeline.core.loading import history_dir, load_history
 from eval_pipeline.core.retrieval import Selection, SemanticRetrieval
 from eval_pipeline.core.validation import load_validated
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
@@ -62,14 +62,14 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def history_files(work: Path) -> list[Path]:
-    return sorted((work / "banks" / HISTORY_DIR).glob("expectations_*.json"))
+    return sorted(history_dir(work / "banks").glob("expectations_*.json"))
 
 
 def current(work: Path) -> tuple[list[SemanticTest], dict[str, ResolvedExpectation]]:
     _, banks = load_validated(work / "kb.yaml", work / "banks")
     assert banks.semantic is not None
     tests = banks.semantic.tests
-    return tests, resolve(tests, load_history(work / "banks" / HISTORY_DIR, []))
+    return tests, resolve(tests, load_history(history_dir(work / "banks"), []))
 
 
 # --- dry run, estimate, apply ----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_pipeline.core.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.banks import (
     AlwaysBank,
     AlwaysTest,
@@ -30,17 +31,11 @@ from eval_pipeline.core.banks import (
 )
 from eval_pipeline.core.expectations import LoadedHistory
 from eval_pipeline.core.history import HISTORY_GLOB, HistoryFile
-from eval_pipeline.core.kb import Entity, KnowledgeBase, sha256_text
+from eval_pipeline.core.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
 
-BANK_FILES: dict[Mechanism, str] = {
-    Mechanism.SEMANTIC: "semantic/parent_test_bank.json",
-    Mechanism.STATE: "state/state_handler_tests.json",
-    Mechanism.PATTERN: "pattern/pattern_tests.json",
-    Mechanism.ALWAYS: "always/always_load_tests.json",
-}
-RULES_FILE = "pattern/pattern_rules.json"
-HISTORY_DIR = "semantic/history"
 KB_MANIFEST = "manifest.yaml"
+# Aliases a YAML document may use: plenty for hand-written files, far too few for an alias bomb.
+MAX_YAML_ALIASES = 200
 KB_ENTITIES_DIR = "entities"
 
 M = TypeVar("M", bound=BaseModel)
@@ -73,6 +68,7 @@ class Banks(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     root: Path
+    layout: BankLayout = Field(default_factory=BankLayout)
     semantic: SemanticBank | None = None
     state: StateBank | None = None
     pattern: PatternBank | None = None
@@ -117,27 +113,87 @@ class Banks(BaseModel):
         return {m: len(getattr(b, "tests", [])) for m, b in banks.items() if b is not None}
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"duplicate key '{key}'")
+        out[key] = value
+    return out
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """Safe YAML that refuses duplicate keys and bounds aliases (a "billion laughs" stays small)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases (refused: an alias bomb?)")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise _DuplicateKey(f"duplicate key '{key}' (line {line})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_text(path: Path, text: str) -> Any:
+    if path.suffix == ".json":
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    loader = _StrictYamlLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_structured(path: Path, shown: str, problems: list[Problem]) -> Any:
-    """Parse JSON or YAML by extension; on failure record a problem (with line), return None."""
+    """Parse JSON or YAML by extension; on failure record one problem (with line), return None.
+
+    An empty (or `null`) file is a problem too: a file that is there means to say something.
+    """
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        problems.append(Problem(shown, "-", "-", f"cannot read file: {exc.strerror}"))
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(shown, "-", "-", f"not UTF-8 text (byte {exc.start}): save it as UTF-8"))
         return None
-    if path.suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(shown, "-", "-", f"invalid JSON: {exc.msg}", exc.lineno))
-            return None
+    except OSError as exc:
+        problems.append(Problem(shown, "-", "-", f"cannot read file: {exc.strerror or exc}"))
+        return None
     try:
-        return yaml.safe_load(text)
+        data = _parse_text(path, text)
+    except _DuplicateKey as exc:
+        problems.append(Problem(shown, "-", "-", str(exc)))
+        return None
+    except json.JSONDecodeError as exc:
+        problems.append(Problem(shown, "-", "-", f"invalid JSON: {exc.msg}", exc.lineno))
+        return None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         problems.append(Problem(shown, "-", "-", f"invalid YAML: {reason}", line))
         return None
+    except RecursionError:
+        problems.append(Problem(shown, "-", "-", "nested too deeply to read"))
+        return None
+    if data is None:
+        problems.append(Problem(shown, "-", "-", "file is empty (or null)"))
+    return data
 
 
 def _item_for(data: Any, loc: tuple[int | str, ...], id_key: str) -> tuple[str, str]:
@@ -212,15 +268,36 @@ def _list_item_type(annotation: Any) -> type[BaseModel]:
 
 
 def _file_hash(path: Path) -> str:
-    return sha256_text(path.read_text(encoding="utf-8", errors="replace"))
+    try:
+        return sha256_text(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return "unreadable"  # reported when the file itself is read
+
+
+def _present(path: Path) -> bool:
+    """There, or a link that claims to be (a dangling or looping link is reported, not skipped)."""
+    return path.exists() or path.is_symlink()
+
+
+def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
+    file = root / LAYOUT_FILE
+    if not _present(file):
+        return BankLayout()
+    data = read_structured(file, str(file), problems)
+    return parse_model(BankLayout, data, str(file), problems, "-") or BankLayout()
+
+
+def history_dir(root: Path) -> Path:
+    """The history folder of the banks under `root` (per its banks.yaml)."""
+    return root / read_layout(root, []).history
 
 
 def load_kb(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     """A directory (manifest.yaml + entities/*.yaml) or one file {kb_version, entities}."""
-    if not path.exists():
+    if not _present(path):
         problems.append(Problem(str(path), "-", "-", "knowledge base not found"))
         return None
-    if path.is_file():
+    if not path.is_dir():
         data = read_structured(path, str(path), problems)
         return parse_collection(KnowledgeBase, data, str(path), problems, "entities", "entity_id")
     return _load_kb_dir(path, problems)
@@ -231,8 +308,16 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     shown_manifest = str(manifest_path)
     manifest = read_structured(manifest_path, shown_manifest, problems)
     version = manifest.get("kb_version") if isinstance(manifest, dict) else None
-    if manifest is not None and not isinstance(version, str | int | float):
+    if manifest is not None and not isinstance(manifest, dict):
+        problems.append(Problem(shown_manifest, "-", "-", "a manifest is a mapping (kb_version, vocabulary)"))
+    elif manifest is not None and not isinstance(version, str | int | float):
         problems.append(Problem(shown_manifest, "-", "kb_version", "missing kb_version label"))
+    vocabulary = parse_model(
+        Vocabulary,
+        manifest.get("vocabulary") or {} if isinstance(manifest, dict) else {},
+        shown_manifest,
+        problems,
+    )
     entity_files = sorted((path / KB_ENTITIES_DIR).glob("*.y*ml"))
     if not entity_files:
         problems.append(Problem(str(path / KB_ENTITIES_DIR), "-", "-", "no entity files found"))
@@ -247,25 +332,26 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
                 Problem(shown, entity.entity_id, "entity_id", f"does not match file name {file.name}")
             )
         entities.append(entity)
-    if version is None or not entities:
+    if version is None or not entities or vocabulary is None:
         return None
-    return KnowledgeBase(kb_version=str(version), entities=entities)
+    return KnowledgeBase(kb_version=str(version), vocabulary=vocabulary, entities=entities)
 
 
 def load_banks(root: Path, problems: list[Problem]) -> Banks:
-    banks = Banks(root=root)
     if not root.is_dir():
-        problems.append(Problem(str(root), "-", "-", "banks directory not found"))
-        return banks
+        what = "is not a directory" if _present(root) else "not found"
+        problems.append(Problem(str(root), "-", "-", f"banks directory {what}"))
+        return Banks(root=root)
+    banks = Banks(root=root, layout=read_layout(root, problems))
     models: dict[Mechanism, type[BaseModel]] = {
         Mechanism.SEMANTIC: SemanticBank,
         Mechanism.STATE: StateBank,
         Mechanism.PATTERN: PatternBank,
         Mechanism.ALWAYS: AlwaysBank,
     }
-    for mechanism, rel in BANK_FILES.items():
+    for mechanism, rel in banks.layout.banks().items():
         file = root / rel
-        if file.exists():
+        if _present(file):
             banks.file_hashes[rel] = _file_hash(file)
             loaded = parse_collection(
                 models[mechanism], read_structured(file, str(file), problems), str(file), problems
@@ -273,16 +359,16 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
             setattr(banks, mechanism.value, loaded)
     if not banks.file_hashes:
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
-    rules_file = root / RULES_FILE
-    if rules_file.exists():
-        banks.file_hashes[RULES_FILE] = _file_hash(rules_file)
+    rules_file = root / banks.layout.rules
+    if _present(rules_file):
+        banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
         banks.rules = parse_model(
             PatternRules,
             read_structured(rules_file, str(rules_file), problems),
             str(rules_file),
             problems,
         )
-    elif (root / BANK_FILES[Mechanism.PATTERN]).exists():
+    elif _present(root / banks.layout.pattern):
         problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))
     return banks
 
@@ -317,9 +403,11 @@ def kb_files(path: Path) -> list[Path]:
 
 
 def bank_files(root: Path) -> list[Path]:
-    """The bank and rules files (not the history, which has its own source)."""
-    return [root / rel for rel in (*BANK_FILES.values(), RULES_FILE) if (root / rel).exists()]
+    """The layout file, the bank and rules files (not the history, which has its own source)."""
+    layout = read_layout(root, [])
+    files = [LAYOUT_FILE, *layout.banks().values(), layout.rules]
+    return [root / rel for rel in files if (root / rel).is_file()]
 
 
 def history_files(root: Path) -> list[Path]:
-    return sorted((root / HISTORY_DIR).glob(HISTORY_GLOB))
+    return sorted(history_dir(root).glob(HISTORY_GLOB))

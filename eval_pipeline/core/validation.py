@@ -12,12 +12,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from eval_pipeline.core.banks import Expectations, Mechanism, PatternType
+from eval_pipeline.core.banks import Expectations, PatternType
 from eval_pipeline.core.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.loading import (
-    BANK_FILES,
-    HISTORY_DIR,
-    RULES_FILE,
     Banks,
     InputError,
     Problem,
@@ -88,7 +85,7 @@ def _check_kb(c: _Checker, kb_path: Path) -> None:
 
 def _check_duplicate_tests(c: _Checker) -> None:
     seen: dict[str, str] = {}
-    for mechanism, rel in BANK_FILES.items():
+    for mechanism, rel in c.banks.layout.banks().items():
         bank = getattr(c.banks, mechanism.value)
         if bank is None:
             continue
@@ -121,7 +118,7 @@ def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, pre
 def _check_semantic(c: _Checker) -> None:
     if c.banks.semantic is None:
         return
-    file = c.path(BANK_FILES[Mechanism.SEMANTIC])
+    file = c.path(c.banks.layout.semantic)
     for t in c.banks.semantic.tests:
         check_expectations(c, file, t.test_id, t.original_expectations())
 
@@ -129,7 +126,7 @@ def _check_semantic(c: _Checker) -> None:
 def _check_state(c: _Checker) -> None:
     if c.banks.state is None:
         return
-    file = c.path(BANK_FILES[Mechanism.STATE])
+    file = c.path(c.banks.layout.state)
     for t in c.banks.state.tests:
         c.refs(file, t.test_id, "expected_handlers", t.expected_handlers, STATE_MODES)
         c.refs(file, t.test_id, "not_expected_handlers", t.not_expected_handlers, STATE_MODES)
@@ -139,7 +136,7 @@ def _check_state(c: _Checker) -> None:
 
 def _check_pattern(c: _Checker) -> None:
     if c.banks.pattern is not None:
-        file = c.path(BANK_FILES[Mechanism.PATTERN])
+        file = c.path(c.banks.layout.pattern)
         for t in c.banks.pattern.tests:
             c.refs(file, t.test_id, "expected_matches", t.expected_matches, PATTERN_MODES)
             c.refs(file, t.test_id, "expected_secondary", t.expected_secondary, PATTERN_MODES)
@@ -160,7 +157,7 @@ def _check_pattern(c: _Checker) -> None:
                 )
     if c.banks.rules is None:
         return
-    file = c.path(RULES_FILE)
+    file = c.path(c.banks.layout.rules)
     for i, rule in enumerate(c.banks.rules.crisis_patterns):
         item = f"crisis_patterns[{i}]"
         try:
@@ -175,7 +172,7 @@ def _check_pattern(c: _Checker) -> None:
 def _check_always(c: _Checker) -> None:
     if c.banks.always is None:
         return
-    file = c.path(BANK_FILES[Mechanism.ALWAYS])
+    file = c.path(c.banks.layout.always)
     for t in c.banks.always.tests:
         c.refs(file, t.test_id, "expected_always", t.expected_always, ALWAYS_MODES)
 
@@ -216,7 +213,7 @@ def load_validated(kb_path: Path, banks_dir: Path) -> tuple[KnowledgeBase, Banks
     kb = load_kb(kb_path, problems)
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
-    banks.history = load_history(banks_dir / HISTORY_DIR, problems)
+    banks.history = load_history(banks_dir / banks.layout.history, problems)
     problems.extend(cross_check(kb, kb_path, banks, broken))
     if problems or kb is None:
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])

@@ -36,7 +36,7 @@ from eval_pipeline.core.calibration_files import apply_calibration, latest_docum
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
 from eval_pipeline.core.history import Trigger, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import HISTORY_DIR, InputError
+from eval_pipeline.core.loading import InputError, history_dir
 from eval_pipeline.core.validation import load_validated
 from eval_pipeline.defs.inputs import history_files, kb_source
 from eval_pipeline.defs.partitions import date_partitions, today_utc
@@ -198,7 +198,7 @@ def opus_calibration(
     run = _calibrate(config, scoped)
     history = None
     if config.apply:
-        history = apply_calibration(inputs.banks / HISTORY_DIR, Path(config.calibration_dir), run).history
+        history = apply_calibration(history_dir(inputs.banks), Path(config.calibration_dir), run).history
     return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history))
 
 

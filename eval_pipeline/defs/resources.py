@@ -17,12 +17,12 @@ from eval_pipeline.core.expectations import LoadedHistory
 from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.kb import Entity, KnowledgeBase
 from eval_pipeline.core.loading import (
-    HISTORY_DIR,
     Banks,
     InputError,
     Problem,
     bank_files,
     files_hash,
+    history_dir,
     history_files,
     kb_files,
     load_banks,
@@ -75,7 +75,7 @@ class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def load_history(self) -> list[LoadedHistory]:
         problems: list[Problem] = []
-        history = load_history(self.banks / HISTORY_DIR, problems)
+        history = load_history(history_dir(self.banks), problems)
         if problems:
             raise InputError(problems)
         return history

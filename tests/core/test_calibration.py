@@ -41,7 +41,7 @@ from eval_pipeline.core.calibration_files import (
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
 from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history
 from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import HISTORY_DIR, Banks, load_history
+from eval_pipeline.core.loading import Banks, history_dir, load_history
 from eval_pipeline.core.retrieval import Usage
 from eval_pipeline.core.run_document import RESULTS_FILE
 from eval_pipeline.core.validation import load_validated
@@ -333,10 +333,10 @@ def _run(kb: KnowledgeBase, tests: list[SemanticTest], started: datetime) -> Cal
 def test_apply_writes_one_of_each_file_and_never_overwrites(
     kb: KnowledgeBase, tests: list[SemanticTest], tmp_path: Path
 ) -> None:
-    history_dir, cal = tmp_path / HISTORY_DIR, tmp_path / "calibration"
+    history, cal = history_dir(tmp_path), tmp_path / "calibration"
     run = _run(kb, tests, T0)
-    first = apply_calibration(history_dir, cal, run)
-    second = apply_calibration(history_dir, cal, run)  # same second: new names, nothing replaced
+    first = apply_calibration(history, cal, run)
+    second = apply_calibration(history, cal, run)  # same second: new names, nothing replaced
     assert first.history is not None and second.history is not None
     assert first.history.name == "expectations_2026-11-20.json"
     assert second.history.name == "expectations_2026-11-20_2.json"
@@ -355,14 +355,14 @@ def test_apply_writes_one_of_each_file_and_never_overwrites(
 
 
 def test_concurrent_applies_all_land(kb: KnowledgeBase, tests: list[SemanticTest], tmp_path: Path) -> None:
-    history_dir, cal = tmp_path / HISTORY_DIR, tmp_path / "calibration"
+    history, cal = history_dir(tmp_path), tmp_path / "calibration"
     runs = [_run(kb, tests, T0.replace(minute=i)) for i in range(6)]
-    threads = [threading.Thread(target=apply_calibration, args=(history_dir, cal, r)) for r in runs]
+    threads = [threading.Thread(target=apply_calibration, args=(history, cal, r)) for r in runs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(load_history(history_dir, [])) == 6
+    assert len(load_history(history, [])) == 6
     assert len(list((cal / RESPONSES_DIR).glob("*.json"))) == 6
     assert sorted(r.calibration_id for r in read_log(cal / LOG_FILE).records) == sorted(
         r.calibration_id for r in runs
@@ -376,7 +376,7 @@ def test_an_unreadable_log_is_never_replaced(
     cal.mkdir()
     (cal / LOG_FILE).write_text("{ not json")
     with pytest.raises(CalibrationFileError):
-        apply_calibration(tmp_path / HISTORY_DIR, cal, _run(kb, tests, T0))
+        apply_calibration(history_dir(tmp_path), cal, _run(kb, tests, T0))
     assert (cal / LOG_FILE).read_text() == "{ not json"
 
 
@@ -386,6 +386,6 @@ def test_no_valid_proposal_means_no_history_file(
     calls = [CallRecord(test_id=tests[0].test_id, error="timeout after 5 attempts")]
     outcomes, diffs = judge(calls, kb, resolve(tests, []))
     run = _run(kb, tests, T0).model_copy(update={"calls": calls, "outcomes": outcomes, "diffs": diffs})
-    written = apply_calibration(tmp_path / HISTORY_DIR, tmp_path / "cal", run)
+    written = apply_calibration(history_dir(tmp_path), tmp_path / "cal", run)
     assert written.history is None and written.responses.exists()
     assert read_log(written.log).records[0].history_file is None

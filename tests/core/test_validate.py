@@ -14,7 +14,7 @@ MISTAKES = [
     ("parent_test_bank.json", "T-RENT-001", "expected_primary", "unknown entity 'rent_areers'"),
     ("parent_test_bank.json", "T-REP-001", "rank_check", "unknown entity 'nope'"),
     ("parent_test_bank.json", "T-DEP-001", "not_expected", "is both expected and not expected"),
-    ("parent_test_bank.json", "T-NOISE-001", "category", "Input should be"),
+    ("parent_test_bank.json", "T-NOISE-001", "category", "String should match pattern"),
     ("pattern_rules.json", "crisis_patterns[0]", "pattern", "regex does not compile"),
     ("pattern_rules.json", "keyword_boosts[1]", "entity", "unknown entity 'deposit_refund'"),
     ("kb.yaml", "handler_returning_user", "state_conditions.days_since_last.gt", "Input should be"),
@@ -60,7 +60,7 @@ def _break_everything(root: Path) -> None:
         tests["T-RENT-001"]["expected_primary"] = ["rent_areers"]
         tests["T-REP-001"]["rank_check"].append({"higher": "nope", "lower": "repair_requests"})
         tests["T-DEP-001"]["not_expected"] = ["deposit_return"]
-        tests["T-NOISE-001"]["category"] = "shouting"
+        tests["T-NOISE-001"]["category"] = "  shouting"  # a label never has surrounding spaces
         d["tests"].append(dict(tests["T-REP-001"]))
 
     _edit_json(banks / "semantic/parent_test_bank.json", semantic)
