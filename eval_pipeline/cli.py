@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, UsageError
+from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, UsageError, print_warnings
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.json_schemas import json_schemas
-from eval_pipeline.core.loading import InputError
+from eval_pipeline.core.loading import InputError, Problem
 from eval_pipeline.core.run_document import DocumentError
 from eval_pipeline.core.validation import load_validated
 from eval_pipeline.providers.models import ConfigError
@@ -33,12 +33,14 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    kb, banks = load_validated(args.kb, args.banks_dir)
+    warnings: list[Problem] = []
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings)
+    print_warnings(warnings)
     counts = banks.counts()
     parts = ", ".join(f"{m.value} {counts[m]}" for m in Mechanism if m in counts)
     print(
         f"OK: kb {kb.kb_version} ({kb.content_hash[:12]}, {len(kb.entities)} entities); "
-        f"banks: {parts}; history: {len(banks.history)} file(s)"
+        f"banks: {parts}; history: {len(banks.history)} file(s); {len(warnings)} warning(s)"
     )
     return EXIT_OK
 

@@ -10,11 +10,11 @@ from datetime import date as date_type
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
+from eval_pipeline.cli_errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
 from eval_pipeline.core.banks import Mechanism
 from eval_pipeline.core.evaluation import Scope, scope_problems
 from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, gate_decision
-from eval_pipeline.core.loading import Banks
+from eval_pipeline.core.loading import Banks, Problem
 from eval_pipeline.core.reporting import all_results, console_summary
 from eval_pipeline.core.run_document import (
     REPORT_FILE,
@@ -117,12 +117,14 @@ def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    kb, banks = load_validated(args.kb, args.banks_dir)
+    warnings: list[Problem] = []
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings)
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
     models = _select_models(args)
     date = _parse_date(args.date)
+    print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     import dagster as dg
 
     from eval_pipeline.definitions import build_resources

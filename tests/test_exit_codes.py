@@ -161,7 +161,7 @@ def test_validate(work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     _expect(capsys, "validate", "KB and banks are valid", 0, ok)
     banks = tmp_path / "banks"
     shutil.copytree(work / "tenant/banks", banks)
-    (banks / "state/state_handler_tests.json").write_text("{")
+    (banks / "state/tenant_states.json").write_text("{")
     bad = cli.main(["validate", "--kb", "tenant/kb.yaml", "--banks-dir", str(banks)])
     _expect(capsys, "validate", "a bad KB or bank file", 2, bad)
 

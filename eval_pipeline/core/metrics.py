@@ -67,7 +67,7 @@ class StageAttribution(_Frozen):
 
     @property
     def detail(self) -> str:
-        """E.g. "gray_rock was candidate #4", "x not in the top 15", or the error's reason."""
+        """E.g. "some_entity was candidate #4", "x not in the top 15", or the error's reason."""
         if self.stage is Stage.ERROR:
             return self.error or "no reason given"
         return ", ".join(

@@ -2,7 +2,12 @@
 
 Schema problems are found while loading; these are the problems only visible across files:
 unknown entity ids, entities in the wrong load mode for a mechanism, duplicate ids, regexes
-that do not compile, contradictory expectations, history naming unknown tests.
+that do not compile or can backtrack catastrophically, contradictions (an entity both expected
+and not, circular rank checks, a rank check on a forbidden entity, conditions no state can
+meet), values outside a declared vocabulary, history naming unknown tests.
+
+Warnings are what is legal but probably not meant: a check that can never fire for the built-in
+models, a user type no entity serves, history dated in the future. They print; they never fail.
 """
 
 from __future__ import annotations
@@ -10,10 +15,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from eval_pipeline.core.banks import Expectations, PatternType
-from eval_pipeline.core.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.kb import FieldCondition, KnowledgeBase, LoadMode
 from eval_pipeline.core.loading import (
     Banks,
     InputError,
@@ -32,14 +38,19 @@ ALWAYS_MODES = frozenset({LoadMode.ALWAYS})
 
 
 class _Checker:
-    def __init__(self, kb: KnowledgeBase | None, banks: Banks, broken: frozenset[str]) -> None:
+    def __init__(self, kb: KnowledgeBase | None, banks: Banks, broken: frozenset[str], now: datetime) -> None:
         self.kb = kb
         self.banks = banks
         self.broken = broken  # entities that failed their own validation: don't re-report
+        self.now = now
         self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
 
     def add(self, file: str, item: str, fld: str, message: str) -> None:
         self.problems.append(Problem(file, item, fld, message))
+
+    def warn(self, file: str, item: str, fld: str, message: str) -> None:
+        self.warnings.append(Problem(file, item, fld, message))
 
     def refs(self, file: str, item: str, fld: str, ids: Iterable[str], modes: frozenset[LoadMode]) -> None:
         if self.kb is None:
@@ -50,6 +61,15 @@ class _Checker:
             entity = self.kb.by_id.get(eid)
             if entity is None:
                 self.add(file, item, fld, f"unknown entity '{eid}'")
+            elif fld.endswith("not_expected") and entity.load_mode not in modes:
+                # Legal (the specification's own bank does it), but no built-in model can fail it.
+                self.warn(
+                    file,
+                    item,
+                    fld,
+                    f"'{eid}' is {entity.load_mode.value}: the built-in models never select it, so this "
+                    "check is vacuous for them (an external system under test may select it)",
+                )
             elif entity.load_mode not in modes:
                 allowed = "/".join(sorted(m.value for m in modes))
                 self.add(
@@ -81,6 +101,43 @@ def _check_kb(c: _Checker, kb_path: Path) -> None:
                     c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.in", "needs a list")
                 if op in ("gte", "lte") and (not isinstance(value, int | float) or isinstance(value, bool)):
                     c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.{op}", "needs a number")
+            impossible = unsatisfiable(cond)
+            if impossible:
+                c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}", impossible)
+        _check_vocabulary(c, str(kb_path), e.entity_id, "topics", e.topics, c.kb.vocabulary.topics)
+        _check_vocabulary(
+            c, str(kb_path), e.entity_id, "user_types", e.user_types, c.kb.vocabulary.user_types
+        )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def unsatisfiable(cond: FieldCondition) -> str | None:
+    """Why no value can meet one field's conditions (`gte: 10` with `lte: 3`), or None."""
+    low, high, eq = _number(cond.get("gte")), _number(cond.get("lte")), cond.get("eq")
+    if low is not None and high is not None and low > high:
+        return f"no value is both >= {cond['gte']} and <= {cond['lte']}"
+    choices = cond.get("in")
+    if isinstance(choices, list) and not choices:
+        return "'in' an empty list matches nothing"
+    if "eq" in cond and isinstance(choices, list) and eq not in choices:
+        return f"eq {eq!r} is not in {choices!r}"
+    value = _number(eq)
+    if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
+        return f"eq {eq!r} is outside the gte/lte range"
+    return None
+
+
+def _check_vocabulary(
+    c: _Checker, file: str, item: str, fld: str, values: Iterable[str], declared: list[str] | None
+) -> None:
+    if declared is None:
+        return
+    for value in values:
+        if value not in declared:
+            c.add(file, item, fld, f"'{value}' is not in the KB's declared {fld} ({', '.join(declared)})")
 
 
 def _check_duplicate_tests(c: _Checker) -> None:
@@ -113,14 +170,48 @@ def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, pre
     for rc in exp.rank_check:
         if rc.higher == rc.lower:
             c.add(file, item, f"{prefix}rank_check", f"'{rc.higher}' is ranked against itself")
+    forbidden = set(exp.not_expected)
+    for eid in sorted({e for rc in exp.rank_check for e in (rc.higher, rc.lower)} & forbidden):
+        c.add(file, item, f"{prefix}rank_check", f"'{eid}' is not expected, so it can never be ranked")
+    cycle = _rank_cycle([(rc.higher, rc.lower) for rc in exp.rank_check if rc.higher != rc.lower])
+    if cycle:
+        c.add(file, item, f"{prefix}rank_check", "circular: " + " > ".join(cycle))
+
+
+def _rank_cycle(edges: list[tuple[str, str]]) -> list[str]:
+    """A cycle in "ranks above" (a > b > a), as the path around it, or [] when there is none."""
+    above: dict[str, list[str]] = {}
+    for higher, lower in edges:
+        above.setdefault(higher, []).append(lower)
+
+    def walk(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        for nxt in above.get(node, []):
+            found = walk(nxt, [*path, node])
+            if found:
+                return found
+        return []
+
+    for start in sorted(above):
+        cycle = walk(start, [])
+        if cycle:
+            return cycle
+    return []
 
 
 def _check_semantic(c: _Checker) -> None:
     if c.banks.semantic is None:
         return
     file = c.path(c.banks.layout.semantic)
+    vocabulary = c.kb.vocabulary if c.kb else None
     for t in c.banks.semantic.tests:
         check_expectations(c, file, t.test_id, t.original_expectations())
+        if vocabulary is not None:
+            _check_vocabulary(c, file, t.test_id, "category", [t.category], vocabulary.categories)
+            _check_vocabulary(c, file, t.test_id, "topics", t.topics, vocabulary.topics)
+            user_types = [t.user_type] if t.user_type else []
+            _check_vocabulary(c, file, t.test_id, "user_type", user_types, vocabulary.user_types)
 
 
 def _check_state(c: _Checker) -> None:
@@ -173,14 +264,32 @@ def _check_always(c: _Checker) -> None:
     if c.banks.always is None:
         return
     file = c.path(c.banks.layout.always)
+    declared = c.kb.vocabulary.user_types if c.kb else None
+    served = {u for e in c.kb.entities for u in e.user_types} if c.kb else set()
     for t in c.banks.always.tests:
         c.refs(file, t.test_id, "expected_always", t.expected_always, ALWAYS_MODES)
+        _check_vocabulary(c, file, t.test_id, "user_type", [t.user_type], declared)
+        if declared is None and served and t.user_type not in served:
+            c.warn(
+                file,
+                t.test_id,
+                "user_type",
+                f"no entity names user type '{t.user_type}' (known: {', '.join(sorted(served))}): "
+                "only entities for everyone load",
+            )
 
 
 def _check_history(c: _Checker) -> None:
     known = {t.test_id for t in c.banks.semantic.tests} if c.banks.semantic else set()
     for h in c.banks.history:
         file = str(h.path)
+        if h.entry.version > c.now:
+            c.warn(
+                file,
+                "-",
+                "version",
+                f"dated in the future ({h.entry.version.isoformat()}): it applies from then",
+            )
         for change in h.entry.changes:
             if change.test_id not in known:
                 c.add(file, change.test_id, "test_id", "history names a test the semantic bank lacks")
@@ -194,9 +303,14 @@ def _check_history(c: _Checker) -> None:
 
 
 def cross_check(
-    kb: KnowledgeBase | None, kb_path: Path, banks: Banks, broken: frozenset[str] = frozenset()
+    kb: KnowledgeBase | None,
+    kb_path: Path,
+    banks: Banks,
+    broken: frozenset[str] = frozenset(),
+    now: datetime | None = None,
+    warnings: list[Problem] | None = None,
 ) -> list[Problem]:
-    c = _Checker(kb, banks, broken)
+    c = _Checker(kb, banks, broken, now or datetime.now(UTC))
     _check_kb(c, kb_path)
     _check_duplicate_tests(c)
     _check_semantic(c)
@@ -204,17 +318,22 @@ def cross_check(
     _check_pattern(c)
     _check_always(c)
     _check_history(c)
+    if warnings is not None:
+        warnings.extend(sorted(c.warnings))
     return c.problems
 
 
-def load_validated(kb_path: Path, banks_dir: Path) -> tuple[KnowledgeBase, Banks]:
-    """Load and cross-check everything; raise InputError listing every problem found."""
+def load_validated(
+    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None
+) -> tuple[KnowledgeBase, Banks]:
+    """Load and cross-check everything; raise InputError listing every problem found. Warnings
+    (legal but probably unintended) are appended to `warnings` when given."""
     problems: list[Problem] = []
     kb = load_kb(kb_path, problems)
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
-    problems.extend(cross_check(kb, kb_path, banks, broken))
+    problems.extend(cross_check(kb, kb_path, banks, broken, warnings=warnings))
     if problems or kb is None:
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
     return kb, banks

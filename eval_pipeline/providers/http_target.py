@@ -2,7 +2,7 @@
 
 The contract (also in docs/http_target.md): the pipeline POSTs one JSON object per test
 
-    {"message": str, "user_type": str, "user_state": {...},
+    {"message": str, "user_type": str | null, "user_state": {...},
      "top_k_candidates": 15, "top_k": 6}
 
 and expects 200 with
@@ -51,8 +51,6 @@ from eval_pipeline.providers.ratelimit import (
     call_with_retry,
     failure_for_status,
 )
-
-DEFAULT_USER_TYPE = "PARENT"  # the semantic bank is the parent bank
 
 
 class _Contract(BaseModel):
@@ -164,7 +162,9 @@ class HttpTarget:
         """Close this loop's connections now (they are closed when the loop ends anyway)."""
         await self._client.aclose()
 
-    async def call(self, message: str, user_type: str, user_state: Mapping[str, Any]) -> TargetResponse:
+    async def call(
+        self, message: str, user_type: str | None, user_state: Mapping[str, Any]
+    ) -> TargetResponse:
         body = {
             "message": message,
             "user_type": user_type,
@@ -201,7 +201,7 @@ class HttpTargetPipeline:
         target: HttpTarget,
         concurrency: int,
         *,
-        user_type: str = DEFAULT_USER_TYPE,
+        user_type: str | None = None,
         user_state: Mapping[str, Any] | None = None,
     ) -> None:
         if concurrency < 1:

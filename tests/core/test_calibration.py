@@ -263,7 +263,7 @@ def test_affected_tests_by_expectations_retrievals_and_topics(
     assert set(why) == {"T-REP-001", "T-LEASE-001", "T-MOULD-001", "T-MULTI-001"}
     assert all("repairs" in by_id[t].topics for t in set(why) - {"T-LEASE-001"})
     # An entity nobody names, retrieves or shares a topic with affects nothing.
-    assert affected_tests(tests, resolved, kb, ["handler_crisis"], {}) == {}
+    assert affected_tests(tests, resolved, kb, ["tenant_persona"], {}) == {}
 
 
 def test_retrieved_entities_come_from_each_models_latest_results(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def test_schemas_accept_real_files_and_reject_a_bad_one() -> None:
     schemas = json_schemas()
     kb = yaml.safe_load((TENANT / "kb.yaml").read_text())
     jsonschema.validate(kb, schemas["kb_single_file"])
-    bank = json.loads((TENANT / "banks/semantic/parent_test_bank.json").read_text())
+    bank = json.loads((TENANT / "banks/semantic/tenant_questions.json").read_text())
     jsonschema.validate(bank, schemas["semantic_bank"])
     bank["tests"][0]["category"] = "urgent"  # a domain's own category: only its shape is checked
     jsonschema.validate(bank, schemas["semantic_bank"])

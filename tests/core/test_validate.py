@@ -10,22 +10,22 @@ import yaml
 from eval_pipeline.cli import main
 
 MISTAKES = [
-    ("parent_test_bank.json", "T-REP-001", "test_id", "duplicate test id"),
-    ("parent_test_bank.json", "T-RENT-001", "expected_primary", "unknown entity 'rent_areers'"),
-    ("parent_test_bank.json", "T-REP-001", "rank_check", "unknown entity 'nope'"),
-    ("parent_test_bank.json", "T-DEP-001", "not_expected", "is both expected and not expected"),
-    ("parent_test_bank.json", "T-NOISE-001", "category", "String should match pattern"),
+    ("tenant_questions.json", "T-REP-001", "test_id", "duplicate test id"),
+    ("tenant_questions.json", "T-RENT-001", "expected_primary", "unknown entity 'rent_areers'"),
+    ("tenant_questions.json", "T-REP-001", "rank_check", "unknown entity 'nope'"),
+    ("tenant_questions.json", "T-DEP-001", "not_expected", "is both expected and not expected"),
+    ("tenant_questions.json", "T-NOISE-001", "category", "String should match pattern"),
     ("pattern_rules.json", "crisis_patterns[0]", "pattern", "regex does not compile"),
     ("pattern_rules.json", "keyword_boosts[1]", "entity", "unknown entity 'deposit_refund'"),
     ("kb.yaml", "handler_returning_user", "state_conditions.days_since_last.gt", "Input should be"),
     (
-        "always_load_tests.json",
+        "always_tenant.json",
         "T-ALWAYS-001",
         "expected_always",
         "is SEMANTIC, this field needs ALWAYS",
     ),
     (
-        "state_handler_tests.json",
+        "tenant_states.json",
         "T-STATE-001",
         "expected_handlers",
         "is PATTERN, this field needs STATE",
@@ -63,7 +63,7 @@ def _break_everything(root: Path) -> None:
         tests["T-NOISE-001"]["category"] = "  shouting"  # a label never has surrounding spaces
         d["tests"].append(dict(tests["T-REP-001"]))
 
-    _edit_json(banks / "semantic/parent_test_bank.json", semantic)
+    _edit_json(banks / "semantic/tenant_questions.json", semantic)
 
     def rules(d: dict[str, Any]) -> None:
         d["crisis_patterns"][0]["pattern"] = "(kill|hurt myself"
@@ -78,11 +78,11 @@ def _break_everything(root: Path) -> None:
 
     _edit_json(banks / "pattern/pattern_tests.json", pattern)
     _edit_json(
-        banks / "always/always_load_tests.json",
+        banks / "always/always_tenant.json",
         lambda d: d["tests"][0]["expected_always"].append("rent_arrears"),
     )
     _edit_json(
-        banks / "state/state_handler_tests.json",
+        banks / "state/tenant_states.json",
         lambda d: d["tests"][0]["expected_handlers"].append("handler_crisis"),
     )
 
@@ -130,12 +130,12 @@ def test_every_deliberate_mistake_is_reported_on_one_line(
 
 
 def test_malformed_json_and_yaml_report_the_line(tenant: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bank = tenant / "banks/always/always_load_tests.json"
-    bank.write_text(bank.read_text().replace('"user_type": "PARENT",', '"user_type": "PARENT"', 1))
+    bank = tenant / "banks/always/always_tenant.json"
+    bank.write_text(bank.read_text().replace('"user_type": "TENANT",', '"user_type": "TENANT"', 1))
     (tenant / "kb.yaml").write_text("kb_version: x\nentities:\n  - entity_id: a\n    title: [unclosed\n")
     code, _, err = _run(tenant, capsys)
     assert code == 2
-    assert "always_load_tests.json:5: -: -: invalid JSON" in err
+    assert "always_tenant.json:5: -: -: invalid JSON" in err
     assert "kb.yaml:" in err and "invalid YAML" in err
 
 

@@ -83,7 +83,7 @@ def test_full_materialisation_of_one_partition(env: Env) -> None:
     doc = read_document(env.results / "local-minilm" / DATE / "results.json")
     assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
     assert doc.provenance.kb_version == "tenant-fixture-1" and doc.provenance.date == DATE
-    assert set(doc.provenance.bank_hashes) >= {"semantic/parent_test_bank.json", "pattern/pattern_rules.json"}
+    assert set(doc.provenance.bank_hashes) >= {"semantic/tenant_questions.json", "pattern/pattern_rules.json"}
     report = (env.results / "local-minilm" / DATE / "report.md").read_text()
     assert "## Summary" in report and "## Provenance and cost" in report
     for key in everything():
