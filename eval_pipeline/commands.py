@@ -21,6 +21,7 @@ from eval_pipeline.core.run_document import (
     RESULTS_FILE,
     SCOPED_DIR,
     RunDocument,
+    latest_document_before,
     model_dirs,
     read_document,
     result_dates,
@@ -199,6 +200,8 @@ def _report(
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
             continue
         doc = read_document(run_dir / RESULTS_FILE)
+        for skipped in latest_document_before(results_dir / model, date).skipped if scope.is_full else []:
+            print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         # The same decision `release_gate` wrote, re-derived so that a narrowed run gets one too.

@@ -127,3 +127,18 @@ def test_models_lists_every_model_and_missing_keys(workdir: Path, capsys: pytest
 def test_show_without_results_is_a_clear_error(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show"]) == 2
     assert "no results found" in capsys.readouterr().err
+
+
+def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run("--model", "local-minilm", "--date", "2026-11-19") == 0
+    old = workdir / "results/local-minilm/2026-11-19/results.json"
+    old.write_text('{"provenance": {"schema_version": "1.1"}, "aggregate": 7}')
+    capsys.readouterr()
+    assert _run("--model", "local-minilm") == 0  # today's evaluation still completes
+    err = capsys.readouterr().err
+    shown = "results/local-minilm/2026-11-19/results.json: provenance.generated_at: Field required"
+    assert f"warning: passed over as a baseline: {shown}" in err and "Traceback" not in err
+    diff = json.loads((workdir / "results/local-minilm/2026-11-20/regression_diff.json").read_text())
+    assert diff["baseline_date"] is None and diff["passed_over"][0].startswith(shown)

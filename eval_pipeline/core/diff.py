@@ -571,9 +571,14 @@ class RegressionDiff(_Frozen):
     baseline_date: str | None
     diff: RunDiff | None
     verdict: str
+    passed_over: list[str] = Field(
+        default_factory=list, description="Earlier results that could not be a baseline, and why"
+    )
 
 
-def against_baseline(head: RunDocument, baseline: RunDocument | None) -> RegressionDiff:
+def against_baseline(
+    head: RunDocument, baseline: RunDocument | None, passed_over: Sequence[str] = ()
+) -> RegressionDiff:
     p = head.provenance
     if baseline is None:
         return RegressionDiff(
@@ -581,11 +586,17 @@ def against_baseline(head: RunDocument, baseline: RunDocument | None) -> Regress
             date=p.date,
             baseline_date=None,
             diff=None,
-            verdict=f"no baseline: {p.model} has no results dated before {p.date}",
+            verdict=f"no baseline: {p.model} has no usable results dated before {p.date}",
+            passed_over=list(passed_over),
         )
     diff = diff_documents(baseline, head)
     return RegressionDiff(
-        model=p.model, date=p.date, baseline_date=baseline.provenance.date, diff=diff, verdict=verdict(diff)
+        model=p.model,
+        date=p.date,
+        baseline_date=baseline.provenance.date,
+        diff=diff,
+        verdict=verdict(diff),
+        passed_over=list(passed_over),
     )
 
 

@@ -158,9 +158,10 @@ def render_diff_markdown(diff: RunDiff, gate: DiffGate | None = None) -> str:
 
 def render_regression_markdown(result: RegressionDiff) -> str:
     title = f"# Regression diff — {result.model} — {result.date}"
+    skipped = [f"- ⚠️ passed over as a baseline: {line}" for line in result.passed_over]
     if result.diff is None:
-        return f"{title}\n\n{result.verdict}.\n"
-    lines = [title, "", f"Compared with the latest earlier run, {result.baseline_date}.", ""]
+        return "\n".join([title, "", f"{result.verdict}.", "", *skipped]).rstrip() + "\n"
+    lines = [title, "", f"Compared with the latest earlier run, {result.baseline_date}.", "", *skipped]
     lines += _diff_body(result.diff, 2)
     return "\n".join(lines).rstrip() + "\n"
 

@@ -110,7 +110,40 @@ def result_dates(model_dir: Path) -> list[str]:
     return sorted(d.name for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
 
 
-def latest_document_before(model_dir: Path, date: str) -> RunDocument | None:
-    """The newest `<model_dir>/<date>/results.json` with a date earlier than `date`."""
-    earlier = [d for d in result_dates(model_dir) if d < date]
-    return read_document(model_dir / earlier[-1] / RESULTS_FILE) if earlier else None
+class Baseline(BaseModel):
+    """The run a new one is compared with, and the earlier files passed over on the way."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: RunDocument | None
+    skipped: list[str] = Field(default_factory=list, description="'path: why' for each file passed over")
+
+
+def is_full_scope(doc: RunDocument) -> bool:
+    """A canonical evaluation: every bank, no test or topic filter (narrowed runs are no baseline)."""
+    scope = doc.provenance.scope
+    return (
+        not scope.get("test_ids")
+        and scope.get("topic") is None
+        and len(scope.get("banks") or [1, 2, 3, 4]) >= 4
+    )
+
+
+def latest_document_before(model_dir: Path, date: str) -> Baseline:
+    """The newest readable, full `<model_dir>/<date>/results.json` dated before `date`.
+
+    A corrupt or narrowed older file is passed over (and named), never an error: one bad old
+    file must not stop today's evaluation.
+    """
+    skipped: list[str] = []
+    for earlier in reversed([d for d in result_dates(model_dir) if d < date]):
+        path = model_dir / earlier / RESULTS_FILE
+        try:
+            doc = read_document(path)
+        except DocumentError as exc:
+            skipped.append(str(exc))
+            continue
+        if is_full_scope(doc):
+            return Baseline(document=doc, skipped=skipped)
+        skipped.append(f"{path}: a narrowed run ({doc.provenance.scope}), not a baseline")
+    return Baseline(document=None, skipped=skipped)

@@ -73,7 +73,7 @@ def regression_diff(context: dg.AssetExecutionContext, storage: StorageResource)
     try:
         head = load_for_diff(out_dir / RESULTS_FILE)
         baseline = storage.latest_document_before(model, date)
-        result = against_baseline(head, baseline)
+        result = against_baseline(head, baseline.document, baseline.skipped)
     except ValueError as exc:  # DiffError, or a baseline that no longer validates
         raise dg.Failure(description=f"cannot diff {model}@{date}: {str(exc).splitlines()[0]}") from None
     markdown = render_regression_markdown(result)
@@ -82,6 +82,7 @@ def regression_diff(context: dg.AssetExecutionContext, storage: StorageResource)
     extra: dict[str, dg.RawMetadataValue] = {
         "baseline_date": result.baseline_date or "none",
         "gate": diff_gate(result.diff).status.value if result.diff else "no baseline",
+        "passed_over": "; ".join(result.passed_over) or "none",
     }
     return dg.Output(result, metadata=_metadata(result.verdict, diffs, markdown, report, extra))
 

@@ -30,7 +30,7 @@ from eval_pipeline.core.loading import (
     load_kb,
 )
 from eval_pipeline.core.retrieval import SemanticRetrieval
-from eval_pipeline.core.run_document import RunDocument, latest_document_before
+from eval_pipeline.core.run_document import Baseline, RunDocument, latest_document_before
 from eval_pipeline.core.scoring import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.models import ModelConfig, load_models
@@ -94,8 +94,8 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def run_dir(self, model: str, date: str) -> Path:
         return Path(self.results_dir) / model / date
 
-    def latest_document_before(self, model: str, date: str) -> RunDocument | None:
-        """The newest results.json of `model` dated before `date`, if any."""
+    def latest_document_before(self, model: str, date: str) -> Baseline:
+        """The newest readable, full results.json of `model` dated before `date`, if any."""
         return latest_document_before(Path(self.results_dir) / model, date)
 
 

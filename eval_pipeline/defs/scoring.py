@@ -93,7 +93,10 @@ def semantic_results(
     results = score_semantic(tests, resolved_expectations.resolved, retrievals)
     yield _results_output(results)
     model, date = split_key(context)
-    previous = storage.latest_document_before(model, date)
+    baseline = storage.latest_document_before(model, date)
+    for skipped in baseline.skipped:
+        context.log.warning(f"passed over as a baseline: {skipped}")
+    previous = baseline.document
     new = new_hard_fails(results, previous.semantic if previous else [])
     yield dg.AssetCheckResult(
         check_name="no_new_hard_fails",
@@ -102,6 +105,7 @@ def semantic_results(
         metadata={
             "compared_with": previous.provenance.date if previous else "nothing earlier",
             "new_hard_fails": ", ".join(new) or "none",
+            "passed_over": "; ".join(baseline.skipped) or "none",
         },
     )
 
