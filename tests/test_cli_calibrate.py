@@ -218,7 +218,7 @@ def test_override_survives_a_disagreeing_calibration_until_withdrawn(
 
 def test_two_calibrations_applied_at_once_both_land(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     codes: list[int] = []
-    targets = ["T-REP-001", "T-DEP-001"]  # both get changed proposals from the emulator
+    targets = ["T-MOULD-001", "T-NOISE-001"]  # both get changed proposals from the emulator
     threads = [
         threading.Thread(
             target=lambda t=t: codes.append(

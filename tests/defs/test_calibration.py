@@ -67,7 +67,7 @@ def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
     assert dry.success and _metadata(dry)["applied"] is False
     assert inputs.history_hash() == before  # a dry run writes nothing
 
-    applied = _materialize(env, today_utc(), scope="single", test_ids=["T-REP-001"], apply=True)
+    applied = _materialize(env, today_utc(), scope="single", test_ids=["T-MOULD-001"], apply=True)
     meta = _metadata(applied)
     assert applied.success and meta["applied"] is True and meta["changed"] == 1
     assert meta["calibration_cost_usd"] > 0 and meta["history_file"]
