@@ -26,6 +26,8 @@ from eval_pipeline.core.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.loading import Banks
 from eval_pipeline.core.pattern_matcher import (
     PatternMatcher,
+    PatternTimeout,
+    errored_pattern_test,
     evaluate_pattern_test,
     matched_entities,
 )
@@ -113,6 +115,7 @@ class MechanismOutput(BaseModel):
     test_id: str
     entities: list[str]
     matches: list[PatternMatch] = Field(default_factory=list)
+    error: str | None = None  # the mechanism could not finish for this test (e.g. a regex timed out)
 
 
 def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[MechanismOutput]:
@@ -126,7 +129,11 @@ def pattern_outputs(rules: PatternRules, tests: Sequence[PatternTest]) -> list[M
     matcher = PatternMatcher(rules)
     out = []
     for t in tests:
-        matches = matcher.match(t.prompt)
+        try:
+            matches = matcher.match(t.prompt)
+        except PatternTimeout as exc:
+            out.append(MechanismOutput(test_id=t.test_id, entities=[], error=str(exc)))
+            continue
         out.append(MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches))
     return out
 
@@ -147,7 +154,10 @@ def score_state(tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]) 
 
 
 def score_pattern(tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]) -> list[PatternResult]:
-    return [evaluate_pattern_test(t, o.matches) for t, o in _paired(tests, outputs)]
+    return [
+        errored_pattern_test(t, o.error) if o.error else evaluate_pattern_test(t, o.matches)
+        for t, o in _paired(tests, outputs)
+    ]
 
 
 def score_always(tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]) -> list[AlwaysResult]:

@@ -34,8 +34,9 @@ from eval_pipeline.core.history import HISTORY_GLOB, HistoryFile
 from eval_pipeline.core.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
 
 KB_MANIFEST = "manifest.yaml"
-# Aliases a YAML document may use: plenty for hand-written files, far too few for an alias bomb.
-MAX_YAML_ALIASES = 200
+# Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
+# far too few for an alias bomb.
+MAX_YAML_NODES = 1_000_000
 KB_ENTITIES_DIR = "entities"
 
 M = TypeVar("M", bound=BaseModel)
@@ -127,18 +128,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class _StrictYamlLoader(yaml.SafeLoader):
-    """Safe YAML that refuses duplicate keys and bounds aliases (a "billion laughs" stays small)."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases (refused: an alias bomb?)")
-        return super().compose_node(parent, index)
+    """Safe YAML that refuses duplicate keys."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -151,12 +141,37 @@ class _StrictYamlLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes `node` stands for once every alias is expanded (memoised: no expansion)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a recursive alias counts once rather than looping
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    total = 1 + sum(_expanded_size(child, sizes) for child in children)
+    sizes[id(node)] = total
+    return total
+
+
 def _parse_text(path: Path, text: str) -> Any:
     if path.suffix == ".json":
         return json.loads(text, object_pairs_hook=_no_duplicate_keys)
     loader = _StrictYamlLoader(text)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        # Aliases make a small file stand for a huge tree (a "billion laughs"): refuse it before
+        # anything walks it.
+        if _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise yaml.YAMLError(
+                f"expands to more than {MAX_YAML_NODES:,} nodes through aliases (an alias bomb?)"
+            )
+        return loader.construct_document(node)
     finally:
         loader.dispose()
 

@@ -28,6 +28,7 @@ from eval_pipeline.core.loading import (
     load_history,
     load_kb,
 )
+from eval_pipeline.core.pattern_matcher import backtracking_risk
 
 # Which load modes each reference may name. Keyword boosts point at SEMANTIC entities; crisis
 # rules may load PATTERN entities or semantic safety content alongside them.
@@ -137,7 +138,9 @@ def _check_vocabulary(
         return
     for value in values:
         if value not in declared:
-            c.add(file, item, fld, f"'{value}' is not in the KB's declared {fld} ({', '.join(declared)})")
+            c.add(
+                file, item, fld, f"'{value}' is not in the KB's declared vocabulary ({', '.join(declared)})"
+            )
 
 
 def _check_duplicate_tests(c: _Checker) -> None:
@@ -255,6 +258,9 @@ def _check_pattern(c: _Checker) -> None:
             re.compile(rule.pattern)
         except re.error as exc:
             c.add(file, item, "pattern", f"regex does not compile: {exc}")
+        risk = backtracking_risk(rule.pattern)
+        if risk:
+            c.add(file, item, "pattern", risk)
         c.refs(file, item, "entities", rule.entities, PATTERN_MODES)
     for i, boost in enumerate(c.banks.rules.keyword_boosts):
         c.refs(file, f"keyword_boosts[{i}]", "entity", [boost.entity], SEMANTIC_MODES)

@@ -1,0 +1,48 @@
+"""A crisis regex can never hang a run: screened at validation, time-bounded when matching."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_pipeline.core.aggregate import aggregate
+from eval_pipeline.core.banks import CrisisPattern, PatternRules, PatternTest, PatternType
+from eval_pipeline.core.evaluation import pattern_outputs, score_pattern
+from eval_pipeline.core.pattern_matcher import backtracking_risk
+from eval_pipeline.core.results import TestStatus
+
+CATASTROPHIC = "(a+)+$"  # hangs Python's re; the regex engine we match with copes with it
+RUNAWAY = r"(.*){1,32000}[bc]"  # runs away even in the regex engine
+
+
+@pytest.mark.timeout(120)  # a hang guard for the suite, not a speed assertion
+@pytest.mark.parametrize("pattern", [CATASTROPHIC, r"(\w+\s?)+$", RUNAWAY, r"(x+x+)+y"])
+def test_catastrophic_patterns_are_refused_at_validation(pattern: str) -> None:
+    risk = backtracking_risk(pattern)
+    assert risk is not None and risk.startswith("backtracks catastrophically")
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"\bwant to die\b", r"(?:end|take) (?:it|my life)", r"(\s+\w+)?", r"kill(ing)? (my|him)self"]
+)
+def test_ordinary_patterns_pass_the_screen(pattern: str) -> None:
+    assert backtracking_risk(pattern) is None
+
+
+@pytest.mark.timeout(60)  # a hang guard for the suite, not a speed assertion
+def test_a_runaway_pattern_makes_its_test_errored_never_a_pass_or_a_hang() -> None:
+    rules = PatternRules(
+        crisis_patterns=[CrisisPattern(pattern=RUNAWAY, entities=["crisis"], is_critical=True)]
+    )
+    test = PatternTest(
+        test_id="P-1",
+        prompt="a" * 40 + "!",
+        expected_matches=["crisis"],
+        pattern_type=PatternType.CRISIS,
+        is_critical=True,
+    )
+    (output,) = pattern_outputs(rules, [test])
+    assert output.error is not None and "timed out" in output.error
+    (result,) = score_pattern([test], [output])
+    assert result.status is TestStatus.ERRORED and result.score is None and not result.critical_failure
+    agg = aggregate(pattern=[result])
+    assert agg.errored_count == 1 and agg.health.value == "UNKNOWN"  # unknown, not a pass
