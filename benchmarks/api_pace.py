@@ -152,7 +152,7 @@ class Bench:
     async def sequential(self, pipeline: SemanticPipeline) -> list[SemanticRetrieval]:
         results = []
         for item in self.items:
-            results.append(await pipeline.retrieve(*item))
+            results.append(await pipeline.retrieve(item.test_id, item.query, item.trial))
             await self.clock.sleep(SPEC_GAP_S)
         return results
 
@@ -166,7 +166,7 @@ def load_inputs() -> tuple[list[Entity], list[RetrievalItem]]:
     if kb is None or problems:
         raise SystemExit(f"cannot load {KB_DIR}: {'; '.join(map(str, problems))}")
     bank = SemanticBank.model_validate_json(BANK.read_text(encoding="utf-8"))
-    return kb.semantic_entities, [(t.test_id, t.prompt, 0) for t in bank.tests]
+    return kb.semantic_entities, [RetrievalItem(t.test_id, t.prompt) for t in bank.tests]
 
 
 def table(passes: list[Pass]) -> str:

@@ -35,7 +35,7 @@ from eval_pipeline.providers.base import RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker
-from eval_pipeline.providers.pipeline import SemanticPipeline
+from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline
 from tests.run_docs import doc
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_noise_rarely_fails_the_gate_and_a_planted_deterministic_regression_alwa
         pipeline = SemanticPipeline("noisy", embedder, CosineReranker(jitter=JITTER, seed=seed), store, 4)
         await pipeline.prepare(kb.with_mode(LoadMode.SEMANTIC))
         retrievals = await pipeline.retrieve_many(
-            [(t.test_id, t.prompt, k) for t in tests for k in range(TRIALS)]
+            [RetrievalItem(t.test_id, t.prompt, k) for t in tests for k in range(TRIALS)]
         )
         return score_semantic(tests, resolved, retrievals)
 

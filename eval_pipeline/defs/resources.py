@@ -34,7 +34,7 @@ from eval_pipeline.core.run_document import Baseline, RunDocument, latest_docume
 from eval_pipeline.core.scoring import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.models import ModelConfig, load_models
-from eval_pipeline.providers.pipeline import build_pipeline
+from eval_pipeline.providers.pipeline import RetrievalItem, build_pipeline
 
 
 class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -135,7 +135,7 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         self,
         cfg: ModelConfig,
         entities: Sequence[Entity],
-        items: Sequence[tuple[str, str, int]],
+        items: Sequence[RetrievalItem],
         keyword_boosts: dict[str, list[str]],
         on_done: Callable[[SemanticRetrieval], None] | None = None,
     ) -> list[SemanticRetrieval]:
@@ -148,7 +148,7 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 await pipeline.prepare(entities)
             except Exception as exc:  # no index: every test errors with the reason, none is lost
                 reason = f"indexing the KB failed: {exc}"
-                return [errored(cfg.key, test_id, trial, reason) for test_id, _, trial in items]
+                return [errored(cfg.key, item.test_id, item.trial, reason) for item in items]
             return await pipeline.retrieve_many(items, on_done)
 
         return asyncio.run(run())

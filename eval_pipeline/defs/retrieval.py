@@ -20,6 +20,7 @@ from eval_pipeline.core.retrieval import SemanticRetrieval
 from eval_pipeline.core.tables import retrieval_columns, to_frame
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
+from eval_pipeline.providers.pipeline import RetrievalItem
 
 GROUP = "retrieval"
 PARQUET_IO = "parquet_io"
@@ -35,7 +36,11 @@ def _retrieve(
     model, _ = split_key(context)
     cfg = providers.model(model)
     tests = scope.scope().select(Mechanism.SEMANTIC, banks.semantic_tests)
-    items = [(t.test_id, t.prompt, trial) for t in tests for trial in range(cfg.trials)]
+    items = [
+        RetrievalItem(t.test_id, t.prompt, trial, t.user_type, t.user_state)
+        for t in tests
+        for trial in range(cfg.trials)
+    ]
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     if not scope.show_progress:
         return providers.retrieve(cfg, kb.entities, items, boosts)

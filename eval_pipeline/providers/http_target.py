@@ -217,11 +217,21 @@ class HttpTargetPipeline:
         return PrepareReport(entities=0, embedded=0, reused=0)
 
     async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval:
-        """One test through the service. Never raises: a failure is an errored retrieval."""
+        """One message, as the pipeline's default user."""
+        return await self.retrieve_item(
+            RetrievalItem(test_id, query, trial, self._user_type, self._user_state)
+        )
+
+    async def retrieve_item(self, item: RetrievalItem) -> SemanticRetrieval:
+        """One test through the service, as the test's own user type and state (else the
+        pipeline's default). Never raises: a failure is an errored retrieval."""
+        test_id, query, trial = item.test_id, item.query, item.trial
+        user_type = item.user_type or self._user_type
+        user_state = {**self._user_state, **item.user_state}
         clock = self.target.clock
         started = clock.now()
         try:
-            response = await self.target.call(query, self._user_type, self._user_state)
+            response = await self.target.call(query, user_type, user_state)
         except Exception as exc:  # any failure is this test's outcome, not the run's
             reason = str(exc) if isinstance(exc, ProviderError) else type(exc).__name__
             return SemanticRetrieval(
@@ -253,4 +263,4 @@ class HttpTargetPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
-        return await retrieve_all(self.retrieve, items, self._concurrency, on_done)
+        return await retrieve_all(self.retrieve_item, items, self._concurrency, on_done)

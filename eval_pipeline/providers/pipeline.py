@@ -13,7 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -44,7 +45,17 @@ if TYPE_CHECKING:
 
 CostFn = Callable[[Usage], float]
 OnDone = Callable[[SemanticRetrieval], None]
-RetrievalItem = tuple[str, str, int]  # (test_id, query, trial)
+
+
+class RetrievalItem(NamedTuple):
+    """One test's message and trial, and who asks: an external system under test may answer
+    per user type and state (the built-in pipelines ignore both)."""
+
+    test_id: str
+    query: str
+    trial: int = 0
+    user_type: str | None = None
+    user_state: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -280,11 +291,15 @@ class SemanticPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
-        return await retrieve_all(self.retrieve, items, self._concurrency, on_done)
+
+        async def one(item: RetrievalItem) -> SemanticRetrieval:
+            return await self.retrieve(item.test_id, item.query, item.trial)
+
+        return await retrieve_all(one, items, self._concurrency, on_done)
 
 
 async def retrieve_all(
-    retrieve: Callable[[str, str, int], Awaitable[SemanticRetrieval]],
+    retrieve: Callable[[RetrievalItem], Awaitable[SemanticRetrieval]],
     items: Sequence[RetrievalItem],
     concurrency: int,
     on_done: OnDone | None = None,
@@ -297,7 +312,7 @@ async def retrieve_all(
 
     async def one(item: RetrievalItem) -> SemanticRetrieval:
         async with gate:
-            result = await retrieve(*item)
+            result = await retrieve(RetrievalItem(*item))
         if on_done is not None:
             on_done(result)
         return result

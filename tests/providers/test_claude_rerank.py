@@ -22,7 +22,7 @@ from eval_pipeline.providers.claude_rerank import (
     validate_answer,
 )
 from eval_pipeline.providers.models import EmbedderConfig, ModelConfig, RerankerConfig
-from eval_pipeline.providers.pipeline import SemanticPipeline, build_pipeline
+from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline, build_pipeline
 from eval_pipeline.providers.pricing import Price, cost_usd
 from eval_pipeline.providers.ratelimit import Clock, RateLimiter, RetryPolicy, ScaledClock
 from eval_pipeline.providers.voyage import VoyageEmbedder
@@ -243,10 +243,10 @@ async def test_94_queries_with_20_percent_faults_of_every_kind(
         )
         await pipeline.prepare(make_entities(60))
         emu.reconfigure(fault_rate=0.2)
-        items = [(f"t{i:03d}", f"question number {i} about topic {i % 60}", 0) for i in range(94)]
+        items = [RetrievalItem(f"t{i:03d}", f"question number {i} about topic {i % 60}") for i in range(94)]
         results = await pipeline.retrieve_many(items)
         faults = emu.stats["faults"]
-    assert [r.test_id for r in results] == [test_id for test_id, _, _ in items]
+    assert [r.test_id for r in results] == [item.test_id for item in items]
     assert set(faults) == {"500", "529", "timeout", "malformed", "429"}
     ok = [r for r in results if r.status == "ok"]
     errored = [r for r in results if r.status == "errored"]

@@ -17,7 +17,7 @@ from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline, parse_response
 from eval_pipeline.providers.models import EmbedderConfig, HttpConfig, ModelConfig, RerankerConfig
-from eval_pipeline.providers.pipeline import build_pipeline
+from eval_pipeline.providers.pipeline import RetrievalItem, build_pipeline
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 from tests.providers.conftest import CLIENT_TIMEOUT_S, SAFE_TIMEOUT_S, STALL_S, make_entities
@@ -75,6 +75,17 @@ async def test_call_sends_the_contract_request(emulator: EmulatorHandle, target:
     ]
 
 
+async def test_each_test_is_sent_as_its_own_user(emulator: EmulatorHandle, target: HttpTarget) -> None:
+    pipeline = HttpTargetPipeline("svc", target, concurrency=1)
+    items = [
+        RetrievalItem("t1", "rent is late", 0, "TENANT", {"months_behind": 2}),
+        RetrievalItem("t2", "who do i call", 0),
+    ]
+    await pipeline.retrieve_many(items)
+    sent = [(r["user_type"], r["user_state"]) for r in emulator.requests("/target")]
+    assert sent == [("TENANT", {"months_behind": 2}), (None, {})]  # no sample default is made up
+
+
 async def test_pipeline_maps_the_response(target: HttpTarget) -> None:
     pipeline = HttpTargetPipeline("my-service", target, concurrency=4)
     report = await pipeline.prepare(make_entities(3))
@@ -96,12 +107,12 @@ async def test_94_requests_with_20_percent_faults() -> None:
         )
         pipeline = HttpTargetPipeline("svc", flaky, concurrency=16)
         done: list[str] = []
-        items = [(f"t{i:02d}", f"question {i}", 0) for i in range(94)]
+        items = [RetrievalItem(f"t{i:02d}", f"question {i}") for i in range(94)]
         results = await pipeline.retrieve_many(items, on_done=lambda r: done.append(r.test_id))
         await flaky.aclose()
         faults = emu.stats["faults"]
-    assert [r.test_id for r in results] == [t for t, _, _ in items]
-    assert sorted(done) == sorted(t for t, _, _ in items)
+    assert [r.test_id for r in results] == [item.test_id for item in items]
+    assert sorted(done) == sorted(item.test_id for item in items)
     assert set(faults) == {"500", "529", "timeout", "malformed", "429"}
     errored = [r for r in results if r.status == "errored"]
     assert errored and len(errored) < 94

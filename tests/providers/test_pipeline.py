@@ -23,7 +23,7 @@ from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker
 from eval_pipeline.providers.models import ConfigError, ModelConfig
-from eval_pipeline.providers.pipeline import SemanticPipeline, build_pipeline
+from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline, build_pipeline
 from eval_pipeline.providers.pricing import Price, cost_usd
 
 TOPICS = {
@@ -257,7 +257,7 @@ def test_retrieve_many_keeps_order_and_caps_concurrency() -> None:
     embedder = SlowEmbedder()
     pipeline = SemanticPipeline("m", embedder, CosineReranker(), None, concurrency=3)
     done: list[str] = []
-    items = [(f"t{i}", f"query {i}", 0) for i in range(10)]
+    items = [RetrievalItem(f"t{i}", f"query {i}") for i in range(10)]
 
     async def go() -> list[SemanticRetrieval]:
         await pipeline.prepare(KB)
@@ -265,8 +265,8 @@ def test_retrieve_many_keeps_order_and_caps_concurrency() -> None:
         return await pipeline.retrieve_many(items, on_done=lambda r: done.append(r.test_id))
 
     results = asyncio.run(go())
-    assert [r.test_id for r in results] == [t for t, _, _ in items]
-    assert sorted(done) == sorted(t for t, _, _ in items)
+    assert [r.test_id for r in results] == [item.test_id for item in items]
+    assert sorted(done) == sorted(item.test_id for item in items)
     assert embedder.peak == 3
 
 
