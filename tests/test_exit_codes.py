@@ -63,6 +63,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "rate_limit_per_min": 6000,
         "retry": no_retries,
     }
+    models["models"]["team-key"] = {
+        **models["models"]["api-down"],
+        "anthropic_api_key_env": "TEAM_ANTHROPIC_KEY",
+        "voyage_api_key_env": "TEAM_VOYAGE_KEY",
+    }
     models["models"]["dead-target"]["enabled"] = False
     (root / "models.yaml").write_text(yaml.safe_dump(models))
     with pytest.MonkeyPatch.context() as mp:
@@ -265,3 +270,27 @@ def test_a_closed_pipe_keeps_the_verdict(tmp_path: Path) -> None:
         code = proc.wait(timeout=120)
     assert code == 1 and err == ""
     _in_readme("diff … \\| head", "the reader closes the pipe early", 1)  # \| : a pipe inside a table
+
+
+def test_a_model_with_its_own_key_variables_runs_end_to_end(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`anthropic_api_key_env: TEAM_ANTHROPIC_KEY` is honoured by `models` and by the run itself."""
+    emulator = start_emulator()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("TEAM_ANTHROPIC_KEY", FAKE_ANTHROPIC_KEY)
+            mp.setenv("TEAM_VOYAGE_KEY", FAKE_VOYAGE_KEY)
+            mp.setenv("ANTHROPIC_BASE_URL", emulator.base_url)
+            mp.setenv("VOYAGE_BASE_URL", emulator.voyage_base_url)
+            assert cli.main(["models"]) == 0
+            listed = capsys.readouterr().out
+            code = cli.main(["run", *DATA, "--model", "team-key", "--date", D1, "--banks", "semantic"])
+    finally:
+        emulator.stop()
+    out, err = capsys.readouterr()
+    assert "team-key" in listed and "needs" not in listed.split("team-key")[1].splitlines()[0]
+    assert code in (0, 1) and "Traceback" not in out + err, err
+    doc = read_document(work / "results/_scoped/banks-semantic/team-key" / D1 / "results.json")
+    assert doc.aggregate.errored_count == 0 and doc.aggregate.health.value != "UNKNOWN"
+    assert FAKE_ANTHROPIC_KEY not in out + err and FAKE_VOYAGE_KEY not in out + err

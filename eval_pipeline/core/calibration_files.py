@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from filelock import FileLock
 from pydantic import ValidationError
 
 from eval_pipeline.core.calibration import CalibrationLog, CalibrationRecord, CalibrationRun
-from eval_pipeline.core.fileio import atomic_write_text
+from eval_pipeline.core.fileio import atomic_write_text, temp_file
 from eval_pipeline.core.history import append_history
 from eval_pipeline.core.run_document import (
     RESULTS_FILE,
@@ -42,7 +41,7 @@ class CalibrationFileError(Exception):
 def write_new_file(directory: Path, stem: str, text: str) -> Path:
     """Publish `text` as `<stem>.json`, or `<stem>_2.json`, … — whichever name is still free."""
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    fd, tmp = temp_file(directory, ".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -8,9 +8,27 @@ import tempfile
 from pathlib import Path
 
 
+def _current_umask() -> int:
+    # The only portable way to read the umask is to set it and put it back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def temp_file(directory: str | Path, suffix: str = "") -> tuple[int, str]:
+    """A temp file for an atomic write, with the mode a plain `open` would give (0666 & ~umask):
+    `mkstemp` creates 0600, and the rename or link would keep that on the final file."""
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
+    os.fchmod(fd, 0o666 & ~_UMASK)
+    return fd, tmp
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = temp_file(path.parent, path.suffix)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

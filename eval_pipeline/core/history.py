@@ -7,7 +7,6 @@ history files; resolution (expectations.py) replays them in order.
 from __future__ import annotations
 
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -16,6 +15,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from eval_pipeline.core.banks import Expectations
+from eval_pipeline.core.fileio import temp_file
 
 HISTORY_GLOB = "expectations_*.json"
 LOCK_NAME = ".history.lock"
@@ -116,7 +116,7 @@ def append_history(directory: Path, entry: HistoryFile) -> Path:
     payload = entry.model_dump_json(indent=2, exclude_none=False)
     with FileLock(str(directory / LOCK_NAME), timeout=60):
         target = _next_free_path(directory, entry.date)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        fd, tmp = temp_file(directory, ".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(payload)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import dagster as dg
@@ -11,10 +10,12 @@ import pandas as pd
 from pydantic import BaseModel
 from upath import UPath
 
+from eval_pipeline.core.fileio import temp_file
+
 
 def _atomic_write_bytes(path: UPath, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=".tmp-")
+    fd, tmp = temp_file(str(path.parent))
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(tmp, str(path))

@@ -118,8 +118,13 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         bound = {field: dg.EnvVar(var) for field, var in ENV_FIELDS.items() if os.environ.get(var)}
         return cls(**config, **bound)
 
-    def environ(self) -> dict[str, str]:
+    def environ(self, cfg: ModelConfig | None = None) -> dict[str, str]:
+        """Keys and base URLs for the providers. A model may name its own key variables
+        (`anthropic_api_key_env: TEAM_KEY`); those are read when that model runs."""
         values = {var: getattr(self, field) for field, var in ENV_FIELDS.items()}
+        if cfg is not None:
+            for var in (cfg.anthropic_api_key_env, cfg.voyage_api_key_env):
+                values.setdefault(var, os.environ.get(var))
         return {var: value for var, value in values.items() if value}
 
     def models(self) -> dict[str, ModelConfig]:
@@ -141,7 +146,7 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     ) -> list[SemanticRetrieval]:
         cache = ResponseCache(Path(self.cache_dir), self._mode())
         store = EmbeddingStore(Path(self.cache_dir), self._mode())
-        pipeline = build_pipeline(cfg, cache, store, keyword_boosts, self.environ())
+        pipeline = build_pipeline(cfg, cache, store, keyword_boosts, self.environ(cfg))
 
         async def run() -> list[SemanticRetrieval]:
             try:
