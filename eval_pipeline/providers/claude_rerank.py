@@ -265,7 +265,11 @@ class ClaudeReranker(ApiProvider):
             return validate_answer(_input_of(first), ids, top_k), usage_of(first), 1
         except _Invalid as invalid:
             messages += _repair_turns(first, str(invalid), top_k)
-        second = await self._create(messages)
+        try:
+            second = await self._create(messages)
+        except ProviderError as exc:
+            # The first call was billed even though the repair never answered.
+            raise ProviderError(f"repair call failed: {exc}", usage_of(first), api_calls=1) from None
         usage = usage_of(first) + usage_of(second)
         try:
             return validate_answer(_input_of(second), ids, top_k), usage, 2

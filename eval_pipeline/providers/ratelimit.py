@@ -149,6 +149,12 @@ class RateLimiter:
         # aiolimiter waits on the event loop's real clock, so a faster clock shortens the period.
         period_s = capacity * 60.0 / requests_per_min / clock.speed
         self._gates = LoopLocal(lambda: (AsyncLimiter(capacity, period_s), asyncio.Semaphore(concurrency)))
+        self._resume_at = 0.0  # clock time before which no request may start (see `pause`)
+
+    def pause(self, seconds: float) -> None:
+        """Hold every request of this model for `seconds` (a 429's retry-after is the server
+        speaking about the whole account, not the one request that heard it)."""
+        self._resume_at = max(self._resume_at, self.clock.now() + seconds)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -156,6 +162,8 @@ class RateLimiter:
         # Concurrency first: a rate token taken while queueing for a slot would go unused and
         # let a burst through later.
         async with slots:
+            while (wait := self._resume_at - self.clock.now()) > 0:
+                await self.clock.sleep(wait)
             await bucket.acquire()
             yield
 
@@ -225,11 +233,13 @@ class _Wait:
 
     def __call__(self, state: RetryCallState) -> float:
         jitter = random.uniform(0.0, self._policy.jitter_s)
+        exponent = state.attempt_number - 1
+        backoff = min(self._policy.max_backoff_s, self._policy.backoff_s * 2.0**exponent)
         failure = _failure_of(state)
         if failure is not None and failure.retry_after_s is not None:
-            return failure.retry_after_s + jitter
-        exponent = state.attempt_number - 1
-        return min(self._policy.max_backoff_s, self._policy.backoff_s * 2.0**exponent) + jitter
+            # Never sooner than our own backoff: a server saying "retry in 0 s" must not spin us.
+            return max(failure.retry_after_s, backoff) + jitter
+        return backoff + jitter
 
 
 class _Stop:
@@ -280,6 +290,8 @@ async def call_with_retry(
             failure = classify(exc)
             if failure is None:
                 raise
+            if limiter is not None and failure.retry_after_s is not None:
+                limiter.pause(failure.retry_after_s)
             raise _AttemptFailed(failure) from exc
 
     retrying = AsyncRetrying(

@@ -30,6 +30,7 @@ from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import (
     EmbedResult,
     InputType,
+    ProviderError,
     RerankCandidate,
     RerankResult,
     Vectors,
@@ -117,7 +118,8 @@ def classify(exc: BaseException) -> Failure | None:
 
 class _UnreadableResponse(Exception):
     """voyageai 0.5.0 returns 5xx other than 500/502/503/504 (e.g. 529) as if successful and then
-    fails reading fields that are not there; such a reply is retried like a malformed one."""
+    fails reading fields that are not there (or, for rerank, indexes a document that is not
+    there); such a reply is retried like a malformed one."""
 
 
 def make_client(api_key: str, base_url: str | None, timeout_s: float) -> AsyncClient:
@@ -157,7 +159,7 @@ class _VoyageBase(ApiProvider):
             lent = voyageai.aiosession.set(self._session.get())
             try:
                 return await getattr(self._client, method)(model=self.model_id, **kwargs)
-            except (AttributeError, KeyError) as exc:
+            except (AttributeError, KeyError, IndexError, TypeError) as exc:
                 raise _UnreadableResponse(type(exc).__name__) from exc
             finally:
                 voyageai.aiosession.reset(lent)
@@ -273,13 +275,34 @@ class VoyageReranker(_VoyageBase):
         request = {"endpoint": "rerank", "query": query, "documents": documents, "top_k": top_k}
         key = self._cache.key(PROVIDER, self.model_id, request, _WIRE_VERSION, trial)
         cached = self._cache.get(key)
-        if cached is not None:
+        if cached is not None and _malformed(cached.get("results"), len(documents), top_k) is None:
             return RerankResult(_selections(cached["results"], candidates), cache_hits=1)
         response = await self._call("rerank", query=query, documents=documents, top_k=top_k)
         results = [[r.index, float(r.relevance_score)] for r in response.results]
-        self._cache.put(key, {"results": results})
         usage = Usage(input_tokens=int(response.total_tokens))
+        problem = _malformed(results, len(documents), top_k)
+        if problem is not None:  # never cached: a bad answer must not be replayed as a good one
+            raise ProviderError(f"voyage rerank answer is malformed: {problem}", usage, api_calls=1)
+        self._cache.put(key, {"results": results})
         return RerankResult(_selections(results, candidates), usage=usage, api_calls=1)
+
+
+def _malformed(results: Any, documents: int, top_k: int) -> str | None:
+    """What is wrong with a rerank answer (indices out of range or repeated, scores not finite,
+    more than asked for), or None when it can be used."""
+    if not isinstance(results, list) or len(results) > top_k:
+        return f"expected at most {top_k} results"
+    seen: set[int] = set()
+    for item in results:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], int)):
+            return f"result {item!r} is not [index, score]"
+        index, score = item
+        if not 0 <= index < documents or index in seen:
+            return f"index {index} is out of range or repeated ({documents} documents)"
+        if not isinstance(score, int | float) or not math.isfinite(score):
+            return f"score {score!r} for index {index} is not a finite number"
+        seen.add(index)
+    return None
 
 
 def _selections(results: list[list[Any]], candidates: Sequence[RerankCandidate]) -> list[Selection]:

@@ -73,6 +73,9 @@ class EmulatorConfig:
     cache_min_tokens: int = 0  # the real API silently skips caching prefixes below a model minimum
     batch_ready_s: float = 0.0  # a message batch stays in_progress this long
     target_entities: tuple[str, ...] = tuple(f"entity_{i:03d}" for i in range(60))
+    # A rerank answer that parses but is wrong: "out_of_range" names a document that isn't there,
+    # "repeated" names one document twice.
+    rerank_bad_answer: str | None = None
 
 
 @dataclass
@@ -474,11 +477,16 @@ class _Voyage:
         order = sorted(range(len(documents)), key=lambda i: -scores[i])
         top_k = request.get("top_k") or len(documents)
         tokens = estimate_tokens(query) * len(documents) + sum(map(estimate_tokens, documents))
+        bad = self._emu.config.rerank_bad_answer
+        stray_index = len(documents) if bad == "out_of_range" else order[0] if bad == "repeated" else None
+        data = [{"index": i, "relevance_score": scores[i]} for i in order[:top_k]]
+        if stray_index is not None:
+            data[-1] = {"index": stray_index, "relevance_score": 0.0}
         return _json_reply(
             200,
             {
                 "object": "list",
-                "data": [{"index": i, "relevance_score": scores[i]} for i in order[:top_k]],
+                "data": data,
                 "model": request.get("model"),
                 "usage": {"total_tokens": tokens},
             },

@@ -209,7 +209,9 @@ async def test_each_fault_kind_is_retried_then_reported(
         assert emu.stats["requests"]["POST /v1/messages"] == 5
     assert str(info.value) == reason and FAKE_ANTHROPIC_KEY not in str(info.value)
     if fault == "429":  # retry-after: 1 honoured, plus at most 1 s of jitter
-        assert len(clock.sleeps) == 4 and all(1.0 <= s <= 2.0 for s in clock.sleeps)
+        # …but never sooner than the backoff: max(1, 1·2^k) + jitter.
+        assert len(clock.sleeps) == 4
+        assert all(2.0**k <= s <= 2.0**k + 1.0 for k, s in enumerate(clock.sleeps))
 
 
 # --- in the semantic pipeline -------------------------------------------------------------
@@ -277,3 +279,20 @@ async def test_build_pipeline_wires_the_api_providers(
     assert result.status == "ok", result.error
     assert len(result.candidates) == 15 and len(result.selections) == SELECTION_K
     assert result.cost_usd > 0 and result.api_calls == 2
+
+
+async def test_a_failed_repair_call_still_counts_the_first_calls_usage(
+    make_reranker: RerankerFactory, clock: RecordingClock
+) -> None:
+    # Each request draws "malformed" or "500" from its seed; find the seed where the first answer
+    # is invalid (so a repair call follows) and the repair call itself fails.
+    policy = RetryPolicy(max_attempts=1)
+    for seed in range(40):
+        emu = start_emulator(fault_rate=1.0, faults=("malformed", "500"), seed=seed)
+        with emu, pytest.raises(ProviderError) as caught:
+            await make_reranker(emu, clock, policy=policy).rerank("q", _candidates(), 6)
+        if str(caught.value).startswith("repair call failed"):
+            break
+    else:
+        pytest.fail("no seed gave an invalid first answer and a failed repair")
+    assert caught.value.api_calls == 1 and caught.value.usage.input_tokens > 0

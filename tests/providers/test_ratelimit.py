@@ -196,3 +196,39 @@ def test_rejects_nonsense_settings() -> None:
         RateLimiter(0, 1)
     with pytest.raises(ValueError):
         ScaledClock(0)
+
+
+async def test_retry_after_never_waits_less_than_the_backoff() -> None:
+    clock = RecordingClock()
+    calls = [0]
+
+    async def attempt() -> str:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("throttled")
+        return "ok"
+
+    def classify(exc: BaseException) -> Failure | None:
+        return Failure("HTTP 429", retryable=True, retry_after_s=0.0)
+
+    policy = RetryPolicy(max_attempts=3, backoff_s=2.0, jitter_s=0.0)
+    assert await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=policy) == "ok"
+    assert clock.sleeps == [2.0]  # "retry after 0 s" does not make us hammer the server
+
+
+async def test_a_429_pauses_the_whole_limiter_not_one_request() -> None:
+    clock = RecordingClock()
+    limiter = RateLimiter(60_000, 4, clock=clock)
+
+    async def throttled() -> str:
+        raise RuntimeError("429")
+
+    def classify(exc: BaseException) -> Failure | None:
+        return Failure("HTTP 429", retryable=False, retry_after_s=7.0)
+
+    policy = RetryPolicy(max_attempts=1, jitter_s=0.0)
+    with pytest.raises(ProviderError):
+        await call_with_retry(throttled, classify, limiter=limiter, clock=clock, policy=policy)
+    async with limiter.slot():  # another request of the same model, after the 429
+        pass
+    assert clock.sleeps == [7.0] and clock.now() == 7.0

@@ -132,7 +132,9 @@ async def test_each_fault_kind_is_retried_then_reported(
     assert str(info.value) == reason
     assert FAKE_VOYAGE_KEY not in str(info.value)
     if fault == "429":  # the emulator sends retry-after: 1; jitter adds at most 1 s
-        assert len(clock.sleeps) == 4 and all(1.0 <= s <= 2.0 for s in clock.sleeps)
+        # …but never sooner than the backoff: max(1, 1·2^k) + jitter.
+        assert len(clock.sleeps) == 4
+        assert all(2.0**k <= s <= 2.0**k + 1.0 for k, s in enumerate(clock.sleeps))
 
 
 async def test_transient_faults_recover(cache: ResponseCache) -> None:
@@ -172,3 +174,25 @@ async def test_rerank_returns_relevance_order_and_caches(
     assert emulator.stats["requests"]["POST /v1/rerank"] == 1
     await reranker.rerank("Title 7: Summary 7", candidates, 6, trial=1)  # a new trial calls
     assert emulator.stats["requests"]["POST /v1/rerank"] == 2
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason", "calls"),
+    [
+        ("repeated", "voyage rerank answer is malformed: index 1 is out of range or repeated", 1),
+        ("out_of_range", "malformed response after 5 attempts", 5),  # the SDK itself chokes on it
+    ],
+)
+async def test_a_wrong_rerank_answer_errors_and_is_never_cached(
+    bad: str, reason: str, calls: int, cache: ResponseCache, clock: RecordingClock
+) -> None:
+    with start_emulator(rerank_bad_answer=bad) as emulator:
+        reranker = _reranker(emulator, cache, clock)
+        for _ in range(2):
+            with pytest.raises(ProviderError) as caught:
+                await reranker.rerank("Title 1: Summary 1", _candidates(6), 6)
+            assert str(caught.value).startswith(reason)
+        # Asked again, not replayed: a bad answer never reaches the cache.
+        assert emulator.stats["requests"]["POST /v1/rerank"] == 2 * calls
+    if bad == "repeated":  # parsed, so the call was billed and is counted
+        assert caught.value.api_calls == 1 and caught.value.usage.input_tokens > 0
