@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from eval_pipeline.core.calibration import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.fileio import atomic_write_text, temp_file
-from eval_pipeline.core.history import append_history
+from eval_pipeline.core.history import append_history, now_utc
 from eval_pipeline.core.run_document import (
     RESULTS_FILE,
     RunDocument,
@@ -89,6 +89,10 @@ def apply_calibration(history_dir: Path, calibration_dir: Path, run: Calibration
     stem = f"calibration_{responses.calibration_id}"
     response_path = write_new_file(calibration_dir / RESPONSES_DIR, stem, responses.model_dump_json())
     history = run.history()
+    if history is not None:
+        # Stamped when written, not when the run started: a batch can take hours, and history
+        # replays in timestamp order, so an override made meanwhile must sort before it.
+        history = history.model_copy(update={"version": now_utc()})
     history_path = append_history(history_dir, history) if history is not None else None
     log_path = calibration_dir / LOG_FILE
     record = run.record().model_copy(

@@ -39,7 +39,7 @@ from eval_pipeline.core.calibration_files import (
     read_log,
 )
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
-from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history
+from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
 from eval_pipeline.core.loading import Banks, history_dir, load_history
 from eval_pipeline.core.retrieval import Usage
@@ -338,8 +338,9 @@ def test_apply_writes_one_of_each_file_and_never_overwrites(
     first = apply_calibration(history, cal, run)
     second = apply_calibration(history, cal, run)  # same second: new names, nothing replaced
     assert first.history is not None and second.history is not None
-    assert first.history.name == "expectations_2026-11-20.json"
-    assert second.history.name == "expectations_2026-11-20_2.json"
+    written = now_utc().date().isoformat()  # history is named and stamped when it is written
+    assert first.history.name == f"expectations_{written}.json"
+    assert second.history.name == f"expectations_{written}_2.json"
     assert first.responses.name == "calibration_2026-11-20T09-00-00Z.json"
     assert second.responses.name == "calibration_2026-11-20T09-00-00Z_2.json"
     records = read_log(cal / LOG_FILE).records
@@ -389,3 +390,13 @@ def test_no_valid_proposal_means_no_history_file(
     written = apply_calibration(history_dir(tmp_path), tmp_path / "cal", run)
     assert written.history is None and written.responses.exists()
     assert read_log(written.log).records[0].history_file is None
+
+
+def test_history_is_stamped_when_it_is_written(
+    kb: KnowledgeBase, tests: list[SemanticTest], tmp_path: Path
+) -> None:
+    before = now_utc()
+    written = apply_calibration(tmp_path / "history", tmp_path / "calibration", _run(kb, tests, T0))
+    assert written.history is not None
+    entry = HistoryFile.model_validate_json(written.history.read_text())
+    assert entry.version >= before > T0  # not the run's start: it sorts after anything made meanwhile
