@@ -31,12 +31,17 @@ def _run(*extra: str) -> int:
 
 
 def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run("--model", "local-minilm") == 0
+    # The tenant domain: its own categories, user types and bank file names, both local models.
+    assert _run("--model", "local-minilm", "--model", "local-hybrid") == 0
     out = capsys.readouterr().out
     assert "local-minilm @ 2026-11-20:" in out and "results/local-minilm/2026-11-20/report.md" in out
+    assert "local-hybrid @ 2026-11-20:" in out
+    hybrid = read_document(workdir / "results/local-hybrid/2026-11-20/results.json")
+    assert hybrid.aggregate.errored_count == 0 and hybrid.aggregate.health.value != "UNKNOWN"
+    assert {r.category for r in hybrid.semantic} <= {"quick", "everyday", "urgent", "mixed"}
     doc = read_document(workdir / "results/local-minilm/2026-11-20/results.json")
     assert doc.provenance.kb_version == "tenant-fixture-1"
-    assert main(["show"]) == 0
+    assert main(["show", "--model", "local-minilm"]) == 0
     assert "local-minilm @ 2026-11-20" in capsys.readouterr().out
     assert main(["show", "--model", "local-minilm", "--test", "T-RENT-001"]) == 0
     shown = capsys.readouterr().out
