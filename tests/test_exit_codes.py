@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import yaml
 from eval_pipeline import cli
 from eval_pipeline.core.gate import GateDecision, GateStatus
 from eval_pipeline.core.run_document import read_document
-from eval_pipeline.testing.api_emulator import start_emulator
+from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 from tests.run_docs import doc, sem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,6 +91,17 @@ def _run(*extra: str) -> int:
     return cli.main(["run", *DATA, "--model", "local-minilm", *extra])
 
 
+@contextmanager
+def _api(emulator: EmulatorHandle, anthropic_var: str, voyage_var: str) -> Iterator[None]:
+    """Fake keys under the given variable names, and the SDKs pointed at the loopback emulator."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(anthropic_var, FAKE_ANTHROPIC_KEY)
+        mp.setenv(voyage_var, FAKE_VOYAGE_KEY)
+        mp.setenv("ANTHROPIC_BASE_URL", emulator.base_url)
+        mp.setenv("VOYAGE_BASE_URL", emulator.voyage_base_url)
+        yield
+
+
 def _gate(root: Path, model: str, date: str) -> GateDecision:
     return GateDecision.model_validate_json((root / "results" / model / date / "gate.json").read_text())
 
@@ -135,16 +147,11 @@ def test_run_when_the_system_under_test_is_down(work: Path, capsys: pytest.Captu
 
 
 def test_run_when_the_api_answers_500(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    emulator = start_emulator(fault_rate=1.0, faults=("500",))
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
-            mp.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
-            mp.setenv("ANTHROPIC_BASE_URL", emulator.base_url)
-            mp.setenv("VOYAGE_BASE_URL", emulator.voyage_base_url)
-            code = cli.main(["run", *DATA, "--model", "api-down", "--date", D1, "--fail-under", "80"])
-    finally:
-        emulator.stop()
+    with (
+        start_emulator(fault_rate=1.0, faults=("500",)) as emulator,
+        _api(emulator, "ANTHROPIC_API_KEY", "VOYAGE_API_KEY"),
+    ):
+        code = cli.main(["run", *DATA, "--model", "api-down", "--date", D1, "--fail-under", "80"])
     out, err = capsys.readouterr()
     assert code == 3 and "Traceback" not in out + err
     assert "GOOD" not in out and "EXCELLENT" not in out
@@ -276,18 +283,10 @@ def test_a_model_with_its_own_key_variables_runs_end_to_end(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`anthropic_api_key_env: TEAM_ANTHROPIC_KEY` is honoured by `models` and by the run itself."""
-    emulator = start_emulator()
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("TEAM_ANTHROPIC_KEY", FAKE_ANTHROPIC_KEY)
-            mp.setenv("TEAM_VOYAGE_KEY", FAKE_VOYAGE_KEY)
-            mp.setenv("ANTHROPIC_BASE_URL", emulator.base_url)
-            mp.setenv("VOYAGE_BASE_URL", emulator.voyage_base_url)
-            assert cli.main(["models"]) == 0
-            listed = capsys.readouterr().out
-            code = cli.main(["run", *DATA, "--model", "team-key", "--date", D1, "--banks", "semantic"])
-    finally:
-        emulator.stop()
+    with start_emulator() as emulator, _api(emulator, "TEAM_ANTHROPIC_KEY", "TEAM_VOYAGE_KEY"):
+        assert cli.main(["models"]) == 0
+        listed = capsys.readouterr().out
+        code = cli.main(["run", *DATA, "--model", "team-key", "--date", D1, "--banks", "semantic"])
     out, err = capsys.readouterr()
     assert "team-key" in listed and "needs" not in listed.split("team-key")[1].splitlines()[0]
     assert code in (0, 1) and "Traceback" not in out + err, err
