@@ -263,6 +263,8 @@ def show_run(run: CalibrationRun) -> None:
         d = by_id.get(o.test_id)
         if d is None:
             print(f"{o.test_id}  {o.status.upper()}: {o.reason}")
+        elif d.clears_conflict:
+            print(f"{o.test_id}  agrees with {d.previous_source}: clears its calibration conflict")
         elif not d.changed:
             print(f"{o.test_id}  unchanged ({d.previous_source})")
         else:
