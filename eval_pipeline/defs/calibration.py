@@ -33,6 +33,7 @@ from eval_pipeline.core.calibration import (
     user_turn,
 )
 from eval_pipeline.core.calibration_files import apply_calibration, latest_documents
+from eval_pipeline.core.calibration_review import review_from_run, write_review
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
 from eval_pipeline.core.history import Trigger, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
@@ -113,6 +114,7 @@ async def _calls(
 class _Scoped:
     kb: KnowledgeBase
     resolved: dict[str, ResolvedExpectation]
+    bank: list[SemanticTest]
     tests: list[SemanticTest]
     why: dict[str, list[str]]
 
@@ -145,7 +147,7 @@ def _scoped(config: CalibrationConfig, inputs: InputsResource, storage: StorageR
         chosen, why = scoped_tests(scope, tests, kb, resolved, ids, entities, seen)
     except ScopeError as exc:
         raise _fail(str(exc)) from None
-    return _Scoped(kb, resolved, chosen, why)
+    return _Scoped(kb, resolved, tests, chosen, why)
 
 
 def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
@@ -196,14 +198,38 @@ def opus_calibration(
     if not scoped.tests:
         return dg.MaterializeResult(metadata={"applied": False, "tests": 0, "scope": config.scope})
     run = _calibrate(config, scoped)
-    history = None
+    history = review = None
     if config.apply:
         history = apply_calibration(inputs.banks / HISTORY_DIR, Path(config.calibration_dir), run).history
-    return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history))
+    elif run.diffs:
+        review = write_review(Path(config.calibration_dir), review_from_run(run, scoped.bank))
+    return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history, review))
+
+
+def _proposals(run: CalibrationRun) -> list[dict[str, object]]:
+    """Every proposal with the raw answer it came from, for review in the UI."""
+    raw = {c.test_id: c.response for c in run.calls}
+    return [
+        {
+            "test_id": d.test_id,
+            "changed": d.changed,
+            "conflict": d.conflict,
+            "previous_source": d.previous_source,
+            "previous": d.previous.model_dump(mode="json"),
+            "proposed": d.proposed.model_dump(mode="json"),
+            "reasoning": d.reasoning,
+            "raw_response": raw.get(d.test_id),
+        }
+        for d in run.diffs
+    ]
 
 
 def _metadata(
-    run: CalibrationRun, why: dict[str, list[str]], applied: bool, history: Path | None
+    run: CalibrationRun,
+    why: dict[str, list[str]],
+    applied: bool,
+    history: Path | None,
+    review: Path | None,
 ) -> dict[str, "dg.RawMetadataValue"]:
     rows = [
         f"| {d.test_id} | {'conflict' if d.conflict else 'changed'} | {d.previous_source} | "
@@ -217,6 +243,7 @@ def _metadata(
     return {
         "applied": applied,
         "history_file": str(history) if history else "",
+        "review_file": str(review) if review else "",
         "scope": run.scope,
         "tests": len(run.calls),
         "changed": len(run.changed),
@@ -230,6 +257,7 @@ def _metadata(
         "changes": dg.MetadataValue.md(table + "\n".join(rows) if rows else "no changes"),
         "problems": dg.MetadataValue.md("\n".join(rejected) or "none"),
         "affected_because": dg.MetadataValue.json(why),
+        "proposals": dg.MetadataValue.json(_proposals(run)),
     }
 
 

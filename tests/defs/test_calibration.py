@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from eval_pipeline.core.calibration_files import LOG_FILE, read_log
+from eval_pipeline.core.calibration_review import read_review
 from eval_pipeline.defs.automation import SCOPE_TAG, SENSORS
 from eval_pipeline.defs.calibration import (
     CalibrationConfig,
@@ -64,8 +66,13 @@ def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
     inputs = resources["inputs"]
     before = inputs.history_hash()
     dry = _materialize(env, today_utc(), scope="full")
-    assert dry.success and _metadata(dry)["applied"] is False
-    assert inputs.history_hash() == before  # a dry run writes nothing
+    dry_meta = _metadata(dry)
+    assert dry.success and dry_meta["applied"] is False
+    assert inputs.history_hash() == before  # a dry run writes no history, only its review file
+    review = read_review(Path(dry_meta["review_file"]))
+    proposals = dry_meta["proposals"]
+    assert [p["test_id"] for p in proposals] == [i.test_id for i in review.items]
+    assert all(p["raw_response"]["content"] and p["reasoning"] for p in proposals)
 
     applied = _materialize(env, today_utc(), scope="single", test_ids=["T-REP-001"], apply=True)
     meta = _metadata(applied)
