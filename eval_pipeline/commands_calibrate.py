@@ -60,6 +60,7 @@ def _expectation_args(p: argparse.ArgumentParser) -> None:
 
 def add_calibrate_commands(sub: Any) -> None:
     # commands_review builds on this module's helpers, so it is imported where it is used.
+    from eval_pipeline.commands_agreement import add_agreement_commands
     from eval_pipeline.commands_review import add_review_arguments
 
     p = sub.add_parser("calibrate", help="propose expectations with Claude (dry run unless --apply)")
@@ -100,6 +101,7 @@ def add_calibrate_commands(sub: Any) -> None:
     o.add_argument("--reason", required=True, help="why (recorded)")
     _data_args(o)
     o.set_defaults(func=cmd_override)
+    add_agreement_commands(sub)  # judges calibrations against these overrides and reviews
 
 
 # --- calibrate -----------------------------------------------------------------------------------

@@ -309,6 +309,24 @@ def test_apply_from_needs_a_reviewer_and_an_accepted_proposal(
     assert not history_files(work)
 
 
+def test_agreement_counts_review_decisions_and_overrides(
+    work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, changed = _dry_run(work, capsys)
+    a1, a2, rejected = changed[:3]
+    assert run(work, "calibrate", "--review", str(path), "--accept", a1, a2, "--reject", rejected) == 0
+    overridden = next(t for t in ("T-RENT-001", "T-LEASE-001", "T-NOISE-001") if t not in changed[:3])
+    assert run(work, "override", overridden, "--primary", "rent_arrears", *BY) == 0
+    output(capsys)
+    report = tmp_path / "agreement.md"
+    assert run(work, "agreement", "--calibration-dir", "calibration", "--report", str(report)) == 0
+    out, _ = output(capsys)
+    assert "agreement over 4 human decisions (2 accepted, 1 rejected, 0 edited, 1 override)" in out
+    assert "Cohen's kappa" in out and "| calibrator \\ human |" in out
+    assert "clinical review" in out  # the override's reasoning, beside the calibrator's
+    assert report.read_text() == out.split("written: ")[0]
+
+
 # --- overrides and conflicts -----------------------------------------------------------------------
 
 

@@ -6,6 +6,9 @@ evaluation job or automation selection: it spends money, so it runs when asked. 
 the history files, which the `history_sensor_*` sensors turn into a re-score (expectation snapshot
 and scoring only, no retrieval).
 
+`calibration_agreement` (no API call) compares the calibrator's proposals with the clinicians'
+review decisions and overrides (core/agreement.py) and shows kappa, its CI and the report.
+
 `kb_affected_calibration` (STOPPED by default, and inert unless `CalibrationSettings.on_kb_change`)
 compares each entity's content hash with the previous look and requests an `affected` calibration
 for the added or changed entities.
@@ -21,6 +24,13 @@ from typing import get_args
 import dagster as dg
 from pydantic import Field
 
+from eval_pipeline.core.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    MIN_TOPIC_TESTS,
+    agreement_from_files,
+    markdown,
+)
 from eval_pipeline.core.banks import SemanticTest
 from eval_pipeline.core.calibration import (
     DEFAULT_TRIGGERS,
@@ -305,6 +315,51 @@ def kb_affected_calibration(
     return dg.SensorResult(run_requests=[request], cursor=cursor)
 
 
-CALIBRATION_ASSETS = [opus_calibration]
+class AgreementConfig(dg.Config):
+    calibration_dir: str = Field(default="calibration", description="where the review files are")
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    min_topic_tests: int = MIN_TOPIC_TESTS
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[history_files],
+    description="Calibrator proposals vs human decisions (reviews, overrides): percent, Cohen's kappa, CI.",
+)
+def calibration_agreement(config: AgreementConfig, inputs: InputsResource) -> dg.MaterializeResult[None]:
+    try:
+        _, banks = load_validated(inputs.kb, inputs.banks)
+    except InputError as exc:
+        raise _fail("\n".join(str(p) for p in exc.problems)) from None
+    report, unreadable = agreement_from_files(
+        Path(config.calibration_dir),
+        banks,
+        resamples=config.resamples,
+        seed=config.seed,
+        min_topic_tests=config.min_topic_tests,
+    )
+    o = report.overall
+    return dg.MaterializeResult(
+        metadata={
+            "judgements": report.judgements,
+            "pairs": o.pairs,
+            # Numeric series plot per materialisation; -1 stands for "undefined" (no variation).
+            "percent_agreement": round(o.percent_agreement, 2) if o.percent_agreement is not None else -1.0,
+            "kappa": round(o.kappa, 4) if o.kappa is not None else -1.0,
+            "kappa_ci_low": round(o.kappa_ci[0], 4) if o.kappa_ci else -1.0,
+            "kappa_ci_high": round(o.kappa_ci[1], 4) if o.kappa_ci else -1.0,
+            "by_kind": dg.MetadataValue.json(report.by_kind),
+            "by_topic": dg.MetadataValue.json(
+                {t: s.model_dump(mode="json") for t, s in report.by_topic.items()}
+            ),
+            "disagreements": len(report.disagreements),
+            "report": dg.MetadataValue.md(markdown(report)),
+            "unreadable_reviews": dg.MetadataValue.json(unreadable),
+        }
+    )
+
+
+CALIBRATION_ASSETS = [opus_calibration, calibration_agreement]
 CALIBRATION_JOBS = [calibration_job]
 CALIBRATION_SENSORS = [kb_affected_calibration]

@@ -11,11 +11,13 @@ import pytest
 import yaml
 
 from eval_pipeline.core.calibration_files import LOG_FILE, read_log
-from eval_pipeline.core.calibration_review import read_review
+from eval_pipeline.core.calibration_review import decide, read_review, save_review
 from eval_pipeline.defs.automation import SCOPE_TAG, SENSORS
 from eval_pipeline.defs.calibration import (
+    AgreementConfig,
     CalibrationConfig,
     CalibrationSettings,
+    calibration_agreement,
     kb_affected_calibration,
     opus_calibration,
 )
@@ -87,6 +89,27 @@ def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
     assert isinstance(result, dg.SensorResult)
     (request,) = result.run_requests or []
     assert request.tags[SCOPE_TAG] == "history"
+
+
+def test_agreement_asset_shows_kappa_for_reviewed_proposals(env: Env, emulator: EmulatorHandle) -> None:
+    dry = _materialize(env, today_utc(), scope="full")
+    path = Path(_metadata(dry)["review_file"])
+    review = read_review(path)
+    for item in review.to_review:
+        review = decide(review, item.test_id, "accepted", by="Dr Lee")
+    save_review(path, review)
+    result = dg.materialize(
+        [calibration_agreement],
+        resources=env.resources(),
+        instance=env.instance,
+        run_config=dg.RunConfig(
+            ops={"calibration_agreement": AgreementConfig(calibration_dir=str(env.root / "calibration"))}
+        ),
+    )
+    meta = _metadata(result)
+    assert meta["judgements"] == len(review.to_review) > 0
+    assert meta["kappa"] == 1.0 and meta["percent_agreement"] == 100.0 and meta["disagreements"] == 0
+    assert "# Calibrator vs clinicians: agreement" in meta["report"]
 
 
 def test_calibration_is_never_part_of_an_evaluation_selection() -> None:
