@@ -1,10 +1,11 @@
 """`calibrate` and `override`: expectations proposed by Claude, or decided by a clinician.
 
 `calibrate` is a dry run unless `--apply`: it prints the cost estimate (free token counting), then
-asks the model and shows every test's previous -> proposed expectations, and writes nothing. A dry
-run therefore spends money on the proposals; `--estimate-only` stops after the estimate and
+asks the model and shows every test's previous -> proposed expectations, writes no history and
+keeps the proposals in a review file (`--review` / `--apply-from`, commands_review.py), so what was
+paid for can be applied later without paying again. `--estimate-only` stops after the estimate and
 `--max-cost` refuses to start above a budget. `--apply` does the same and then writes one history
-file, one raw-response file and one log record (docs/calibration.md).
+file, one raw-response file and one log record.
 """
 
 from __future__ import annotations

@@ -187,7 +187,10 @@ def walk(review: ReviewFile, ask: Ask, say: Say, check: Check, by: str | None) -
     for n, item in enumerate(pending, 1):
         say(f"\n({n}/{len(pending)}) " + "\n".join(_item_lines(item)))
         while True:
-            choice = ask("[a]ccept, [r]eject, [e]dit, [s]kip, [q]uit? ").strip().lower()[:1]
+            try:
+                choice = ask("[a]ccept, [r]eject, [e]dit, [s]kip, [q]uit? ").strip().lower()[:1]
+            except EOFError:  # Ctrl-D quits like `q`, keeping the decisions made so far
+                return review
             if choice == "q":
                 return review
             if choice == "s":
