@@ -1,10 +1,11 @@
 """`calibrate` and `override`: expectations proposed by Claude, or decided by a clinician.
 
 `calibrate` is a dry run unless `--apply`: it prints the cost estimate (free token counting), then
-asks the model and shows every test's previous -> proposed expectations, and writes nothing. A dry
-run therefore spends money on the proposals; `--estimate-only` stops after the estimate and
+asks the model and shows every test's previous -> proposed expectations, writes no history and
+keeps the proposals in a review file (`--review` / `--apply-from`, commands_review.py), so what was
+paid for can be applied later without paying again. `--estimate-only` stops after the estimate and
 `--max-cost` refuses to start above a budget. `--apply` does the same and then writes one history
-file, one raw-response file and one log record (docs/calibration.md).
+file, one raw-response file and one log record.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from eval_pipeline.core.calibration_files import (
     apply_calibration,
     latest_documents,
 )
+from eval_pipeline.core.calibration_review import review_from_run, write_review
 from eval_pipeline.core.expectations import LoadedHistory, ResolvedExpectation, resolve
 from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
@@ -48,9 +50,22 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
 
 
+def _expectation_args(p: argparse.ArgumentParser) -> None:
+    """Expectations typed by a human: an override, or a review's --edit."""
+    ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
+    p.add_argument("--primary", **ids)
+    p.add_argument("--secondary", **ids)
+    p.add_argument("--not-expected", **ids)
+    p.add_argument("--rank", nargs="+", action="extend", default=[], metavar="HIGHER>LOWER")
+
+
 def add_calibrate_commands(sub: Any) -> None:
+    # commands_review builds on this module's helpers, so it is imported where it is used.
+    from eval_pipeline.commands_agreement import add_agreement_commands
+    from eval_pipeline.commands_review import add_review_arguments
+
     p = sub.add_parser("calibrate", help="propose expectations with Claude (dry run unless --apply)")
-    p.add_argument("--scope", choices=("full", "affected", "single"), required=True)
+    p.add_argument("--scope", choices=("full", "affected", "single"), help="required unless reviewing")
     p.add_argument("--test-id", action="append", default=[], dest="test_ids", help="single scope (repeat)")
     p.add_argument(
         "--added-entity", action="append", default=[], dest="added_entities", help="affected scope (repeat)"
@@ -60,6 +75,12 @@ def add_calibrate_commands(sub: Any) -> None:
     mode.add_argument("--dry-run", action="store_true", help="show proposals, write nothing (default)")
     mode.add_argument("--apply", action="store_true", help="write the history file, responses and log")
     mode.add_argument("--estimate-only", action="store_true", help="print the cost estimate, call nothing")
+    mode.add_argument(
+        "--review", type=Path, metavar="FILE", help="decide a dry run's proposals (no API call)"
+    )
+    mode.add_argument(
+        "--apply-from", type=Path, metavar="FILE", help="write a review's accepted proposals (no API call)"
+    )
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (half price, slower)")
     p.add_argument("--model", help="calibrator model id (default: the newest Opus in the pinned SDK)")
     p.add_argument("--max-cost", type=float, help="do not start when the typical estimate exceeds this (USD)")
@@ -68,27 +89,26 @@ def add_calibrate_commands(sub: Any) -> None:
     p.add_argument("--poll-seconds", type=float, default=10.0, help="batch status polling interval [10]")
     p.add_argument("--calibration-dir", type=Path, default=Path("calibration"))
     p.add_argument("--results-dir", type=Path, default=Path("results"), help="last retrievals (affected)")
+    add_review_arguments(p)
+    _expectation_args(p)
     _data_args(p)
     p.set_defaults(func=cmd_calibrate)
 
     o = sub.add_parser("override", help="record (or --withdraw) a human override of a test's expectations")
     o.add_argument("test_id")
-    ids = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
-    o.add_argument("--primary", **ids)
-    o.add_argument("--secondary", **ids)
-    o.add_argument("--not-expected", **ids)
-    o.add_argument("--rank", nargs="+", action="extend", default=[], metavar="HIGHER>LOWER")
+    _expectation_args(o)
     o.add_argument("--withdraw", action="store_true", help="end the standing override")
     o.add_argument("--by", required=True, help="who decides (recorded)")
     o.add_argument("--reason", required=True, help="why (recorded)")
     _data_args(o)
     o.set_defaults(func=cmd_override)
+    add_agreement_commands(sub)  # judges calibrations against these overrides and reviews
 
 
 # --- calibrate -----------------------------------------------------------------------------------
 
 
-def _semantic_tests(banks: Banks) -> list[SemanticTest]:
+def semantic_tests_of(banks: Banks) -> list[SemanticTest]:
     if banks.semantic is None:
         raise UsageError(f"{banks.root}: no semantic bank to calibrate")
     return banks.semantic.tests
@@ -105,6 +125,7 @@ def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    from eval_pipeline.commands_review import cmd_apply_from, cmd_review, review_flags_used
     from eval_pipeline.providers.calibrator import (
         DEFAULT_MODEL,
         CalibratorConfigError,
@@ -112,12 +133,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         calibrator_price,
     )
 
+    if args.review is not None:
+        return cmd_review(args)
+    if args.apply_from is not None:
+        return cmd_apply_from(args)
+    if args.scope is None:
+        raise UsageError("calibrate needs --scope (or --review FILE / --apply-from FILE)")
+    if review_flags_used(args) or args.primary or args.secondary or args.not_expected or args.rank:
+        raise UsageError("review decisions go with --review FILE")
+
     if args.rate_per_min <= 0 or args.concurrency < 1 or args.poll_seconds <= 0:
         raise UsageError("--rate-per-min and --poll-seconds must be positive, --concurrency at least 1")
     kb, banks = load_validated(args.kb, args.banks_dir)
     if args.kb_version is not None and args.kb_version != kb.kb_version:
         raise UsageError(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")
-    tests = _semantic_tests(banks)
+    tests = semantic_tests_of(banks)
     resolved = resolve(tests, banks.history)
     try:
         chosen, why = scoped_tests(
@@ -138,7 +168,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not chosen:
         print("no tests in scope: nothing to calibrate")
         return EXIT_OK
-    session = _Session(args, kb, chosen, resolved, model, key, price)
+    session = _Session(args, kb, tests, chosen, resolved, model, key, price)
     return asyncio.run(session.run())
 
 
@@ -149,16 +179,18 @@ class _Session:
         self,
         args: argparse.Namespace,
         kb: KnowledgeBase,
+        bank: list[SemanticTest],
         tests: list[SemanticTest],
         resolved: dict[str, ResolvedExpectation],
         model: str,
         key: str,
         price: Price,
     ) -> None:
+        """`bank` is every semantic test (a review file fingerprints it), `tests` the scope."""
         from eval_pipeline.providers.calibrator import Calibrator, TestPrompt
         from eval_pipeline.providers.ratelimit import RateLimiter
 
-        self.args, self.kb, self.resolved, self.price = args, kb, resolved, price
+        self.args, self.kb, self.bank, self.resolved, self.price = args, kb, bank, resolved, price
         self.prompts = [TestPrompt(t.test_id, user_turn(t, resolved[t.test_id])) for t in tests]
         limiter = RateLimiter(args.rate_per_min, args.concurrency)
         self.calibrator = Calibrator(model, key, limiter, poll_interval_s=args.poll_seconds)
@@ -209,8 +241,15 @@ class _Session:
         show_run(run)
         if args.apply:
             _apply(args, run)
+        elif run.diffs:
+            path = write_review(args.calibration_dir, review_from_run(run, self.bank))
+            print(
+                f"dry run: history untouched; proposals kept for review in {path}\n"
+                f"  review: eval-pipeline calibrate --review {path}  (no API call)\n"
+                f"  apply:  eval-pipeline calibrate --apply-from {path} --by NAME"
+            )
         else:
-            print("dry run: nothing written (re-run with --apply to record these proposals)")
+            print("dry run: no valid proposal, nothing to review")
         return EXIT_ERROR if run.count("errored") else EXIT_OK
 
     async def _calls(self) -> list[CallRecord]:
@@ -245,7 +284,7 @@ def _ranks(checks: Sequence[RankCheck]) -> str:
     return ", ".join(f"{rc.higher}>{rc.lower}" for rc in checks) or "-"
 
 
-def _diff_lines(d: ProposalDiff) -> list[str]:
+def diff_lines(d: ProposalDiff) -> list[str]:
     rows = [
         ("primary", _ids(d.previous.expected_primary), _ids(d.proposed.expected_primary)),
         ("secondary", _ids(d.previous.expected_secondary), _ids(d.proposed.expected_secondary)),
@@ -263,12 +302,14 @@ def show_run(run: CalibrationRun) -> None:
         d = by_id.get(o.test_id)
         if d is None:
             print(f"{o.test_id}  {o.status.upper()}: {o.reason}")
+        elif d.clears_conflict:
+            print(f"{o.test_id}  agrees with {d.previous_source}: clears its calibration conflict")
         elif not d.changed:
             print(f"{o.test_id}  unchanged ({d.previous_source})")
         else:
             note = f"CONFLICT with {d.previous_source}: recorded, not applied" if d.conflict else "changed"
             print(f"{o.test_id}  {note} (was {d.previous_source})")
-            print("\n".join(_diff_lines(d)))
+            print("\n".join(diff_lines(d)))
     changed, conflicts = len(run.changed), sum(d.conflict for d in run.diffs)
     print(
         f"summary: {changed} changed ({conflicts} in conflict with a standing override), "
@@ -289,7 +330,7 @@ def show_run(run: CalibrationRun) -> None:
 # --- override ------------------------------------------------------------------------------------
 
 
-def _parse_rank(text: str) -> RankCheck:
+def parse_rank(text: str) -> RankCheck:
     higher, sep, lower = text.partition(">")
     if not sep or not higher.strip() or not lower.strip() or ">" in lower:
         raise UsageError(f"--rank: '{text}' is not HIGHER>LOWER")
@@ -314,24 +355,25 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
         expected_primary=args.primary,
         expected_secondary=args.secondary,
         not_expected=args.not_expected,
-        rank_check=[_parse_rank(r).model_dump() for r in args.rank],
+        rank_check=[parse_rank(r).model_dump() for r in args.rank],
         override_date=today,
         by=args.by.strip(),
         reason=args.reason.strip(),
     )
 
 
-def _validate_override(kb: KnowledgeBase, args: argparse.Namespace, banks: Banks, entry: HistoryFile) -> None:
-    """The same cross-checks as bank expectations (the loaded banks are already clean)."""
-    candidate = LoadedHistory(path=Path("override"), entry=entry)
-    problems = cross_check(kb, args.kb, banks.model_copy(update={"history": [candidate]}))
+def validate_entry(kb: KnowledgeBase, kb_path: Path, banks: Banks, entry: HistoryFile, label: str) -> None:
+    """A human's expectations get the same cross-checks as bank expectations (the loaded banks
+    are already clean); `label` names the entry in the problems."""
+    candidate = LoadedHistory(path=Path(label), entry=entry)
+    problems = cross_check(kb, kb_path, banks.model_copy(update={"history": [candidate]}))
     if problems:
         raise InputError(problems)
 
 
 def cmd_override(args: argparse.Namespace) -> int:
     kb, banks = load_validated(args.kb, args.banks_dir)
-    tests = _semantic_tests(banks)
+    tests = semantic_tests_of(banks)
     if args.test_id not in {t.test_id for t in tests}:
         raise UsageError(f"{args.test_id} is not in the semantic bank")
     current = resolve(tests, banks.history)[args.test_id]
@@ -344,19 +386,19 @@ def cmd_override(args: argparse.Namespace) -> int:
         changes=[HistoryChange(test_id=args.test_id, previous=current.expectations, human_override=override)],
         changed_count=1,
     )
-    _validate_override(kb, args, banks, entry)
+    validate_entry(kb, args.kb, banks, entry, "override")
     history = history_dir(args.banks_dir)
     path = append_history(history, entry)
     now = resolve(tests, load_history(history, []))[args.test_id]
     verb = "withdrawn" if override.withdraw else "recorded"
     print(f"override {verb} for {args.test_id} by {override.by}: {override.reason}")
     if not override.withdraw:
-        print("\n".join(_expectation_lines(override.expectations())))
+        print("\n".join(expectation_lines(override.expectations())))
     print(f"  was {current.source}; now resolves to {now.source}\n  written: {path}")
     return EXIT_OK
 
 
-def _expectation_lines(exp: Expectations) -> list[str]:
+def expectation_lines(exp: Expectations) -> list[str]:
     return [
         f"    primary       {_ids(exp.expected_primary)}",
         f"    secondary     {_ids(exp.expected_secondary)}",

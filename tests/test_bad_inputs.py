@@ -233,9 +233,9 @@ CASES: list[tuple[str, Mutation, int, str]] = [
     ),
     (
         "vocabulary-category",
-        _edit_kb(lambda d: d["vocabulary"].update(categories=["quick"])),
+        _edit_kb(lambda d: d["vocabulary"].update(categories=["brief"])),
         2,
-        "T-DEP-001: category: 'everyday' is not in the KB's declared vocabulary (quick)",
+        "T-DEP-001: category: 'daily' is not in the KB's declared vocabulary (brief)",
     ),
     (
         "topic-control-chars",

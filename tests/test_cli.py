@@ -38,7 +38,7 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     assert "local-hybrid @ 2026-11-20:" in out
     hybrid = read_document(workdir / "results/local-hybrid/2026-11-20/results.json")
     assert hybrid.aggregate.errored_count == 0 and hybrid.aggregate.health.value != "UNKNOWN"
-    assert {r.category for r in hybrid.semantic} <= {"quick", "everyday", "urgent", "mixed"}
+    assert {r.category for r in hybrid.semantic} <= {"brief", "daily", "pressing", "combined"}
     doc = read_document(workdir / "results/local-minilm/2026-11-20/results.json")
     assert doc.provenance.kb_version == "tenant-fixture-1"
     assert main(["show", "--model", "local-minilm"]) == 0

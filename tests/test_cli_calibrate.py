@@ -12,10 +12,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from eval_pipeline import cli
+from eval_pipeline.commands_review import walk
 from eval_pipeline.core.banks import SemanticTest
 from eval_pipeline.core.calibration_files import LOG_FILE, RESPONSES_DIR, read_log
+from eval_pipeline.core.calibration_review import REVIEWS_DIR, read_review
 from eval_pipeline.core.evaluation import score_semantic
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
 from eval_pipeline.core.loading import history_dir, load_history
@@ -75,19 +78,27 @@ def current(work: Path) -> tuple[list[SemanticTest], dict[str, ResolvedExpectati
 # --- dry run, estimate, apply ----------------------------------------------------------------------
 
 
-def test_dry_run_shows_estimate_first_then_proposals_and_writes_nothing(
+def test_dry_run_shows_estimate_first_then_proposals_and_writes_only_a_review_file(
     work: Path, tmp_path: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = snapshot(tmp_path)
     assert run(work, "calibrate", "--scope", "full") == 0
     out, _ = output(capsys)
-    assert snapshot(tmp_path) == before
-    assert not (tmp_path / "calibration").exists()
+    (review_path,) = (tmp_path / "calibration" / REVIEWS_DIR).glob("review_*.json")
+    added = set(snapshot(tmp_path)) - set(before)
+    assert added == {str(review_path.relative_to(tmp_path))}
+    assert {k: v for k, v in snapshot(tmp_path).items() if k in before} == before
     assert out.index("estimate (calibration cost") < out.index("T-RENT-001")
     assert "changed (was original)" in out and "-> " in out and "reasoning" in out
     assert "summary: " in out and "unchanged" in out and "calibration cost $" in out
-    assert "dry run: nothing written" in out
+    assert (
+        f"dry run: history untouched; proposals kept for review in {review_path.relative_to(tmp_path)}" in out
+    )
     assert emulator.stats["requests"]["POST /v1/messages"] == 8
+    review = read_review(review_path)
+    assert len(review.items) == len(review.calls) == 8  # every proposal, with its raw response
+    assert all(c.response is not None for c in review.calls)
+    assert {i.decision for i in review.items} == {"pending"}
 
 
 def test_estimate_only_calls_no_model(
@@ -166,6 +177,154 @@ def test_batch_gives_the_same_proposals_as_sequential(
         return text[start:end].splitlines()
 
     assert proposals(batched) == proposals(sequential)
+
+
+# --- review, then apply ------------------------------------------------------------------------------
+
+
+def _dry_run(work: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, list[str]]:
+    """A full dry run against the emulator: its review file and the tests whose proposal changes."""
+    assert run(work, "calibrate", "--scope", "full") == 0
+    output(capsys)
+    (path,) = (Path("calibration") / REVIEWS_DIR).glob("review_*.json")
+    return path, [i.test_id for i in read_review(path).to_review]
+
+
+def test_review_accept_two_reject_one_edit_one_then_apply_without_calling_the_api(
+    work: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, changed = _dry_run(work, capsys)
+    assert len(changed) >= 5  # the emulator keeps about a third of the expectations
+    a1, a2, rejected, edited, pending = changed[:5]
+    decide = ["calibrate", "--review", str(path), "--by", "Dr Lee"]
+    note = "the crisis angle matters here"
+    assert run(work, *decide, "--accept", a1, a2, "--reject", rejected, "--note", note) == 0
+    edit = ["--edit", edited, "--primary", "repair_requests", "--secondary", "mould_and_damp"]
+    assert run(work, *decide, *edit, "--note", "damp first") == 0
+    out, _ = output(capsys)
+    assert "2 accepted, 1 edited, 1 rejected" in out and f"--apply-from {path}" in out
+    calls_before = emulator.stats["total_requests"]
+
+    assert run(work, "calibrate", "--apply-from", str(path), "--by", "Dr Lee") == 0
+    out, _ = output(capsys)
+    assert emulator.stats["total_requests"] == calls_before  # applied from the file: zero API calls
+    (written,) = history_files(work)
+    entry = load_history(history_dir(work / "banks"), [])[0].entry
+    assert {c.test_id: c.review_decision for c in entry.changes} == {
+        a1: "accepted",
+        a2: "accepted",
+        edited: "edited",
+    }
+    assert entry.reviewed_by == "Dr Lee" and entry.review_id == read_review(path).review_id
+    review = read_review(path)
+    by_id = {i.test_id: i for i in review.items}
+    (edit_change,) = [c for c in entry.changes if c.test_id == edited]
+    assert edit_change.updated is not None and edit_change.updated.expected_secondary == ["mould_and_damp"]
+    assert edit_change.review_note == "damp first"
+    for test_id in (a1, a2):
+        (change,) = [c for c in entry.changes if c.test_id == test_id]
+        assert change.updated == by_id[test_id].diff.proposed
+    assert by_id[rejected].decision == "rejected" and by_id[rejected].note == note
+    assert by_id[pending].decision == "pending"
+    assert review.applied is not None and review.applied.by == "Dr Lee"
+    assert review.applied.history_file == str(written)
+    _, resolved = current(work)
+    assert {resolved[t].source for t in (a1, a2, edited)} == {f"opus_{TODAY}"}
+    assert resolved[rejected].source == "original" and resolved[pending].source == "original"
+    (record,) = read_log(Path("calibration") / LOG_FILE).records
+    assert (record.reviewed_by, record.changed, record.response_file) == ("Dr Lee", 3, str(path))
+    assert record.cost_usd > 0  # the dry run's cost, logged once, when it is applied
+
+    # Applying the same file again is refused and writes nothing.
+    assert run(work, "calibrate", "--apply-from", str(path), "--by", "Dr Lee") == 2
+    _, err = output(capsys)
+    assert "already applied by Dr Lee" in err and err.count("\n") == 1
+    assert len(history_files(work)) == 1 and len(read_log(Path("calibration") / LOG_FILE).records) == 1
+
+
+def test_interactive_review_walks_pending_proposals(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, changed = _dry_run(work, capsys)
+    answers = iter(["a", "r", "not this one", "e", "rent_arrears", "-", "", "-", "typed by hand", "s", "q"])
+    review = walk(read_review(path), lambda _: next(answers), lambda _: None, lambda *_: None, "Dr Lee")
+    decisions = {i.test_id: i.decision for i in review.to_review}
+    assert [decisions[t] for t in changed[:5]] == ["accepted", "rejected", "edited", "pending", "pending"]
+    edited = next(i for i in review.items if i.test_id == changed[2])
+    assert edited.edited is not None and edited.edited.expected_primary == ["rent_arrears"]
+    assert edited.edited.expected_secondary == [] and edited.edited.rank_check == []
+    assert edited.edited.not_expected == edited.diff.proposed.not_expected  # empty answer keeps it
+    assert edited.note == "typed by hand" and edited.decided_by == "Dr Lee"
+
+
+def test_a_stale_review_is_refused_unless_forced(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, changed = _dry_run(work, capsys)
+    assert run(work, "calibrate", "--review", str(path), "--accept-all") == 0
+    output(capsys)
+    kb_file = work / "kb.yaml"
+    data = yaml.safe_load(kb_file.read_text())
+    data["entities"][0]["content"] += "\nUpdated after the dry run."
+    kb_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert run(work, "calibrate", "--apply-from", str(path), "--by", "Dr Lee") == 2
+    _, err = output(capsys)
+    assert "stale review: the KB changed since the dry run" in err and "--force" in err
+    assert err.count("\n") == 1 and not history_files(work)
+    assert run(work, "calibrate", "--apply-from", str(path), "--by", "Dr Lee", "--force") == 0
+    out, _ = output(capsys)
+    assert "forced over: the KB changed" in out
+    assert len(load_history(history_dir(work / "banks"), [])[0].entry.changes) == len(changed)
+
+
+@pytest.mark.parametrize(
+    ("decisions", "message"),
+    [
+        (["--accept", "NOPE"], "NOPE has no proposal in this review"),
+        (["--edit", "{t}"], "needs --primary"),
+        (["--edit", "{t}", "--primary", "no_such_entity"], "unknown entity 'no_such_entity'"),
+        (["--accept", "{t}", "--reject", "{t}"], "given more than one decision"),
+    ],
+)
+def test_bad_review_decisions_are_one_line_and_change_nothing(
+    work: Path, capsys: pytest.CaptureFixture[str], decisions: list[str], message: str
+) -> None:
+    path, changed = _dry_run(work, capsys)
+    before = path.read_bytes()
+    argv = [d.replace("{t}", changed[0]) for d in decisions]
+    assert run(work, "calibrate", "--review", str(path), *argv) == 2
+    _, err = output(capsys)
+    # One line naming the file, test and field (an invalid edit adds the validator's problem count).
+    assert message in err.splitlines()[0] and "Traceback" not in err
+    assert path.read_bytes() == before
+
+
+def test_apply_from_needs_a_reviewer_and_an_accepted_proposal(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = _dry_run(work, capsys)
+    assert run(work, "calibrate", "--apply-from", str(path)) == 2
+    assert "--apply-from needs --by NAME" in output(capsys)[1]
+    assert run(work, "calibrate", "--apply-from", str(path), "--by", "Dr Lee") == 2
+    assert "no accepted or edited proposal to apply" in output(capsys)[1]
+    path.write_text("{}")
+    assert run(work, "calibrate", "--apply-from", str(path), "--by", "Dr Lee") == 2
+    assert f"{path}: not a review file" in output(capsys)[1]
+    assert not history_files(work)
+
+
+def test_agreement_counts_review_decisions_and_overrides(
+    work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, changed = _dry_run(work, capsys)
+    a1, a2, rejected = changed[:3]
+    assert run(work, "calibrate", "--review", str(path), "--accept", a1, a2, "--reject", rejected) == 0
+    overridden = next(t for t in ("T-RENT-001", "T-LEASE-001", "T-NOISE-001") if t not in changed[:3])
+    assert run(work, "override", overridden, "--primary", "rent_arrears", *BY) == 0
+    output(capsys)
+    report = tmp_path / "agreement.md"
+    assert run(work, "agreement", "--calibration-dir", "calibration", "--report", str(report)) == 0
+    out, _ = output(capsys)
+    assert "agreement over 4 human decisions (2 accepted, 1 rejected, 0 edited, 1 override)" in out
+    assert "Cohen's kappa" in out and "| calibrator \\ human |" in out
+    assert "clinical review" in out  # the override's reasoning, beside the calibrator's
+    assert report.read_text() == out.split("written: ")[0]
 
 
 # --- overrides and conflicts -----------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.banks import Expectations, RankCheck, SemanticTest
-from eval_pipeline.core.expectations import ResolvedExpectation, source_kind
+from eval_pipeline.core.expectations import ResolvedExpectation, same_expectations, source_kind
 from eval_pipeline.core.history import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.retrieval import SELECTION_K, Usage
@@ -247,16 +247,6 @@ def judge(
 # --- diff and history ---------------------------------------------------------------------------------
 
 
-def _canonical(exp: Expectations) -> tuple[frozenset[str], ...]:
-    ranks = frozenset(f"{rc.higher}>{rc.lower}" for rc in exp.rank_check)
-    return (*(frozenset(getattr(exp, name)) for name in LISTS), ranks)
-
-
-def same_expectations(a: Expectations, b: Expectations) -> bool:
-    """Scoring treats every list as a set, so a reordering is not a change."""
-    return _canonical(a) == _canonical(b)
-
-
 class ProposalDiff(_Frozen):
     test_id: str
     previous: Expectations
@@ -265,6 +255,14 @@ class ProposalDiff(_Frozen):
     reasoning: str
     changed: bool
     conflict: bool = Field(description="Changed while a human override stands: recorded, not applied")
+    clears_conflict: bool = Field(
+        default=False, description="Agrees with a standing override a past calibration disagreed with"
+    )
+
+    @property
+    def recorded(self) -> bool:
+        """Written to history: a change, or an agreement that clears a flagged conflict."""
+        return self.changed or self.clears_conflict
 
 
 def diff_proposals(
@@ -283,6 +281,7 @@ def diff_proposals(
                 reasoning=p.reasoning,
                 changed=changed,
                 conflict=changed and current.source_kind == "human_override",
+                clears_conflict=not changed and current.conflict is not None,
             )
         )
     return out
@@ -297,11 +296,13 @@ def build_history(
     model: str,
     prompt_version: str = PROMPT_VERSION,
 ) -> HistoryFile:
-    """Changed proposals become changes (conflicting ones included, see the module docstring)."""
+    """Changed proposals become changes (conflicting ones included, see the module docstring), and
+    so do agreements with a standing override whose conflict they clear: without them the flag
+    would outlive the disagreement."""
     changes = [
         HistoryChange(test_id=d.test_id, previous=d.previous, updated=d.proposed, opus_reasoning=d.reasoning)
         for d in diffs
-        if d.changed
+        if d.recorded
     ]
     return HistoryFile(
         version=version,
@@ -436,9 +437,11 @@ class CalibrationRecord(_Frozen):
     cost_usd: float = Field(description="Calibration cost: never part of the system-under-test cost")
     kb_prefix_tokens: int
     min_cache_read_coverage: float | None = None
-    # Filled in as the files are written (calibration_files.apply_calibration).
+    # Filled in as the files are written (calibration_files.apply_calibration, or apply_review
+    # for a reviewed dry run, whose raw responses live in its review file).
     history_file: str | None = None
     response_file: str | None = None
+    reviewed_by: str | None = None
 
 
 class CalibrationLog(BaseModel):

@@ -70,11 +70,26 @@ class _TestState:
     conflict: ExpectationConflict | None = None
 
 
+def _canonical(exp: Expectations) -> tuple[frozenset[str], ...]:
+    ranks = frozenset(f"{rc.higher}>{rc.lower}" for rc in exp.rank_check)
+    lists = (exp.expected_primary, exp.expected_secondary, exp.not_expected)
+    return (*(frozenset(ids) for ids in lists), ranks)
+
+
+def same_expectations(a: Expectations, b: Expectations) -> bool:
+    """Scoring treats every list as a set, so a reordering is not a change (nor a conflict)."""
+    return _canonical(a) == _canonical(b)
+
+
 def _apply_change(state: _TestState, change: HistoryChange, entry: HistoryFile) -> None:
     if change.updated is not None and change.human_override is None:
         source = f"opus_{entry.date}"
         state.calibration = (change.updated, source)
-        if state.override is not None and state.override[0] != change.updated:
+        if state.override is None:
+            return
+        if same_expectations(state.override[0], change.updated):
+            state.conflict = None  # the latest calibration now agrees with the clinician
+        else:
             state.conflict = ExpectationConflict(
                 test_id=change.test_id,
                 calibration_version=entry.version,

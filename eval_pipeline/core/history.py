@@ -71,6 +71,10 @@ class HistoryChange(BaseModel):
     updated: Expectations | None = None
     opus_reasoning: str | None = None
     human_override: HumanOverride | None = None
+    # Set when a reviewed dry run was applied (`calibrate --apply-from`): `edited` means `updated`
+    # is the reviewer's edit of the model's proposal, and `review_note` says why.
+    review_decision: Literal["accepted", "edited"] | None = None
+    review_note: str | None = None
 
     @model_validator(mode="after")
     def _has_payload(self) -> HistoryChange:
@@ -88,6 +92,8 @@ class HistoryFile(BaseModel):
     kb_hash: str | None = None
     model: str | None = Field(default=None, description="Calibrator model id; None for humans")
     prompt_version: str | None = None
+    reviewed_by: str | None = Field(default=None, description="Who reviewed the proposals before applying")
+    review_id: str | None = Field(default=None, description="The review file applied (at most once)")
     changes: list[HistoryChange]
     unchanged_count: int = 0
     changed_count: int = 0

@@ -389,7 +389,7 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
 
 
 def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory]:
-    """The history files in `directory` (for a banks root: `root / HISTORY_DIR`)."""
+    """The history files in `directory` (for a banks root: `history_dir(root)`)."""
     out: list[LoadedHistory] = []
     for file in sorted(directory.glob(HISTORY_GLOB)):
         entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)

@@ -38,14 +38,14 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    # The part of cache_creation_input_tokens written with the 1-hour TTL (billed 2x input, not
+    # the 5-minute 1.25x); the rest were 5-minute writes.
+    cache_creation_1h_input_tokens: int = 0
     cache_read_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        return Usage.model_validate(
+            {name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
         )
 
 

@@ -6,6 +6,9 @@ evaluation job or automation selection: it spends money, so it runs when asked. 
 the history files, which the `history_sensor_*` sensors turn into a re-score (expectation snapshot
 and scoring only, no retrieval).
 
+`calibration_agreement` (no API call) compares the calibrator's proposals with the clinicians'
+review decisions and overrides (core/agreement.py) and shows kappa, its CI and the report.
+
 `kb_affected_calibration` (STOPPED by default, and inert unless `CalibrationSettings.on_kb_change`)
 compares each entity's content hash with the previous look and requests an `affected` calibration
 for the added or changed entities.
@@ -21,6 +24,13 @@ from typing import get_args
 import dagster as dg
 from pydantic import Field
 
+from eval_pipeline.core.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    MIN_TOPIC_TESTS,
+    agreement_from_files,
+    markdown,
+)
 from eval_pipeline.core.banks import SemanticTest
 from eval_pipeline.core.calibration import (
     DEFAULT_TRIGGERS,
@@ -33,6 +43,7 @@ from eval_pipeline.core.calibration import (
     user_turn,
 )
 from eval_pipeline.core.calibration_files import apply_calibration, latest_documents
+from eval_pipeline.core.calibration_review import review_from_run, write_review
 from eval_pipeline.core.expectations import ResolvedExpectation, resolve
 from eval_pipeline.core.history import Trigger, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
@@ -113,6 +124,7 @@ async def _calls(
 class _Scoped:
     kb: KnowledgeBase
     resolved: dict[str, ResolvedExpectation]
+    bank: list[SemanticTest]
     tests: list[SemanticTest]
     why: dict[str, list[str]]
 
@@ -145,7 +157,7 @@ def _scoped(config: CalibrationConfig, inputs: InputsResource, storage: StorageR
         chosen, why = scoped_tests(scope, tests, kb, resolved, ids, entities, seen)
     except ScopeError as exc:
         raise _fail(str(exc)) from None
-    return _Scoped(kb, resolved, chosen, why)
+    return _Scoped(kb, resolved, tests, chosen, why)
 
 
 def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
@@ -196,14 +208,38 @@ def opus_calibration(
     if not scoped.tests:
         return dg.MaterializeResult(metadata={"applied": False, "tests": 0, "scope": config.scope})
     run = _calibrate(config, scoped)
-    history = None
+    history = review = None
     if config.apply:
         history = apply_calibration(history_dir(inputs.banks), Path(config.calibration_dir), run).history
-    return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history))
+    elif run.diffs:
+        review = write_review(Path(config.calibration_dir), review_from_run(run, scoped.bank))
+    return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history, review))
+
+
+def _proposals(run: CalibrationRun) -> list[dict[str, object]]:
+    """Every proposal with the raw answer it came from, for review in the UI."""
+    raw = {c.test_id: c.response for c in run.calls}
+    return [
+        {
+            "test_id": d.test_id,
+            "changed": d.changed,
+            "conflict": d.conflict,
+            "previous_source": d.previous_source,
+            "previous": d.previous.model_dump(mode="json"),
+            "proposed": d.proposed.model_dump(mode="json"),
+            "reasoning": d.reasoning,
+            "raw_response": raw.get(d.test_id),
+        }
+        for d in run.diffs
+    ]
 
 
 def _metadata(
-    run: CalibrationRun, why: dict[str, list[str]], applied: bool, history: Path | None
+    run: CalibrationRun,
+    why: dict[str, list[str]],
+    applied: bool,
+    history: Path | None,
+    review: Path | None,
 ) -> dict[str, "dg.RawMetadataValue"]:
     rows = [
         f"| {d.test_id} | {'conflict' if d.conflict else 'changed'} | {d.previous_source} | "
@@ -217,6 +253,7 @@ def _metadata(
     return {
         "applied": applied,
         "history_file": str(history) if history else "",
+        "review_file": str(review) if review else "",
         "scope": run.scope,
         "tests": len(run.calls),
         "changed": len(run.changed),
@@ -230,6 +267,7 @@ def _metadata(
         "changes": dg.MetadataValue.md(table + "\n".join(rows) if rows else "no changes"),
         "problems": dg.MetadataValue.md("\n".join(rejected) or "none"),
         "affected_because": dg.MetadataValue.json(why),
+        "proposals": dg.MetadataValue.json(_proposals(run)),
     }
 
 
@@ -277,6 +315,51 @@ def kb_affected_calibration(
     return dg.SensorResult(run_requests=[request], cursor=cursor)
 
 
-CALIBRATION_ASSETS = [opus_calibration]
+class AgreementConfig(dg.Config):
+    calibration_dir: str = Field(default="calibration", description="where the review files are")
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    min_topic_tests: int = MIN_TOPIC_TESTS
+
+
+@dg.asset(
+    group_name=GROUP,
+    deps=[history_files],
+    description="Calibrator proposals vs human decisions (reviews, overrides): percent, Cohen's kappa, CI.",
+)
+def calibration_agreement(config: AgreementConfig, inputs: InputsResource) -> dg.MaterializeResult[None]:
+    try:
+        _, banks = load_validated(inputs.kb, inputs.banks)
+    except InputError as exc:
+        raise _fail("\n".join(str(p) for p in exc.problems)) from None
+    report, unreadable = agreement_from_files(
+        Path(config.calibration_dir),
+        banks,
+        resamples=config.resamples,
+        seed=config.seed,
+        min_topic_tests=config.min_topic_tests,
+    )
+    o = report.overall
+    return dg.MaterializeResult(
+        metadata={
+            "judgements": report.judgements,
+            "pairs": o.pairs,
+            # Numeric series plot per materialisation; -1 stands for "undefined" (no variation).
+            "percent_agreement": round(o.percent_agreement, 2) if o.percent_agreement is not None else -1.0,
+            "kappa": round(o.kappa, 4) if o.kappa is not None else -1.0,
+            "kappa_ci_low": round(o.kappa_ci[0], 4) if o.kappa_ci else -1.0,
+            "kappa_ci_high": round(o.kappa_ci[1], 4) if o.kappa_ci else -1.0,
+            "by_kind": dg.MetadataValue.json(report.by_kind),
+            "by_topic": dg.MetadataValue.json(
+                {t: s.model_dump(mode="json") for t, s in report.by_topic.items()}
+            ),
+            "disagreements": len(report.disagreements),
+            "report": dg.MetadataValue.md(markdown(report)),
+            "unreadable_reviews": dg.MetadataValue.json(unreadable),
+        }
+    )
+
+
+CALIBRATION_ASSETS = [opus_calibration, calibration_agreement]
 CALIBRATION_JOBS = [calibration_job]
 CALIBRATION_SENSORS = [kb_affected_calibration]

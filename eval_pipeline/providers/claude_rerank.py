@@ -161,6 +161,7 @@ def usage_of(message: Message) -> Usage:
         input_tokens=u.input_tokens,
         output_tokens=u.output_tokens,
         cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
+        cache_creation_1h_input_tokens=u.cache_creation.ephemeral_1h_input_tokens if u.cache_creation else 0,
         cache_read_input_tokens=u.cache_read_input_tokens or 0,
     )
 

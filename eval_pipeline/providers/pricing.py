@@ -34,25 +34,38 @@ class Price(BaseModel):
 
     input: float = Field(ge=0)
     output: float | None = Field(default=None, ge=0)
-    cache_write: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0, description="5-minute TTL cache writes")
+    cache_write_1h: float | None = Field(default=None, ge=0, description="1-hour TTL cache writes")
     cache_read: float | None = Field(default=None, ge=0)
 
 
-FREE = Price(input=0.0, output=0.0, cache_write=0.0, cache_read=0.0)
+FREE = Price(input=0.0, output=0.0, cache_write=0.0, cache_write_1h=0.0, cache_read=0.0)
+
+
+def claude_price(input: float, output: float) -> Price:
+    """Claude's cache rates follow from the input rate: 5-minute writes 1.25x, 1-hour writes 2x,
+    reads 0.1x (platform.claude.com prompt-caching pricing)."""
+    return Price(
+        input=input,
+        output=output,
+        cache_write=input * 1.25,
+        cache_write_1h=input * 2,
+        cache_read=round(input * 0.1, 6),
+    )
 
 
 # List prices at time of writing; override with EVAL_PIPELINE_PRICES (or `prices:` in models.yaml).
-# Claude cache writes are the 5-minute ones (1.25x input); cache reads are 0.1x input.
-_HAIKU_4_5 = Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10)
-_SONNET_4_5 = Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30)
-_OPUS_4_5 = Price(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50)
+_HAIKU_4_5 = claude_price(1.0, 5.0)
+_SONNET_4_5 = claude_price(3.0, 15.0)
+_OPUS_4_5 = claude_price(5.0, 25.0)
 
 BUILTIN_PRICES: dict[str, Price] = {
     "claude-haiku-4-5": _HAIKU_4_5,
     "claude-haiku-4-5-20251001": _HAIKU_4_5,
     "claude-sonnet-4-5": _SONNET_4_5,
     "claude-sonnet-4-5-20250929": _SONNET_4_5,
-    "claude-opus-5-5": Price(input=4.0, output=20.0, cache_write=5.0, cache_read=0.20),
+    # Opus 5.5 lists its cache reads at 0.05x input, not 0.1x.
+    "claude-opus-5-5": claude_price(4.0, 20.0).model_copy(update={"cache_read": 0.20}),
     "claude-opus-4-5": _OPUS_4_5,
     "claude-opus-4-5-20251101": _OPUS_4_5,
     "voyage-3.5": Price(input=0.06),
@@ -75,11 +88,13 @@ def _rate(rate: float | None, tokens: int, kind: str) -> float:
 
 
 def cost_usd(usage: Usage, price: Price) -> float:
-    """Cost of `usage`; cache writes and reads are billed at their own rates, not as input."""
+    """Cost of `usage`; cache writes (per TTL) and reads are billed at their own rates, not as input."""
+    long_writes = usage.cache_creation_1h_input_tokens
     return (
         _rate(price.input, usage.input_tokens, "input")
         + _rate(price.output, usage.output_tokens, "output")
-        + _rate(price.cache_write, usage.cache_creation_input_tokens, "cache_write")
+        + _rate(price.cache_write, usage.cache_creation_input_tokens - long_writes, "cache_write")
+        + _rate(price.cache_write_1h, long_writes, "cache_write_1h")
         + _rate(price.cache_read, usage.cache_read_input_tokens, "cache_read")
     )
 

@@ -236,11 +236,16 @@ class _Anthropic:
                 seen = key in self._cached_prefixes
                 self._cached_prefixes.add(key)
             read, created = (prefix_tokens, 0) if seen else (0, prefix_tokens)
+        long_ttl = _cache_ttl(request) == "1h"
         return {
             "input_tokens": total - created - read,
             "output_tokens": estimate_tokens(output),
             "cache_creation_input_tokens": created,
             "cache_read_input_tokens": read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": 0 if long_ttl else created,
+                "ephemeral_1h_input_tokens": created if long_ttl else 0,
+            },
         }
 
     def count_tokens(self, request: Json) -> Json:
@@ -409,6 +414,13 @@ def _malformed_proposal(prompt: str) -> str:
     if kind == 1:
         return json.dumps({**base, "expected_primary": []})
     return '{"reasoning": "emulator", "expected_primary": ["'
+
+
+def _cache_ttl(request: Json) -> str:
+    """The TTL of the last cache_control marker in system ("5m" when unset, as the API defaults)."""
+    system = request.get("system") or []
+    markers = [b["cache_control"] for b in system if isinstance(b, dict) and b.get("cache_control")]
+    return str(markers[-1].get("ttl", "5m")) if markers else "5m"
 
 
 def _split_cached_prefix(request: Json) -> tuple[str, str]:

@@ -26,7 +26,6 @@ from eval_pipeline.core.calibration import (
     kb_text,
     parse_proposal,
     retrieved_entities,
-    same_expectations,
     scoped_tests,
     user_turn,
 )
@@ -38,7 +37,7 @@ from eval_pipeline.core.calibration_files import (
     latest_documents,
     read_log,
 )
-from eval_pipeline.core.expectations import ResolvedExpectation, resolve
+from eval_pipeline.core.expectations import ResolvedExpectation, resolve, same_expectations
 from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history, now_utc
 from eval_pipeline.core.kb import KnowledgeBase
 from eval_pipeline.core.loading import Banks, history_dir, load_history
@@ -234,6 +233,35 @@ def test_history_entry_records_changes_and_an_override_survives_a_disagreeing_ca
     assert final[rep].source == "opus_2026-11-20"  # the latest calibration applies again
     assert final[rep].expectations.expected_primary == ["script_repair_email"]
     assert final[rep].conflict is None
+
+
+def test_a_calibration_agreeing_with_a_flagged_override_is_recorded_and_clears_the_conflict(
+    kb: KnowledgeBase, tests: list[SemanticTest], tmp_path: Path
+) -> None:
+    history_dir = tmp_path / "history"
+    rep = tests[1].test_id
+    standing = _exp(["repair_requests", "mould_and_damp"])
+    append_history(history_dir, _override(rep, standing))
+    resolved = resolve(tests, load_history(history_dir, []))
+    disagree = diff_proposals([_proposal(rep, _exp(["script_repair_email"]))], resolved)
+    assert disagree[0].conflict and not disagree[0].clears_conflict
+    first = build_history(disagree, version=T0.replace(hour=12), trigger="manual", kb=kb, model="m")
+    append_history(history_dir, first)
+    flagged = resolve(tests, load_history(history_dir, []))
+    assert flagged[rep].conflict is not None
+
+    # Same sets in another order: not a change, but it is recorded so that the flag clears.
+    agree = _exp(["mould_and_damp", "repair_requests"])
+    (diff,) = diff_proposals([_proposal(rep, agree)], flagged)
+    assert (diff.changed, diff.conflict, diff.clears_conflict) == (False, False, True)
+    second = build_history([diff], version=T0.replace(hour=13), trigger="manual", kb=kb, model="m")
+    assert [c.test_id for c in second.changes] == [rep]
+    append_history(history_dir, second)
+    cleared = resolve(tests, load_history(history_dir, []))
+    assert cleared[rep].conflict is None and cleared[rep].source == "human_override_2026-11-19"
+    # Once cleared, a further agreeing proposal is simply unchanged.
+    (again,) = diff_proposals([_proposal(rep, agree)], cleared)
+    assert not again.recorded
 
 
 def test_cache_read_coverage_skips_the_first_and_unanswered_calls() -> None:

@@ -88,6 +88,37 @@ def test_later_calibration_agreeing_with_override_is_no_conflict() -> None:
     assert r.conflict is None and r.source.startswith("human_override")
 
 
+def test_conflict_is_flagged_then_cleared_by_a_later_agreeing_calibration() -> None:
+    flagged = resolve([TEST], loaded(override(1, "h"), calibration(5, "c")))["T-1"]
+    assert flagged.conflict is not None and flagged.conflict.proposed.expected_primary == ["c"]
+    cleared = resolve([TEST], loaded(override(1, "h"), calibration(5, "c"), calibration(7, "h")))["T-1"]
+    assert cleared.conflict is None and cleared.source == "human_override_2026-11-01"
+
+
+def test_conflicts_compare_expectations_as_sets() -> None:
+    standing = Expectations(expected_primary=["h", "k"], expected_secondary=["s", "t"])
+    ov = HumanOverride(
+        expected_primary=["h", "k"],
+        expected_secondary=["s", "t"],
+        override_date="2026-11-01",
+        by="dr. lee",
+        reason="clinical judgment",
+    )
+    entry = HistoryFile(
+        version=at(1),
+        calibration_trigger="human_override",
+        changes=[HistoryChange(test_id="T-1", human_override=ov)],
+    )
+    reordered = Expectations(expected_primary=["k", "h"], expected_secondary=["t", "s"])
+    later = calibration(5, "x").model_copy(
+        update={
+            "changes": [HistoryChange(test_id="T-1", updated=reordered, opus_reasoning="same, reordered")]
+        }
+    )
+    r = resolve([TEST], loaded(entry, later))["T-1"]
+    assert r.conflict is None and r.expectations == standing
+
+
 def test_withdrawn_override_lets_latest_calibration_apply() -> None:
     r = resolve([TEST], loaded(override(1, "h"), calibration(5, "c"), override(6, "", withdraw=True)))["T-1"]
     assert r.source == "opus_2026-11-05" and r.expectations.expected_primary == ["c"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -10,10 +11,13 @@ import pytest
 import yaml
 
 from eval_pipeline.core.calibration_files import LOG_FILE, read_log
+from eval_pipeline.core.calibration_review import decide, read_review, save_review
 from eval_pipeline.defs.automation import SCOPE_TAG, SENSORS
 from eval_pipeline.defs.calibration import (
+    AgreementConfig,
     CalibrationConfig,
     CalibrationSettings,
+    calibration_agreement,
     kb_affected_calibration,
     opus_calibration,
 )
@@ -64,8 +68,13 @@ def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
     inputs = resources["inputs"]
     before = inputs.history_hash()
     dry = _materialize(env, today_utc(), scope="full")
-    assert dry.success and _metadata(dry)["applied"] is False
-    assert inputs.history_hash() == before  # a dry run writes nothing
+    dry_meta = _metadata(dry)
+    assert dry.success and dry_meta["applied"] is False
+    assert inputs.history_hash() == before  # a dry run writes no history, only its review file
+    review = read_review(Path(dry_meta["review_file"]))
+    proposals = dry_meta["proposals"]
+    assert [p["test_id"] for p in proposals] == [i.test_id for i in review.items]
+    assert all(p["raw_response"]["content"] and p["reasoning"] for p in proposals)
 
     applied = _materialize(env, today_utc(), scope="single", test_ids=["T-MOULD-001"], apply=True)
     meta = _metadata(applied)
@@ -80,6 +89,27 @@ def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
     assert isinstance(result, dg.SensorResult)
     (request,) = result.run_requests or []
     assert request.tags[SCOPE_TAG] == "history"
+
+
+def test_agreement_asset_shows_kappa_for_reviewed_proposals(env: Env, emulator: EmulatorHandle) -> None:
+    dry = _materialize(env, today_utc(), scope="full")
+    path = Path(_metadata(dry)["review_file"])
+    review = read_review(path)
+    for item in review.to_review:
+        review = decide(review, item.test_id, "accepted", by="Dr Lee")
+    save_review(path, review)
+    result = dg.materialize(
+        [calibration_agreement],
+        resources=env.resources(),
+        instance=env.instance,
+        run_config=dg.RunConfig(
+            ops={"calibration_agreement": AgreementConfig(calibration_dir=str(env.root / "calibration"))}
+        ),
+    )
+    meta = _metadata(result)
+    assert meta["judgements"] == len(review.to_review) > 0
+    assert meta["kappa"] == 1.0 and meta["percent_agreement"] == 100.0 and meta["disagreements"] == 0
+    assert "# Calibrator vs clinicians: agreement" in meta["report"]
 
 
 def test_calibration_is_never_part_of_an_evaluation_selection() -> None:

@@ -115,6 +115,7 @@ def test_default_model_is_the_newest_opus_alias_of_the_pinned_sdk() -> None:
 def test_default_model_is_priced() -> None:
     price = calibrator_price(DEFAULT_MODEL)
     assert (price.input, price.output, price.cache_write, price.cache_read) == (4.0, 20.0, 5.0, 0.2)
+    assert price.cache_write_1h == 8.0  # 1-hour TTL writes: 2x input (5-minute writes are 1.25x)
 
 
 def test_missing_key_is_one_clear_line() -> None:
@@ -124,16 +125,26 @@ def test_missing_key_is_one_clear_line() -> None:
 
 
 def test_cost_estimate_writes_the_prefix_once_and_reads_it_after() -> None:
-    price = Price(input=4.0, output=20.0, cache_write=5.0, cache_read=0.2)
+    price = Price(input=4.0, output=20.0, cache_write=5.0, cache_write_1h=8.0, cache_read=0.2)
     count = TokenCount(prefix_tokens=10_000, turn_tokens=2_000, tests=11)
     estimate = estimate_cost(count, price, batch=False)
     prompt = Usage(input_tokens=2_000, cache_creation_input_tokens=10_000, cache_read_input_tokens=100_000)
     assert estimate.input_usd == pytest.approx(cost_usd(prompt, price))
     assert estimate.max_usd > estimate.typical_usd > estimate.input_usd
+    one_hour_premium = 10_000 * (8.0 - 5.0) / 1e6  # a batch writes the prefix with the 1-hour TTL
     assert estimate_cost(count, price, batch=True).typical_usd == pytest.approx(
-        estimate.typical_usd * BATCH_DISCOUNT
+        (estimate.typical_usd + one_hour_premium) * BATCH_DISCOUNT
     )
     assert estimate_cost(TokenCount(100, 0, 0), price, batch=False).typical_usd == 0
+
+
+def test_batch_estimate_writes_the_prefix_at_the_one_hour_rate() -> None:
+    price = calibrator_price(DEFAULT_MODEL)
+    count = TokenCount(prefix_tokens=10_000, turn_tokens=0, tests=1)
+    sequential = estimate_cost(count, price, batch=False).input_usd
+    batch = estimate_cost(count, price, batch=True).input_usd
+    assert sequential == pytest.approx(10_000 * 5.0e-6)  # 1.25x $4
+    assert batch == pytest.approx(10_000 * 8.0e-6 * BATCH_DISCOUNT)  # 2x $4, at half price
 
 
 # --- calls through the SDK --------------------------------------------------------------------------
@@ -198,6 +209,25 @@ async def test_batch_matches_sequential_results(emulator: EmulatorHandle, make: 
     assert progress[0][1] == 0 and progress[-1][1:] == (94, 94) and len(progress) >= 2
     price = calibrator_price(DEFAULT_MODEL)
     assert calls_cost(batched, price, batch=True) < calls_cost(sequential, price, batch=False)
+
+
+async def test_a_batch_caches_the_kb_for_an_hour_and_pays_the_one_hour_write_rate(
+    emulator: EmulatorHandle, make: Factory
+) -> None:
+    kb, _, prompts = tenant()
+    batched = await make().calibrate_batch(kb, prompts)
+    (batch_request,) = emulator.requests("/v1/messages/batches")
+    ttls = {r["params"]["system"][1]["cache_control"].get("ttl") for r in batch_request["requests"]}
+    assert ttls == {"1h"}  # batch requests run over minutes to hours, in no set order
+    (write,) = [c.usage for c in batched if c.usage.cache_creation_input_tokens]
+    assert write.cache_creation_1h_input_tokens == write.cache_creation_input_tokens > 0
+    as_five_minute = write.model_copy(update={"cache_creation_1h_input_tokens": 0})
+    premium = write.cache_creation_input_tokens * (8.0 - 5.0) / 1e6  # Opus 5.5: $8 vs $5 per MTok
+    price = calibrator_price(DEFAULT_MODEL)
+    assert cost_usd(write, price) == pytest.approx(cost_usd(as_five_minute, price) + premium)
+    sequential = await make().calibrate(kb, prompts)
+    assert "ttl" not in emulator.requests("/v1/messages")[0]["system"][1]["cache_control"]
+    assert all(c.usage.cache_creation_1h_input_tokens == 0 for c in sequential)
 
 
 async def test_malformed_output_rejects_only_that_test(emulator: EmulatorHandle, make: Factory) -> None:

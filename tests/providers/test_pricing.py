@@ -36,6 +36,16 @@ def test_cache_reads_are_cheaper_than_input() -> None:
     assert cached == pytest.approx(fresh / 10) and written == pytest.approx(fresh * 1.25)
 
 
+def test_one_hour_cache_writes_cost_twice_input_and_five_minute_writes_one_and_a_quarter() -> None:
+    fresh = cost_usd(Usage(input_tokens=10_000), HAIKU)
+    long_writes = Usage(cache_creation_input_tokens=10_000, cache_creation_1h_input_tokens=10_000)
+    mixed = Usage(cache_creation_input_tokens=10_000, cache_creation_1h_input_tokens=4_000)
+    assert cost_usd(long_writes, HAIKU) == pytest.approx(fresh * 2)
+    assert cost_usd(mixed, HAIKU) == pytest.approx(fresh * (0.4 * 2 + 0.6 * 1.25))
+    with pytest.raises(PricingError, match="cache_write_1h"):
+        cost_usd(long_writes, Price(input=1.0, cache_write=1.25))
+
+
 def test_usage_without_a_rate_is_an_error_not_free() -> None:
     embeddings = BUILTIN_PRICES["voyage-3.5"]
     assert cost_usd(Usage(input_tokens=2 * M), embeddings) == pytest.approx(0.12)
