@@ -236,6 +236,15 @@ def test_models_calibrate_override(work: Path, tmp_path: Path, capsys: pytest.Ca
         ]
     )
     _expect(capsys, "override", "an unknown test or entity", 2, override)
+    review = str(tmp_path / "no_review.json")
+    missing = cli.main(["calibrate", "--apply-from", review, "--by", "x", *DATA])
+    _expect(capsys, "calibrate", "`--apply-from` a missing, stale or already applied review", 2, missing)
+    report = str(tmp_path / "agreement.md")
+    cal = str(tmp_path / "cal")
+    agreement = cli.main(["agreement", "--calibration-dir", cal, "--report", report, *DATA])
+    _expect(capsys, "agreement", "computed (no decisions yet is an empty report)", 0, agreement)
+    bad = cli.main(["agreement", "--resamples", "0", *DATA])
+    _expect(capsys, "agreement", "a bad flag", 2, bad)
 
 
 def test_an_internal_error_is_one_line_and_exit_3(
