@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.banks import Expectations, SemanticTest
 from eval_pipeline.core.calibration import (
@@ -31,7 +31,7 @@ from eval_pipeline.core.calibration import (
     Scope,
 )
 from eval_pipeline.core.calibration_files import write_new_file
-from eval_pipeline.core.fileio import atomic_write_text
+from eval_pipeline.core.fileio import atomic_write_text, read_json_model
 from eval_pipeline.core.history import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.kb import canonical_json, sha256_text
 
@@ -221,16 +221,7 @@ def write_review(calibration_dir: Path, review: ReviewFile) -> Path:
 
 
 def read_review(path: Path) -> ReviewFile:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReviewError(f"{path}: cannot read the review file ({exc.strerror})") from exc
-    try:
-        return ReviewFile.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise ReviewError(f"{path}: not a review file ({where}: {first['msg']})") from exc
+    return read_json_model(path, ReviewFile, ReviewError, "review file")
 
 
 def save_review(path: Path, review: ReviewFile) -> None:

@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never a partial one."""
+"""Atomic file writes (a reader sees the old file or the new one, never a partial one) and reads
+of JSON files into models with one-line errors."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def _current_umask() -> int:
@@ -42,3 +48,17 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: object) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def read_json_model(path: Path, model: type[M], error: type[Exception], what: str) -> M:
+    """A JSON file as `model`, or `error` with one line naming the file and the first bad field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read {what} ({type(exc).__name__})") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "file"
+        raise error(f"{path}: {where}: {first['msg']} (not a valid {what})") from None

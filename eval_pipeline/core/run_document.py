@@ -10,10 +10,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.aggregate import Aggregate
 from eval_pipeline.core.expectations import ExpectationConflict
+from eval_pipeline.core.fileio import read_json_model
 from eval_pipeline.core.metrics import StageAttribution, TestMetrics, all_metrics, attributions
 from eval_pipeline.core.results import (
     RESULT_SCHEMA_VERSION,
@@ -88,16 +89,7 @@ class DocumentError(ValueError):
 
 
 def read_document(path: Path) -> RunDocument:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DocumentError(f"{path}: cannot read results document ({type(exc).__name__})") from None
-    try:
-        return RunDocument.model_validate_json(text)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "document"
-        raise DocumentError(f"{path}: {where}: {error['msg']} (not a valid results document)") from None
+    return read_json_model(path, RunDocument, DocumentError, "results document")
 
 
 def model_dirs(results_dir: Path) -> list[Path]:
