@@ -37,17 +37,17 @@ class StageOutcome:
     name: str
     success: bool
     failures: list[str]  # "step: message" for each failed step
-    blocked_by_checks: list[str]  # failed blocking checks
+    failed_checks: list[str]  # "asset:check" for each failed ERROR check, blocking or not
 
 
-def _blocking_check_failures(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
+def _failed_checks(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
     return [
         e.asset_check_evaluation_data
         for e in result.all_events
         if e.event_type_value == "ASSET_CHECK_EVALUATION"
         and e.asset_check_evaluation_data is not None
         and not e.asset_check_evaluation_data.passed
-        and e.asset_check_evaluation_data.blocking
+        and e.asset_check_evaluation_data.severity is dg.AssetCheckSeverity.ERROR
     ]
 
 
@@ -79,11 +79,11 @@ def materialize_stage(
         raise_on_error=False,
         tags={"launched_by": "eval-pipeline run"},
     )
-    checks = _blocking_check_failures(result)
+    checks = _failed_checks(result)
     # A failed blocking check fails its asset's step too; that alone is a gate, not an error.
-    gated = {c.asset_key.to_python_identifier() for c in checks}
-    blocked = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks]
-    return StageOutcome(name, result.success, _step_failures(result, gated), blocked)
+    gated = {c.asset_key.to_python_identifier() for c in checks if c.blocking}
+    failed = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks]
+    return StageOutcome(name, result.success, _step_failures(result, gated), failed)
 
 
 def run_all(

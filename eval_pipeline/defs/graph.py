@@ -46,8 +46,7 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
 ]
 ALL_ASSETS: list[dg.AssetsDefinition | dg.SourceAsset] = [*SOURCES, *MATERIALIZABLE]
 # Three stages, each its own runs: a run cannot mix date and model x date partitions, and the
-# diffs read every model's finished report, so they come after the model runs (and outside
-# them: run_report's blocking check would otherwise skip them on a CRITICAL run).
+# diffs read every model's finished report, so they come after the model runs.
 DIFFS = frozenset(a.key for a in DIFF_ASSETS)
 PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions) - DIFFS
 DATE_STAGE = frozenset(a.key for a in MATERIALIZABLE) - PER_MODEL - DIFFS

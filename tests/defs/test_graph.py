@@ -244,7 +244,7 @@ def _gate(env: Env, model: str = "local-minilm") -> GateDecision:
 
 def test_a_partition_that_turns_critical_flips_its_gate_to_failed(env: Env) -> None:
     first = run_all(DATE, MODELS, env.resources(), env.instance)
-    assert all(o.failures == [] and o.blocked_by_checks == [] for o in first)
+    assert all(o.success and o.failures == [] and o.failed_checks == [] for o in first)
     assert _gate(env).passed
 
     rules = env.banks / "pattern" / "pattern_rules.json"
@@ -253,7 +253,12 @@ def test_a_partition_that_turns_critical_flips_its_gate_to_failed(env: Env) -> N
     rules.write_text(json.dumps(data))
     outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
     model = outcomes[1]
-    assert model.failures == [] and model.blocked_by_checks == ["release_gate:no_critical_failures"]
+    # A CRITICAL verdict is a finished evaluation: a green run with a red check, not a failed run.
+    assert (
+        model.success
+        and model.failures == []
+        and model.failed_checks == ["release_gate:no_critical_failures"]
+    )
     # The re-run wrote a fresh report and a fresh, failed gate: no stale "passed" survives.
     runs = 2 * len(MODELS)
     assert _materialisations(env, "run_report") == runs and _materialisations(env, "release_gate") == runs
