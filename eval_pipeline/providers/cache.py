@@ -61,10 +61,21 @@ class _SqliteFile:
         conn = sqlite3.connect(
             self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # durable enough for a cache, much faster
-        conn.execute(self._schema)
-        return conn
+        # Switching to WAL needs the file to itself, and SQLite does not always wait for it (the
+        # busy timeout is skipped there): two processes opening a new cache at once can see
+        # "database is locked". Retry until the busy timeout would have run out.
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # durable enough for a cache, much faster
+                conn.execute(self._schema)
+                return conn
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    conn.close()
+                    raise
+                time.sleep(0.02)
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
