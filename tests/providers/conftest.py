@@ -7,8 +7,9 @@ is monkeypatched except environment variables.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +18,7 @@ from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 
+T = TypeVar("T")
 FAKE_ANTHROPIC_KEY = "sk-ant-test-0000-not-a-real-key"
 FAKE_VOYAGE_KEY = "pa-test-0000-not-a-real-key"
 # Tests of `timeout` faults use a short client timeout, below the emulator's stall; the others a
@@ -42,6 +44,47 @@ class RecordingClock:
         self.sleeps.append(seconds)
         self.t += seconds
         await asyncio.sleep(0)
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock jumps to the next timer whenever nothing is ready to run, so
+    timers (aiolimiter's refills, sleeps) cost no real time and a busy machine cannot stretch
+    them: elapsed times measured on it are exact, not wall-clock. Each jump is at least one
+    microsecond, as a real clock would tick: a timer scheduled a rounding error ahead (aiolimiter
+    does this) would otherwise fire at the same instant forever."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._virtual_now = 0.0
+
+    def time(self) -> float:
+        return self._virtual_now
+
+    def _run_once(self) -> None:
+        ready, scheduled = self._ready, self._scheduled  # type: ignore[attr-defined]
+        if not ready and scheduled:
+            self._virtual_now = max(self._virtual_now + 1e-6, scheduled[0].when())
+        super()._run_once()  # type: ignore[misc]
+
+
+class LoopClock:
+    """The `Clock` of the running event loop (with VirtualTimeLoop: virtual time)."""
+
+    speed = 1.0
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def run_virtual(main: Coroutine[Any, Any, T]) -> T:
+    loop = VirtualTimeLoop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        loop.close()
 
 
 @pytest.fixture

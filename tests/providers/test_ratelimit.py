@@ -18,7 +18,7 @@ from eval_pipeline.providers.ratelimit import (
     parse_retry_after,
     redact,
 )
-from tests.providers.conftest import RecordingClock
+from tests.providers.conftest import LoopClock, RecordingClock, run_virtual
 
 pytestmark = pytest.mark.anyio
 
@@ -155,19 +155,19 @@ async def _paced(limiter: RateLimiter, n: int) -> float:
     return clock.now() - start
 
 
-async def test_small_bucket_paces_evenly_from_the_start() -> None:
+# Pacing is measured on a virtual-time event loop: exact, and immune to a loaded machine.
+
+
+def test_small_bucket_paces_evenly_from_the_start() -> None:
     # 48/min: one request every 1.25 s, no initial burst; 9 requests span 8 gaps = 10 s.
-    # (A scaled clock magnifies the event loop's ~1 ms timer lateness by its factor.)
-    limiter = RateLimiter(48, 4, clock=ScaledClock(40.0))
-    elapsed = await _paced(limiter, 9)
-    assert 10.0 * 0.97 <= elapsed <= 10.0 * 1.1
+    elapsed = run_virtual(_paced(RateLimiter(48, 4, clock=LoopClock()), 9))
+    assert elapsed == pytest.approx(10.0, abs=0.01)
 
 
-async def test_burst_is_at_most_one_seconds_share() -> None:
-    # 600/min = 10/s: a burst of 10, then 10 per second -> 30 requests take about 2 s.
-    limiter = RateLimiter(600, 64, clock=ScaledClock(20.0))
-    elapsed = await _paced(limiter, 30)
-    assert 1.9 <= elapsed <= 2.3
+def test_burst_is_at_most_one_seconds_share() -> None:
+    # 600/min = 10/s: a burst of 10, then 10 per second -> 30 requests take 2 s.
+    elapsed = run_virtual(_paced(RateLimiter(600, 64, clock=LoopClock()), 30))
+    assert elapsed == pytest.approx(2.0, abs=0.01)
 
 
 async def test_concurrency_cap_holds() -> None:
