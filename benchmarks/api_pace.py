@@ -36,15 +36,16 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from eval_pipeline.core.banks import SemanticBank
-from eval_pipeline.core.kb import Entity
-from eval_pipeline.core.loading import Problem, load_kb
-from eval_pipeline.core.retrieval import SemanticRetrieval
+from eval_pipeline.core.inputs.banks import SemanticBank
+from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.inputs.loading import Problem, load_kb
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
-from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline
 from eval_pipeline.providers.pricing import cost_usd, lookup_price
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.providers.voyage import VoyageEmbedder
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from eval_pipeline.core.aggregate import aggregate
-from eval_pipeline.core.always_loader import evaluate_always_test
-from eval_pipeline.core.banks import (
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.banks import (
     AlwaysTest,
     Expectations,
     PatternTest,
@@ -16,19 +15,20 @@ from eval_pipeline.core.banks import (
     SemanticTest,
     StateTest,
 )
-from eval_pipeline.core.expectations import ResolvedExpectation
-from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
-from eval_pipeline.core.results import (
+from eval_pipeline.core.mechanisms.always import evaluate_always_test
+from eval_pipeline.core.mechanisms.pattern import evaluate_pattern_test
+from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
+from eval_pipeline.core.mechanisms.semantic import evaluate_semantic_test
+from eval_pipeline.core.mechanisms.state import evaluate_state_test
+from eval_pipeline.core.report.run_document import Provenance, RunDocument
+from eval_pipeline.core.scoring.aggregate import aggregate
+from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     PatternMatch,
     PatternResult,
     SemanticResult,
     StateResult,
 )
-from eval_pipeline.core.retrieval import Candidate, Selection, SemanticRetrieval
-from eval_pipeline.core.run_document import Provenance, RunDocument
-from eval_pipeline.core.semantic_eval import evaluate_semantic_test
-from eval_pipeline.core.state_matcher import evaluate_state_test
 
 # Primary a, secondary b, a must rank above b, x must not appear.
 EXP = Expectations(

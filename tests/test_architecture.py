@@ -1,4 +1,5 @@
-"""Layering rules: the domain core stays free of Dagster and of network I/O."""
+"""Layering rules: the domain core stays free of Dagster and of network I/O, and no module of
+the package imports itself back through another (an import cycle)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "eval_pipeline" / "core"
+PACKAGE = Path(__file__).resolve().parents[1] / "eval_pipeline"
+CORE = PACKAGE / "core"
 FORBIDDEN = (
     "dagster",
     "anthropic",
@@ -18,20 +20,41 @@ FORBIDDEN = (
 )
 
 
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth (a function-level import still binds the
+    two modules), except under `if TYPE_CHECKING:`."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for n in ast.walk(node)
+    }
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
     return names
+
+
+def _core_modules() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
 
 
 def test_core_source_imports_no_dagster_or_network_libraries() -> None:
     offenders = {
-        f"{p.name}: {name}"
-        for p in CORE.glob("*.py")
+        f"{_module(p)}: {name}"
+        for p in _core_modules()
         for name in _imports(p)
         if any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
     }
@@ -39,7 +62,44 @@ def test_core_source_imports_no_dagster_or_network_libraries() -> None:
 
 
 def test_importing_all_of_core_loads_no_dagster() -> None:
-    modules = [f"eval_pipeline.core.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__"]
+    modules = [_module(p) for p in _core_modules()]
     code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('dagster' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    paths = {_module(p): p for p in PACKAGE.rglob("*.py") if "vendor" not in p.parts}
+    return {name: {m for m in _imports(path) if m in paths and m != name} for name, path in paths.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle, as the modules along it, or [] when there is none."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return []
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    assert _cycle(_import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []

@@ -15,15 +15,15 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.commands_review import walk
-from eval_pipeline.core.banks import SemanticTest
-from eval_pipeline.core.calibration_files import LOG_FILE, RESPONSES_DIR, read_log
-from eval_pipeline.core.calibration_review import REVIEWS_DIR, read_review
-from eval_pipeline.core.evaluation import score_semantic
-from eval_pipeline.core.expectations import ResolvedExpectation, resolve
-from eval_pipeline.core.loading import history_dir, load_history
-from eval_pipeline.core.retrieval import Selection, SemanticRetrieval
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.cli.review import walk
+from eval_pipeline.core.calibration.files import LOG_FILE, RESPONSES_DIR, read_log
+from eval_pipeline.core.calibration.review import REVIEWS_DIR, read_review
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.loading import history_dir, load_history
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
+from eval_pipeline.core.scoring.evaluation import score_semantic
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 
 KEY = "sk-ant-test-calibrate-0000-not-real"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.core.inputs.validation import load_validated
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.core.gate import GateDecision, GateStatus
-from eval_pipeline.core.run_document import read_document
+from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.core.scoring.gate import GateDecision, GateStatus
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 from tests.run_docs import doc, sem
 
@@ -253,7 +253,7 @@ def test_an_internal_error_is_one_line_and_exit_3(
     def broken(*_: object) -> str:
         raise RuntimeError("summary renderer exploded\nsecond line")
 
-    monkeypatch.setattr("eval_pipeline.commands.console_summary", broken)
+    monkeypatch.setattr("eval_pipeline.cli.show.console_summary", broken)
     _, err = _expect(capsys, "any", INTERNAL, 3, cli.main(["show"]))
     assert err == (
         "internal error: RuntimeError: summary renderer exploded; rerun with --debug for the traceback\n"

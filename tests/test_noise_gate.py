@@ -11,10 +11,17 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from eval_pipeline.core.always_loader import evaluate_always_test
-from eval_pipeline.core.diff import diff_documents
-from eval_pipeline.core.diff_gate import diff_gate
-from eval_pipeline.core.evaluation import (
+from eval_pipeline.core.diff.compare import diff_documents
+from eval_pipeline.core.diff.gate import diff_gate
+from eval_pipeline.core.expectations.resolution import resolve
+from eval_pipeline.core.inputs.kb import LoadMode
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.mechanisms.always import evaluate_always_test
+from eval_pipeline.core.mechanisms.pattern import evaluate_pattern_test
+from eval_pipeline.core.mechanisms.state import evaluate_state_test
+from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.evaluation import (
     always_outputs,
     pattern_outputs,
     score_always,
@@ -23,19 +30,13 @@ from eval_pipeline.core.evaluation import (
     score_state,
     state_outputs,
 )
-from eval_pipeline.core.expectations import resolve
-from eval_pipeline.core.kb import LoadMode
-from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
-from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
-from eval_pipeline.core.run_document import RunDocument
-from eval_pipeline.core.state_matcher import evaluate_state_test
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.providers.base import RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker
-from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.target import RetrievalItem
 from tests.run_docs import doc
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.kb import KnowledgeBase, LoadMode
-from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.validation import load_validated
 from tests.spec_tables import SPEC_HANDLER_CONDITIONS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,15 +24,15 @@ from typing import get_args
 import dagster as dg
 from pydantic import Field
 
-from eval_pipeline.core.agreement import (
+from eval_pipeline.core.calibration.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     MIN_TOPIC_TESTS,
     agreement_from_files,
     markdown,
 )
-from eval_pipeline.core.banks import SemanticTest
-from eval_pipeline.core.calibration import (
+from eval_pipeline.core.calibration.files import apply_calibration, latest_documents
+from eval_pipeline.core.calibration.proposals import (
     DEFAULT_TRIGGERS,
     CalibrationRun,
     CallRecord,
@@ -42,13 +42,13 @@ from eval_pipeline.core.calibration import (
     scoped_tests,
     user_turn,
 )
-from eval_pipeline.core.calibration_files import apply_calibration, latest_documents
-from eval_pipeline.core.calibration_review import review_from_run, write_review
-from eval_pipeline.core.expectations import ResolvedExpectation, resolve
-from eval_pipeline.core.history import Trigger, now_utc
-from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import InputError, history_dir
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.core.calibration.review import review_from_run, write_review
+from eval_pipeline.core.expectations.history import Trigger, now_utc
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import InputError, history_dir
+from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.defs.inputs import history_files, kb_source
 from eval_pipeline.defs.partitions import date_partitions, today_utc
 from eval_pipeline.defs.resources import InputsResource, StorageResource

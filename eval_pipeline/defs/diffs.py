@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import BaseModel
 
-from eval_pipeline.core.diff import (
+from eval_pipeline.core.diff.compare import (
     DiffError,
     ModelComparison,
     RegressionDiff,
@@ -25,10 +25,10 @@ from eval_pipeline.core.diff import (
     counts_by_kind,
     load_for_diff,
 )
-from eval_pipeline.core.diff_gate import diff_gate
-from eval_pipeline.core.diff_report import render_comparison_markdown, render_regression_markdown
+from eval_pipeline.core.diff.gate import diff_gate
+from eval_pipeline.core.diff.report import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.run_document import RESULTS_FILE
+from eval_pipeline.core.report.run_document import RESULTS_FILE
 from eval_pipeline.defs.inputs import JSON_IO
 from eval_pipeline.defs.partitions import (
     DATE_OF_MODEL_DATE,

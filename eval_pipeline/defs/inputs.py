@@ -5,10 +5,10 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.expectations import LoadedHistory
-from eval_pipeline.core.kb import KnowledgeBase, LoadMode
-from eval_pipeline.core.loading import Banks, InputError, history_hash
-from eval_pipeline.core.validation import cross_check
+from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.loading import Banks, InputError, history_hash
+from eval_pipeline.core.inputs.validation import cross_check
 from eval_pipeline.defs.resources import InputsResource
 
 GROUP = "inputs"

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from eval_pipeline.core.aggregate import Aggregate
-from eval_pipeline.core.results import ResultBase
+from eval_pipeline.core.scoring.aggregate import Aggregate
+from eval_pipeline.core.scoring.results import ResultBase
 
 MAX_ROWS = 200
 

@@ -14,17 +14,23 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.core.aggregate import Aggregate
-from eval_pipeline.core.banks import Mechanism
+from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.gate import GateDecision
-from eval_pipeline.core.history import now_utc
-from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.reporting import render_markdown
-from eval_pipeline.core.results import AlwaysResult, PatternResult, SemanticResult, StateResult
-from eval_pipeline.core.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE, Provenance, RunDocument
-from eval_pipeline.core.tables import from_frame
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.report.markdown import render_markdown
+from eval_pipeline.core.report.run_document import (
+    GATE_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    Provenance,
+    RunDocument,
+)
+from eval_pipeline.core.report.tables import from_frame
+from eval_pipeline.core.scoring.aggregate import Aggregate
+from eval_pipeline.core.scoring.gate import GateDecision
+from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource

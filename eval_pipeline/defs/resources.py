@@ -10,13 +10,11 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.calibration_files import LOG_FILE, read_log
-from eval_pipeline.core.evaluation import Scope
-from eval_pipeline.core.expectations import LoadedHistory
-from eval_pipeline.core.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
-from eval_pipeline.core.kb import Entity, KnowledgeBase
-from eval_pipeline.core.loading import (
+from eval_pipeline.core.calibration.files import LOG_FILE, read_log
+from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
+from eval_pipeline.core.inputs.loading import (
     Banks,
     InputError,
     Problem,
@@ -29,12 +27,15 @@ from eval_pipeline.core.loading import (
     load_history,
     load_kb,
 )
-from eval_pipeline.core.retrieval import SemanticRetrieval
-from eval_pipeline.core.run_document import Baseline, RunDocument, latest_document_before
-from eval_pipeline.core.scoring import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.report.run_document import Baseline, RunDocument, latest_document_before
+from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
+from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
+from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.models import ModelConfig, load_models
-from eval_pipeline.providers.pipeline import RetrievalItem, build_pipeline
+from eval_pipeline.providers.target import RetrievalItem
 
 
 class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]

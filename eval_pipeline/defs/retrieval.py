@@ -7,20 +7,20 @@ import dagster as dg
 import pandas as pd
 from rich.progress import Progress
 
-from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.evaluation import (
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.report.tables import retrieval_columns, to_frame
+from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
     always_outputs,
     pattern_outputs,
     state_outputs,
 )
-from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.retrieval import SemanticRetrieval
-from eval_pipeline.core.tables import retrieval_columns, to_frame
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
-from eval_pipeline.providers.pipeline import RetrievalItem
+from eval_pipeline.providers.target import RetrievalItem
 
 GROUP = "retrieval"
 PARQUET_IO = "parquet_io"

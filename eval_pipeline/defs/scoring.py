@@ -8,9 +8,18 @@ import dagster as dg
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.aggregate import Aggregate, aggregate
-from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.evaluation import (
+from eval_pipeline.core.expectations.resolution import (
+    ExpectationConflict,
+    ResolvedExpectation,
+    resolve,
+    source_summary,
+)
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.report.tables import from_frame, result_columns, to_frame
+from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
+from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
     new_hard_fails,
     score_always,
@@ -18,11 +27,13 @@ from eval_pipeline.core.evaluation import (
     score_semantic,
     score_state,
 )
-from eval_pipeline.core.expectations import ExpectationConflict, ResolvedExpectation, resolve, source_summary
-from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.results import AlwaysResult, PatternResult, ResultBase, SemanticResult, StateResult
-from eval_pipeline.core.retrieval import SemanticRetrieval
-from eval_pipeline.core.tables import from_frame, result_columns, to_frame
+from eval_pipeline.core.scoring.results import (
+    AlwaysResult,
+    PatternResult,
+    ResultBase,
+    SemanticResult,
+    StateResult,
+)
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata
 from eval_pipeline.defs.partitions import (

@@ -9,7 +9,7 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from eval_pipeline.core.retrieval import Candidate, Selection, Usage
+from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
 
 InputType = Literal["query", "document"]
 Vectors = npt.NDArray[np.float32]

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from eval_pipeline.core.kb import canonical_json, sha256_text
+from eval_pipeline.core.inputs.kb import canonical_json, sha256_text
 from eval_pipeline.providers.base import InputType
 
 CacheMode = Literal["use", "refresh", "off"]

@@ -37,7 +37,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 from anthropic.types.model import Model
 
-from eval_pipeline.core.calibration import (
+from eval_pipeline.core.calibration.proposals import (
     OUTPUT_SCHEMA,
     SYSTEM_INSTRUCTIONS,
     CalibrationRun,
@@ -46,10 +46,10 @@ from eval_pipeline.core.calibration import (
     judge,
     kb_text,
 )
-from eval_pipeline.core.expectations import ResolvedExpectation
-from eval_pipeline.core.history import Trigger
-from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.retrieval import Usage
+from eval_pipeline.core.expectations.history import Trigger
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.claude_rerank import classify, usage_of
 from eval_pipeline.providers.pricing import Price, cost_usd, load_price_overrides, lookup_price

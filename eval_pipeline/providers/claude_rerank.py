@@ -23,7 +23,7 @@ import anthropic
 from anthropic.types import Message, MessageParam, ToolParam, ToolUseBlock
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from eval_pipeline.core.retrieval import Selection, Usage
+from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
 from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankResult
 from eval_pipeline.providers.cache import ResponseCache

@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eval_pipeline.core.kb import Entity
-from eval_pipeline.core.retrieval import (
+from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.mechanisms.retrieval import (
     CANDIDATE_K,
     SELECTION_K,
     Candidate,
@@ -40,7 +40,6 @@ from eval_pipeline.core.retrieval import (
     Usage,
 )
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.pipeline import OnDone, PrepareReport, RetrievalItem, retrieve_all
 from eval_pipeline.providers.ratelimit import (
     REAL_CLOCK,
     Clock,
@@ -51,6 +50,7 @@ from eval_pipeline.providers.ratelimit import (
     call_with_retry,
     failure_for_status,
 )
+from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
 
 
 class _Contract(BaseModel):

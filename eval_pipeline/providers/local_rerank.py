@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.pattern_matcher import keyword_regex
-from eval_pipeline.core.retrieval import Selection
+from eval_pipeline.core.mechanisms.pattern import keyword_regex
+from eval_pipeline.core.mechanisms.retrieval import Selection
 from eval_pipeline.providers.base import RerankCandidate, RerankResult
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eval_pipeline.core.retrieval import Usage
+from eval_pipeline.core.mechanisms.retrieval import Usage
 
 PRICES_ENV = "EVAL_PIPELINE_PRICES"
 _PER_TOKEN = 1e-6

@@ -25,7 +25,7 @@ import voyageai
 import voyageai.error
 from voyageai.client_async import AsyncClient
 
-from eval_pipeline.core.retrieval import Selection, Usage
+from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
 from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import (
     EmbedResult,

@@ -364,7 +364,7 @@ def _malformed_input(prompt: str, selection: Json) -> Json:
     return {"selections": [{"entity_id": "not_a_candidate", "reason": "?"}, *picks, *picks]}
 
 
-# Calibration requests (eval_pipeline.core.calibration): the KB block lists entities as
+# Calibration requests (eval_pipeline.core.calibration.proposals): the KB block lists entities as
 # `<entity id="…" type="…" load_mode="…">`; the user turn carries the current expectations as JSON.
 _KB_SEMANTIC_ENTITY = re.compile(r'<entity id="([a-z][a-z0-9_]*)" type="[A-Z]+" load_mode="SEMANTIC">')
 _CURRENT_EXPECTATIONS = re.compile(r"<current_expectations[^>]*>\s*(\{.*?\})\s*</current_expectations>", re.S)

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from eval_pipeline.core.aggregate import Health, aggregate, health_status
-from eval_pipeline.core.always_loader import evaluate_always_test
-from eval_pipeline.core.banks import (
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.banks import (
     AlwaysTest,
     Mechanism,
     PatternTest,
@@ -10,12 +9,13 @@ from eval_pipeline.core.banks import (
     SemanticTest,
     StateTest,
 )
-from eval_pipeline.core.expectations import ResolvedExpectation
-from eval_pipeline.core.pattern_matcher import evaluate_pattern_test
-from eval_pipeline.core.results import SemanticResult, TestStatus
-from eval_pipeline.core.retrieval import Selection, SemanticRetrieval
-from eval_pipeline.core.semantic_eval import evaluate_semantic_test
-from eval_pipeline.core.state_matcher import evaluate_state_test
+from eval_pipeline.core.mechanisms.always import evaluate_always_test
+from eval_pipeline.core.mechanisms.pattern import evaluate_pattern_test
+from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
+from eval_pipeline.core.mechanisms.semantic import evaluate_semantic_test
+from eval_pipeline.core.mechanisms.state import evaluate_state_test
+from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
+from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 
 
 def semantic(test_id: str, selected: list[str], topics: list[str], errored: bool = False) -> SemanticResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eval_pipeline.core.agreement import (
+from eval_pipeline.core.calibration.agreement import (
     ROLES,
     Judgement,
     agreement,
@@ -14,7 +14,7 @@ from eval_pipeline.core.agreement import (
     markdown,
     role_pairs,
 )
-from eval_pipeline.core.banks import Expectations
+from eval_pipeline.core.inputs.banks import Expectations
 
 
 def _exp(

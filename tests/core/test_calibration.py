@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.core.banks import Expectations, RankCheck, SemanticTest
-from eval_pipeline.core.calibration import (
+from eval_pipeline.core.calibration.files import (
+    LOG_FILE,
+    RESPONSES_DIR,
+    CalibrationFileError,
+    apply_calibration,
+    latest_documents,
+    read_log,
+)
+from eval_pipeline.core.calibration.proposals import (
     OUTPUT_SCHEMA,
     CalibrationRun,
     CallRecord,
@@ -29,21 +36,20 @@ from eval_pipeline.core.calibration import (
     scoped_tests,
     user_turn,
 )
-from eval_pipeline.core.calibration_files import (
-    LOG_FILE,
-    RESPONSES_DIR,
-    CalibrationFileError,
-    apply_calibration,
-    latest_documents,
-    read_log,
+from eval_pipeline.core.expectations.history import (
+    HistoryChange,
+    HistoryFile,
+    HumanOverride,
+    append_history,
+    now_utc,
 )
-from eval_pipeline.core.expectations import ResolvedExpectation, resolve, same_expectations
-from eval_pipeline.core.history import HistoryChange, HistoryFile, HumanOverride, append_history, now_utc
-from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import Banks, history_dir, load_history
-from eval_pipeline.core.retrieval import Usage
-from eval_pipeline.core.run_document import RESULTS_FILE
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve, same_expectations
+from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks, history_dir, load_history
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.mechanisms.retrieval import Usage
+from eval_pipeline.core.report.run_document import RESULTS_FILE
 from tests.run_docs import doc, sem
 
 T0 = datetime(2026, 11, 20, 9, tzinfo=UTC)

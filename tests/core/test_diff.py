@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.banks import Expectations
-from eval_pipeline.core.diff import (
+from eval_pipeline.core.diff.compare import (
     Cause,
     DeltaKind,
     DiffError,
@@ -16,14 +15,15 @@ from eval_pipeline.core.diff import (
     diff_documents,
     load_for_diff,
 )
-from eval_pipeline.core.diff_report import (
+from eval_pipeline.core.diff.report import (
     render_comparison_markdown,
     render_diff_markdown,
     render_diff_text,
     render_regression_markdown,
 )
-from eval_pipeline.core.metrics import Stage
-from eval_pipeline.core.run_document import RunDocument
+from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.metrics import Stage
 from tests.run_docs import always, doc, pattern, sem, state
 
 FIX_EXP = Expectations(expected_primary=["c"], expected_secondary=["b"], not_expected=["x"])

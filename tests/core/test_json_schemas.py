@@ -6,7 +6,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from eval_pipeline.core.json_schemas import json_schemas
+from eval_pipeline.core.inputs.json_schemas import json_schemas
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = REPO / "tests" / "fixtures" / "tenant_domain"

@@ -4,8 +4,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.core.always_loader import always_loaded, evaluate_always_test
-from eval_pipeline.core.banks import (
+from eval_pipeline.core.inputs.banks import (
     AlwaysTest,
     CrisisPattern,
     Expectations,
@@ -16,10 +15,11 @@ from eval_pipeline.core.banks import (
     RankCheck,
     StateTest,
 )
-from eval_pipeline.core.kb import Entity, EntityType, LoadMode
-from eval_pipeline.core.pattern_matcher import PatternMatcher, evaluate_pattern_test
-from eval_pipeline.core.semantic_eval import evaluate_selection
-from eval_pipeline.core.state_matcher import evaluate_state_test, triggered_handlers
+from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
+from eval_pipeline.core.mechanisms.always import always_loaded, evaluate_always_test
+from eval_pipeline.core.mechanisms.pattern import PatternMatcher, evaluate_pattern_test
+from eval_pipeline.core.mechanisms.semantic import evaluate_selection
+from eval_pipeline.core.mechanisms.state import evaluate_state_test, triggered_handlers
 from tests.spec_tables import SPEC_HANDLER_CONDITIONS
 
 

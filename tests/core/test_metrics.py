@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from eval_pipeline.core.banks import Expectations
-from eval_pipeline.core.metrics import Stage, all_metrics, attributions, mean_metrics, metrics_of
+from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.scoring.metrics import Stage, all_metrics, attributions, mean_metrics, metrics_of
 from tests.run_docs import sem
 
 PRIMARY_A_SECONDARY_BD = Expectations(expected_primary=["a"], expected_secondary=["b", "d"])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.core.aggregate import aggregate
-from eval_pipeline.core.banks import CrisisPattern, PatternRules, PatternTest, PatternType
-from eval_pipeline.core.evaluation import pattern_outputs, score_pattern
-from eval_pipeline.core.pattern_matcher import backtracking_risk
-from eval_pipeline.core.results import TestStatus
+from eval_pipeline.core.inputs.banks import CrisisPattern, PatternRules, PatternTest, PatternType
+from eval_pipeline.core.mechanisms.pattern import backtracking_risk
+from eval_pipeline.core.scoring.aggregate import aggregate
+from eval_pipeline.core.scoring.evaluation import pattern_outputs, score_pattern
+from eval_pipeline.core.scoring.results import TestStatus
 
 CATASTROPHIC = "(a+)+$"  # hangs Python's re; the regex engine we match with copes with it
 RUNAWAY = r"(.*){1,32000}[bc]"  # runs away even in the regex engine

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval_pipeline.core.scoring import (
+from eval_pipeline.core.scoring.points import (
     BUCKETS,
     Penalty,
     PenaltyKind,

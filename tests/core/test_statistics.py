@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.core.statistics import effect_label, paired_comparison
+from eval_pipeline.core.diff.statistics import effect_label, paired_comparison
 
 BASE = [float(60 + (i * 37) % 41) for i in range(40)]  # spread-out scores, fixed
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.core.aggregate import aggregate
-from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.reporting import render_markdown
-from eval_pipeline.core.results import TestStatus
-from eval_pipeline.core.trials import Outcome, by_test
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.markdown import render_markdown
+from eval_pipeline.core.scoring.aggregate import aggregate
+from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.trials import Outcome, by_test
 from tests.run_docs import doc, sem
 
 # Scores: [a, b] → 100, [a] → 90 (secondary b missing), [b] → 0 (primary a missing).

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.core.aggregate import Health, aggregate, health_status
-from eval_pipeline.core.banks import Mechanism
-from eval_pipeline.core.diff import DeltaKind, diff_documents
-from eval_pipeline.core.diff_gate import diff_gate
-from eval_pipeline.core.diff_report import render_diff_text
-from eval_pipeline.core.gate import GateStatus, gate_decision
-from eval_pipeline.core.reporting import fmt_score
-from eval_pipeline.core.statistics import holm, paired_comparison
+from eval_pipeline.core.diff.compare import DeltaKind, diff_documents
+from eval_pipeline.core.diff.gate import diff_gate
+from eval_pipeline.core.diff.report import render_diff_text
+from eval_pipeline.core.diff.statistics import holm, paired_comparison
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
+from eval_pipeline.core.scoring.gate import GateStatus, gate_decision
 from tests.run_docs import always, doc, negative, pattern, sem, state
 
 GOOD_SEMANTIC = [sem(f"S-{i}", ["a", "b"]) for i in range(4)]

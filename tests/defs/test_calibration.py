@@ -10,8 +10,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from eval_pipeline.core.calibration_files import LOG_FILE, read_log
-from eval_pipeline.core.calibration_review import decide, read_review, save_review
+from eval_pipeline.core.calibration.files import LOG_FILE, read_log
+from eval_pipeline.core.calibration.review import decide, read_review, save_review
 from eval_pipeline.defs.automation import SCOPE_TAG, SENSORS
 from eval_pipeline.defs.calibration import (
     AgreementConfig,

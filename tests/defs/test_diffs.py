@@ -4,8 +4,8 @@ import json
 
 import dagster as dg
 
-from eval_pipeline.core.diff import DeltaKind, ModelComparison, RegressionDiff
-from eval_pipeline.core.run_document import RunDocument, read_document
+from eval_pipeline.core.diff.compare import DeltaKind, ModelComparison, RegressionDiff
+from eval_pipeline.core.report.run_document import RunDocument, read_document
 from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison, regression_diff
 from eval_pipeline.defs.execution import QUIET_LOGS, run_all
 from eval_pipeline.defs.graph import ALL_ASSETS

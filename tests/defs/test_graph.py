@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from eval_pipeline.core.banks import Expectations
-from eval_pipeline.core.gate import GateDecision
-from eval_pipeline.core.history import HistoryChange, HistoryFile, append_history
-from eval_pipeline.core.run_document import read_document
+from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, append_history
+from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.definitions import defs
 from eval_pipeline.defs.automation import (
     HISTORY_DOWNSTREAM,

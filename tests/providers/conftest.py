@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from eval_pipeline.core.kb import Entity, EntityType, LoadMode
+from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval_pipeline.core.kb import Entity, EntityType, LoadMode
+from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
 from eval_pipeline.providers.base import EmbedResult, InputType
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker
-from eval_pipeline.providers.pipeline import SemanticPipeline
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 
 REQUEST = {"query": "q", "documents": ["a", "b"]}
 

@@ -11,8 +11,7 @@ from typing import Any, get_args
 import pytest
 from anthropic.types.model import Model
 
-from eval_pipeline.core.banks import SemanticTest
-from eval_pipeline.core.calibration import (
+from eval_pipeline.core.calibration.proposals import (
     OUTPUT_SCHEMA,
     SYSTEM_INSTRUCTIONS,
     CallRecord,
@@ -21,11 +20,12 @@ from eval_pipeline.core.calibration import (
     kb_text,
     user_turn,
 )
-from eval_pipeline.core.expectations import resolve
-from eval_pipeline.core.kb import KnowledgeBase
-from eval_pipeline.core.loading import Banks
-from eval_pipeline.core.retrieval import Usage
-from eval_pipeline.core.validation import load_validated
+from eval_pipeline.core.expectations.resolution import resolve
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.calibrator import (
     BATCH_DISCOUNT,
     DEFAULT_MODEL,

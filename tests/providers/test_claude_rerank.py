@@ -9,7 +9,7 @@ from typing import Protocol
 
 import pytest
 
-from eval_pipeline.core.retrieval import SELECTION_K
+from eval_pipeline.core.mechanisms.retrieval import SELECTION_K
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import (
@@ -21,10 +21,12 @@ from eval_pipeline.providers.claude_rerank import (
     render_candidates,
     validate_answer,
 )
+from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.models import EmbedderConfig, ModelConfig, RerankerConfig
-from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline, build_pipeline
 from eval_pipeline.providers.pricing import Price, cost_usd
 from eval_pipeline.providers.ratelimit import Clock, RateLimiter, RetryPolicy, ScaledClock
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.providers.voyage import VoyageEmbedder
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 from tests.providers.conftest import (

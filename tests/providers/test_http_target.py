@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.core.retrieval import CANDIDATE_K, SELECTION_K
+from eval_pipeline.core.mechanisms.retrieval import CANDIDATE_K, SELECTION_K
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
+from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline, parse_response
 from eval_pipeline.providers.models import EmbedderConfig, HttpConfig, ModelConfig, RerankerConfig
-from eval_pipeline.providers.pipeline import RetrievalItem, build_pipeline
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
+from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 from tests.providers.conftest import CLIENT_TIMEOUT_S, SAFE_TIMEOUT_S, STALL_S, make_entities
 

@@ -10,8 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval_pipeline.core.kb import Entity, EntityType, LoadMode
-from eval_pipeline.core.retrieval import CANDIDATE_K, SELECTION_K, Selection, SemanticRetrieval, Usage
+from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
+from eval_pipeline.core.mechanisms.retrieval import (
+    CANDIDATE_K,
+    SELECTION_K,
+    Selection,
+    SemanticRetrieval,
+    Usage,
+)
 from eval_pipeline.providers.base import (
     EmbedResult,
     InputType,
@@ -20,11 +26,13 @@ from eval_pipeline.providers.base import (
     RerankResult,
 )
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
+from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker
 from eval_pipeline.providers.models import ConfigError, ModelConfig
-from eval_pipeline.providers.pipeline import RetrievalItem, SemanticPipeline, build_pipeline
 from eval_pipeline.providers.pricing import Price, cost_usd
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.target import RetrievalItem
 
 TOPICS = {
     "gray_rock": ("Gray rock method", "Staying unreactive and boring with a high-conflict ex"),

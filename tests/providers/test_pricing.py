@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.retrieval import Usage
+from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.pricing import (
     BUILTIN_PRICES,
     FREE,

@@ -1,0 +1,7 @@
+"""`python -m eval_pipeline.cli`: the same command as `eval-pipeline`."""
+
+import sys
+
+from eval_pipeline.cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""`eval-pipeline agreement`: the calibrator's proposals against the clinicians' decisions.
+
+Reads the review files under `--calibration-dir` and the expectation history, prints the summary,
+the confusion matrix and the disagreements, and writes the markdown report (core/agreement.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.core.calibration.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    MIN_TOPIC_TESTS,
+    agreement_from_files,
+    markdown,
+)
+from eval_pipeline.core.fileio import atomic_write_text
+from eval_pipeline.core.inputs.validation import load_validated
+
+
+def add_agreement_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "agreement", help="calibrator vs human decisions: percent, Cohen's kappa, disagreements"
+    )
+    p.add_argument("--calibration-dir", type=Path, default=Path("calibration"), help="review files")
+    p.add_argument("--report", type=Path, default=Path("results/calibration_agreement.md"))
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed [0]")
+    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples [2000]")
+    p.add_argument(
+        "--min-topic-tests", type=int, default=MIN_TOPIC_TESTS, help="judged tests a topic needs [5]"
+    )
+    p.add_argument("--kb", type=Path, default=Path("kb"), help="KB directory or single file")
+    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    p.set_defaults(func=cmd_agreement)
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    if args.resamples < 1 or args.min_topic_tests < 1:
+        raise UsageError("--resamples and --min-topic-tests must be at least 1")
+    _, banks = load_validated(args.kb, args.banks_dir)
+    report, unreadable = agreement_from_files(
+        args.calibration_dir,
+        banks,
+        resamples=args.resamples,
+        seed=args.seed,
+        min_topic_tests=args.min_topic_tests,
+    )
+    for problem in unreadable:
+        print(f"warning: {problem}; skipped", file=sys.stderr)
+    text = markdown(report)
+    atomic_write_text(args.report, text)
+    print(text, end="")
+    print(f"written: {args.report}")
+    return EXIT_OK

@@ -1,0 +1,87 @@
+"""What `calibrate`, `override` and a review share: the data and expectation arguments, and
+how expectations read on the console."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.core.calibration.proposals import ProposalDiff
+from eval_pipeline.core.expectations.history import HistoryFile
+from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks, InputError
+from eval_pipeline.core.inputs.validation import cross_check
+
+
+def data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kb", type=Path, default=Path("kb"), help="KB directory or single file")
+    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+
+
+def results_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models-file", type=Path, default=Path("models.yaml"))
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+
+
+def expectation_args(p: argparse.ArgumentParser) -> None:
+    """Expectations typed by a human: an override, or a review's --edit."""
+    ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
+    p.add_argument("--primary", **ids)
+    p.add_argument("--secondary", **ids)
+    p.add_argument("--not-expected", **ids)
+    p.add_argument("--rank", nargs="+", action="extend", default=[], metavar="HIGHER>LOWER")
+
+
+def semantic_tests_of(banks: Banks) -> list[SemanticTest]:
+    if banks.semantic is None:
+        raise UsageError(f"{banks.root}: no semantic bank to calibrate")
+    return banks.semantic.tests
+
+
+def parse_rank(text: str) -> RankCheck:
+    higher, sep, lower = text.partition(">")
+    if not sep or not higher.strip() or not lower.strip() or ">" in lower:
+        raise UsageError(f"--rank: '{text}' is not HIGHER>LOWER")
+    return RankCheck(higher=higher.strip(), lower=lower.strip())
+
+
+def validate_entry(kb: KnowledgeBase, kb_path: Path, banks: Banks, entry: HistoryFile, label: str) -> None:
+    """A human's expectations get the same cross-checks as bank expectations (the loaded banks
+    are already clean); `label` names the entry in the problems."""
+    candidate = LoadedHistory(path=Path(label), entry=entry)
+    problems = cross_check(kb, kb_path, banks.model_copy(update={"history": [candidate]}))
+    if problems:
+        raise InputError(problems)
+
+
+def _ids(values: Sequence[str]) -> str:
+    return ", ".join(values) or "-"
+
+
+def _ranks(checks: Sequence[RankCheck]) -> str:
+    return ", ".join(f"{rc.higher}>{rc.lower}" for rc in checks) or "-"
+
+
+def diff_lines(d: ProposalDiff) -> list[str]:
+    rows = [
+        ("primary", _ids(d.previous.expected_primary), _ids(d.proposed.expected_primary)),
+        ("secondary", _ids(d.previous.expected_secondary), _ids(d.proposed.expected_secondary)),
+        ("not expected", _ids(d.previous.not_expected), _ids(d.proposed.not_expected)),
+        ("rank", _ranks(d.previous.rank_check), _ranks(d.proposed.rank_check)),
+    ]
+    lines = [f"    {name:13} {old}" + (f" -> {new}" if new != old else "") for name, old, new in rows]
+    return [*lines, f"    {'reasoning':13} {d.reasoning}"]
+
+
+def expectation_lines(exp: Expectations) -> list[str]:
+    return [
+        f"    primary       {_ids(exp.expected_primary)}",
+        f"    secondary     {_ids(exp.expected_secondary)}",
+        f"    not expected  {_ids(exp.not_expected)}",
+        f"    rank          {_ranks(exp.rank_check)}",
+    ]

@@ -1,0 +1,275 @@
+"""`calibrate`: expectations proposed by Claude, reviewed and applied to the history.
+
+`calibrate` is a dry run unless `--apply`: it prints the cost estimate (free token counting), then
+asks the model and shows every test's previous -> proposed expectations, writes no history and
+keeps the proposals in a review file (`--review` / `--apply-from`, cli/review.py), so what was
+paid for can be applied later without paying again. `--estimate-only` stops after the estimate and
+`--max-cost` refuses to start above a budget. `--apply` does the same and then writes one history
+file, one raw-response file and one log record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.arguments import data_args, diff_lines, expectation_args, semantic_tests_of
+from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
+from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
+from eval_pipeline.core.calibration.files import (
+    CalibrationFileError,
+    apply_calibration,
+    latest_documents,
+)
+from eval_pipeline.core.calibration.proposals import (
+    DEFAULT_TRIGGERS,
+    PROMPT_VERSION,
+    CalibrationRun,
+    CallRecord,
+    ScopeError,
+    retrieved_entities,
+    scoped_tests,
+    user_turn,
+)
+from eval_pipeline.core.calibration.review import review_from_run, write_review
+from eval_pipeline.core.expectations.history import (
+    now_utc,
+)
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import history_dir
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.providers.pricing import Price
+
+
+def add_calibrate_commands(sub: Any) -> None:
+    p = sub.add_parser("calibrate", help="propose expectations with Claude (dry run unless --apply)")
+    p.add_argument("--scope", choices=("full", "affected", "single"), help="required unless reviewing")
+    p.add_argument("--test-id", action="append", default=[], dest="test_ids", help="single scope (repeat)")
+    p.add_argument(
+        "--added-entity", action="append", default=[], dest="added_entities", help="affected scope (repeat)"
+    )
+    p.add_argument("--kb-version", help="refuse to run unless the KB's version label is this")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show proposals, write nothing (default)")
+    mode.add_argument("--apply", action="store_true", help="write the history file, responses and log")
+    mode.add_argument("--estimate-only", action="store_true", help="print the cost estimate, call nothing")
+    mode.add_argument(
+        "--review", type=Path, metavar="FILE", help="decide a dry run's proposals (no API call)"
+    )
+    mode.add_argument(
+        "--apply-from", type=Path, metavar="FILE", help="write a review's accepted proposals (no API call)"
+    )
+    p.add_argument("--batch", action="store_true", help="use the Message Batches API (half price, slower)")
+    p.add_argument("--model", help="calibrator model id (default: the newest Opus in the pinned SDK)")
+    p.add_argument("--max-cost", type=float, help="do not start when the typical estimate exceeds this (USD)")
+    p.add_argument("--rate-per-min", type=float, default=48.0, help="calibrator requests per minute [48]")
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--poll-seconds", type=float, default=10.0, help="batch status polling interval [10]")
+    p.add_argument("--calibration-dir", type=Path, default=Path("calibration"))
+    p.add_argument("--results-dir", type=Path, default=Path("results"), help="last retrievals (affected)")
+    add_review_arguments(p)
+    expectation_args(p)
+    data_args(p)
+    p.set_defaults(func=cmd_calibrate)
+
+
+# --- calibrate -----------------------------------------------------------------------------------
+
+
+def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
+    """Entities each test's latest retrieval saw (the affected scope only reads results)."""
+    if args.scope != "affected":
+        return {}
+    docs, unreadable = latest_documents(args.results_dir)
+    for path in unreadable:
+        print(f"warning: {path} could not be read; its retrievals are not used", file=sys.stderr)
+    return retrieved_entities(docs)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from eval_pipeline.providers.calibrator import (
+        DEFAULT_MODEL,
+        CalibratorConfigError,
+        api_key_from_env,
+        calibrator_price,
+    )
+
+    if args.review is not None:
+        return cmd_review(args)
+    if args.apply_from is not None:
+        return cmd_apply_from(args)
+    if args.scope is None:
+        raise UsageError("calibrate needs --scope (or --review FILE / --apply-from FILE)")
+    if review_flags_used(args) or args.primary or args.secondary or args.not_expected or args.rank:
+        raise UsageError("review decisions go with --review FILE")
+
+    if args.rate_per_min <= 0 or args.concurrency < 1 or args.poll_seconds <= 0:
+        raise UsageError("--rate-per-min and --poll-seconds must be positive, --concurrency at least 1")
+    kb, banks = load_validated(args.kb, args.banks_dir)
+    if args.kb_version is not None and args.kb_version != kb.kb_version:
+        raise UsageError(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")
+    tests = semantic_tests_of(banks)
+    resolved = resolve(tests, banks.history)
+    try:
+        chosen, why = scoped_tests(
+            args.scope, tests, kb, resolved, args.test_ids, args.added_entities, _retrieved(args)
+        )
+        key = api_key_from_env()
+    except (ScopeError, CalibratorConfigError) as exc:
+        raise UsageError(str(exc)) from None
+    model = args.model or DEFAULT_MODEL
+    price = calibrator_price(model)  # PricingError: one line, exit 2 (cli.main)
+    print(
+        f"calibrate: scope {args.scope}, {len(chosen)} of {len(tests)} semantic tests, model {model} "
+        f"({PROMPT_VERSION}), KB {kb.kb_version} ({kb.content_hash[:12]}), "
+        f"{'batch' if args.batch else 'sequential'}"
+    )
+    for test_id, reasons in why.items():
+        print(f"  {test_id}: {'; '.join(reasons)}")
+    if not chosen:
+        print("no tests in scope: nothing to calibrate")
+        return EXIT_OK
+    session = _Session(args, kb, tests, chosen, resolved, model, key, price)
+    return asyncio.run(session.run())
+
+
+class _Session:
+    """One calibrate invocation: estimate, call, show, and (with --apply) write."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        kb: KnowledgeBase,
+        bank: list[SemanticTest],
+        tests: list[SemanticTest],
+        resolved: dict[str, ResolvedExpectation],
+        model: str,
+        key: str,
+        price: Price,
+    ) -> None:
+        """`bank` is every semantic test (a review file fingerprints it), `tests` the scope."""
+        from eval_pipeline.providers.calibrator import Calibrator, TestPrompt
+        from eval_pipeline.providers.ratelimit import RateLimiter
+
+        self.args, self.kb, self.bank, self.resolved, self.price = args, kb, bank, resolved, price
+        self.prompts = [TestPrompt(t.test_id, user_turn(t, resolved[t.test_id])) for t in tests]
+        limiter = RateLimiter(args.rate_per_min, args.concurrency)
+        self.calibrator = Calibrator(model, key, limiter, poll_interval_s=args.poll_seconds)
+
+    async def run(self) -> int:
+        from eval_pipeline.providers.base import ProviderError
+
+        try:
+            return await self._run()
+        except ProviderError as exc:
+            print(f"error: calibrator API: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        finally:
+            await self.calibrator.aclose()
+
+    async def _run(self) -> int:
+        from eval_pipeline.providers.calibrator import estimate_cost, finish_run
+
+        args = self.args
+        count = await self.calibrator.count(self.kb, self.prompts)
+        estimate = estimate_cost(count, self.price, args.batch)
+        print(
+            f"estimate (calibration cost, not system under test): KB prefix {count.prefix_tokens:,} tokens "
+            f"(cached: written once, read {count.tests - 1}x), test turns {count.turn_tokens:,} tokens; "
+            f"input ${estimate.input_usd:.4f} + output ~${estimate.output_typical_usd:.4f} "
+            f"= ~${estimate.typical_usd:.4f} (at most ${estimate.max_usd:.4f})"
+        )
+        if args.estimate_only:
+            return EXIT_OK
+        if args.max_cost is not None and estimate.typical_usd > args.max_cost:
+            raise UsageError(f"--max-cost ${args.max_cost:.4f}: the estimate is ~${estimate.typical_usd:.4f}")
+        started, clock = now_utc(), time.monotonic()
+        calls = await self._calls()
+        run = finish_run(
+            scope=args.scope,
+            trigger=DEFAULT_TRIGGERS[args.scope],
+            added_entities=args.added_entities,
+            model=self.calibrator.model_id,
+            batch=args.batch,
+            kb=self.kb,
+            resolved=self.resolved,
+            started=started,
+            started_clock=clock,
+            prefix_tokens=count.prefix_tokens,
+            calls=calls,
+            price=self.price,
+        )
+        show_run(run)
+        if args.apply:
+            _apply(args, run)
+        elif run.diffs:
+            path = write_review(args.calibration_dir, review_from_run(run, self.bank))
+            print(
+                f"dry run: history untouched; proposals kept for review in {path}\n"
+                f"  review: eval-pipeline calibrate --review {path}  (no API call)\n"
+                f"  apply:  eval-pipeline calibrate --apply-from {path} --by NAME"
+            )
+        else:
+            print("dry run: no valid proposal, nothing to review")
+        return EXIT_ERROR if run.count("errored") else EXIT_OK
+
+    async def _calls(self) -> list[CallRecord]:
+        tty = sys.stderr.isatty()
+
+        def progress(done: int, total: int) -> None:
+            if tty:
+                print(f"\r  calibrating {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
+
+        def batch_progress(batch_id: str, ended: int, total: int) -> None:
+            print(f"  batch {batch_id}: {ended}/{total} ended", file=sys.stderr, flush=True)
+
+        if self.args.batch:
+            return await self.calibrator.calibrate_batch(self.kb, self.prompts, batch_progress)
+        return await self.calibrator.calibrate(self.kb, self.prompts, progress)
+
+
+def _apply(args: argparse.Namespace, run: CalibrationRun) -> None:
+    try:
+        written = apply_calibration(history_dir(args.banks_dir), args.calibration_dir, run)
+    except CalibrationFileError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"applied: history {written.history or '(none: no valid proposal)'}")
+    print(f"         responses {written.responses}\n         log {written.log}")
+
+
+def show_run(run: CalibrationRun) -> None:
+    """Every test's previous -> proposed expectations, then counts, usage, cost and cache reads."""
+    by_id = {d.test_id: d for d in run.diffs}
+    for o in run.outcomes:
+        d = by_id.get(o.test_id)
+        if d is None:
+            print(f"{o.test_id}  {o.status.upper()}: {o.reason}")
+        elif d.clears_conflict:
+            print(f"{o.test_id}  agrees with {d.previous_source}: clears its calibration conflict")
+        elif not d.changed:
+            print(f"{o.test_id}  unchanged ({d.previous_source})")
+        else:
+            note = f"CONFLICT with {d.previous_source}: recorded, not applied" if d.conflict else "changed"
+            print(f"{o.test_id}  {note} (was {d.previous_source})")
+            print("\n".join(diff_lines(d)))
+    changed, conflicts = len(run.changed), sum(d.conflict for d in run.diffs)
+    print(
+        f"summary: {changed} changed ({conflicts} in conflict with a standing override), "
+        f"{len(run.diffs) - changed} unchanged, "
+        f"{run.count('rejected')} rejected, {run.count('errored')} errored"
+    )
+    u = run.usage
+    print(
+        f"usage: input {u.input_tokens:,}, cache write {u.cache_creation_input_tokens:,}, "
+        f"cache read {u.cache_read_input_tokens:,}, output {u.output_tokens:,} tokens; "
+        f"calibration cost ${run.cost_usd:.4f} (not part of any system-under-test cost)"
+    )
+    if run.coverage:
+        least = min(run.coverage)
+        print(f"cache: from the 2nd call on, reads covered at least {least:.0%} of the KB prefix")

@@ -1,0 +1,71 @@
+"""`diff BASE HEAD`: compare two stored runs test by test; the exit code follows the diff gate
+(`core.diff_gate`): 1 for a new critical failure, a deterministic or errored regression, or a
+semantic regression beyond noise; 3 when the head could not be evaluated."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.errors import EXIT_FOR_GATE, UsageError
+from eval_pipeline.core.diff.compare import DiffError, diff_documents, load_for_diff
+from eval_pipeline.core.diff.gate import diff_gate
+from eval_pipeline.core.diff.report import render_diff_markdown, render_diff_text
+from eval_pipeline.core.report.run_document import RESULTS_FILE, RunDocument
+
+
+def add_diff_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "diff",
+        help="per-test diff of two runs (exit 1 when the diff gate fails)",
+        description="BASE and HEAD are MODEL@DATE (under --results-dir) or a path to a results.json.",
+    )
+    p.add_argument("base", help="MODEL@DATE or a results.json path")
+    p.add_argument("head", help="MODEL@DATE or a results.json path")
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
+    p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
+    p.set_defaults(func=cmd_diff)
+
+
+def resolve(ref: str, results_dir: Path) -> Path:
+    """A results.json path, a run directory, or MODEL@DATE under `results_dir`."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if (path / RESULTS_FILE).is_file():
+        return path / RESULTS_FILE
+    model, at, date = ref.rpartition("@")
+    if at and (results_dir / model / date / RESULTS_FILE).is_file():
+        return results_dir / model / date / RESULTS_FILE
+    raise UsageError(
+        f"{ref}: no results found (expected MODEL@DATE under {results_dir}, or a results.json path)"
+    )
+
+
+def _load(ref: str, results_dir: Path) -> RunDocument:
+    try:
+        return load_for_diff(resolve(ref, results_dir))
+    except DiffError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    base, head = _load(args.base, args.results_dir), _load(args.head, args.results_dir)
+    try:
+        diff = diff_documents(base, head)
+    except DiffError as exc:
+        raise UsageError(str(exc)) from None
+    gate = diff_gate(diff, strict=args.strict)
+    renderers: dict[str, Callable[[], str]] = {
+        "text": lambda: render_diff_text(diff, gate),
+        "markdown": lambda: render_diff_markdown(diff, gate),
+        "json": lambda: json.dumps(
+            {"gate": gate.model_dump(mode="json"), "diff": diff.model_dump(mode="json")}, indent=2
+        ),
+    }
+    print(renderers[args.output]())
+    return EXIT_FOR_GATE[gate.status]

@@ -1,0 +1,31 @@
+"""`models`: the configured models, whether enabled, what they cost, which keys they lack."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.errors import EXIT_OK
+
+
+def add_models_command(sub: Any) -> None:
+    p = sub.add_parser("models", help="list the configured models")
+    results_args(p)
+    p.set_defaults(func=cmd_models)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from eval_pipeline.providers.models import load_models, missing_keys
+
+    for key, m in load_models(args.models_file).items():
+        missing = missing_keys(m)
+        state = "enabled" if m.enabled else "disabled"
+        cost = "paid API" if m.cost_incurring else "free/offline"
+        keys = f"; needs {', '.join(missing)}" if missing else ""
+        rate = f", {m.rate_limit_per_min:g}/min" if m.rate_limit_per_min else ""
+        print(
+            f"{key:16} {state:8} {cost:12} embedder {m.embedder.kind}:{m.embedder.model_id} · "
+            f"reranker {m.reranker.kind}:{m.reranker.model_id}{rate}{keys}"
+        )
+    return EXIT_OK

@@ -1,0 +1,90 @@
+"""`override`: a clinician records (or withdraws) a test's expectations; it stands over any
+later calibration until withdrawn."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from eval_pipeline.cli.arguments import (
+    data_args,
+    expectation_args,
+    expectation_lines,
+    parse_rank,
+    semantic_tests_of,
+    validate_entry,
+)
+from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.core.expectations.history import (
+    HistoryChange,
+    HistoryFile,
+    HumanOverride,
+    append_history,
+    now_utc,
+)
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
+from eval_pipeline.core.inputs.loading import history_dir, load_history
+from eval_pipeline.core.inputs.validation import load_validated
+
+
+def add_override_command(sub: Any) -> None:
+    o = sub.add_parser("override", help="record (or --withdraw) a human override of a test's expectations")
+    o.add_argument("test_id")
+    expectation_args(o)
+    o.add_argument("--withdraw", action="store_true", help="end the standing override")
+    o.add_argument("--by", required=True, help="who decides (recorded)")
+    o.add_argument("--reason", required=True, help="why (recorded)")
+    data_args(o)
+    o.set_defaults(func=cmd_override)
+
+
+def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOverride:
+    today = now_utc().date().isoformat()
+    if args.withdraw:
+        if args.primary or args.secondary or args.not_expected or args.rank:
+            raise UsageError("--withdraw takes no expectations")
+        if current.source_kind != "human_override":
+            raise UsageError(
+                f"{args.test_id} has no standing override to withdraw (source: {current.source})"
+            )
+        return HumanOverride(override_date=today, by=args.by, reason=args.reason, withdraw=True)
+    if not args.primary:
+        raise UsageError("an override needs --primary (or --withdraw)")
+    if not args.by.strip() or not args.reason.strip():
+        raise UsageError("--by and --reason must not be empty")
+    return HumanOverride(
+        expected_primary=args.primary,
+        expected_secondary=args.secondary,
+        not_expected=args.not_expected,
+        rank_check=[parse_rank(r).model_dump() for r in args.rank],
+        override_date=today,
+        by=args.by.strip(),
+        reason=args.reason.strip(),
+    )
+
+
+def cmd_override(args: argparse.Namespace) -> int:
+    kb, banks = load_validated(args.kb, args.banks_dir)
+    tests = semantic_tests_of(banks)
+    if args.test_id not in {t.test_id for t in tests}:
+        raise UsageError(f"{args.test_id} is not in the semantic bank")
+    current = resolve(tests, banks.history)[args.test_id]
+    override = _override(args, current)
+    entry = HistoryFile(
+        version=now_utc(),
+        calibration_trigger="human_override_withdrawn" if override.withdraw else "human_override",
+        kb_version=kb.kb_version,
+        kb_hash=kb.content_hash,
+        changes=[HistoryChange(test_id=args.test_id, previous=current.expectations, human_override=override)],
+        changed_count=1,
+    )
+    validate_entry(kb, args.kb, banks, entry, "override")
+    history = history_dir(args.banks_dir)
+    path = append_history(history, entry)
+    now = resolve(tests, load_history(history, []))[args.test_id]
+    verb = "withdrawn" if override.withdraw else "recorded"
+    print(f"override {verb} for {args.test_id} by {override.by}: {override.reason}")
+    if not override.withdraw:
+        print("\n".join(expectation_lines(override.expectations())))
+    print(f"  was {current.source}; now resolves to {now.source}\n  written: {path}")
+    return EXIT_OK

@@ -1,0 +1,194 @@
+"""`run`: evaluate models on a date through the Dagster graph, print each verdict, gate the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+from datetime import date as date_type
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.loading import Banks, Problem
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.report.markdown import console_summary
+from eval_pipeline.core.report.run_document import (
+    REPORT_FILE,
+    RESULTS_FILE,
+    SCOPED_DIR,
+    latest_document_before,
+    read_document,
+)
+from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
+from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
+
+
+def add_run_commands(sub: Any) -> None:
+    p = sub.add_parser("run", help="evaluate through the Dagster graph and write reports")
+    p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
+    p.add_argument("--date", help="evaluation date YYYY-MM-DD (UTC); default: today")
+    p.add_argument("--banks", default="all", help="all, or a comma list of semantic,state,pattern,always")
+    p.add_argument("--test", action="append", default=[], dest="tests", help="only this test id (repeat)")
+    p.add_argument("--topic", help="only semantic tests with this topic")
+    p.add_argument("--kb", type=Path, default=Path("kb"))
+    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
+    p.add_argument(
+        "--max-errored",
+        type=int,
+        default=DEFAULT_MAX_ERRORED,
+        help="exit 1 when more tests than this errored (default 0: an unknown outcome is no pass)",
+    )
+    p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
+    p.add_argument("--storage-dir", type=Path, default=Path("storage"))
+    results_args(p)
+    p.set_defaults(func=cmd_run)
+
+
+def _parse_banks(text: str) -> list[str]:
+    if text == "all":
+        return [m.value for m in Mechanism]
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    valid = {m.value for m in Mechanism}
+    if not names or any(n not in valid for n in names):
+        raise UsageError(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}")
+    return names
+
+
+def _parse_date(text: str | None) -> str:
+    from eval_pipeline.defs.partitions import START_DATE, today_utc
+
+    if text is None:
+        return today_utc()
+    try:
+        value = date_type.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--date: '{text}' is not YYYY-MM-DD") from None
+    if not (START_DATE <= value.isoformat() <= today_utc()):
+        raise UsageError(f"--date: must be between {START_DATE} and today ({today_utc()}), UTC")
+    return value.isoformat()
+
+
+def _select_models(args: argparse.Namespace) -> list[str]:
+    from eval_pipeline.providers.models import load_models, require_keys
+
+    models = load_models(args.models_file)
+    keys = args.model or [k for k, m in models.items() if m.enabled]
+    unknown = [k for k in keys if k not in models]
+    if unknown:
+        raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
+    for key in keys:
+        require_keys(models[key])
+    return list(dict.fromkeys(keys))
+
+
+def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
+    scope = Scope(
+        banks=frozenset(Mechanism(b) for b in _parse_banks(args.banks)),
+        test_ids=frozenset(args.tests),
+        topic=args.topic,
+    )
+    problems = scope_problems(scope, banks)
+    if problems:
+        raise UsageError("; ".join(problems))
+    return scope
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    warnings: list[Problem] = []
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings)
+    scope = _scope(args, banks)
+    if args.max_errored < 0:
+        raise UsageError("--max-errored: must be 0 or more")
+    models = _select_models(args)
+    date = _parse_date(args.date)
+    print_warnings(warnings)  # only once the run will happen: a usage error stays one line
+    import dagster as dg
+
+    from eval_pipeline.definitions import build_resources
+    from eval_pipeline.defs.execution import project_instance, run_all
+    from eval_pipeline.defs.resources import (
+        InputsResource,
+        ProvidersResource,
+        RunScopeResource,
+        StorageResource,
+    )
+
+    print(
+        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
+    )
+    with contextlib.ExitStack() as stack:
+        if scope.is_full:
+            results_dir, storage_dir = args.results_dir, args.storage_dir
+            # Dispose of the instance when done: several runs in one process (tests) must not share one.
+            instance = stack.enter_context(project_instance())
+        else:
+            # A narrowed run is an ad-hoc check: its own results folder, a throwaway instance and
+            # storage, so the canonical partition, report and gate keep the full evaluation.
+            results_dir = args.results_dir / SCOPED_DIR / scope.label
+            storage_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eval-pipeline-")))
+            instance = stack.enter_context(dg.DagsterInstance.ephemeral())
+            print(
+                f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}"
+            )
+        resources = build_resources(
+            InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
+            StorageResource(storage_dir=str(storage_dir), results_dir=str(results_dir)),
+            ProvidersResource.from_environment(
+                models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
+            ),
+            RunScopeResource(
+                banks=sorted(m.value for m in scope.banks),
+                test_ids=sorted(scope.test_ids),
+                topic=scope.topic,
+                fail_under=args.fail_under,
+                max_errored=args.max_errored,
+                show_progress=sys.stderr.isatty(),
+            ),
+        )
+        outcomes = run_all(
+            date,
+            models,
+            resources,
+            instance,
+            lambda s: print(f"  running {s} …", flush=True),
+            diffs=scope.is_full,
+        )
+    errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    return _report(models, date, results_dir, args, scope, errors)
+
+
+def _report(
+    models: list[str],
+    date: str,
+    results_dir: Path,
+    args: argparse.Namespace,
+    scope: Scope,
+    errors: list[str],
+) -> int:
+    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0)."""
+    code = EXIT_ERROR if errors else EXIT_OK
+    for model in models:
+        run_dir = results_dir / model / date
+        if not (run_dir / RESULTS_FILE).is_file():
+            code = EXIT_ERROR
+            print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
+            continue
+        doc = read_document(run_dir / RESULTS_FILE)
+        for skipped in latest_document_before(results_dir / model, date).skipped if scope.is_full else []:
+            print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
+        print(console_summary(doc))
+        print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        # The same decision `release_gate` wrote, re-derived so that a narrowed run gets one too.
+        gate = gate_decision(doc, args.fail_under, args.max_errored, scope.label)
+        if not gate.passed:
+            print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
+        code = max(code, EXIT_FOR_GATE[gate.status])
+    return code

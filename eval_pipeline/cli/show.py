@@ -1,0 +1,55 @@
+"""`show`: a stored run's summary, or one test in full."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.core.report.markdown import all_results, console_summary
+from eval_pipeline.core.report.run_document import (
+    RESULTS_FILE,
+    RunDocument,
+    model_dirs,
+    read_document,
+    result_dates,
+)
+
+
+def add_show_command(sub: Any) -> None:
+    p = sub.add_parser("show", help="print a stored run's summary, or one test in full")
+    p.add_argument("--model", help="model key; default: every model with results")
+    p.add_argument("--date", help="default: the latest date with results")
+    p.add_argument("--test", help="print this test's full result")
+    results_args(p)
+    p.set_defaults(func=cmd_show)
+
+
+def _documents(args: argparse.Namespace) -> list[RunDocument]:
+    root: Path = args.results_dir
+    docs = []
+    for model_dir in [root / args.model] if args.model else model_dirs(root):
+        dates = result_dates(model_dir)
+        date = args.date or (dates[-1] if dates else None)
+        if date in dates:
+            docs.append(read_document(model_dir / date / RESULTS_FILE))
+    if not docs:
+        where = f"{root}/{args.model or '*'}/{args.date or '<latest>'}"
+        raise UsageError(f"no results found at {where}; run `eval-pipeline run` first")
+    return docs
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    for doc in _documents(args):
+        if args.test is None:
+            print(console_summary(doc))
+            continue
+        matches = [r for r in all_results(doc) if r.test_id == args.test]
+        if not matches:
+            raise UsageError(f"--test: {args.test} is not in {doc.provenance.model} @ {doc.provenance.date}")
+        for result in matches:
+            print(f"# {doc.provenance.model} @ {doc.provenance.date}")
+            print(result.model_dump_json(indent=2))
+    return EXIT_OK

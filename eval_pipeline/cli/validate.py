@@ -1,0 +1,47 @@
+"""`validate` and `schemas`: check the input files, and give editors JSON Schemas for them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.arguments import data_args
+from eval_pipeline.cli.errors import EXIT_OK, print_warnings
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.json_schemas import json_schemas
+from eval_pipeline.core.inputs.loading import Problem
+from eval_pipeline.core.inputs.validation import load_validated
+
+
+def add_validate_commands(sub: Any) -> None:
+    p = sub.add_parser("validate", help="load the KB and banks and cross-check them")
+    data_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("schemas", help="write JSON Schemas for the KB, bank and history files")
+    p.add_argument("--out", type=Path, default=Path("schemas"))
+    p.set_defaults(func=cmd_schemas)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    warnings: list[Problem] = []
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings)
+    print_warnings(warnings)
+    counts = banks.counts()
+    parts = ", ".join(f"{m.value} {counts[m]}" for m in Mechanism if m in counts)
+    print(
+        f"OK: kb {kb.kb_version} ({kb.content_hash[:12]}, {len(kb.entities)} entities); "
+        f"banks: {parts}; history: {len(banks.history)} file(s); {len(warnings)} warning(s)"
+    )
+    return EXIT_OK
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    for name, schema in json_schemas().items():
+        (out / f"{name}.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
+    print(f"wrote {len(json_schemas())} schemas to {out}")
+    return EXIT_OK

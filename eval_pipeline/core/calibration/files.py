@@ -1,0 +1,121 @@
+"""Where an applied calibration lands, append-only: history file, raw responses, log record.
+
+- `test_banks/semantic/history/expectations_<date>[_N].json` through `history.append_history`.
+- `calibration/opus_responses/calibration_<timestamp>[_N].json`: every raw response, published by
+  hard-linking a finished temp file to a free name, so an existing file is never replaced.
+- `calibration/calibration_log.json`: one record appended per applied calibration under a file
+  lock (read, append, atomic replace), so two calibrations finishing together both land. A log
+  that cannot be read is an error, never silently restarted: that would drop past records.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+from pydantic import ValidationError
+
+from eval_pipeline.core.calibration.proposals import CalibrationLog, CalibrationRecord, CalibrationRun
+from eval_pipeline.core.expectations.history import append_history, now_utc
+from eval_pipeline.core.fileio import atomic_write_text, temp_file
+from eval_pipeline.core.report.run_document import (
+    RESULTS_FILE,
+    RunDocument,
+    model_dirs,
+    read_document,
+    result_dates,
+)
+
+RESPONSES_DIR = "opus_responses"
+LOG_FILE = "calibration_log.json"
+LOCK_NAME = ".calibration.lock"
+LOCK_TIMEOUT_S = 60
+
+
+class CalibrationFileError(Exception):
+    """A calibration file exists but cannot be read; nothing was written over it."""
+
+
+def write_new_file(directory: Path, stem: str, text: str) -> Path:
+    """Publish `text` as `<stem>.json`, or `<stem>_2.json`, … — whichever name is still free."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = temp_file(directory, ".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        n = 1
+        while True:
+            target = directory / (f"{stem}.json" if n == 1 else f"{stem}_{n}.json")
+            try:
+                os.link(tmp, target)  # atomic, and fails rather than replace an existing file
+                return target
+            except FileExistsError:
+                n += 1
+    finally:
+        os.unlink(tmp)
+
+
+def read_log(path: Path) -> CalibrationLog:
+    if not path.exists():
+        return CalibrationLog()
+    try:
+        return CalibrationLog.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as exc:
+        raise CalibrationFileError(f"{path}: cannot read the calibration log ({exc})") from exc
+
+
+def append_log(path: Path, record: CalibrationRecord) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / LOCK_NAME), timeout=LOCK_TIMEOUT_S):
+        log = read_log(path)
+        log.records.append(record)
+        atomic_write_text(path, log.model_dump_json(indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class AppliedFiles:
+    history: Path | None
+    responses: Path
+    log: Path
+
+
+def apply_calibration(history_dir: Path, calibration_dir: Path, run: CalibrationRun) -> AppliedFiles:
+    """Write the three files; raw responses first, so what was paid for survives a later failure."""
+    responses = run.responses()
+    stem = f"calibration_{responses.calibration_id}"
+    response_path = write_new_file(calibration_dir / RESPONSES_DIR, stem, responses.model_dump_json())
+    history = run.history()
+    if history is not None:
+        # Stamped when written, not when the run started: a batch can take hours, and history
+        # replays in timestamp order, so an override made meanwhile must sort before it.
+        history = history.model_copy(update={"version": now_utc()})
+    history_path = append_history(history_dir, history) if history is not None else None
+    log_path = calibration_dir / LOG_FILE
+    record = run.record().model_copy(
+        update={
+            "history_file": str(history_path) if history_path else None,
+            "response_file": str(response_path),
+        }
+    )
+    append_log(log_path, record)
+    return AppliedFiles(history_path, response_path, log_path)
+
+
+def latest_documents(results_dir: Path) -> tuple[list[RunDocument], list[str]]:
+    """Each model's newest results.json under `results_dir`, and the ones that could not be read."""
+    docs: list[RunDocument] = []
+    unreadable: list[str] = []
+    for model_dir in model_dirs(results_dir):
+        dates = result_dates(model_dir)
+        if not dates:
+            continue
+        path = model_dir / dates[-1] / RESULTS_FILE
+        try:
+            docs.append(read_document(path))
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+            unreadable.append(str(path))
+    return docs, unreadable

@@ -1,0 +1,195 @@
+"""Diffs for people: a console listing, and markdown for regression diffs and model comparisons.
+
+Grouped like the regression-diff tool we adopted: regressed, fixed and changed tests in full,
+then added and removed ones, with unchanged tests collapsed to a count. Each test says what
+moved (score, penalties, selections, ranks, triggers, reasoning), why (expectation, system or
+both) and, for a semantic hard fail, which stage lost the primary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eval_pipeline.core.diff.compare import (
+    Cause,
+    DeltaKind,
+    ModelComparison,
+    RegressionDiff,
+    RunDiff,
+    TestDelta,
+)
+from eval_pipeline.core.diff.gate import DiffGate, diff_gate
+from eval_pipeline.core.diff.statistics import PairedComparison
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.markdown import fmt_score, markdown_table
+
+DETAILED = (
+    DeltaKind.CRITICAL,
+    DeltaKind.REGRESSED,
+    DeltaKind.FIXED,
+    DeltaKind.CHANGED,
+    DeltaKind.ADDED,
+    DeltaKind.REMOVED,
+)
+_CAUSES = {
+    (Cause.EXPECTATION,): "expectation changed",
+    (Cause.SYSTEM,): "system changed",
+    (Cause.EXPECTATION, Cause.SYSTEM): "expectation and system changed",
+}
+
+
+def points(value: float | None, signed: bool = False) -> str:
+    """90 for a whole score, 66.7 for a trial mean, — for none."""
+    if value is None:
+        return "—"
+    return (f"{value:+.1f}" if signed else f"{value:.1f}").removesuffix(".0")
+
+
+def headline(d: TestDelta) -> str:
+    before, after = (points(s.score if s else None) for s in (d.base, d.head))
+    delta = f" ({points(d.score_delta, signed=True)})" if d.score_delta else ""
+    cause = _CAUSES.get(tuple(d.causes))
+    why = f" · {cause}" if cause else ""
+    return f"{d.test_id} [{d.mechanism}] {before} → {after}{delta}{why}"
+
+
+def detail_lines(d: TestDelta) -> list[str]:
+    """What moved for one test, most telling first."""
+    if d.kind is DeltaKind.ADDED:
+        return [f"new test ({d.head.label if d.head else ''})"]
+    if d.kind is DeltaKind.REMOVED:
+        return [f"no longer run (was {d.base.label if d.base else ''})"]
+    lines = [f"ALERT {a}" for a in d.alerts]
+    lines += [f"new penalty: {p}" for p in d.penalties_added]
+    lines += [f"penalty gone: {p}" for p in d.penalties_removed]
+    lines += [f"expectation: {c}" for c in d.expectation_changes]
+    lines += d.system_changes
+    lines += [
+        f"{f'trial {r.trial}: ' if r.trial else ''}reasoning drift {r.entity_id}: '{r.before}' → '{r.after}'"
+        for r in d.reasoning_drift
+    ]
+    lines += [f"{f'trial {a.trial}: ' if a.trial else ''}stage {a.text}" for a in d.head_stages]
+    return lines
+
+
+def _statistics_rows(s: PairedComparison) -> list[tuple[str, str]]:
+    effect = "n/a" if s.effect_size is None else f"{s.effect_size:+.3f} ({s.effect_label})"
+    mde = "n/a" if s.minimum_detectable_effect is None else f"±{s.minimum_detectable_effect:.2f} points"
+    return [
+        ("Paired semantic tests (topic clusters)", f"{s.tests} ({s.clusters})"),
+        (f"Mean difference ({s.head_label} − {s.base_label})", f"{s.mean_difference:+.2f} points"),
+        ("95% CI", f"{s.ci_low:+.2f} to {s.ci_high:+.2f}"),
+        ("p-value (Holm-adjusted)", f"{s.p_value:.4g} ({s.p_adjusted:.4g})"),
+        ("Minimum detectable effect (80% power)", mde),
+        ("Wins / ties / losses", f"{s.wins} / {s.ties} / {s.losses}"),
+        ("Effect size (Cohen's d_z)", effect),
+        ("Method", s.method),
+    ]
+
+
+# --- console -----------------------------------------------------------------------------------
+
+
+def health_line(diff: RunDiff) -> str:
+    if diff.health_changed:
+        return f"health: {diff.base_health} → {diff.head_health}"
+    return f"health: {diff.head_health} (unchanged)"
+
+
+def gate_lines(gate: DiffGate) -> list[str]:
+    mode = " (strict)" if gate.strict else ""
+    lines = [f"gate{mode}: {gate.status.value.upper()}"]
+    lines += [f"  - {r}" for r in gate.reasons]
+    return lines + [f"  note: {n}" for n in gate.notes]
+
+
+def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
+    gate = gate or diff_gate(diff)
+    lines = [f"{diff.base.label} → {diff.head.label} (pass: score ≥ {diff.pass_threshold})"]
+    lines += [health_line(diff), *gate_lines(gate)]
+    lines += [f"warning: {w}" for w in diff.warnings]
+    for kind in DETAILED:
+        deltas = diff.of_kind(kind)
+        if not deltas:
+            continue
+        lines.append(f"== {kind.value} ({len(deltas)}) ==")
+        for d in deltas:
+            lines += [headline(d), *(f"    {line}" for line in detail_lines(d))]
+    lines += [
+        f"cosmetic: {diff.counts[DeltaKind.COSMETIC]} (top-15 reorders, numbers in reasons)",
+        f"unchanged: {diff.counts[DeltaKind.UNCHANGED]}",
+        f"statistics (semantic): {diff.statistics.verdict}",
+    ]
+    return "\n".join(lines)
+
+
+# --- markdown ----------------------------------------------------------------------------------
+
+
+def _diff_body(diff: RunDiff, level: int, gate: DiffGate | None = None) -> list[str]:
+    h = "#" * level
+    gate = gate or diff_gate(diff)
+    lines = [f"**{health_line(diff)}**", "", *(f"- {line.strip()}" for line in gate_lines(gate)), ""]
+    lines += [*(f"- ⚠️ {w}" for w in diff.warnings), *([""] if diff.warnings else [])]
+    lines += markdown_table(("Kind", "Tests"), ((k.value, diff.counts[k]) for k in DeltaKind))
+    lines += [f"{h} Statistics (semantic tests)", "", f"**{diff.statistics.verdict}**", ""]
+    lines += markdown_table(("", ""), _statistics_rows(diff.statistics))
+    for kind in DETAILED:
+        deltas = diff.of_kind(kind)
+        if not deltas:
+            continue
+        lines += [f"{h} {kind.value.capitalize()} ({len(deltas)})", ""]
+        for d in deltas:
+            lines += [f"{h}# {headline(d)}", *(f"- {line}" for line in detail_lines(d)), ""]
+    cosmetic = diff.counts[DeltaKind.COSMETIC]
+    lines += [
+        f"{h} Unchanged",
+        "",
+        f"{diff.counts[DeltaKind.UNCHANGED]} tests unchanged; {cosmetic} cosmetic.",
+        "",
+    ]
+    return lines
+
+
+def render_diff_markdown(diff: RunDiff, gate: DiffGate | None = None) -> str:
+    lines = [f"# Diff — {diff.base.label} → {diff.head.label}", "", *_diff_body(diff, 2, gate)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_regression_markdown(result: RegressionDiff) -> str:
+    title = f"# Regression diff — {result.model} — {result.date}"
+    skipped = [f"- ⚠️ passed over as a baseline: {line}" for line in result.passed_over]
+    if result.diff is None:
+        return "\n".join([title, "", f"{result.verdict}.", "", *skipped]).rstrip() + "\n"
+    lines = [title, "", f"Compared with the latest earlier run, {result.baseline_date}.", "", *skipped]
+    lines += _diff_body(result.diff, 2)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _model_rows(comparison: ModelComparison, banks: Sequence[str]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for m in comparison.models:
+        ir = m.retrieval
+        metrics = (
+            [f"{v:.3f}" for v in (ir.ndcg_6, ir.recall_6, ir.mrr_primary, ir.candidate_recall_15)]
+            if ir
+            else ["—"] * 4
+        )
+        scores = [fmt_score(m.bank_scores.get(b)) for b in banks]
+        cost = f"${m.cost_usd:.4f}"
+        rows.append(
+            [m.model, m.health, fmt_score(m.combined_score), *scores, m.hard_fails, m.errored, *metrics, cost]
+        )
+    return rows
+
+
+def render_comparison_markdown(comparison: ModelComparison) -> str:
+    banks = [m.value for m in Mechanism if any(m.value in x.bank_scores for x in comparison.models)]
+    header = ("Model", "Health", "Combined", *banks, "Hard fails", "Errored")
+    header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", "Cost")
+    lines = [f"# Model comparison — {comparison.date}", "", "## Models", ""]
+    lines += markdown_table(header, _model_rows(comparison, banks))
+    lines += ["## Verdicts", "", *(f"- {v}" for v in comparison.verdicts), ""]
+    for diff in comparison.pairs:
+        lines += [f"## {diff.base.model} → {diff.head.model}", "", *_diff_body(diff, 3)]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,149 @@
+"""Resolve each semantic test's current expectations from the bank and the history.
+
+Precedence: a standing human override, then the most recent calibration, then the bank.
+Unlike the specification's loader (newest file wins whatever it holds), a human override
+stands over *later* calibrations until a human withdraws it; a later calibration that
+disagrees with a standing override is recorded as a conflict for review, not applied.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, history_sort_key
+from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+
+
+class ExpectationConflict(BaseModel):
+    """A calibration proposed something other than a standing human override."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test_id: str
+    calibration_version: datetime
+    calibration_source: str
+    override_source: str
+    proposed: Expectations
+    standing: Expectations
+
+
+class ResolvedExpectation(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test_id: str
+    expectations: Expectations
+    source: str  # original | opus_<date> | human_override_<date>
+    conflict: ExpectationConflict | None = None
+
+    @property
+    def source_kind(self) -> str:
+        return source_kind(self.source)
+
+
+def source_kind(source: str) -> str:
+    """`original`, `opus` or `human_override` for a source such as `opus_2026-11-22`."""
+    for kind in ("human_override", "opus"):
+        if source.startswith(kind):
+            return kind
+    return "original"
+
+
+class LoadedHistory(BaseModel):
+    """A history file as read from disk; the path orders same-day files and names problems."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: Path
+    entry: HistoryFile
+
+
+@dataclass
+class _TestState:
+    calibration: tuple[Expectations, str] | None = None
+    override: tuple[Expectations, str] | None = None
+    conflict: ExpectationConflict | None = None
+
+
+def _canonical(exp: Expectations) -> tuple[frozenset[str], ...]:
+    ranks = frozenset(f"{rc.higher}>{rc.lower}" for rc in exp.rank_check)
+    lists = (exp.expected_primary, exp.expected_secondary, exp.not_expected)
+    return (*(frozenset(ids) for ids in lists), ranks)
+
+
+def same_expectations(a: Expectations, b: Expectations) -> bool:
+    """Scoring treats every list as a set, so a reordering is not a change (nor a conflict)."""
+    return _canonical(a) == _canonical(b)
+
+
+def _apply_change(state: _TestState, change: HistoryChange, entry: HistoryFile) -> None:
+    if change.updated is not None and change.human_override is None:
+        source = f"opus_{entry.date}"
+        state.calibration = (change.updated, source)
+        if state.override is None:
+            return
+        if same_expectations(state.override[0], change.updated):
+            state.conflict = None  # the latest calibration now agrees with the clinician
+        else:
+            state.conflict = ExpectationConflict(
+                test_id=change.test_id,
+                calibration_version=entry.version,
+                calibration_source=source,
+                override_source=state.override[1],
+                proposed=change.updated,
+                standing=state.override[0],
+            )
+        return
+    override = change.human_override
+    assert override is not None  # guaranteed by HistoryChange's validator
+    if change.updated is not None:
+        state.calibration = (change.updated, f"opus_{entry.date}")
+    if override.withdraw:
+        state.override = None
+        state.conflict = None
+    else:
+        state.override = (override.expectations(), f"human_override_{override.override_date}")
+        state.conflict = None
+
+
+def ordered(history: Iterable[LoadedHistory]) -> list[LoadedHistory]:
+    return sorted(history, key=lambda h: history_sort_key(h.entry, h.path))
+
+
+def resolve(
+    tests: Sequence[SemanticTest],
+    history: Iterable[LoadedHistory],
+    as_of: datetime | None = None,
+) -> dict[str, ResolvedExpectation]:
+    """Resolve every test; `as_of` ignores history written after it (dated snapshots)."""
+    states: dict[str, _TestState] = {t.test_id: _TestState() for t in tests}
+    for item in ordered(history):
+        if as_of is not None and item.entry.version > as_of:
+            continue
+        for change in item.entry.changes:
+            if change.test_id in states:
+                _apply_change(states[change.test_id], change, item.entry)
+    return {t.test_id: _resolved(t, states[t.test_id]) for t in tests}
+
+
+def _resolved(test: SemanticTest, state: _TestState) -> ResolvedExpectation:
+    if state.override is not None:
+        expectations, source = state.override
+    elif state.calibration is not None:
+        expectations, source = state.calibration
+    else:
+        expectations, source = test.original_expectations(), "original"
+    return ResolvedExpectation(
+        test_id=test.test_id, expectations=expectations, source=source, conflict=state.conflict
+    )
+
+
+def source_summary(sources: Iterable[str]) -> dict[str, int]:
+    """Counts per source kind, always with all three kinds present."""
+    counts = Counter(source_kind(s) for s in sources)
+    return {kind: counts.get(kind, 0) for kind in ("original", "opus", "human_override")}

@@ -1,0 +1,149 @@
+"""Schemas of the four test banks and the pattern rules file (specification §5)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from eval_pipeline.core.inputs.kb import Label, UserType
+
+TestId = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")]
+# User state is open-ended (a second domain may add fields); values are JSON scalars or lists.
+UserState = dict[str, Any]
+
+
+class Mechanism(StrEnum):
+    SEMANTIC = "semantic"
+    STATE = "state"
+    PATTERN = "pattern"
+    ALWAYS = "always"
+
+
+class PatternType(StrEnum):
+    CRISIS = "crisis"
+    NEGATIVE = "negative"
+    KEYWORD = "keyword"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RankCheck(_Strict):
+    higher: str
+    lower: str
+
+
+class Expectations(_Strict):
+    """What a semantic test expects in the final selection."""
+
+    expected_primary: list[str] = Field(min_length=1)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected: list[str] = Field(default_factory=list)
+    rank_check: list[RankCheck] = Field(default_factory=list)
+
+    def entity_ids(self) -> set[str]:
+        ids = {*self.expected_primary, *self.expected_secondary, *self.not_expected}
+        return ids | {e for rc in self.rank_check for e in (rc.higher, rc.lower)}
+
+
+class SemanticTest(_Strict):
+    test_id: TestId
+    name: str = ""
+    category: Label
+    topics: list[Label] = Field(default_factory=list)
+    prompt: str = Field(min_length=1)
+    expected_primary: list[str] = Field(min_length=1)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected: list[str] = Field(default_factory=list)
+    rank_check: list[RankCheck] = Field(default_factory=list)
+    user_type: UserType | None = Field(default=None, description="Sent to an external system under test")
+    user_state: UserState = Field(default_factory=dict)
+
+    def original_expectations(self) -> Expectations:
+        return Expectations(
+            expected_primary=self.expected_primary,
+            expected_secondary=self.expected_secondary,
+            not_expected=self.not_expected,
+            rank_check=self.rank_check,
+        )
+
+
+class StateTest(_Strict):
+    test_id: TestId
+    name: str = ""
+    user_state: UserState
+    expected_handlers: list[str] = Field(default_factory=list)
+    not_expected_handlers: list[str] = Field(default_factory=list)
+
+
+class PatternTest(_Strict):
+    test_id: TestId
+    name: str = ""
+    prompt: str = Field(min_length=1)
+    expected_matches: list[str] = Field(default_factory=list)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected_matches: list[str] = Field(default_factory=list)
+    pattern_type: PatternType
+    is_critical: bool = False
+
+
+class AlwaysTest(_Strict):
+    test_id: TestId
+    name: str = ""
+    user_type: UserType
+    user_state: UserState = Field(default_factory=dict)
+    expected_always: list[str] = Field(min_length=1)
+
+
+class _BankHeader(_Strict):
+    version: str = "1.0"
+    created: str | None = None
+    description: str = ""
+
+
+class SemanticBank(_BankHeader):
+    bank_type: Literal["SEMANTIC"]
+    tests: list[SemanticTest]
+
+
+class StateBank(_BankHeader):
+    bank_type: Literal["STATE"]
+    tests: list[StateTest]
+
+
+class PatternBank(_BankHeader):
+    bank_type: Literal["PATTERN"]
+    tests: list[PatternTest]
+
+
+class AlwaysBank(_BankHeader):
+    bank_type: Literal["ALWAYS"]
+    tests: list[AlwaysTest]
+
+
+class CrisisPattern(_Strict):
+    pattern: str = Field(min_length=1, description="Python regex, matched case-insensitively")
+    entities: list[str] = Field(min_length=1)
+    is_critical: bool = False
+
+
+class KeywordBoost(_Strict):
+    keywords: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    entity: str
+
+
+class PatternRules(_Strict):
+    crisis_patterns: list[CrisisPattern] = Field(default_factory=list)
+    keyword_boosts: list[KeywordBoost] = Field(default_factory=list)
+
+    def boosts_by_entity(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for boost in self.keyword_boosts:
+            out.setdefault(boost.entity, []).extend(boost.keywords)
+        return out
+
+
+AnyTest = SemanticTest | StateTest | PatternTest | AlwaysTest

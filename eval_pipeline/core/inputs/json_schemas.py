@@ -1,0 +1,33 @@
+"""JSON Schemas for the files people edit by hand, so editors can validate them as they type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from eval_pipeline.core.expectations.history import HistoryFile
+from eval_pipeline.core.inputs.banks import AlwaysBank, PatternBank, PatternRules, SemanticBank, StateBank
+from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
+
+SCHEMA_MODELS: dict[str, type[BaseModel]] = {
+    "kb_entity": Entity,
+    "kb_single_file": KnowledgeBase,
+    "semantic_bank": SemanticBank,
+    "state_bank": StateBank,
+    "pattern_bank": PatternBank,
+    "pattern_rules": PatternRules,
+    "always_bank": AlwaysBank,
+    "expectation_history": HistoryFile,
+}
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """File name (without `.schema.json`) -> JSON Schema (draft 2020-12)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, model in SCHEMA_MODELS.items():
+        schema = model.model_json_schema()
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["$id"] = f"eval_pipeline/{name}.schema.json"
+        out[name] = schema
+    return out

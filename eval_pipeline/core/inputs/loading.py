@@ -1,0 +1,428 @@
+"""Read the KB and the banks directory from disk, collecting every problem instead of stopping.
+
+A problem names the file (with the line for syntax errors), the test or entity id, and the
+field. Callers print them one per line and exit 2; nothing here raises for a user mistake.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from eval_pipeline.core.expectations.history import HISTORY_GLOB, HistoryFile
+from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
+from eval_pipeline.core.inputs.banks import (
+    AlwaysBank,
+    AlwaysTest,
+    AnyTest,
+    Mechanism,
+    PatternBank,
+    PatternRules,
+    PatternTest,
+    SemanticBank,
+    SemanticTest,
+    StateBank,
+    StateTest,
+)
+from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
+
+KB_MANIFEST = "manifest.yaml"
+# Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
+# far too few for an alias bomb.
+MAX_YAML_NODES = 1_000_000
+KB_ENTITIES_DIR = "entities"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    file: str
+    item: str  # test id, entity id, or "-" for the whole file
+    field: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.item}: {self.field}: {self.message}"
+
+
+class InputError(Exception):
+    """Bad user input; carries every problem found."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = sorted(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class Banks(BaseModel):
+    """Everything under `--banks-dir`. A bank whose file is absent is simply not run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: Path
+    layout: BankLayout = Field(default_factory=BankLayout)
+    semantic: SemanticBank | None = None
+    state: StateBank | None = None
+    pattern: PatternBank | None = None
+    always: AlwaysBank | None = None
+    rules: PatternRules | None = None
+    history: list[LoadedHistory] = Field(default_factory=list)
+    file_hashes: dict[str, str] = Field(default_factory=dict)
+
+    # A bank whose file is absent has no tests.
+    @property
+    def semantic_tests(self) -> list[SemanticTest]:
+        return self.semantic.tests if self.semantic else []
+
+    @property
+    def state_tests(self) -> list[StateTest]:
+        return self.state.tests if self.state else []
+
+    @property
+    def pattern_tests(self) -> list[PatternTest]:
+        return self.pattern.tests if self.pattern else []
+
+    @property
+    def always_tests(self) -> list[AlwaysTest]:
+        return self.always.tests if self.always else []
+
+    def test_ids(self) -> set[str]:
+        tests: list[AnyTest] = [
+            *self.semantic_tests,
+            *self.state_tests,
+            *self.pattern_tests,
+            *self.always_tests,
+        ]
+        return {t.test_id for t in tests}
+
+    def counts(self) -> dict[Mechanism, int]:
+        banks: dict[Mechanism, BaseModel | None] = {
+            Mechanism.SEMANTIC: self.semantic,
+            Mechanism.STATE: self.state,
+            Mechanism.PATTERN: self.pattern,
+            Mechanism.ALWAYS: self.always,
+        }
+        return {m: len(getattr(b, "tests", [])) for m, b in banks.items() if b is not None}
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"duplicate key '{key}'")
+        out[key] = value
+    return out
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """Safe YAML that refuses duplicate keys."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise _DuplicateKey(f"duplicate key '{key}' (line {line})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes `node` stands for once every alias is expanded (memoised: no expansion)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a recursive alias counts once rather than looping
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    total = 1 + sum(_expanded_size(child, sizes) for child in children)
+    sizes[id(node)] = total
+    return total
+
+
+def _parse_text(path: Path, text: str) -> Any:
+    if path.suffix == ".json":
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    loader = _StrictYamlLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        # Aliases make a small file stand for a huge tree (a "billion laughs"): refuse it before
+        # anything walks it.
+        if _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise yaml.YAMLError(
+                f"expands to more than {MAX_YAML_NODES:,} nodes through aliases (an alias bomb?)"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def read_structured(path: Path, shown: str, problems: list[Problem]) -> Any:
+    """Parse JSON or YAML by extension; on failure record one problem (with line), return None.
+
+    An empty (or `null`) file is a problem too: a file that is there means to say something.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(shown, "-", "-", f"not UTF-8 text (byte {exc.start}): save it as UTF-8"))
+        return None
+    except OSError as exc:
+        problems.append(Problem(shown, "-", "-", f"cannot read file: {exc.strerror or exc}"))
+        return None
+    try:
+        data = _parse_text(path, text)
+    except _DuplicateKey as exc:
+        problems.append(Problem(shown, "-", "-", str(exc)))
+        return None
+    except json.JSONDecodeError as exc:
+        problems.append(Problem(shown, "-", "-", f"invalid JSON: {exc.msg}", exc.lineno))
+        return None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problems.append(Problem(shown, "-", "-", f"invalid YAML: {reason}", line))
+        return None
+    except RecursionError:
+        problems.append(Problem(shown, "-", "-", "nested too deeply to read"))
+        return None
+    if data is None:
+        problems.append(Problem(shown, "-", "-", "file is empty (or null)"))
+    return data
+
+
+def _item_for(data: Any, loc: tuple[int | str, ...], id_key: str) -> tuple[str, str]:
+    """Map a pydantic error location to (test/entity id, field path inside that item)."""
+    if len(loc) >= 2 and loc[0] in ("tests", "entities", "changes") and isinstance(loc[1], int):
+        items = data.get(loc[0]) if isinstance(data, dict) else None
+        item = items[loc[1]] if isinstance(items, list) and loc[1] < len(items) else None
+        key = item.get(id_key) if isinstance(item, dict) else None
+        name = str(key) if key else f"{loc[0]}[{loc[1]}]"
+        rest = ".".join(str(p) for p in loc[2:]) or "-"
+        return name, rest
+    if isinstance(data, dict) and id_key in data and data[id_key]:
+        return str(data[id_key]), ".".join(str(p) for p in loc) or "-"
+    return "-", ".".join(str(p) for p in loc) or "-"
+
+
+def parse_model(
+    model: type[M], data: Any, shown: str, problems: list[Problem], id_key: str = "test_id"
+) -> M | None:
+    if data is None:
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            # pydantic marks dict-key errors with a "[key]" step; the key itself is enough.
+            loc = tuple(part for part in err["loc"] if part != "[key]")
+            item, fld = _item_for(data, loc, id_key)
+            problems.append(Problem(shown, item, fld, err["msg"]))
+        return None
+
+
+def parse_collection(
+    model: type[M],
+    data: Any,
+    shown: str,
+    problems: list[Problem],
+    items_key: str = "tests",
+    id_key: str = "test_id",
+) -> M | None:
+    """Validate item by item so one bad test doesn't hide the problems of the others.
+
+    The result holds only the valid items; every invalid one has been reported.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get(items_key), list):
+        return parse_model(model, data, shown, problems, id_key)
+    item_model = model.model_fields[items_key].annotation
+    items = data[items_key]
+    header = parse_model(model, {**data, items_key: []}, shown, problems, id_key)
+    valid: list[Any] = []
+    for i, item in enumerate(items):
+        before = len(problems)
+        parsed = parse_model(_list_item_type(item_model), item, shown, problems, id_key)
+        if parsed is None:
+            # Re-key the problems to the item's id (or its index when it has none).
+            fallback = f"{items_key}[{i}]"
+            for k in range(before, len(problems)):
+                p = problems[k]
+                problems[k] = Problem(
+                    p.file, p.item if p.item != "-" else fallback, p.field, p.message, p.line
+                )
+        else:
+            valid.append(parsed)
+    if header is None:
+        return None
+    return header.model_copy(update={items_key: valid})
+
+
+def _list_item_type(annotation: Any) -> type[BaseModel]:
+    (inner,) = getattr(annotation, "__args__", (annotation,))
+    return cast(type[BaseModel], inner)
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return sha256_text(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return "unreadable"  # reported when the file itself is read
+
+
+def _present(path: Path) -> bool:
+    """There, or a link that claims to be (a dangling or looping link is reported, not skipped)."""
+    return path.exists() or path.is_symlink()
+
+
+def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
+    file = root / LAYOUT_FILE
+    if not _present(file):
+        return BankLayout()
+    data = read_structured(file, str(file), problems)
+    return parse_model(BankLayout, data, str(file), problems, "-") or BankLayout()
+
+
+def history_dir(root: Path) -> Path:
+    """The history folder of the banks under `root` (per its banks.yaml)."""
+    return root / read_layout(root, []).history
+
+
+def load_kb(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
+    """A directory (manifest.yaml + entities/*.yaml) or one file {kb_version, entities}."""
+    if not _present(path):
+        problems.append(Problem(str(path), "-", "-", "knowledge base not found"))
+        return None
+    if not path.is_dir():
+        data = read_structured(path, str(path), problems)
+        return parse_collection(KnowledgeBase, data, str(path), problems, "entities", "entity_id")
+    return _load_kb_dir(path, problems)
+
+
+def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
+    manifest_path = path / KB_MANIFEST
+    shown_manifest = str(manifest_path)
+    manifest = read_structured(manifest_path, shown_manifest, problems)
+    version = manifest.get("kb_version") if isinstance(manifest, dict) else None
+    if manifest is not None and not isinstance(manifest, dict):
+        problems.append(Problem(shown_manifest, "-", "-", "a manifest is a mapping (kb_version, vocabulary)"))
+    elif manifest is not None and not isinstance(version, str | int | float):
+        problems.append(Problem(shown_manifest, "-", "kb_version", "missing kb_version label"))
+    vocabulary = parse_model(
+        Vocabulary,
+        manifest.get("vocabulary") or {} if isinstance(manifest, dict) else {},
+        shown_manifest,
+        problems,
+    )
+    entity_files = sorted((path / KB_ENTITIES_DIR).glob("*.y*ml"))
+    if not entity_files:
+        problems.append(Problem(str(path / KB_ENTITIES_DIR), "-", "-", "no entity files found"))
+    entities: list[Entity] = []
+    for file in entity_files:
+        shown = str(file)
+        entity = parse_model(Entity, read_structured(file, shown, problems), shown, problems, "entity_id")
+        if entity is None:
+            continue
+        if entity.entity_id != file.stem:
+            problems.append(
+                Problem(shown, entity.entity_id, "entity_id", f"does not match file name {file.name}")
+            )
+        entities.append(entity)
+    if version is None or not entities or vocabulary is None:
+        return None
+    return KnowledgeBase(kb_version=str(version), vocabulary=vocabulary, entities=entities)
+
+
+def load_banks(root: Path, problems: list[Problem]) -> Banks:
+    if not root.is_dir():
+        what = "is not a directory" if _present(root) else "not found"
+        problems.append(Problem(str(root), "-", "-", f"banks directory {what}"))
+        return Banks(root=root)
+    banks = Banks(root=root, layout=read_layout(root, problems))
+    models: dict[Mechanism, type[BaseModel]] = {
+        Mechanism.SEMANTIC: SemanticBank,
+        Mechanism.STATE: StateBank,
+        Mechanism.PATTERN: PatternBank,
+        Mechanism.ALWAYS: AlwaysBank,
+    }
+    for mechanism, rel in banks.layout.banks().items():
+        file = root / rel
+        if _present(file):
+            banks.file_hashes[rel] = _file_hash(file)
+            loaded = parse_collection(
+                models[mechanism], read_structured(file, str(file), problems), str(file), problems
+            )
+            setattr(banks, mechanism.value, loaded)
+    if not banks.file_hashes:
+        problems.append(Problem(str(root), "-", "-", "no test bank files found"))
+    rules_file = root / banks.layout.rules
+    if _present(rules_file):
+        banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
+        banks.rules = parse_model(
+            PatternRules,
+            read_structured(rules_file, str(rules_file), problems),
+            str(rules_file),
+            problems,
+        )
+    elif _present(root / banks.layout.pattern):
+        problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))
+    return banks
+
+
+def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory]:
+    """The history files in `directory` (for a banks root: `history_dir(root)`)."""
+    out: list[LoadedHistory] = []
+    for file in sorted(directory.glob(HISTORY_GLOB)):
+        entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)
+        if entry is not None:
+            out.append(LoadedHistory(path=file, entry=entry))
+    return out
+
+
+def history_hash(history: Sequence[LoadedHistory]) -> str:
+    """Content hash of the whole history, for asset data versions and result provenance."""
+    return sha256_text("".join(sorted(h.entry.model_dump_json() for h in history)))
+
+
+def files_hash(files: Sequence[Path], root: Path) -> str:
+    """Hash of file names (relative to `root`) and contents: a cheap change detector for sources."""
+    parts = []
+    for file in sorted(files):
+        parts.append(f"{file.relative_to(root)}:{_file_hash(file)}")
+    return sha256_text("\n".join(parts))
+
+
+def kb_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
+
+
+def bank_files(root: Path) -> list[Path]:
+    """The layout file, the bank and rules files (not the history, which has its own source)."""
+    layout = read_layout(root, [])
+    files = [LAYOUT_FILE, *layout.banks().values(), layout.rules]
+    return [root / rel for rel in files if (root / rel).is_file()]
+
+
+def history_files(root: Path) -> list[Path]:
+    return sorted(history_dir(root).glob(HISTORY_GLOB))

@@ -1,0 +1,345 @@
+"""Cross-checks between the KB, the banks, the rules and the history.
+
+Schema problems are found while loading; these are the problems only visible across files:
+unknown entity ids, entities in the wrong load mode for a mechanism, duplicate ids, regexes
+that do not compile or can backtrack catastrophically, contradictions (an entity both expected
+and not, circular rank checks, a rank check on a forbidden entity, conditions no state can
+meet), values outside a declared vocabulary, history naming unknown tests.
+
+Warnings are what is legal but probably not meant: a check that can never fire for the built-in
+models, a user type no entity serves, history dated in the future. They print; they never fail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from eval_pipeline.core.inputs.banks import Expectations, PatternType
+from eval_pipeline.core.inputs.kb import FieldCondition, KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.loading import (
+    Banks,
+    InputError,
+    Problem,
+    load_banks,
+    load_history,
+    load_kb,
+)
+from eval_pipeline.core.mechanisms.pattern import backtracking_risk
+
+# Which load modes each reference may name. Keyword boosts point at SEMANTIC entities; crisis
+# rules may load PATTERN entities or semantic safety content alongside them.
+SEMANTIC_MODES = frozenset({LoadMode.SEMANTIC})
+PATTERN_MODES = frozenset({LoadMode.PATTERN, LoadMode.SEMANTIC})
+STATE_MODES = frozenset({LoadMode.STATE})
+ALWAYS_MODES = frozenset({LoadMode.ALWAYS})
+
+
+class _Checker:
+    def __init__(self, kb: KnowledgeBase | None, banks: Banks, broken: frozenset[str], now: datetime) -> None:
+        self.kb = kb
+        self.banks = banks
+        self.broken = broken  # entities that failed their own validation: don't re-report
+        self.now = now
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def add(self, file: str, item: str, fld: str, message: str) -> None:
+        self.problems.append(Problem(file, item, fld, message))
+
+    def warn(self, file: str, item: str, fld: str, message: str) -> None:
+        self.warnings.append(Problem(file, item, fld, message))
+
+    def refs(self, file: str, item: str, fld: str, ids: Iterable[str], modes: frozenset[LoadMode]) -> None:
+        if self.kb is None:
+            return  # the KB's own problems are already reported
+        for eid in ids:
+            if eid in self.broken:
+                continue
+            entity = self.kb.by_id.get(eid)
+            if entity is None:
+                self.add(file, item, fld, f"unknown entity '{eid}'")
+            elif fld.endswith("not_expected") and entity.load_mode not in modes:
+                # Legal (the specification's own bank does it), but no built-in model can fail it.
+                self.warn(
+                    file,
+                    item,
+                    fld,
+                    f"'{eid}' is {entity.load_mode.value}: the built-in models never select it, so this "
+                    "check is vacuous for them (an external system under test may select it)",
+                )
+            elif entity.load_mode not in modes:
+                allowed = "/".join(sorted(m.value for m in modes))
+                self.add(
+                    file,
+                    item,
+                    fld,
+                    f"entity '{eid}' is {entity.load_mode.value}, this field needs {allowed}",
+                )
+
+    def path(self, rel: str) -> str:
+        return str(self.banks.root / rel)
+
+
+def _check_kb(c: _Checker, kb_path: Path) -> None:
+    if c.kb is None:
+        return
+    counts = Counter(e.entity_id for e in c.kb.entities)
+    for eid, n in counts.items():
+        if n > 1:
+            c.add(str(kb_path), eid, "entity_id", f"duplicate entity id ({n} times)")
+    for e in c.kb.entities:
+        if e.load_mode is LoadMode.STATE and not e.state_conditions:
+            c.add(str(kb_path), e.entity_id, "state_conditions", "STATE entity has no conditions")
+        if e.state_conditions and e.load_mode is not LoadMode.STATE:
+            c.add(str(kb_path), e.entity_id, "state_conditions", "only STATE entities use conditions")
+        for fld, cond in e.state_conditions.items():
+            for op, value in cond.items():
+                if op == "in" and not isinstance(value, list):
+                    c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.in", "needs a list")
+                if op in ("gte", "lte") and (not isinstance(value, int | float) or isinstance(value, bool)):
+                    c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.{op}", "needs a number")
+            impossible = unsatisfiable(cond)
+            if impossible:
+                c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}", impossible)
+        _check_vocabulary(c, str(kb_path), e.entity_id, "topics", e.topics, c.kb.vocabulary.topics)
+        _check_vocabulary(
+            c, str(kb_path), e.entity_id, "user_types", e.user_types, c.kb.vocabulary.user_types
+        )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def unsatisfiable(cond: FieldCondition) -> str | None:
+    """Why no value can meet one field's conditions (`gte: 10` with `lte: 3`), or None."""
+    low, high, eq = _number(cond.get("gte")), _number(cond.get("lte")), cond.get("eq")
+    if low is not None and high is not None and low > high:
+        return f"no value is both >= {cond['gte']} and <= {cond['lte']}"
+    choices = cond.get("in")
+    if isinstance(choices, list) and not choices:
+        return "'in' an empty list matches nothing"
+    if "eq" in cond and isinstance(choices, list) and eq not in choices:
+        return f"eq {eq!r} is not in {choices!r}"
+    value = _number(eq)
+    if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
+        return f"eq {eq!r} is outside the gte/lte range"
+    return None
+
+
+def _check_vocabulary(
+    c: _Checker, file: str, item: str, fld: str, values: Iterable[str], declared: list[str] | None
+) -> None:
+    if declared is None:
+        return
+    for value in values:
+        if value not in declared:
+            c.add(
+                file, item, fld, f"'{value}' is not in the KB's declared vocabulary ({', '.join(declared)})"
+            )
+
+
+def _check_duplicate_tests(c: _Checker) -> None:
+    seen: dict[str, str] = {}
+    for mechanism, rel in c.banks.layout.banks().items():
+        bank = getattr(c.banks, mechanism.value)
+        if bank is None:
+            continue
+        for test in bank.tests:
+            if test.test_id in seen:
+                c.add(
+                    c.path(rel),
+                    test.test_id,
+                    "test_id",
+                    f"duplicate test id (also in {seen[test.test_id]})",
+                )
+            else:
+                seen[test.test_id] = rel
+
+
+def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, prefix: str = "") -> None:
+    c.refs(file, item, f"{prefix}expected_primary", exp.expected_primary, SEMANTIC_MODES)
+    c.refs(file, item, f"{prefix}expected_secondary", exp.expected_secondary, SEMANTIC_MODES)
+    c.refs(file, item, f"{prefix}not_expected", exp.not_expected, SEMANTIC_MODES)
+    ranks = [e for rc in exp.rank_check for e in (rc.higher, rc.lower)]
+    c.refs(file, item, f"{prefix}rank_check", ranks, SEMANTIC_MODES)
+    wanted = {*exp.expected_primary, *exp.expected_secondary}
+    for eid in sorted(wanted & set(exp.not_expected)):
+        c.add(file, item, f"{prefix}not_expected", f"'{eid}' is both expected and not expected")
+    for rc in exp.rank_check:
+        if rc.higher == rc.lower:
+            c.add(file, item, f"{prefix}rank_check", f"'{rc.higher}' is ranked against itself")
+    forbidden = set(exp.not_expected)
+    for eid in sorted({e for rc in exp.rank_check for e in (rc.higher, rc.lower)} & forbidden):
+        c.add(file, item, f"{prefix}rank_check", f"'{eid}' is not expected, so it can never be ranked")
+    cycle = _rank_cycle([(rc.higher, rc.lower) for rc in exp.rank_check if rc.higher != rc.lower])
+    if cycle:
+        c.add(file, item, f"{prefix}rank_check", "circular: " + " > ".join(cycle))
+
+
+def _rank_cycle(edges: list[tuple[str, str]]) -> list[str]:
+    """A cycle in "ranks above" (a > b > a), as the path around it, or [] when there is none."""
+    above: dict[str, list[str]] = {}
+    for higher, lower in edges:
+        above.setdefault(higher, []).append(lower)
+
+    def walk(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        for nxt in above.get(node, []):
+            found = walk(nxt, [*path, node])
+            if found:
+                return found
+        return []
+
+    for start in sorted(above):
+        cycle = walk(start, [])
+        if cycle:
+            return cycle
+    return []
+
+
+def _check_semantic(c: _Checker) -> None:
+    if c.banks.semantic is None:
+        return
+    file = c.path(c.banks.layout.semantic)
+    vocabulary = c.kb.vocabulary if c.kb else None
+    for t in c.banks.semantic.tests:
+        check_expectations(c, file, t.test_id, t.original_expectations())
+        if vocabulary is not None:
+            _check_vocabulary(c, file, t.test_id, "category", [t.category], vocabulary.categories)
+            _check_vocabulary(c, file, t.test_id, "topics", t.topics, vocabulary.topics)
+            user_types = [t.user_type] if t.user_type else []
+            _check_vocabulary(c, file, t.test_id, "user_type", user_types, vocabulary.user_types)
+
+
+def _check_state(c: _Checker) -> None:
+    if c.banks.state is None:
+        return
+    file = c.path(c.banks.layout.state)
+    for t in c.banks.state.tests:
+        c.refs(file, t.test_id, "expected_handlers", t.expected_handlers, STATE_MODES)
+        c.refs(file, t.test_id, "not_expected_handlers", t.not_expected_handlers, STATE_MODES)
+        if not t.expected_handlers and not t.not_expected_handlers:
+            c.add(file, t.test_id, "expected_handlers", "test checks nothing (both lists empty)")
+
+
+def _check_pattern(c: _Checker) -> None:
+    if c.banks.pattern is not None:
+        file = c.path(c.banks.layout.pattern)
+        for t in c.banks.pattern.tests:
+            c.refs(file, t.test_id, "expected_matches", t.expected_matches, PATTERN_MODES)
+            c.refs(file, t.test_id, "expected_secondary", t.expected_secondary, PATTERN_MODES)
+            c.refs(file, t.test_id, "not_expected_matches", t.not_expected_matches, PATTERN_MODES)
+            if t.pattern_type is PatternType.NEGATIVE and not t.not_expected_matches:
+                c.add(
+                    file,
+                    t.test_id,
+                    "not_expected_matches",
+                    "a negative test needs entities it must not trigger",
+                )
+            if t.pattern_type is not PatternType.NEGATIVE and not t.expected_matches:
+                c.add(
+                    file,
+                    t.test_id,
+                    "expected_matches",
+                    f"a {t.pattern_type.value} test needs expected matches",
+                )
+    if c.banks.rules is None:
+        return
+    file = c.path(c.banks.layout.rules)
+    for i, rule in enumerate(c.banks.rules.crisis_patterns):
+        item = f"crisis_patterns[{i}]"
+        try:
+            re.compile(rule.pattern)
+        except re.error as exc:
+            c.add(file, item, "pattern", f"regex does not compile: {exc}")
+        risk = backtracking_risk(rule.pattern)
+        if risk:
+            c.add(file, item, "pattern", risk)
+        c.refs(file, item, "entities", rule.entities, PATTERN_MODES)
+    for i, boost in enumerate(c.banks.rules.keyword_boosts):
+        c.refs(file, f"keyword_boosts[{i}]", "entity", [boost.entity], SEMANTIC_MODES)
+
+
+def _check_always(c: _Checker) -> None:
+    if c.banks.always is None:
+        return
+    file = c.path(c.banks.layout.always)
+    declared = c.kb.vocabulary.user_types if c.kb else None
+    served = {u for e in c.kb.entities for u in e.user_types} if c.kb else set()
+    for t in c.banks.always.tests:
+        c.refs(file, t.test_id, "expected_always", t.expected_always, ALWAYS_MODES)
+        _check_vocabulary(c, file, t.test_id, "user_type", [t.user_type], declared)
+        if declared is None and served and t.user_type not in served:
+            c.warn(
+                file,
+                t.test_id,
+                "user_type",
+                f"no entity names user type '{t.user_type}' (known: {', '.join(sorted(served))}): "
+                "only entities for everyone load",
+            )
+
+
+def _check_history(c: _Checker) -> None:
+    known = {t.test_id for t in c.banks.semantic.tests} if c.banks.semantic else set()
+    for h in c.banks.history:
+        file = str(h.path)
+        if h.entry.version > c.now:
+            c.warn(
+                file,
+                "-",
+                "version",
+                f"dated in the future ({h.entry.version.isoformat()}): it applies from then",
+            )
+        for change in h.entry.changes:
+            if change.test_id not in known:
+                c.add(file, change.test_id, "test_id", "history names a test the semantic bank lacks")
+                continue
+            if change.updated is not None:
+                check_expectations(c, file, change.test_id, change.updated, "updated.")
+            if change.human_override is not None and not change.human_override.withdraw:
+                check_expectations(
+                    c, file, change.test_id, change.human_override.expectations(), "human_override."
+                )
+
+
+def cross_check(
+    kb: KnowledgeBase | None,
+    kb_path: Path,
+    banks: Banks,
+    broken: frozenset[str] = frozenset(),
+    now: datetime | None = None,
+    warnings: list[Problem] | None = None,
+) -> list[Problem]:
+    c = _Checker(kb, banks, broken, now or datetime.now(UTC))
+    _check_kb(c, kb_path)
+    _check_duplicate_tests(c)
+    _check_semantic(c)
+    _check_state(c)
+    _check_pattern(c)
+    _check_always(c)
+    _check_history(c)
+    if warnings is not None:
+        warnings.extend(sorted(c.warnings))
+    return c.problems
+
+
+def load_validated(
+    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None
+) -> tuple[KnowledgeBase, Banks]:
+    """Load and cross-check everything; raise InputError listing every problem found. Warnings
+    (legal but probably unintended) are appended to `warnings` when given."""
+    problems: list[Problem] = []
+    kb = load_kb(kb_path, problems)
+    broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
+    banks = load_banks(banks_dir, problems)
+    banks.history = load_history(banks_dir / banks.layout.history, problems)
+    problems.extend(cross_check(kb, kb_path, banks, broken, warnings=warnings))
+    if problems or kb is None:
+        raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
+    return kb, banks

@@ -1,0 +1,88 @@
+"""Semantic mechanism: judge an ordered selection against resolved expectations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.scoring.points import (
+    Penalty,
+    PenaltyKind,
+    RankViolation,
+    ScoreOutcome,
+    penalties_for,
+    rank_penalties,
+    score,
+)
+from eval_pipeline.core.scoring.results import SemanticEvaluation, SemanticResult, TestStatus
+
+
+def rank_violations(selected: Sequence[str], checks: Sequence[RankCheck]) -> list[RankViolation]:
+    """A check counts only when both entities were selected."""
+    out: list[RankViolation] = []
+    for check in checks:
+        if check.higher in selected and check.lower in selected:
+            hi, lo = selected.index(check.higher), selected.index(check.lower)
+            if hi > lo:
+                out.append(
+                    RankViolation(
+                        expected_higher=check.higher,
+                        expected_lower=check.lower,
+                        actual_higher_rank=hi + 1,
+                        actual_lower_rank=lo + 1,
+                    )
+                )
+    return out
+
+
+def evaluate_selection(selected: Sequence[str], exp: Expectations) -> SemanticEvaluation:
+    missing = [e for e in exp.expected_primary if e not in selected]
+    return SemanticEvaluation(
+        primary_pass=not missing,
+        missing_primary=missing,
+        secondary_missing=[e for e in exp.expected_secondary if e not in selected],
+        false_positives=[e for e in exp.not_expected if e in selected],
+        rank_violations=rank_violations(selected, exp.rank_check),
+    )
+
+
+def _penalties(ev: SemanticEvaluation) -> list[Penalty]:
+    return (
+        penalties_for(PenaltyKind.SECONDARY_MISSING, ev.secondary_missing)
+        + penalties_for(PenaltyKind.FALSE_POSITIVE, ev.false_positives)
+        + rank_penalties(ev.rank_violations)
+    )
+
+
+def evaluate_semantic_test(
+    test: SemanticTest, resolved: ResolvedExpectation, retrieval: SemanticRetrieval
+) -> SemanticResult:
+    """Errored retrievals become errored results (reason kept, no score); the rest are scored."""
+    ev: SemanticEvaluation | None = None
+    outcome: ScoreOutcome | None = None
+    if retrieval.status == "ok":
+        ev = evaluate_selection(retrieval.selected_ids, resolved.expectations)
+        outcome = score(ev.missing_primary, _penalties(ev))
+    return SemanticResult(
+        test_id=test.test_id,
+        name=test.name,
+        status=TestStatus.SCORED if outcome is not None else TestStatus.ERRORED,
+        error=retrieval.error if outcome is None else None,
+        outcome=outcome,
+        evaluation=ev,
+        model=retrieval.model,
+        trial=retrieval.trial,
+        category=test.category,
+        topics=test.topics,
+        prompt=test.prompt,
+        expectations=resolved.expectations,
+        expectation_source=resolved.source,
+        expectation_conflict=resolved.conflict is not None,
+        candidates=retrieval.candidates,
+        selections=retrieval.selections,
+        usage=retrieval.usage,
+        cost_usd=retrieval.cost_usd,
+        latency_ms=retrieval.latency_ms,
+    )

@@ -1,0 +1,63 @@
+"""State mechanism: which HANDLER entities a user state triggers, and how a state test scores.
+
+Conditions live in the KB's handler entities (`state_conditions`), so the KB is the single
+source of truth; `tests/` pins them to the specification's table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eval_pipeline.core.inputs.banks import StateTest, UserState
+from eval_pipeline.core.inputs.kb import Entity, FieldCondition, LoadMode
+from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
+from eval_pipeline.core.scoring.results import StateResult, TestStatus
+
+
+def _compare(op: str, value: Any, expected: Any) -> bool:
+    if op == "eq":
+        return bool(value == expected)
+    if value is None:  # a missing or null field can't satisfy an ordering or membership test
+        return False
+    if op == "in":
+        return value in expected
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return bool(value >= expected) if op == "gte" else bool(value <= expected)
+
+
+def condition_holds(state: UserState, field: str, condition: FieldCondition) -> bool:
+    value = state.get(field)
+    return all(_compare(op, value, expected) for op, expected in condition.items())
+
+
+def triggers(state: UserState, conditions: Mapping[str, FieldCondition]) -> bool:
+    return all(condition_holds(state, f, c) for f, c in conditions.items())
+
+
+def triggered_handlers(state: UserState, handlers: Sequence[Entity]) -> list[str]:
+    """Handlers whose conditions all hold, in KB order. Handlers without conditions never fire."""
+    return [
+        h.entity_id
+        for h in handlers
+        if h.load_mode is LoadMode.STATE and h.state_conditions and triggers(state, h.state_conditions)
+    ]
+
+
+def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResult:
+    missing = [h for h in test.expected_handlers if h not in triggered]
+    wrong = [h for h in test.not_expected_handlers if h in triggered]
+    outcome = score(missing, penalties_for(PenaltyKind.WRONG_HANDLER, wrong))
+    return StateResult(
+        test_id=test.test_id,
+        name=test.name,
+        status=TestStatus.SCORED,
+        outcome=outcome,
+        user_state=test.user_state,
+        triggered_handlers=list(triggered),
+        expected_handlers=test.expected_handlers,
+        not_expected_handlers=test.not_expected_handlers,
+        missing_handlers=missing,
+        wrong_handlers=wrong,
+    )

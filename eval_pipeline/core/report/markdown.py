@@ -1,0 +1,323 @@
+"""Markdown report and console summary for one run document.
+
+Sections follow the specification's report (summary, critical failures, distribution, topics,
+expectation sources, failures) and add what users need to act: penalty breakdowns, errored
+tests with reasons, handler and pattern-type tables, expectation conflicts, cost, provenance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore
+from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
+from eval_pipeline.core.scoring.trials import by_test
+
+MAX_DETAILED_FAILURES = 30
+
+
+def fmt_score(value: float | None) -> str:
+    """One decimal, rounded down: 89.98 shows as 89.9, never as a "90.0" that health did not see."""
+    return "—" if value is None else f"{math.floor(value * 10 + 1e-9) / 10:.1f}"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _summary(agg: Aggregate) -> list[str]:
+    rows: list[Sequence[object]] = [
+        (
+            m.value,
+            fmt_score(b.average),
+            b.tests,
+            b.scored,
+            b.hard_fails,
+            b.errored,
+            f"{agg.weights.get(m, 0):.2f}",
+        )
+        for m, b in agg.banks.items()
+    ]
+    rows.append(
+        (
+            "**combined**",
+            f"**{fmt_score(agg.combined_score)}**",
+            agg.total_tests,
+            "",
+            agg.hard_fail_count,
+            agg.errored_count,
+            "",
+        )
+    )
+    return [
+        "## Summary",
+        "",
+        *markdown_table(("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight"), rows),
+    ]
+
+
+def _critical(agg: Aggregate) -> list[str]:
+    if not agg.critical_failures:
+        return ["## Critical failures", "", "None.", ""]
+    lines = ["## 🚨 Critical failures", "", "Crisis detection is broken for these messages:", ""]
+    lines += [f"- **{c.test_id}**: {c.reason} — “{c.prompt}”" for c in agg.critical_failures]
+    return [*lines, ""]
+
+
+def _groups(title: str, groups: dict[str, GroupScore], key_name: str) -> list[str]:
+    if not groups:
+        return []
+    ordered = sorted(groups.items(), key=lambda kv: (kv[1].average is None, -(kv[1].average or 0), kv[0]))
+    rows = [(k, fmt_score(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
+    return [
+        f"## {title}",
+        "",
+        *markdown_table((key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows),
+    ]
+
+
+def _distribution(agg: Aggregate) -> list[str]:
+    bank = agg.banks.get(Mechanism.SEMANTIC)
+    if bank is None:
+        return []
+    return [
+        "## Score distribution (semantic)",
+        "",
+        *markdown_table(("Range", "Count"), bank.distribution.items()),
+    ]
+
+
+def _sources(agg: Aggregate) -> list[str]:
+    lines = [
+        "## Expectation sources",
+        "",
+        *markdown_table(("Source", "Tests"), agg.expectation_sources.items()),
+    ]
+    if agg.expectation_conflicts:
+        lines += [
+            f"{agg.expectation_conflicts} test(s) have a calibration that disagrees with a "
+            "standing human override (see results.json).",
+            "",
+        ]
+    return lines
+
+
+def _semantic_failures(results: Sequence[SemanticResult]) -> list[str]:
+    failures = [r for r in results if r.hard_fail]
+    if not failures:
+        return []
+    lines = ["## Semantic hard fails", ""]
+    for r in failures[:MAX_DETAILED_FAILURES]:
+        lines += [
+            f"### {r.test_id}: {r.name}",
+            f"- Prompt: {r.prompt}",
+            f"- Expected primary: {', '.join(r.expectations.expected_primary)} "
+            f"(source: {r.expectation_source})",
+            f"- Missing: {', '.join(r.outcome.missing_primary) if r.outcome else ''}",
+            f"- Selected: {', '.join(s.entity_id for s in r.selections) or '(nothing)'}",
+            f"- Candidates (top 15): {', '.join(c.entity_id for c in r.candidates)}",
+            "",
+        ]
+    if len(failures) > MAX_DETAILED_FAILURES:
+        lines += [f"…and {len(failures) - MAX_DETAILED_FAILURES} more in results.json.", ""]
+    return lines
+
+
+def _metric_row(name: str, metrics: Sequence[TestMetrics]) -> tuple[object, ...]:
+    means = mean_metrics(metrics)
+    assert means is not None  # only called with at least one row
+    tests = len({m.test_id for m in metrics})
+    values = (means.ndcg_6, means.recall_6, means.mrr_primary, means.candidate_recall_15)
+    return (name, tests, *(f"{v:.3f}" for v in values))
+
+
+def _ir_metrics(results: Sequence[SemanticResult]) -> list[str]:
+    metrics = all_metrics(results)
+    if not metrics:
+        return []
+    category = {r.test_id: r.category for r in results}
+    groups: dict[str, list[TestMetrics]] = {}
+    for m in metrics:
+        groups.setdefault(category[m.test_id], []).append(m)
+    rows = [_metric_row("**all**", metrics), *(_metric_row(k, v) for k, v in sorted(groups.items()))]
+    header = ("Category", "Tests", "nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)")
+    return [
+        "## Retrieval metrics (semantic)",
+        "",
+        "nDCG@6 with primary gain 2 and secondary gain 1; recall of primary + secondary entities in "
+        "the final 6 and among the top 15 candidates; MRR of the first primary (ir-measures).",
+        "",
+        *markdown_table(header, rows),
+    ]
+
+
+def _stage_attribution(results: Sequence[SemanticResult]) -> list[str]:
+    found = attributions(results)
+    if not found:
+        return []
+    counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
+    rows = [(a.test_id, a.trial, a.stage.value, a.detail) for a in found]
+    return [
+        "## Stage attribution (semantic hard fails and errors)",
+        "",
+        f"Where each primary was lost: {counts}. *embedding*: it never reached the top 15 "
+        "candidates; *reranker*: it was a candidate but was not selected.",
+        "",
+        *markdown_table(("Test", "Trial", "Stage", "Detail"), rows),
+    ]
+
+
+def _trials(doc: RunDocument) -> list[str]:
+    tests = by_test(doc.semantic, doc.provenance.pass_threshold)
+    n = max((t.trials for t in tests), default=1)
+    if n == 1:
+        return []
+    varying = [t for t in tests if t.flaky or (t.spread is not None and t.spread[0] != t.spread[1])]
+    rows = [
+        (
+            t.test_id,
+            t.trials,
+            fmt_score(t.score),
+            f"{t.spread[0]}–{t.spread[1]}" if t.spread else "—",
+            f"{t.spread[2]:.1f}" if t.spread else "—",
+            "yes" if t.pass_all else "no",
+            "yes" if t.flaky else "no",
+        )
+        for t in varying
+    ]
+    summary = (
+        f"{n} trials per test; pass^{n} (every trial passed): {sum(t.pass_all for t in tests)} of "
+        f"{len(tests)} tests; flaky (outcome differs across trials): {sum(t.flaky for t in tests)}; "
+        f"scores vary in {len(varying)}."
+    )
+    header = ("Test", "Trials", "Mean", "Min–max", "Std", f"pass^{n}", "Flaky")
+    return ["## Trials (semantic)", "", summary, "", *(markdown_table(header, rows) if rows else [])]
+
+
+def _penalties(results: Sequence[AnyResult]) -> list[str]:
+    rows = [
+        (r.mechanism, r.test_id, r.score, "; ".join(p.text for p in r.outcome.penalties))
+        for r in results
+        if r.outcome is not None and r.outcome.penalties
+    ]
+    if not rows:
+        return []
+    return ["## Penalty breakdown", "", *markdown_table(("Bank", "Test", "Score", "Penalties"), rows)]
+
+
+def _errored(results: Sequence[AnyResult]) -> list[str]:
+    rows = [(r.mechanism, r.test_id, r.error or "") for r in results if r.status is TestStatus.ERRORED]
+    if not rows:
+        return []
+    return ["## Errored tests (not scored)", "", *markdown_table(("Bank", "Test", "Reason"), rows)]
+
+
+def _handlers(agg: Aggregate) -> list[str]:
+    if not agg.handler_scores:
+        return []
+    rows = [
+        (
+            h.handler,
+            f"{h.fired_when_expected}/{h.expected_in}",
+            f"{h.fired_when_forbidden}/{h.forbidden_in}",
+            fmt_score(h.average_of_involved_tests),
+        )
+        for h in agg.handler_scores.values()
+    ]
+    return [
+        "## State handlers",
+        "",
+        *markdown_table(
+            ("Handler", "Fired when expected", "Fired when forbidden", "Avg of involved tests"),
+            rows,
+        ),
+    ]
+
+
+def _pattern_types(agg: Aggregate) -> list[str]:
+    rows = [
+        (k, fmt_score(s.average), s.tests, s.hard_fails, s.critical_failures)
+        for k, s in agg.pattern_type_scores.items()
+    ]
+    if not rows:
+        return []
+    return [
+        "## Pattern types",
+        "",
+        *markdown_table(("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows),
+    ]
+
+
+def _provenance(doc: RunDocument) -> list[str]:
+    p = doc.provenance
+    rows = [
+        ("Model", p.model),
+        ("Date", p.date),
+        ("KB", f"{p.kb_version} ({p.kb_hash[:12]})"),
+        ("Banks", ", ".join(f"{k} {v[:8]}" for k, v in sorted(p.bank_hashes.items()))),
+        ("History", p.history_hash[:12]),
+        ("Schema", p.schema_version),
+        ("Generated", p.generated_at.isoformat()),
+        ("Cost (system under test)", f"${doc.aggregate.cost_usd:.4f}"),
+        ("Calibration cost that day (not system under test)", f"${p.calibration_cost_usd:.4f}"),
+        (
+            "Tokens in/out",
+            f"{doc.aggregate.usage.input_tokens}/{doc.aggregate.usage.output_tokens}",
+        ),
+    ]
+    return ["## Provenance and cost", "", *markdown_table(("", ""), rows)]
+
+
+def all_results(doc: RunDocument) -> list[AnyResult]:
+    return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
+
+
+def render_markdown(doc: RunDocument) -> str:
+    agg = doc.aggregate
+    results = all_results(doc)
+    lines = [
+        f"# Retrieval evaluation — {doc.provenance.model} — {doc.provenance.date}",
+        "",
+        f"**Health: {agg.health.value}** · combined score {fmt_score(agg.combined_score)} · "
+        f"{agg.total_tests} tests · {agg.hard_fail_count} hard fails · {agg.errored_count} errored",
+        "",
+        *[f"- **Could not evaluate** {line}" for line in agg.unevaluable_reasons()],
+        *_summary(agg),
+        *_critical(agg),
+        *_distribution(agg),
+        *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
+        *_groups("Category scores (semantic)", agg.category_scores, "Category"),
+        *_ir_metrics(doc.semantic),
+        *_sources(agg),
+        *_semantic_failures(doc.semantic),
+        *_stage_attribution(doc.semantic),
+        *_trials(doc),
+        *_penalties(results),
+        *_errored(results),
+        *_handlers(agg),
+        *_pattern_types(agg),
+        *_provenance(doc),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def console_summary(doc: RunDocument) -> str:
+    agg = doc.aggregate
+    parts = ", ".join(f"{m.value} {fmt_score(b.average)}" for m, b in agg.banks.items())
+    sources = ", ".join(f"{k} {v}" for k, v in agg.expectation_sources.items())
+    lines = [
+        f"{doc.provenance.model} @ {doc.provenance.date}: {agg.health.value} — "
+        f"combined {fmt_score(agg.combined_score)} ({parts})",
+        f"  tests {agg.total_tests}, hard fails {agg.hard_fail_count}, "
+        f"errored {agg.errored_count}, critical failures {len(agg.critical_failures)}; "
+        f"expectations: {sources}; cost ${agg.cost_usd:.4f}",
+    ]
+    lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
+    lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
+    return "\n".join(lines)

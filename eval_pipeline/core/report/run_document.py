@@ -1,0 +1,141 @@
+"""The results document written for every run: every test in full, plus where it came from.
+
+`results/<model>/<date>/results.json` holds one of these. The schema is versioned; diffs
+refuse to compare documents across major versions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.expectations.resolution import ExpectationConflict
+from eval_pipeline.core.fileio import read_json_model
+from eval_pipeline.core.scoring.aggregate import Aggregate
+from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
+from eval_pipeline.core.scoring.results import (
+    RESULT_SCHEMA_VERSION,
+    AlwaysResult,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+)
+
+
+class Provenance(BaseModel):
+    """Everything a result depends on, so any past evaluation can be explained and reproduced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: str = RESULT_SCHEMA_VERSION
+    generated_at: datetime
+    date: str = Field(description="The evaluation date partition (UTC)")
+    model: str
+    system_config: dict[str, Any] = Field(description="The model entry from the models file")
+    kb_version: str
+    kb_hash: str
+    bank_hashes: dict[str, str]
+    history_hash: str
+    pass_threshold: int
+    scope: dict[str, Any] = Field(default_factory=dict, description="Banks, tests, topic filters")
+    calibration_cost_usd: float = Field(
+        default=0.0, description="Calibration spend on this date: never part of the system's cost"
+    )
+
+
+class RunDocument(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provenance: Provenance
+    aggregate: Aggregate
+    semantic: list[SemanticResult] = Field(default_factory=list)
+    state: list[StateResult] = Field(default_factory=list)
+    pattern: list[PatternResult] = Field(default_factory=list)
+    always: list[AlwaysResult] = Field(default_factory=list)
+    expectation_conflicts: list[ExpectationConflict] = Field(default_factory=list)
+    retrieval_metrics: list[TestMetrics] = Field(
+        default_factory=list, description="nDCG@6, recall@6, MRR and candidate recall@15 per scored test"
+    )
+    stage_attribution: list[StageAttribution] = Field(
+        default_factory=list, description="Where each semantic hard fail arose: embedding, reranker or error"
+    )
+
+    def with_derived(self) -> RunDocument:
+        """This document with its derived sections (metrics, attribution) computed from its results."""
+        return self.model_copy(
+            update={
+                "retrieval_metrics": all_metrics(self.semantic),
+                "stage_attribution": attributions(self.semantic),
+            }
+        )
+
+    @property
+    def schema_major(self) -> int:
+        return int(self.provenance.schema_version.split(".")[0])
+
+
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.md"
+GATE_FILE = "gate.json"
+# Narrowed runs write under results/_scoped/<scope>/: never a model folder, so never a baseline.
+SCOPED_DIR = "_scoped"
+
+
+class DocumentError(ValueError):
+    """A results document that cannot be read or does not validate: one line naming the file."""
+
+
+def read_document(path: Path) -> RunDocument:
+    return read_json_model(path, RunDocument, DocumentError, "results document")
+
+
+def model_dirs(results_dir: Path) -> list[Path]:
+    """One folder per model under `results_dir` (`_comparison` and other `_` folders are not models)."""
+    return sorted(p for p in results_dir.glob("*") if p.is_dir() and not p.name.startswith("_"))
+
+
+def result_dates(model_dir: Path) -> list[str]:
+    """The dates, oldest first, for which `model_dir` holds a results.json."""
+    return sorted(d.name for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
+
+
+class Baseline(BaseModel):
+    """The run a new one is compared with, and the earlier files passed over on the way."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: RunDocument | None
+    skipped: list[str] = Field(default_factory=list, description="'path: why' for each file passed over")
+
+
+def is_full_scope(doc: RunDocument) -> bool:
+    """A canonical evaluation: every bank, no test or topic filter (narrowed runs are no baseline)."""
+    scope = doc.provenance.scope
+    return (
+        not scope.get("test_ids")
+        and scope.get("topic") is None
+        and len(scope.get("banks") or [1, 2, 3, 4]) >= 4
+    )
+
+
+def latest_document_before(model_dir: Path, date: str) -> Baseline:
+    """The newest readable, full `<model_dir>/<date>/results.json` dated before `date`.
+
+    A corrupt or narrowed older file is passed over (and named), never an error: one bad old
+    file must not stop today's evaluation.
+    """
+    skipped: list[str] = []
+    for earlier in reversed([d for d in result_dates(model_dir) if d < date]):
+        path = model_dir / earlier / RESULTS_FILE
+        try:
+            doc = read_document(path)
+        except DocumentError as exc:
+            skipped.append(str(exc))
+            continue
+        if is_full_scope(doc):
+            return Baseline(document=doc, skipped=skipped)
+        skipped.append(f"{path}: a narrowed run ({doc.provenance.scope}), not a baseline")
+    return Baseline(document=None, skipped=skipped)

@@ -1,0 +1,184 @@
+"""Run the deterministic mechanisms and score every bank: the steps the assets call.
+
+Which tests run is decided by a `Scope` (banks, test ids, topic), so the CLI's filters and
+the Dagster assets select tests the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.banks import (
+    AlwaysTest,
+    Mechanism,
+    PatternRules,
+    PatternTest,
+    SemanticTest,
+    StateTest,
+)
+from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.mechanisms.always import always_loaded, evaluate_always_test
+from eval_pipeline.core.mechanisms.pattern import (
+    PatternMatcher,
+    PatternTimeout,
+    errored_pattern_test,
+    evaluate_pattern_test,
+    matched_entities,
+)
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.mechanisms.semantic import evaluate_semantic_test
+from eval_pipeline.core.mechanisms.state import evaluate_state_test, triggered_handlers
+from eval_pipeline.core.scoring.results import (
+    AlwaysResult,
+    PatternMatch,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+)
+
+T = TypeVar("T", SemanticTest, StateTest, PatternTest, AlwaysTest)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+class Scope(BaseModel):
+    """Which tests a run covers. Empty `test_ids` and no `topic` mean every test of the banks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    banks: frozenset[Mechanism] = Field(default_factory=lambda: frozenset(Mechanism))
+    test_ids: frozenset[str] = frozenset()
+    topic: str | None = None
+
+    def runs(self, mechanism: Mechanism) -> bool:
+        if mechanism not in self.banks:
+            return False
+        # A topic filter only narrows semantic tests (the other banks have no topics).
+        return self.topic is None or mechanism is Mechanism.SEMANTIC or bool(self.test_ids)
+
+    @property
+    def is_full(self) -> bool:
+        """Every test of every bank: the canonical evaluation, the only kind that is a baseline."""
+        return self.banks == frozenset(Mechanism) and not self.test_ids and self.topic is None
+
+    @property
+    def label(self) -> str:
+        """A file-name-safe name for a narrowed scope ("full" for the whole evaluation)."""
+        if self.is_full:
+            return "full"
+        order = list(Mechanism)
+        parts = ["banks-" + "+".join(m.value for m in sorted(self.banks, key=order.index))]
+        parts += [f"topic-{self.topic}"] if self.topic is not None else []
+        parts += ["tests-" + "+".join(sorted(self.test_ids))] if self.test_ids else []
+        return _UNSAFE.sub("_", "__".join(parts))[:120]
+
+    def select(self, mechanism: Mechanism, tests: Sequence[T]) -> list[T]:
+        if not self.runs(mechanism):
+            return []
+        chosen = [t for t in tests if not self.test_ids or t.test_id in self.test_ids]
+        if self.topic is not None and mechanism is Mechanism.SEMANTIC:
+            chosen = [t for t in chosen if isinstance(t, SemanticTest) and self.topic in t.topics]
+        return chosen
+
+
+def scope_problems(scope: Scope, banks: Banks) -> list[str]:
+    """Why a narrowed scope is a mistake: unknown topic or test ids, or nothing selected at all."""
+    topics = {topic for t in banks.semantic_tests for topic in t.topics}
+    problems = []
+    if scope.topic is not None and scope.topic not in topics:
+        known = ", ".join(sorted(topics)) or "none"
+        problems.append(f"--topic: unknown topic '{scope.topic}' (known: {known})")
+    unknown = sorted(scope.test_ids - banks.test_ids())
+    if unknown:
+        problems.append(f"--test: unknown test id(s) {', '.join(unknown)}")
+    selected = [
+        len(scope.select(Mechanism.SEMANTIC, banks.semantic_tests)),
+        len(scope.select(Mechanism.STATE, banks.state_tests)),
+        len(scope.select(Mechanism.PATTERN, banks.pattern_tests)),
+        len(scope.select(Mechanism.ALWAYS, banks.always_tests)),
+    ]
+    if not problems and not any(selected):
+        problems.append("the selection (--banks, --test, --topic) matches no test")
+    return problems
+
+
+class MechanismOutput(BaseModel):
+    """What a deterministic mechanism loaded for one test, before any judging."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test_id: str
+    entities: list[str]
+    matches: list[PatternMatch] = Field(default_factory=list)
+    error: str | None = None  # the mechanism could not finish for this test (e.g. a regex timed out)
+
+
+def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[MechanismOutput]:
+    handlers = kb.with_mode(LoadMode.STATE)
+    return [
+        MechanismOutput(test_id=t.test_id, entities=triggered_handlers(t.user_state, handlers)) for t in tests
+    ]
+
+
+def pattern_outputs(rules: PatternRules, tests: Sequence[PatternTest]) -> list[MechanismOutput]:
+    matcher = PatternMatcher(rules)
+    out = []
+    for t in tests:
+        try:
+            matches = matcher.match(t.prompt)
+        except PatternTimeout as exc:
+            out.append(MechanismOutput(test_id=t.test_id, entities=[], error=str(exc)))
+            continue
+        out.append(MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches))
+    return out
+
+
+def always_outputs(kb: KnowledgeBase, tests: Sequence[AlwaysTest]) -> list[MechanismOutput]:
+    return [
+        MechanismOutput(test_id=t.test_id, entities=always_loaded(t.user_type, kb.entities)) for t in tests
+    ]
+
+
+def _paired(tests: Sequence[T], outputs: Sequence[MechanismOutput]) -> list[tuple[T, MechanismOutput]]:
+    by_id = {o.test_id: o for o in outputs}
+    return [(t, by_id[t.test_id]) for t in tests if t.test_id in by_id]
+
+
+def score_state(tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]) -> list[StateResult]:
+    return [evaluate_state_test(t, o.entities) for t, o in _paired(tests, outputs)]
+
+
+def score_pattern(tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]) -> list[PatternResult]:
+    return [
+        errored_pattern_test(t, o.error) if o.error else evaluate_pattern_test(t, o.matches)
+        for t, o in _paired(tests, outputs)
+    ]
+
+
+def score_always(tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]) -> list[AlwaysResult]:
+    return [evaluate_always_test(t, o.entities) for t, o in _paired(tests, outputs)]
+
+
+def score_semantic(
+    tests: Sequence[SemanticTest],
+    resolved: Mapping[str, ResolvedExpectation],
+    retrievals: Sequence[SemanticRetrieval],
+) -> list[SemanticResult]:
+    """Score each retrieval (every trial) against the test's resolved expectations."""
+    by_id = {t.test_id: t for t in tests}
+    return [
+        evaluate_semantic_test(by_id[r.test_id], resolved[r.test_id], r)
+        for r in retrievals
+        if r.test_id in by_id
+    ]
+
+
+def new_hard_fails(current: Sequence[SemanticResult], previous: Sequence[SemanticResult]) -> list[str]:
+    """Tests that hard-fail now but did not in the previous run."""
+    before = {r.test_id for r in previous if r.hard_fail}
+    return sorted({r.test_id for r in current if r.hard_fail} - before)

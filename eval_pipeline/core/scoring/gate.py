@@ -1,0 +1,73 @@
+"""The release gate: may this model, on this KB, be shipped on the strength of this run?
+
+A run is UNEVALUABLE when a bank that ran could not be judged (too few scored tests): nobody
+can ship on an unknown. Otherwise it FAILS for a critical failure, for more errored tests than
+allowed (`max_errored`, default 0: an errored test is an unknown outcome, not a pass), or for a
+combined score under `fail_under` (compared unrounded). Every evaluation produces a decision,
+so a stale "passed" can never outlive a failing run.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.aggregate import Health
+
+DEFAULT_MAX_ERRORED = 0
+
+
+class GateStatus(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    UNEVALUABLE = "unevaluable"  # could not evaluate: the verdict is unknown
+
+
+class GateDecision(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    date: str
+    status: GateStatus
+    passed: bool
+    health: Health
+    combined_score: float | None
+    fail_under: float | None
+    max_errored: int = DEFAULT_MAX_ERRORED
+    errored: int = 0
+    reasons: list[str] = Field(default_factory=list)
+    scope: str = Field(default="full", description="'full', or the narrowed run's scope")
+
+
+def gate_decision(
+    doc: RunDocument,
+    fail_under: float | None,
+    max_errored: int = DEFAULT_MAX_ERRORED,
+    scope: str = "full",
+) -> GateDecision:
+    agg = doc.aggregate
+    unknown = agg.unevaluable_reasons()
+    reasons = [f"could not evaluate {line}" for line in unknown]
+    if agg.health is Health.CRITICAL:
+        reasons.append(f"{len(agg.critical_failures)} critical failure(s)")
+    if agg.errored_count > max_errored:
+        reasons.append(f"{agg.errored_count} errored test(s), more than --max-errored {max_errored}")
+    if fail_under is not None and (agg.combined_score is None or agg.combined_score < fail_under):
+        shown = "unknown" if agg.combined_score is None else f"{agg.combined_score:.2f}"
+        reasons.append(f"combined score {shown} is under {fail_under}")
+    status = GateStatus.UNEVALUABLE if unknown else GateStatus.FAILED if reasons else GateStatus.PASSED
+    return GateDecision(
+        model=doc.provenance.model,
+        date=doc.provenance.date,
+        status=status,
+        passed=status is GateStatus.PASSED,
+        health=agg.health,
+        combined_score=agg.combined_score,
+        fail_under=fail_under,
+        max_errored=max_errored,
+        errored=agg.errored_count,
+        reasons=reasons,
+        scope=scope,
+    )

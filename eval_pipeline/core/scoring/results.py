@@ -1,0 +1,126 @@
+"""Per-test results for each mechanism: what happened, how it scored, or why it errored.
+
+Every result has an explicit `status`. An errored test carries its reason and no score; it
+is counted apart and never averaged as 0 or 100.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.inputs.banks import Expectations, PatternType, UserState
+from eval_pipeline.core.inputs.kb import Label, UserType
+from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
+from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
+
+RESULT_SCHEMA_VERSION = "1.1"  # 1.1: aggregate.unevaluable_banks, unrounded scores
+
+
+class TestStatus(StrEnum):
+    __test__ = False  # not a pytest test class despite the name
+
+    SCORED = "scored"
+    ERRORED = "errored"
+
+
+class ResultBase(BaseModel):
+    """What every mechanism's per-test result has: id, status, error or outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    test_id: str
+    name: str = ""
+    status: TestStatus
+    error: str | None = None
+    outcome: ScoreOutcome | None = None
+
+    @property
+    def score(self) -> int | None:
+        return self.outcome.score if self.outcome is not None else None
+
+    @property
+    def hard_fail(self) -> bool:
+        return self.outcome is not None and self.outcome.hard_fail
+
+
+class SemanticEvaluation(BaseModel):
+    """How an ordered selection compares to the expectations, before scoring."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    primary_pass: bool
+    missing_primary: list[str]
+    secondary_missing: list[str]
+    false_positives: list[str]
+    rank_violations: list[RankViolation]
+
+
+class SemanticResult(ResultBase):
+    mechanism: Literal["semantic"] = "semantic"
+    model: str
+    trial: int = 0
+    category: Label
+    topics: list[str]
+    prompt: str
+    expectations: Expectations
+    expectation_source: str
+    expectation_conflict: bool = False
+    candidates: list[Candidate] = Field(default_factory=list)
+    selections: list[Selection] = Field(default_factory=list)
+    evaluation: SemanticEvaluation | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+
+
+class StateResult(ResultBase):
+    mechanism: Literal["state"] = "state"
+    user_state: UserState
+    triggered_handlers: list[str]
+    expected_handlers: list[str]
+    not_expected_handlers: list[str]
+    missing_handlers: list[str]
+    wrong_handlers: list[str]
+
+
+class PatternMatch(BaseModel):
+    """Why an entity matched: the rule, the text it matched, and the keyword if a boost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["crisis", "keyword"]
+    entities: list[str]
+    pattern: str
+    matched_text: str
+    keyword: str | None = None
+    is_critical: bool = False
+
+
+class PatternResult(ResultBase):
+    mechanism: Literal["pattern"] = "pattern"
+    prompt: str
+    pattern_type: PatternType
+    is_critical: bool
+    matches: list[PatternMatch]
+    matched_entities: list[str]
+    expected_matches: list[str]
+    expected_secondary: list[str]
+    not_expected_matches: list[str]
+    secondary_missing: list[str]
+    false_positives: list[str]
+    critical_failure: bool = False
+    critical_reason: str | None = None
+
+
+class AlwaysResult(ResultBase):
+    mechanism: Literal["always"] = "always"
+    user_type: UserType
+    loaded_entities: list[str]
+    expected_always: list[str]
+    missing: list[str]
+
+
+AnyResult = SemanticResult | StateResult | PatternResult | AlwaysResult

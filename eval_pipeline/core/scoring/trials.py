@@ -1,0 +1,108 @@
+"""One test across its trials: a model may run each semantic test N times (`trials: N`).
+
+A test counts once in every average, with the mean of its scored trials; its spread, whether
+its outcome is stable (not flaky) and whether every trial passed (pass^N) say how far a single
+run of it can be trusted. Mechanisms without trials give one row per test, and the same view.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.scoring.results import ResultBase, SemanticResult, TestStatus
+
+R = TypeVar("R", bound=ResultBase)
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"  # no score: the outcome is unknown, which is not a pass
+
+
+def outcome_of(score: float | None, threshold: int) -> Outcome:
+    if score is None:
+        return Outcome.ERROR
+    return Outcome.PASS if score >= threshold else Outcome.FAIL
+
+
+def trial_of(result: ResultBase) -> int:
+    return result.trial if isinstance(result, SemanticResult) else 0
+
+
+@dataclass(frozen=True)
+class TestTrials(Generic[R]):
+    """A test's result rows, in trial order, judged against one pass threshold."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    rows: tuple[R, ...]
+    threshold: int = DEFAULT_PASS_THRESHOLD
+
+    @property
+    def first(self) -> R:
+        return self.rows[0]
+
+    @property
+    def test_id(self) -> str:
+        return self.first.test_id
+
+    @property
+    def trials(self) -> int:
+        return len(self.rows)
+
+    @property
+    def scores(self) -> list[int]:
+        return [r.score for r in self.rows if r.score is not None]
+
+    @property
+    def score(self) -> float | None:
+        scores = self.scores
+        return statistics.fmean(scores) if scores else None
+
+    @property
+    def status(self) -> TestStatus:
+        return TestStatus.SCORED if self.scores else TestStatus.ERRORED
+
+    @property
+    def hard_fail(self) -> bool:
+        # Conservative: a primary that goes missing in any trial can go missing in production.
+        return any(r.hard_fail for r in self.rows)
+
+    @property
+    def outcome(self) -> Outcome:
+        return outcome_of(self.score, self.threshold)
+
+    @property
+    def trial_outcomes(self) -> list[Outcome]:
+        return [outcome_of(r.score, self.threshold) for r in self.rows]
+
+    @property
+    def flaky(self) -> bool:
+        return len(set(self.trial_outcomes)) > 1
+
+    @property
+    def pass_all(self) -> bool:
+        """pass^N: every trial passed."""
+        return all(o is Outcome.PASS for o in self.trial_outcomes)
+
+    @property
+    def spread(self) -> tuple[int, int, float] | None:
+        """(min, max, population standard deviation) of the scored trials."""
+        scores = self.scores
+        if not scores:
+            return None
+        return min(scores), max(scores), round(statistics.pstdev(scores), 2)
+
+
+def by_test(rows: Sequence[R], threshold: int = DEFAULT_PASS_THRESHOLD) -> list[TestTrials[R]]:
+    """Group result rows per test, tests in first-seen order, each test's rows in trial order."""
+    grouped: dict[str, list[R]] = {}
+    for row in rows:
+        grouped.setdefault(row.test_id, []).append(row)
+    return [TestTrials(tuple(sorted(group, key=trial_of)), threshold) for group in grouped.values()]

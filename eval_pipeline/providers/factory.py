@@ -1,0 +1,118 @@
+"""A model's semantic pipeline, built from its config: embedder, reranker, pacing, prices."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+from eval_pipeline.providers.base import Embedder, Reranker
+from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
+from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
+from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
+from eval_pipeline.providers.models import ModelConfig, require_keys
+from eval_pipeline.providers.pricing import cost_usd
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.target import RetrievalPipeline
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
+
+
+def _limiter(requests_per_min: float | None, concurrency: int) -> RateLimiter | None:
+    if requests_per_min is None:
+        return None
+    from eval_pipeline.providers.ratelimit import RateLimiter
+
+    return RateLimiter(requests_per_min=requests_per_min, concurrency=concurrency)
+
+
+def _policy(cfg: ModelConfig) -> RetryPolicy:
+    from eval_pipeline.providers.ratelimit import RetryPolicy
+
+    return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
+
+
+def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
+    if cfg.embedder.kind == "local":
+        return LocalMiniLMEmbedder()
+    from eval_pipeline.providers.voyage import VoyageEmbedder
+
+    return VoyageEmbedder(
+        model_id=cfg.embedder.model_id,
+        api_key=env[cfg.voyage_api_key_env],
+        base_url=env.get("VOYAGE_BASE_URL"),
+        cache=cache,
+        limiter=_limiter(cfg.embedder.rate_limit_per_min, cfg.concurrency),
+        policy=_policy(cfg),
+    )
+
+
+def _reranker(
+    cfg: ModelConfig,
+    cache: ResponseCache,
+    keyword_boosts: Mapping[str, Sequence[str]],
+    env: Mapping[str, str],
+) -> Reranker:
+    kind, model_id = cfg.reranker.kind, cfg.reranker.model_id
+    if kind == "cosine":
+        return CosineReranker(jitter=cfg.reranker.jitter, seed=cfg.reranker.seed)
+    if kind == "hybrid":
+        return HybridReranker(keyword_boosts, cfg.reranker.weights)
+    limiter = _limiter(cfg.rate_limit_per_min, cfg.concurrency)
+    if kind == "claude":
+        from eval_pipeline.providers.claude_rerank import ClaudeReranker
+
+        return ClaudeReranker(
+            model_id=model_id,
+            api_key=env[cfg.anthropic_api_key_env],
+            base_url=env.get("ANTHROPIC_BASE_URL"),
+            cache=cache,
+            limiter=limiter,
+            price=cfg.price(model_id),
+            prompt_version=cfg.reranker.prompt_version,
+            policy=_policy(cfg),
+        )
+    from eval_pipeline.providers.voyage import VoyageReranker
+
+    return VoyageReranker(
+        model_id=model_id,
+        api_key=env[cfg.voyage_api_key_env],
+        base_url=env.get("VOYAGE_BASE_URL"),
+        cache=cache,
+        limiter=limiter,
+        price=cfg.price(model_id),
+        policy=_policy(cfg),
+    )
+
+
+def build_pipeline(
+    cfg: ModelConfig,
+    cache: ResponseCache,
+    store: EmbeddingStore,
+    keyword_boosts: Mapping[str, Sequence[str]],
+    environ: Mapping[str, str] | None = None,
+) -> RetrievalPipeline:
+    """The pipeline `cfg` describes. Raises `ConfigError` (one line) when an API key is unset and
+    `PricingError` when a stage's price is unknown, before any call is made.
+
+    `environ` holds the API keys and base URLs (default: the process environment); the Dagster
+    resource passes the values it received through `EnvVar`.
+    """
+    env = os.environ if environ is None else environ
+    require_keys(cfg, env)
+    if cfg.http is not None:
+        from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline
+
+        target = HttpTarget(url=cfg.http.url, timeout_s=cfg.http.timeout_s, policy=_policy(cfg))
+        return HttpTargetPipeline(model_key=cfg.key, target=target, concurrency=cfg.concurrency)
+    return SemanticPipeline(
+        cfg.key,
+        _embedder(cfg, cache, env),
+        _reranker(cfg, cache, keyword_boosts, env),
+        store,
+        cfg.concurrency,
+        embed_cost=partial(cost_usd, price=cfg.price(cfg.embedder.model_id)),
+        rerank_cost=partial(cost_usd, price=cfg.price(cfg.reranker.model_id)),
+    )

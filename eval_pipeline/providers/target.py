@@ -1,0 +1,75 @@
+"""What the assets drive for the semantic mechanism, whoever implements it: the built-in
+`SemanticPipeline` or the team's own system (`HttpTargetPipeline`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
+
+from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
+
+OnDone = Callable[[SemanticRetrieval], None]
+
+
+class RetrievalItem(NamedTuple):
+    """One test's message and trial, and who asks: an external system under test may answer
+    per user type and state (the built-in pipelines ignore both)."""
+
+    test_id: str
+    query: str
+    trial: int = 0
+    user_type: str | None = None
+    user_state: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class PrepareReport:
+    """What indexing the KB took: how many entity vectors were computed vs reused."""
+
+    entities: int
+    embedded: int
+    reused: int
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    api_calls: int = 0
+
+
+class RetrievalPipeline(Protocol):
+    """What the assets drive: `SemanticPipeline`, or an external service over HTTP."""
+
+    model_key: str
+
+    async def prepare(self, kb_entities: Sequence[Entity]) -> PrepareReport: ...
+
+    async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval: ...
+
+    async def retrieve_many(
+        self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
+    ) -> list[SemanticRetrieval]: ...
+
+
+async def retrieve_all(
+    retrieve: Callable[[RetrievalItem], Awaitable[SemanticRetrieval]],
+    items: Sequence[RetrievalItem],
+    concurrency: int,
+    on_done: OnDone | None = None,
+) -> list[SemanticRetrieval]:
+    """Run `retrieve` over the items, at most `concurrency` at a time; results in input order.
+
+    `on_done` (e.g. a progress bar) is called as each finishes, in completion order.
+    """
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: RetrievalItem) -> SemanticRetrieval:
+        async with gate:
+            result = await retrieve(RetrievalItem(*item))
+        if on_done is not None:
+            on_done(result)
+        return result
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
