@@ -114,4 +114,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         sys.stdout.flush()
         sys.stdout = stdout
-
