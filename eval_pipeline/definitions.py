@@ -6,7 +6,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.defs.automation import JOBS, SCHEDULES, SENSORS
+from eval_pipeline.defs.automation import JOBS, SENSORS
 from eval_pipeline.defs.calibration import (
     CALIBRATION_ASSETS,
     CALIBRATION_JOBS,
@@ -15,6 +15,7 @@ from eval_pipeline.defs.calibration import (
 )
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
+from eval_pipeline.defs.location import location_paths
 from eval_pipeline.defs.resources import (
     InputsResource,
     ProvidersResource,
@@ -29,11 +30,19 @@ def build_resources(
     providers: ProvidersResource | None = None,
     scope: RunScopeResource | None = None,
 ) -> dict[str, Any]:
-    storage = storage or StorageResource()
+    paths = location_paths()
+    storage = storage or StorageResource(
+        storage_dir=str(paths.storage_dir),
+        results_dir=str(paths.results_dir),
+        calibration_dir=str(paths.calibration_dir),
+    )
     return {
-        "inputs": inputs or InputsResource(),
+        "inputs": inputs or InputsResource(kb_path=str(paths.kb), banks_dir=str(paths.banks_dir)),
         "storage": storage,
-        "providers": providers or ProvidersResource.from_environment(),
+        "providers": providers
+        or ProvidersResource.from_environment(
+            models_file=str(paths.models_file), cache_dir=str(paths.cache_dir)
+        ),
         "scope": scope or RunScopeResource(),
         "calibration_settings": CalibrationSettings(),
         "parquet_io": ParquetIOManagerFactory(base_dir=f"{storage.storage_dir}/tables"),
@@ -46,7 +55,6 @@ defs = dg.Definitions(
     assets=[*ALL_ASSETS, *CALIBRATION_ASSETS],
     jobs=[*JOBS, *CALIBRATION_JOBS],
     sensors=[*SENSORS, *CALIBRATION_SENSORS],
-    schedules=SCHEDULES,
     resources=build_resources(),
     # One process for the whole run: a process per step costs seconds each.
     executor=dg.in_process_executor,

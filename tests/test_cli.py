@@ -138,12 +138,15 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _run("--model", "local-minilm", "--date", "2026-11-19") == 0
-    old = workdir / "results/local-minilm/2026-11-19/results.json"
-    old.write_text('{"provenance": {"schema_version": "1.1"}, "aggregate": 7}')
+    # The diff reads the stored report asset (the human-facing results.json is only a copy).
+    (stored,) = [
+        p for p in (workdir / "storage/documents/run_report").rglob("*.json") if "2026-11-19" in str(p)
+    ]
+    stored.write_text('{"provenance": {"schema_version": "1.1"}, "aggregate": 7}')
     capsys.readouterr()
     assert _run("--model", "local-minilm") == 0  # today's evaluation still completes
     err = capsys.readouterr().err
-    shown = "results/local-minilm/2026-11-19/results.json: provenance.generated_at: Field required"
+    shown = "run_report 2026-11-19|local-minilm: stored but unreadable"
     assert f"warning: passed over as a baseline: {shown}" in err and "Traceback" not in err
-    diff = json.loads((workdir / "results/local-minilm/2026-11-20/regression_diff.json").read_text())
-    assert diff["baseline_date"] is None and diff["passed_over"][0].startswith(shown)
+    diff = json.loads((workdir / f"results/local-minilm/{DATE}/regression_diff.json").read_text())
+    assert diff["baseline_date"] is None and diff["passed_over"] == [shown]

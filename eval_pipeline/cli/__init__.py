@@ -25,6 +25,7 @@ from eval_pipeline.providers.pricing import PricingError
 def build_parser() -> argparse.ArgumentParser:
     # Heavy imports (dagster, onnxruntime) stay inside the commands that need them.
     from eval_pipeline.cli.agreement import add_agreement_commands
+    from eval_pipeline.cli.backfill import add_backfill_command
     from eval_pipeline.cli.calibrate import add_calibrate_commands
     from eval_pipeline.cli.diff import add_diff_commands
     from eval_pipeline.cli.models import add_models_command
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     sub = parser.add_subparsers(dest="command", required=True)
     add_run_commands(sub)
+    add_backfill_command(sub)
     add_show_command(sub)
     add_models_command(sub)
     add_diff_commands(sub)

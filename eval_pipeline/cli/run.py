@@ -12,15 +12,16 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.core.diff.compare import RegressionDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary
 from eval_pipeline.core.report.run_document import (
+    REGRESSION_DIFF_FILE,
     REPORT_FILE,
     RESULTS_FILE,
     SCOPED_DIR,
-    latest_document_before,
     read_document,
 )
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
@@ -60,7 +61,8 @@ def _parse_banks(text: str) -> list[str]:
     return names
 
 
-def _parse_date(text: str | None) -> str:
+def parse_date(text: str | None, flag: str = "--date") -> str:
+    """A date the partitions hold: START_DATE..today (UTC); None is today."""
     from eval_pipeline.defs.partitions import START_DATE, today_utc
 
     if text is None:
@@ -68,17 +70,18 @@ def _parse_date(text: str | None) -> str:
     try:
         value = date_type.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"--date: '{text}' is not YYYY-MM-DD") from None
+        raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
     if not (START_DATE <= value.isoformat() <= today_utc()):
-        raise UsageError(f"--date: must be between {START_DATE} and today ({today_utc()}), UTC")
+        raise UsageError(f"{flag}: must be between {START_DATE} and today ({today_utc()}), UTC")
     return value.isoformat()
 
 
-def _select_models(args: argparse.Namespace) -> list[str]:
+def select_models(requested: list[str], models_file: Path) -> list[str]:
+    """The requested models (default: the enabled ones), known and with their API keys set."""
     from eval_pipeline.providers.models import load_models, require_keys
 
-    models = load_models(args.models_file)
-    keys = args.model or [k for k, m in models.items() if m.enabled]
+    models = load_models(models_file)
+    keys = requested or [k for k, m in models.items() if m.enabled]
     unknown = [k for k in keys if k not in models]
     if unknown:
         raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
@@ -105,8 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
-    models = _select_models(args)
-    date = _parse_date(args.date)
+    models = select_models(args.model, args.models_file)
+    date = parse_date(args.date)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     import dagster as dg
 
@@ -182,8 +185,10 @@ def _report(
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
             continue
         doc = read_document(run_dir / RESULTS_FILE)
-        for skipped in latest_document_before(results_dir / model, date).skipped if scope.is_full else []:
-            print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
+        diff_file = run_dir / REGRESSION_DIFF_FILE
+        if scope.is_full and diff_file.is_file():
+            for skipped in RegressionDiff.model_validate_json(diff_file.read_text()).passed_over:
+                print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         # The same decision `release_gate` wrote, re-derived so that a narrowed run gets one too.

@@ -49,7 +49,7 @@ from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import InputError, history_dir
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.defs.inputs import history_files, kb_source
+from eval_pipeline.defs.inputs import history_files, input_files
 from eval_pipeline.defs.partitions import date_partitions, today_utc
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
@@ -192,7 +192,7 @@ def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
 @dg.asset(
     group_name=GROUP,
     partitions_def=date_partitions,
-    deps=[kb_source, history_files],
+    deps=[input_files, history_files],
     description="Opus proposes semantic-test expectations (dry run unless apply); on demand only.",
 )
 def opus_calibration(
@@ -288,7 +288,7 @@ def kb_affected_calibration(
     if not calibration_settings.on_kb_change:
         return dg.SkipReason("off: set CalibrationSettings.on_kb_change to calibrate on KB changes")
     try:
-        kb = inputs.load_kb()
+        kb = inputs.load_kb(inputs.kb)
     except InputError as exc:
         return dg.SkipReason(f"KB does not load: {exc.problems[0] if exc.problems else exc}")
     current = {e.entity_id: e.content_hash for e in kb.entities}

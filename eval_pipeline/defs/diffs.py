@@ -1,52 +1,77 @@
-"""Diffs as assets: each run against the model's latest earlier run, and the models of a date.
-
-Both read the results documents `run_report` wrote (results/<model>/<date>/results.json) and
-write markdown + JSON beside them:
-- `regression_diff` [model x date] -> results/<model>/<date>/regression_diff.{md,json}
-- `model_comparison` [date] -> results/_comparison/<date>/model_comparison.{md,json}
-`model_comparison` reads every model that has results for its date, so it belongs after the
-model runs of that date, never in the date stage that precedes them.
+"""Diffs as assets, reading the reports they compare as asset inputs (the lineage the UI shows
+is the data path), and writing markdown + JSON beside the run's reports:
+- `regression_diff` [model x date]: the date's report against the model's latest earlier report
+  within a week -> results/<model>/<date>/regression_diff.{md,json}
+- `model_comparison` [date]: every model's report of the date
+  -> results/_comparison/<date>/model_comparison.{md,json}, and a copy beside each compared run
+Neither waits for every report it could read (a new model has no yesterday; a paid model may
+never run): each compares what exists and says when that is nothing.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import dagster as dg
 from pydantic import BaseModel
 
 from eval_pipeline.core.diff.compare import (
-    DiffError,
     ModelComparison,
     RegressionDiff,
     RunDiff,
     against_baseline,
     compare_models,
-    comparison_documents,
     counts_by_kind,
-    load_for_diff,
 )
 from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.report import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.report.run_document import RESULTS_FILE
+from eval_pipeline.core.report.run_document import COMPARISON_FILE, REGRESSION_DIFF_FILE, RunDocument
+from eval_pipeline.core.scoring.evaluation import new_hard_fails
+from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
+from eval_pipeline.defs.metadata import per_model_metadata
 from eval_pipeline.defs.partitions import (
+    DATE_DIM,
     DATE_OF_MODEL_DATE,
+    MODEL_DIM,
     date_partitions,
     model_date_partitions,
     split_key,
 )
-from eval_pipeline.defs.reports import run_report
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
 
 GROUP = "diffs"
 COMPARISON_DIR = "_comparison"
+BASELINE_LOOKBACK_DAYS = 7
+# The date's report and the week before it, same model; absent partitions are simply not loaded.
+REPORTS_OF_THE_WEEK = dg.AssetIn(
+    key="run_report",
+    partition_mapping=dg.MultiPartitionMapping(
+        {
+            MODEL_DIM: dg.DimensionPartitionMapping(MODEL_DIM, dg.IdentityPartitionMapping()),
+            DATE_DIM: dg.DimensionPartitionMapping(
+                DATE_DIM,
+                dg.TimeWindowPartitionMapping(
+                    start_offset=-BASELINE_LOOKBACK_DAYS,
+                    end_offset=0,
+                    allow_nonexistent_upstream_partitions=True,
+                ),
+            ),
+        }
+    ),
+    metadata={"allow_missing_partitions": True},
+)
+REPORTS_OF_THE_DATE = dg.AssetIn(
+    key="run_report", partition_mapping=DATE_OF_MODEL_DATE, metadata={"allow_missing_partitions": True}
+)
 
 
-def _write(out_dir: Path, stem: str, value: BaseModel, markdown: str) -> Path:
-    atomic_write_text(out_dir / f"{stem}.json", value.model_dump_json(indent=2))
-    atomic_write_text(out_dir / f"{stem}.md", markdown)
-    return out_dir / f"{stem}.md"
+def _write(out_dir: Path, json_name: str, value: BaseModel, markdown: str) -> Path:
+    """The JSON and, beside it, its markdown (same stem); returns the markdown's path."""
+    atomic_write_text(out_dir / json_name, value.model_dump_json(indent=2))
+    report = (out_dir / json_name).with_suffix(".md")
+    atomic_write_text(report, markdown)
+    return report
 
 
 def _metadata(
@@ -65,50 +90,98 @@ def _metadata(
     }
 
 
-@dg.asset(group_name=GROUP, partitions_def=model_date_partitions, io_manager_key=JSON_IO, deps=[run_report])
-def regression_diff(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.Output[RegressionDiff]:
-    """This run against the model's latest earlier run: per-test deltas, causes, statistics."""
+def _by_date(reports: Mapping[str, RunDocument]) -> dict[str, RunDocument]:
+    return {doc.provenance.date: doc for doc in reports.values()}
+
+
+def _passed_over(context: dg.AssetExecutionContext, loaded: set[str]) -> list[str]:
+    """Reports of the week that were stored but could not be read (the IO manager passed them
+    over): named in the diff, so a baseline further back is never silently substituted."""
+    stored = context.instance.get_materialized_partitions(dg.AssetKey("run_report"))
+    out = []
+    for key in context.asset_partition_keys_for_input("reports"):
+        day = model_date_partitions.get_partition_key_from_str(str(key)).keys_by_dimension[DATE_DIM]
+        if str(key) in stored and day not in loaded:
+            out.append(f"run_report {key}: stored but unreadable")
+    return sorted(out)
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=JSON_IO,
+    ins={"reports": REPORTS_OF_THE_WEEK},
+    automation_condition=WHEN_A_REPORT_CHANGES,
+    output_required=False,  # nothing to diff until the date's own report exists
+    check_specs=[dg.AssetCheckSpec("no_new_hard_fails", asset="regression_diff")],
+)
+def regression_diff(
+    context: dg.AssetExecutionContext, storage: StorageResource, reports: dict[str, RunDocument]
+) -> Iterator[dg.Output[RegressionDiff] | dg.AssetCheckResult]:
+    """The date's report against the model's latest earlier report (up to a week back):
+    per-test deltas, causes, statistics, and the diff gate."""
     model, date = split_key(context)
-    out_dir = storage.run_dir(model, date)
-    try:
-        head = load_for_diff(out_dir / RESULTS_FILE)
-        baseline = storage.latest_document_before(model, date)
-        result = against_baseline(head, baseline.document, baseline.skipped)
-    except ValueError as exc:  # DiffError, or a baseline that no longer validates
-        raise dg.Failure(description=f"cannot diff {model}@{date}: {str(exc).splitlines()[0]}") from None
+    by_date = _by_date(reports)
+    head = by_date.pop(date, None)
+    if head is None:
+        context.log.info(f"{model}@{date} has no report yet: nothing to diff")
+        return
+    baseline = by_date[max(by_date)] if by_date else None
+    result = against_baseline(head, baseline, _passed_over(context, set(by_date) | {date}))
     markdown = render_regression_markdown(result)
-    report = _write(out_dir, "regression_diff", result, markdown)
-    diffs = [result.diff] if result.diff else []
+    report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
     extra: dict[str, dg.RawMetadataValue] = {
         "baseline_date": result.baseline_date or "none",
         "gate": diff_gate(result.diff).status.value if result.diff else "no baseline",
-        "passed_over": "; ".join(result.passed_over) or "none",
     }
-    return dg.Output(result, metadata=_metadata(result.verdict, diffs, markdown, report, extra))
+    yield dg.Output(
+        result,
+        metadata=_metadata(result.verdict, [result.diff] if result.diff else [], markdown, report, extra),
+    )
+    new = new_hard_fails(head.semantic, baseline.semantic if baseline else [])
+    yield dg.AssetCheckResult(
+        check_name="no_new_hard_fails",
+        passed=not new,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "compared_with": result.baseline_date or "nothing earlier",
+            "new_hard_fails": ", ".join(new) or "none",
+        },
+    )
 
 
 @dg.asset(
     group_name=GROUP,
     partitions_def=date_partitions,
     io_manager_key=JSON_IO,
-    # Every model's report of the date, whichever models exist: lineage for the UI and automation.
-    deps=[dg.AssetDep(run_report, partition_mapping=DATE_OF_MODEL_DATE)],
+    ins={"reports": REPORTS_OF_THE_DATE},
+    automation_condition=WHEN_A_REPORT_CHANGES,
 )
 def model_comparison(
-    context: dg.AssetExecutionContext, storage: StorageResource, providers: ProvidersResource
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    providers: ProvidersResource,
+    reports: dict[str, RunDocument],
 ) -> dg.Output[ModelComparison]:
-    """Every pair of models with results for the date (models-file order): deltas and significance."""
+    """Every pair of models with a report for the date (models-file order): deltas and significance."""
     date = context.partition_key
-    try:
-        docs = comparison_documents(Path(storage.results_dir), date, list(providers.models()))
-        comparison = compare_models(date, docs)
-    except DiffError as exc:
-        raise dg.Failure(description=f"cannot compare models for {date}: {exc}") from None
-    markdown = render_comparison_markdown(comparison)
-    report = _write(
-        Path(storage.results_dir) / COMPARISON_DIR / date, "model_comparison", comparison, markdown
+    order = list(providers.models())
+    docs = sorted(
+        reports.values(),
+        key=lambda d: (
+            order.index(d.provenance.model) if d.provenance.model in order else len(order),
+            d.provenance.model,
+        ),
     )
-    extra: dict[str, dg.RawMetadataValue] = {"models": ", ".join(m.model for m in comparison.models)}
+    comparison = compare_models(date, docs)
+    markdown = render_comparison_markdown(comparison)
+    report = _write(Path(storage.results_dir) / COMPARISON_DIR / date, COMPARISON_FILE, comparison, markdown)
+    for doc in docs:  # and beside each compared run, where a reader of that run looks
+        _write(storage.run_dir(doc.provenance.model, date), COMPARISON_FILE, comparison, markdown)
+    extra: dict[str, dg.RawMetadataValue] = {
+        "models": ", ".join(m.model for m in comparison.models),
+        **per_model_metadata(docs),
+    }
     verdict = "\n".join(comparison.verdicts)
     return dg.Output(comparison, metadata=_metadata(verdict, comparison.pairs, markdown, report, extra))
 

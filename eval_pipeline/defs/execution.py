@@ -12,8 +12,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.defs.diffs import model_comparison, regression_diff
-from eval_pipeline.defs.graph import ALL_ASSETS, DATE_STAGE, PER_MODEL
+from eval_pipeline.defs.automation import JOBS, comparison_job, date_job, model_job
+from eval_pipeline.defs.diffs import regression_diff
+from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
@@ -62,20 +63,24 @@ def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list
     return out
 
 
-def materialize_stage(
+def evaluation_definitions(resources: dict[str, object]) -> dg.Definitions:
+    """The graph and its named jobs bound to this invocation's resources (paths, scope)."""
+    return dg.Definitions(assets=ALL_ASSETS, jobs=JOBS, resources=resources, executor=dg.in_process_executor)
+
+
+def run_stage(
     name: str,
-    keys: set[dg.AssetKey],
+    job: str,
     partition_key: str | dg.MultiPartitionKey,
-    resources: dict[str, object],
+    defs: dg.Definitions,
     instance: dg.DagsterInstance,
+    selection: set[dg.AssetKey] | None = None,
 ) -> StageOutcome:
-    result = dg.materialize(
-        ALL_ASSETS,
-        selection=sorted(keys),
-        partition_key=partition_key,
-        resources=resources,
-        instance=instance,
+    result = defs.resolve_job_def(job).execute_in_process(
         run_config=QUIET_LOGS,
+        instance=instance,
+        partition_key=str(partition_key),
+        asset_selection=sorted(selection) if selection is not None else None,
         raise_on_error=False,
         tags={"launched_by": "eval-pipeline run"},
     )
@@ -94,24 +99,21 @@ def run_all(
     on_stage: Callable[[str], None] = lambda _: None,
     diffs: bool = True,
 ) -> list[StageOutcome]:
-    """The date's shared assets once, each model's assets, then (unless `diffs` is off, as for a
-    narrowed run) the diffs; stops early only on errors (a failed blocking check is a gate, and
-    the diffs still run after it)."""
+    """The date's shared assets once, then each model (report, gate and, unless `diffs` is off as
+    for a narrowed run, its regression diff), then the comparison of the date's models; stops
+    early only on errors (a failed blocking check is a gate, and the later stages still run)."""
     sync_model_partitions(instance, models)
+    defs = evaluation_definitions(resources)
     on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
-    outcomes = [materialize_stage("shared", set(DATE_STAGE), date, resources, instance)]
+    outcomes = [run_stage("shared", date_job.name, date, defs, instance)]
     if outcomes[0].failures:
         return outcomes
+    per_model = set(PER_MODEL) if diffs else set(PER_MODEL) - {regression_diff.key}
     for model in models:
         on_stage(f"model {model}")
-        outcomes.append(
-            materialize_stage(model, set(PER_MODEL), model_date_key(model, date), resources, instance)
-        )
-    if not diffs:
-        return outcomes
-    on_stage("regression diffs and model comparison")
-    for model in models:
         key = model_date_key(model, date)
-        outcomes.append(materialize_stage(f"{model} diff", {regression_diff.key}, key, resources, instance))
-    outcomes.append(materialize_stage("comparison", {model_comparison.key}, date, resources, instance))
+        outcomes.append(run_stage(model, model_job.name, key, defs, instance, per_model))
+    if diffs:
+        on_stage("model comparison")
+        outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance))
     return outcomes

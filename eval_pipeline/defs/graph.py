@@ -1,19 +1,19 @@
-"""The asset graph: every asset, and the selections automation and the CLI work with."""
+"""The asset graph: every asset, and the stages the command line runs it in."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from eval_pipeline.defs.diffs import DIFF_ASSETS
+from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison
 from eval_pipeline.defs.inputs import (
     expectation_history,
     history_files,
-    kb_source,
+    input_files,
+    input_snapshot,
     knowledge_base,
-    test_bank_files,
     test_banks,
 )
-from eval_pipeline.defs.partitions import model_date_partitions
+from eval_pipeline.defs.partitions import date_partitions, model_date_partitions
 from eval_pipeline.defs.reports import release_gate, run_report
 from eval_pipeline.defs.retrieval import always_loads, pattern_matches, semantic_retrievals, state_activations
 from eval_pipeline.defs.scoring import (
@@ -25,8 +25,9 @@ from eval_pipeline.defs.scoring import (
     state_results,
 )
 
-SOURCES = [kb_source, test_bank_files, history_files]
+SOURCES = [input_files, history_files]
 MATERIALIZABLE: list[dg.AssetsDefinition] = [
+    input_snapshot,
     knowledge_base,
     test_banks,
     expectation_history,
@@ -45,19 +46,10 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
     *DIFF_ASSETS,
 ]
 ALL_ASSETS: list[dg.AssetsDefinition | dg.SourceAsset] = [*SOURCES, *MATERIALIZABLE]
-# Three stages, each its own runs: a run cannot mix date and model x date partitions, and the
-# diffs read every model's finished report, so they come after the model runs.
-DIFFS = frozenset(a.key for a in DIFF_ASSETS)
-PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions) - DIFFS
-DATE_STAGE = frozenset(a.key for a in MATERIALIZABLE) - PER_MODEL - DIFFS
-UNPARTITIONED = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def is None)
-
-
-def downstream_of(*roots: dg.AssetsDefinition) -> set[dg.AssetKey]:
-    """The roots and everything materializable below them."""
-    selection = dg.AssetSelection.assets(*roots).downstream()
-    return set(selection.resolve(ALL_ASSETS))
-
-
-def everything() -> set[dg.AssetKey]:
-    return {a.key for a in MATERIALIZABLE}
+# A run holds one partitions definition, so the command line runs three stages in order: the
+# date's inputs and deterministic mechanisms, each model (report, gate and regression diff),
+# then the comparison of the date's models. Asset backfills and automation need no stages.
+COMPARISON = frozenset({model_comparison.key})
+DATE_STAGE = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == date_partitions) - COMPARISON
+PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions)
+EVALUATION = dg.AssetSelection.assets(*(a.key for a in ALL_ASSETS))

@@ -1,15 +1,37 @@
-"""Input assets: the KB, banks and history as observed on disk, then loaded and validated."""
+"""Input assets: the KB and bank files as observed on disk, the snapshot each date evaluates,
+and that date's KB, banks and expectation history.
+
+The sources are observed on a cron by the automation sensor; each observation of the KB and
+banks stores a content-addressed snapshot. `input_snapshot[D]` picks the inputs of date D: for a
+past date, the snapshot current at the end of D (when one was observed for these paths); for
+today, or a date nothing was observed for, the current files (snapshotted, so the evaluation can
+be reproduced later). Everything downstream reads its inputs from that choice.
+"""
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
 
+from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.expectations.resolution import LoadedHistory
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.loading import Banks, InputError, history_hash
+from eval_pipeline.core.inputs.snapshots import (
+    SnapshotError,
+    SnapshotRef,
+    current,
+    observed,
+    same_sources,
+    stored_snapshot,
+    take_snapshot,
+)
 from eval_pipeline.core.inputs.validation import cross_check
-from eval_pipeline.defs.resources import InputsResource
+from eval_pipeline.defs.automation_conditions import EAGER, OBSERVE
+from eval_pipeline.defs.partitions import date_partitions, end_of_day, today_utc
+from eval_pipeline.defs.resources import InputsResource, StorageResource
 
 GROUP = "inputs"
 JSON_IO = "json_io"
@@ -27,26 +49,77 @@ def _failure(exc: InputError) -> dg.Failure:
     return dg.Failure(description="\n".join(lines), metadata={"problems": len(lines)})
 
 
-@dg.observable_source_asset(group_name=GROUP, description="KB files on disk (version = hash)")
-def kb_source(inputs: InputsResource) -> dg.DataVersion:
-    return dg.DataVersion(inputs.kb_hash())
+@dg.observable_source_asset(
+    group_name=GROUP,
+    automation_condition=OBSERVE,
+    description="KB and bank files on disk; each new version is stored as a snapshot (version = hash)",
+)
+def input_files(inputs: InputsResource, storage: StorageResource) -> dg.DataVersion:
+    manifest = take_snapshot(storage.snapshot_store, inputs.kb, inputs.banks, now_utc())
+    return dg.DataVersion(manifest.snapshot_id)
 
 
-@dg.observable_source_asset(group_name=GROUP, description="Bank and rules files on disk")
-def test_bank_files(inputs: InputsResource) -> dg.DataVersion:
-    return dg.DataVersion(inputs.banks_hash())
-
-
-@dg.observable_source_asset(group_name=GROUP, description="Expectation history files on disk")
+@dg.observable_source_asset(
+    group_name=GROUP, automation_condition=OBSERVE, description="Expectation history files on disk"
+)
 def history_files(inputs: InputsResource) -> dg.DataVersion:
     return dg.DataVersion(inputs.history_hash())
 
 
-@dg.asset(group_name=GROUP, deps=[kb_source], io_manager_key=JSON_IO)
-def knowledge_base(inputs: InputsResource) -> dg.Output[KnowledgeBase]:
-    """The parsed KB. Its data version is the content hash every result carries."""
+def _observed_snapshot(
+    instance: dg.DagsterInstance, storage: StorageResource, inputs: InputsResource, date: str
+) -> SnapshotRef | None:
+    """The newest snapshot of these paths observed before the end of `date`, if one is stored."""
+    before = end_of_day(date).timestamp()
+    filter_ = dg.AssetRecordsFilter(asset_key=input_files.key, before_timestamp=before)
+    cursor = None
+    while True:
+        page = instance.fetch_observations(filter_, limit=100, cursor=cursor)
+        for record in page.records:
+            observation = record.asset_observation
+            version = observation.data_version if observation else None
+            manifest = stored_snapshot(storage.snapshot_store, version) if version else None
+            if manifest is not None and same_sources(manifest, inputs.kb, inputs.banks):
+                when = datetime.fromtimestamp(record.timestamp, UTC)
+                return observed(storage.snapshot_store, manifest, when)
+        if not page.has_more:
+            return None
+        cursor = page.cursor
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=date_partitions,
+    deps=[input_files],
+    io_manager_key=JSON_IO,
+    automation_condition=EAGER,
+)
+def input_snapshot(
+    context: dg.AssetExecutionContext, inputs: InputsResource, storage: StorageResource
+) -> dg.Output[SnapshotRef]:
+    """Which KB and banks this date evaluates: the snapshot current at the end of the date, or
+    (today, or nothing observed) the current files."""
+    date = context.partition_key
     try:
-        kb = inputs.load_kb()
+        ref = _observed_snapshot(context.instance, storage, inputs, date) if date < today_utc() else None
+    except SnapshotError as exc:
+        raise dg.Failure(description=str(exc)) from None
+    if ref is None:
+        manifest = take_snapshot(storage.snapshot_store, inputs.kb, inputs.banks, now_utc())
+        ref = current(storage.snapshot_store, manifest, inputs.kb, inputs.banks)
+    return dg.Output(
+        ref,
+        metadata={"snapshot": ref.snapshot_id[:12], "chosen_by": ref.chosen_by, "directory": ref.directory},
+    )
+
+
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=JSON_IO, automation_condition=EAGER
+)
+def knowledge_base(inputs: InputsResource, input_snapshot: SnapshotRef) -> dg.Output[KnowledgeBase]:
+    """The parsed KB of the date. Its data version is the content hash every result carries."""
+    try:
+        kb = inputs.load_kb(Path(input_snapshot.kb_path))
     except InputError as exc:
         raise _failure(exc) from None
     modes = {m.value: len(kb.with_mode(m)) for m in LoadMode}
@@ -57,6 +130,7 @@ def knowledge_base(inputs: InputsResource) -> dg.Output[KnowledgeBase]:
             "kb_version": kb.kb_version,
             "kb_hash": kb.content_hash,
             "entities": len(kb.entities),
+            "snapshot": input_snapshot.label,
             **modes,
         },
     )
@@ -64,16 +138,17 @@ def knowledge_base(inputs: InputsResource) -> dg.Output[KnowledgeBase]:
 
 @dg.asset(
     group_name=GROUP,
-    deps=[test_bank_files],
+    partitions_def=date_partitions,
     io_manager_key=JSON_IO,
+    automation_condition=EAGER,
     check_specs=[dg.AssetCheckSpec("banks_reference_known_entities", asset="test_banks", blocking=True)],
 )
 def test_banks(
-    inputs: InputsResource, knowledge_base: KnowledgeBase
+    inputs: InputsResource, knowledge_base: KnowledgeBase, input_snapshot: SnapshotRef
 ) -> Iterator[dg.Output[Banks] | dg.AssetCheckResult]:
-    """The four banks and the pattern rules, cross-checked against the KB (blocking)."""
-    banks, problems = inputs.load_banks()
-    problems += cross_check(knowledge_base, inputs.kb, banks)
+    """The four banks and the pattern rules of the date, cross-checked against its KB (blocking)."""
+    banks, problems = inputs.load_banks(Path(input_snapshot.banks_dir))
+    problems += cross_check(knowledge_base, Path(input_snapshot.kb_path), banks)
     counts = {m.value: n for m, n in banks.counts().items()}
     yield dg.Output(banks, metadata={**counts, "bank_hashes": dg.MetadataValue.json(banks.file_hashes)})
     yield dg.AssetCheckResult(
@@ -84,9 +159,16 @@ def test_banks(
     )
 
 
-@dg.asset(group_name=GROUP, deps=[history_files], io_manager_key=JSON_IO)
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=date_partitions,
+    deps=[history_files],
+    io_manager_key=JSON_IO,
+    automation_condition=EAGER,
+)
 def expectation_history(inputs: InputsResource) -> dg.Output[HistorySet]:
-    """Every calibration and human override, in the order they were written."""
+    """Every calibration and human override, in the order they were written (the snapshot of
+    expectations for the date is taken from these, as of the date's end)."""
     try:
         files = inputs.load_history()
     except InputError as exc:

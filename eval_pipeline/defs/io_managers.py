@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import dagster as dg
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from upath import UPath
 
 from eval_pipeline.core.fileio import temp_file
@@ -31,18 +31,48 @@ class ParquetIOManager(dg.UPathIOManager):
         return pd.read_parquet(str(path))
 
 
+def _model_of(context: dg.InputContext) -> tuple[type[BaseModel], bool]:
+    """The pydantic model an input is annotated with, and whether it wants a mapping of
+    partition key -> model (`dict[str, Model]`: several upstream partitions)."""
+    annotation = context.dagster_type.typing_type
+    mapping = get_origin(annotation) is dict
+    model = get_args(annotation)[1] if mapping else annotation
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"input {context.name} needs a pydantic model (or dict[str, model]) annotation")
+    return model, mapping
+
+
 class JsonModelIOManager(dg.UPathIOManager):
-    """Pydantic models as JSON; the consuming parameter's annotation says which model."""
+    """Pydantic models as JSON; the consuming parameter's annotation says which model.
+
+    An input annotated `dict[str, Model]` always gets a mapping, also of one partition, and an
+    unreadable partition in it is passed over with a warning: one corrupt older document must
+    not stop a diff that reads a week of them.
+    """
 
     extension: str = ".json"
+
+    def load_partitions(self, context: dg.InputContext) -> Any:
+        model, mapping = _model_of(context)
+        if not mapping:
+            return super().load_partitions(context)
+        paths = self._get_paths_for_partitions(context)
+        loaded: dict[str, BaseModel] = {}
+        for key in context.asset_partition_keys:
+            path = paths[key]
+            if not path.exists():
+                continue
+            try:
+                loaded[key] = model.model_validate_json(path.read_bytes())
+            except (ValidationError, OSError, UnicodeDecodeError) as exc:
+                context.log.warning(f"{path}: unreadable, passed over ({type(exc).__name__})")
+        return loaded
 
     def dump_to_path(self, context: dg.OutputContext, obj: BaseModel, path: UPath) -> None:
         _atomic_write_bytes(path, obj.model_dump_json(indent=2).encode("utf-8"))
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
-        model = context.dagster_type.typing_type
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise TypeError(f"input {context.name} needs a pydantic model annotation")
+        model, _ = _model_of(context)
         return model.model_validate_json(path.read_bytes())
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.results import ResultBase
 
@@ -68,3 +69,15 @@ def aggregate_metadata(agg: Aggregate) -> dict[str, dg.RawMetadataValue]:
         **{f"score_{m.value}": b.average for m, b in agg.banks.items()},
         "expectation_sources": dg.MetadataValue.json(agg.expectation_sources),
     }
+
+
+def per_model_metadata(docs: Sequence[RunDocument]) -> dict[str, dg.RawMetadataValue]:
+    """One numeric key per model on a date-partitioned asset, so the UI plots one line per model
+    across dates (a model x date asset's plot would zig-zag between models)."""
+    out: dict[str, dg.RawMetadataValue] = {}
+    for doc in docs:
+        model, agg = doc.provenance.model, doc.aggregate
+        out[f"combined_score/{model}"] = agg.combined_score
+        out[f"hard_fails/{model}"] = agg.hard_fail_count
+        out[f"critical_failures/{model}"] = len(agg.critical_failures)
+    return out

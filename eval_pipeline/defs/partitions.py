@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
 
@@ -20,6 +20,11 @@ DATE_OF_MODEL_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimensi
 
 def today_utc() -> str:
     return datetime.now(UTC).date().isoformat()
+
+
+def end_of_day(date: str) -> datetime:
+    """The first instant after `date` (UTC): what "as of date D" means for history and inputs."""
+    return datetime.combine(datetime.fromisoformat(date).date() + timedelta(days=1), time(), UTC)
 
 
 def model_date_key(model: str, date: str) -> dg.MultiPartitionKey:

@@ -19,6 +19,7 @@ from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_document import (
     GATE_FILE,
@@ -31,6 +32,7 @@ from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
@@ -49,8 +51,15 @@ def _scope_dict(scope: RunScopeResource) -> dict[str, Any]:
     io_manager_key=JSON_IO,
     ins={
         name: BY_DATE
-        for name in ("state_results", "pattern_results", "always_results", "resolved_expectations")
+        for name in (
+            "state_results",
+            "pattern_results",
+            "always_results",
+            "resolved_expectations",
+            "input_snapshot",
+        )
     },
+    automation_condition=EAGER,
 )
 def run_report(
     context: dg.AssetExecutionContext,
@@ -66,8 +75,9 @@ def run_report(
     knowledge_base: KnowledgeBase,
     test_banks: Banks,
     expectation_history: HistorySet,
+    input_snapshot: SnapshotRef,
 ) -> dg.Output[RunDocument]:
-    """Every test in full with provenance, written to results/<model>/<date>/."""
+    """Every test in full with provenance, written to `results/MODEL/DATE/` (results.json, report.md)."""
     model, date = split_key(context)
     ran = set(scored_aggregate.banks)
     doc = RunDocument(
@@ -80,6 +90,7 @@ def run_report(
             kb_hash=knowledge_base.content_hash,
             bank_hashes=test_banks.file_hashes,
             history_hash=expectation_history.content_hash,
+            inputs_snapshot=input_snapshot.label,
             pass_threshold=scope.pass_threshold,
             scope=_scope_dict(scope),
             calibration_cost_usd=storage.calibration_cost(date),
@@ -110,6 +121,7 @@ def run_report(
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
+    automation_condition=EAGER,
     check_specs=[dg.AssetCheckSpec("no_critical_failures", asset="release_gate")],
 )
 def release_gate(

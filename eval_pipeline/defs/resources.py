@@ -18,17 +18,15 @@ from eval_pipeline.core.inputs.loading import (
     Banks,
     InputError,
     Problem,
-    bank_files,
     files_hash,
     history_dir,
     history_files,
-    kb_files,
     load_banks,
     load_history,
     load_kb,
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.run_document import Baseline, RunDocument, latest_document_before
+from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
@@ -52,27 +50,22 @@ class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def banks(self) -> Path:
         return Path(self.banks_dir)
 
-    def kb_hash(self) -> str:
-        root = self.kb if self.kb.is_dir() else self.kb.parent
-        return files_hash(kb_files(self.kb), root)
-
-    def banks_hash(self) -> str:
-        return files_hash(bank_files(self.banks), self.banks)
-
     def history_hash(self) -> str:
         return files_hash(history_files(self.banks), self.banks)
 
-    def load_kb(self) -> KnowledgeBase:
+    def load_kb(self, path: Path) -> KnowledgeBase:
+        """The KB at `path` (the date's snapshot, or the configured files)."""
         problems: list[Problem] = []
-        kb = load_kb(self.kb, problems)
+        kb = load_kb(path, problems)
         if problems or kb is None:
             raise InputError(problems)
         return kb
 
-    def load_banks(self) -> tuple[Banks, list[Problem]]:
-        """Banks without history; schema problems are returned, not raised (checks report them)."""
+    def load_banks(self, root: Path) -> tuple[Banks, list[Problem]]:
+        """Banks under `root` without history; schema problems are returned, not raised (checks
+        report them)."""
         problems: list[Problem] = []
-        return load_banks(self.banks, problems), problems
+        return load_banks(root, problems), problems
 
     def load_history(self) -> list[LoadedHistory]:
         problems: list[Problem] = []
@@ -87,6 +80,10 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     results_dir: str = "results"
     calibration_dir: str = "calibration"
 
+    @property
+    def snapshot_store(self) -> Path:
+        return Path(self.storage_dir) / "snapshots"
+
     def calibration_cost(self, date: str) -> float:
         """What calibrations cost on `date`, reported apart from the system under test."""
         log = read_log(Path(self.calibration_dir) / LOG_FILE)
@@ -94,10 +91,6 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def run_dir(self, model: str, date: str) -> Path:
         return Path(self.results_dir) / model / date
-
-    def latest_document_before(self, model: str, date: str) -> Baseline:
-        """The newest readable, full results.json of `model` dated before `date`, if any."""
-        return latest_document_before(Path(self.results_dir) / model, date)
 
 
 class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -3,6 +3,8 @@
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
 
+from collections.abc import Iterator
+
 import dagster as dg
 import pandas as pd
 from rich.progress import Progress
@@ -18,6 +20,7 @@ from eval_pipeline.core.scoring.evaluation import (
     pattern_outputs,
     state_outputs,
 )
+from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.target import RetrievalItem
@@ -49,18 +52,34 @@ def _retrieve(
         return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task))
 
 
-@dg.asset(group_name=GROUP, partitions_def=model_date_partitions, io_manager_key=PARQUET_IO)
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=PARQUET_IO,
+    automation_condition=EAGER,
+    output_required=False,  # nothing when automation may not evaluate this model (see below)
+)
 def semantic_retrievals(
     context: dg.AssetExecutionContext,
     providers: ProvidersResource,
     scope: RunScopeResource,
     knowledge_base: KnowledgeBase,
     test_banks: Banks,
-) -> dg.Output[pd.DataFrame]:
-    """Each semantic test's prompt through the model: top-15 candidates, final 6, usage, errors."""
+) -> Iterator[dg.Output[pd.DataFrame]]:
+    """Each semantic test's prompt through the model: top-15 candidates, final 6, usage, errors.
+
+    Automation evaluates a model only when its models-file entry is enabled and, for a paid
+    model, says `automate: true`: an automatic run must never start spending on its own. The
+    skipped partition materialises nothing, so nothing downstream of it runs either.
+    """
+    model, _ = split_key(context)
+    cfg = providers.model(model)
+    if context.run.tags.get(AUTOMATION_RUN_TAG) == "true" and not cfg.automated:
+        context.log.info(f"{model}: not evaluated by automation (disabled, or paid without automate: true)")
+        return
     rows = _retrieve(context, providers, scope, knowledge_base, test_banks)
     errored = sum(r.status == "errored" for r in rows)
-    return dg.Output(
+    yield dg.Output(
         to_frame(rows, retrieval_columns),
         metadata={
             "retrievals": len(rows),
@@ -78,7 +97,9 @@ def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
     return dg.Output(frame, metadata={"tests": len(outputs)})
 
 
-@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
+)
 def state_activations(
     scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
 ) -> dg.Output[pd.DataFrame]:
@@ -87,7 +108,9 @@ def state_activations(
     return _outputs_frame(state_outputs(knowledge_base, tests))
 
 
-@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
+)
 def pattern_matches(scope: RunScopeResource, test_banks: Banks) -> dg.Output[pd.DataFrame]:
     """Crisis patterns and keyword boosts each pattern test's message triggers, and why."""
     tests = scope.scope().select(Mechanism.PATTERN, test_banks.pattern_tests)
@@ -96,7 +119,9 @@ def pattern_matches(scope: RunScopeResource, test_banks: Banks) -> dg.Output[pd.
     return _outputs_frame(pattern_outputs(test_banks.rules, tests))
 
 
-@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
+)
 def always_loads(
     scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
 ) -> dg.Output[pd.DataFrame]:

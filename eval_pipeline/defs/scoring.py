@@ -2,7 +2,6 @@
 mechanism, and the aggregate per model and date."""
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
 import pandas as pd
@@ -21,7 +20,6 @@ from eval_pipeline.core.report.tables import from_frame, result_columns, to_fram
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
-    new_hard_fails,
     score_always,
     score_pattern,
     score_semantic,
@@ -34,15 +32,16 @@ from eval_pipeline.core.scoring.results import (
     SemanticResult,
     StateResult,
 )
+from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata
 from eval_pipeline.defs.partitions import (
     DATE_OF_MODEL_DATE,
     date_partitions,
+    end_of_day,
     model_date_partitions,
-    split_key,
 )
-from eval_pipeline.defs.resources import RunScopeResource, StorageResource
+from eval_pipeline.defs.resources import RunScopeResource
 
 GROUP = "scoring"
 PARQUET_IO = "parquet_io"
@@ -60,11 +59,9 @@ class ResolvedSet(BaseModel):
     conflicts: list[ExpectationConflict]
 
 
-def end_of_day(date: str) -> datetime:
-    return datetime.combine(datetime.fromisoformat(date).date() + timedelta(days=1), time(), UTC)
-
-
-@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=JSON_IO)
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=JSON_IO, automation_condition=EAGER
+)
 def resolved_expectations(
     context: dg.AssetExecutionContext, test_banks: Banks, expectation_history: HistorySet
 ) -> dg.Output[ResolvedSet]:
@@ -88,36 +85,16 @@ def _results_output(results: Sequence[ResultBase]) -> dg.Output[pd.DataFrame]:
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=PARQUET_IO,
-    ins={"resolved_expectations": BY_DATE},
-    check_specs=[dg.AssetCheckSpec("no_new_hard_fails", asset="semantic_results")],
+    ins={"resolved_expectations": BY_DATE, "test_banks": BY_DATE},
+    automation_condition=EAGER,
 )
 def semantic_results(
-    context: dg.AssetExecutionContext,
-    storage: StorageResource,
-    semantic_retrievals: pd.DataFrame,
-    resolved_expectations: ResolvedSet,
-    test_banks: Banks,
-) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
+    semantic_retrievals: pd.DataFrame, resolved_expectations: ResolvedSet, test_banks: Banks
+) -> dg.Output[pd.DataFrame]:
     """Each retrieval scored against the expectation snapshot of its date."""
-    tests = test_banks.semantic_tests
     retrievals = from_frame(semantic_retrievals, SemanticRetrieval)
-    results = score_semantic(tests, resolved_expectations.resolved, retrievals)
-    yield _results_output(results)
-    model, date = split_key(context)
-    baseline = storage.latest_document_before(model, date)
-    for skipped in baseline.skipped:
-        context.log.warning(f"passed over as a baseline: {skipped}")
-    previous = baseline.document
-    new = new_hard_fails(results, previous.semantic if previous else [])
-    yield dg.AssetCheckResult(
-        check_name="no_new_hard_fails",
-        passed=not new,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "compared_with": previous.provenance.date if previous else "nothing earlier",
-            "new_hard_fails": ", ".join(new) or "none",
-            "passed_over": "; ".join(baseline.skipped) or "none",
-        },
+    return _results_output(
+        score_semantic(test_banks.semantic_tests, resolved_expectations.resolved, retrievals)
     )
 
 
@@ -125,13 +102,17 @@ def _outputs(frame: pd.DataFrame) -> list[MechanismOutput]:
     return from_frame(frame, MechanismOutput)
 
 
-@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
+)
 def state_results(state_activations: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
     tests = test_banks.state_tests
     return _results_output(score_state(tests, _outputs(state_activations)))
 
 
-@dg.asset(group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO)
+@dg.asset(
+    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
+)
 def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
     tests = test_banks.pattern_tests
     results = score_pattern(tests, _outputs(pattern_matches))
@@ -144,6 +125,7 @@ def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Outp
     group_name=GROUP,
     partitions_def=date_partitions,
     io_manager_key=PARQUET_IO,
+    automation_condition=EAGER,
     check_specs=[dg.AssetCheckSpec("always_entities_present", asset="always_results")],
 )
 def always_results(
@@ -166,6 +148,7 @@ def always_results(
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
     ins={name: BY_DATE for name in ("state_results", "pattern_results", "always_results")},
+    automation_condition=EAGER,
 )
 def scored_aggregate(
     scope: RunScopeResource,

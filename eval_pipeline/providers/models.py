@@ -99,6 +99,9 @@ class ModelConfig(_Strict):
     key: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)
     description: str = ""
     enabled: bool = True
+    automate: bool = Field(
+        default=False, description="Paid models only: let Dagster's automation evaluate it daily"
+    )
     cost_incurring: bool = Field(
         default=False, description="Derived from the kinds unless set; API models always are"
     )
@@ -118,6 +121,11 @@ class ModelConfig(_Strict):
     @property
     def kinds(self) -> frozenset[str]:
         return frozenset({self.embedder.kind, self.reranker.kind})
+
+    @property
+    def automated(self) -> bool:
+        """Whether automation may evaluate this model: enabled, and free or explicitly opted in."""
+        return self.enabled and (self.automate or not self.cost_incurring)
 
     @property
     def uses_api(self) -> bool:

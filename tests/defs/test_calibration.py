@@ -9,10 +9,10 @@ from typing import Any
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.definitions.observe import observe
 
 from eval_pipeline.core.calibration.files import LOG_FILE, read_log
 from eval_pipeline.core.calibration.review import decide, read_review, save_review
-from eval_pipeline.defs.automation import SCOPE_TAG, SENSORS
 from eval_pipeline.defs.calibration import (
     AgreementConfig,
     CalibrationConfig,
@@ -22,6 +22,7 @@ from eval_pipeline.defs.calibration import (
     opus_calibration,
 )
 from eval_pipeline.defs.graph import MATERIALIZABLE
+from eval_pipeline.defs.inputs import history_files
 from eval_pipeline.defs.partitions import today_utc
 from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
 from tests.defs.conftest import Env
@@ -61,9 +62,7 @@ def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
     return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
 
 
-def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
-    env: Env, emulator: EmulatorHandle
-) -> None:
+def test_apply_changes_the_history_version_automation_watches(env: Env, emulator: EmulatorHandle) -> None:
     resources = env.resources()
     inputs = resources["inputs"]
     before = inputs.history_hash()
@@ -83,12 +82,11 @@ def test_apply_changes_the_history_fingerprint_the_rescore_sensor_watches(
     assert inputs.history_hash() != before
     assert len(read_log(env.root / "calibration" / LOG_FILE).records) == 1
 
-    # The existing history sensor sees the change and requests a re-score (scope "history").
-    sensor = next(s for s in SENSORS if s.name == "history_sensor_local")
-    result = sensor(dg.build_sensor_context(instance=env.instance, resources=resources, cursor=before))
-    assert isinstance(result, dg.SensorResult)
-    (request,) = result.run_requests or []
-    assert request.tags[SCOPE_TAG] == "history"
+    # The observed history source now has a new data version: automation re-scores from it.
+    observe([history_files], instance=env.instance, resources=resources)
+    record = env.instance.get_latest_data_version_record(history_files.key)
+    assert record is not None and record.asset_observation is not None
+    assert record.asset_observation.data_version == inputs.history_hash() != before
 
 
 def test_agreement_asset_shows_kappa_for_reviewed_proposals(env: Env, emulator: EmulatorHandle) -> None:

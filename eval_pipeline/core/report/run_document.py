@@ -39,6 +39,9 @@ class Provenance(BaseModel):
     kb_hash: str
     bank_hashes: dict[str, str]
     history_hash: str
+    inputs_snapshot: str | None = Field(
+        default=None, description="The KB and banks snapshot evaluated, and how it was chosen"
+    )
     pass_threshold: int
     scope: dict[str, Any] = Field(default_factory=dict, description="Banks, tests, topic filters")
     calibration_cost_usd: float = Field(
@@ -80,6 +83,9 @@ class RunDocument(BaseModel):
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
 GATE_FILE = "gate.json"
+# Written beside the run by the diff assets (markdown twins share the stem).
+REGRESSION_DIFF_FILE = "regression_diff.json"
+COMPARISON_FILE = "model_comparison.json"
 # Narrowed runs write under results/_scoped/<scope>/: never a model folder, so never a baseline.
 SCOPED_DIR = "_scoped"
 
@@ -100,42 +106,3 @@ def model_dirs(results_dir: Path) -> list[Path]:
 def result_dates(model_dir: Path) -> list[str]:
     """The dates, oldest first, for which `model_dir` holds a results.json."""
     return sorted(d.name for d in model_dir.glob("*") if (d / RESULTS_FILE).is_file())
-
-
-class Baseline(BaseModel):
-    """The run a new one is compared with, and the earlier files passed over on the way."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    document: RunDocument | None
-    skipped: list[str] = Field(default_factory=list, description="'path: why' for each file passed over")
-
-
-def is_full_scope(doc: RunDocument) -> bool:
-    """A canonical evaluation: every bank, no test or topic filter (narrowed runs are no baseline)."""
-    scope = doc.provenance.scope
-    return (
-        not scope.get("test_ids")
-        and scope.get("topic") is None
-        and len(scope.get("banks") or [1, 2, 3, 4]) >= 4
-    )
-
-
-def latest_document_before(model_dir: Path, date: str) -> Baseline:
-    """The newest readable, full `<model_dir>/<date>/results.json` dated before `date`.
-
-    A corrupt or narrowed older file is passed over (and named), never an error: one bad old
-    file must not stop today's evaluation.
-    """
-    skipped: list[str] = []
-    for earlier in reversed([d for d in result_dates(model_dir) if d < date]):
-        path = model_dir / earlier / RESULTS_FILE
-        try:
-            doc = read_document(path)
-        except DocumentError as exc:
-            skipped.append(str(exc))
-            continue
-        if is_full_scope(doc):
-            return Baseline(document=doc, skipped=skipped)
-        skipped.append(f"{path}: a narrowed run ({doc.provenance.scope}), not a baseline")
-    return Baseline(document=None, skipped=skipped)

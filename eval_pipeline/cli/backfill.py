@@ -1,0 +1,130 @@
+"""`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
+
+The backfill runs on the project's instance and code location (paths from `EVAL_PIPELINE_*`,
+see `defs.location`); a running `dagster dev` or daemon picks it up, otherwise this command
+starts a daemon for as long as the backfill takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import date as date_type
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
+from eval_pipeline.cli.run import parse_date, select_models
+from eval_pipeline.core.diff.compare import ModelComparison, RegressionDiff
+from eval_pipeline.core.report.run_document import (
+    COMPARISON_FILE,
+    GATE_FILE,
+    REGRESSION_DIFF_FILE,
+    RESULTS_FILE,
+    DocumentError,
+    read_document,
+)
+from eval_pipeline.core.scoring.gate import GateDecision
+
+MAX_DATES = 366
+POLL_S = 2.0
+
+
+def add_backfill_command(sub: Any) -> None:
+    p = sub.add_parser("backfill", help="evaluate a date range (reports, diffs, comparisons) as one backfill")
+    p.add_argument("--from", dest="start", required=True, help="first date YYYY-MM-DD (UTC)")
+    p.add_argument("--to", dest="end", help="last date YYYY-MM-DD (UTC); default: the first")
+    p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
+    p.add_argument("--timeout", type=float, default=120.0, help="minutes to wait (default 120)")
+    p.set_defaults(func=cmd_backfill)
+
+
+def _dates(start: str, end: str | None) -> list[str]:
+    first, last = parse_date(start, "--from"), parse_date(end or start, "--to")
+    if last < first:
+        raise UsageError(f"--to ({last}) is before --from ({first})")
+    days = (date_type.fromisoformat(last) - date_type.fromisoformat(first)).days + 1
+    if days > MAX_DATES:
+        raise UsageError(f"--from/--to: {days} dates; at most {MAX_DATES} in one backfill")
+    return [(date_type.fromisoformat(first) + timedelta(days=i)).isoformat() for i in range(days)]
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from eval_pipeline.defs.location import location_paths
+
+    paths = location_paths()
+    dates = _dates(args.start, args.end)
+    models = select_models(args.model, paths.models_file)
+    if args.timeout <= 0:
+        raise UsageError("--timeout: must be more than 0 minutes")
+    from eval_pipeline.definitions import defs
+    from eval_pipeline.defs.backfill import backfill_targets, daemon, progress, submit_backfill
+    from eval_pipeline.defs.execution import project_instance
+
+    with project_instance() as instance:
+        total = len(backfill_targets(dates, models))
+        backfill_id = submit_backfill(instance, defs.resolve_asset_graph(), dates, models)
+        print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
+        print(f"  {total} asset partitions; follow it in the UI under Overview > Backfills")
+        log = paths.storage_dir / "daemon.log"
+        with daemon(instance, log) as started:
+            if started is not None:
+                print(f"  started a Dagster daemon for it (log: {log})")
+            deadline = time.monotonic() + args.timeout * 60
+            shown = -1
+            state = progress(instance, backfill_id, total)
+            while not state.ended and time.monotonic() < deadline:
+                if started is not None and started.poll() is not None:
+                    print(
+                        f"error: the daemon stopped (exit {started.returncode}); see {log}", file=sys.stderr
+                    )
+                    return EXIT_ERROR
+                if state.done != shown:
+                    print(f"  {state.done}/{total} done …", flush=True)
+                    shown = state.done
+                time.sleep(POLL_S)
+                state = progress(instance, backfill_id, total)
+    print(f"  backfill {state.status.value.lower()}: {state.done}/{total} asset partitions")
+    code = EXIT_OK
+    if not state.ended:
+        print(f"error: still running after {args.timeout:g} min; it goes on in Dagster", file=sys.stderr)
+        code = EXIT_ERROR
+    for run in state.failed_runs:
+        print(f"error: run {run} failed (details in the UI)", file=sys.stderr)
+        code = EXIT_ERROR
+    return max(code, _verdicts(dates, models, paths.results_dir))
+
+
+def _verdicts(dates: list[str], models: list[str], results_dir: Path) -> int:
+    """One line per date and model (health, score, gate, diff), then the date's comparison;
+    the exit code is the worst gate (3 > 1 > 0), or 3 when a result is missing."""
+    from eval_pipeline.defs.diffs import COMPARISON_DIR
+
+    code = EXIT_OK
+    for date in dates:
+        for model in models:
+            run_dir = results_dir / model / date
+            try:
+                doc = read_document(run_dir / RESULTS_FILE)
+                gate = GateDecision.model_validate_json((run_dir / GATE_FILE).read_text())
+                diff = RegressionDiff.model_validate_json((run_dir / REGRESSION_DIFF_FILE).read_text())
+            except (OSError, ValidationError, DocumentError) as exc:
+                print(f"{date} {model}: no complete evaluation ({type(exc).__name__})", file=sys.stderr)
+                code = EXIT_ERROR
+                continue
+            agg = doc.aggregate
+            score = "-" if agg.combined_score is None else f"{agg.combined_score:.1f}"
+            reasons = f" ({'; '.join(gate.reasons)})" if gate.reasons else ""
+            print(f"{date} {model}: {agg.health.value} {score}, gate {gate.status.value}{reasons}")
+            print(f"    diff: {diff.verdict}")
+            code = max(code, EXIT_FOR_GATE[gate.status])
+        comparison_file = results_dir / COMPARISON_DIR / date / COMPARISON_FILE
+        if len(models) > 1 and comparison_file.is_file():
+            comparison = ModelComparison.model_validate_json(comparison_file.read_text())
+            for verdict in comparison.verdicts:
+                print(f"    comparison: {verdict}")
+    return code

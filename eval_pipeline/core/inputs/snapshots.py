@@ -1,0 +1,139 @@
+"""Content-addressed snapshots of the KB and the banks, so a past date can be evaluated on the
+inputs the system had then.
+
+A snapshot is a directory named by the content hash of the files it holds
+(`<store>/<hash>/kb/...`, `<store>/<hash>/banks/...`) plus a `snapshot.json` manifest saying
+where the files came from. Taking the same snapshot twice is free (the directory exists), and a
+snapshot is written to a temporary directory and renamed into place, so a reader never sees a
+partial one. The expectation history is not snapshotted: it is append-only and dated, and
+resolution already reads it "as of" a date.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from eval_pipeline.core.fileio import atomic_write_text, read_json_model
+from eval_pipeline.core.inputs.kb import sha256_text
+from eval_pipeline.core.inputs.loading import bank_files, files_hash, kb_files
+
+MANIFEST = "snapshot.json"
+
+
+class SnapshotError(ValueError):
+    """A stored snapshot that cannot be read (one line)."""
+
+
+class SnapshotManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    snapshot_id: str
+    taken_at: datetime
+    kb_source: str  # absolute path of the KB the files were copied from
+    banks_source: str
+    kb_entry: str  # the KB inside the snapshot: "kb" (a directory) or "kb/<file name>"
+
+
+class SnapshotRef(BaseModel):
+    """Which inputs an evaluation date uses: a stored snapshot, and whether an observation of the
+    sources chose it (a past date) or it was taken from the current files when the run began."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    snapshot_id: str
+    directory: str
+    kb_path: str
+    banks_dir: str
+    chosen_by: str  # "observation at <time>" or "current files"
+
+    @property
+    def label(self) -> str:
+        return f"{self.snapshot_id[:12]} ({self.chosen_by})"
+
+
+def inputs_hash(kb: Path, banks: Path) -> str:
+    """The sources' data version: KB files and bank files (not the history) by name and content."""
+    kb_root = kb if kb.is_dir() else kb.parent
+    return sha256_text(f"{files_hash(kb_files(kb), kb_root)}\n{files_hash(bank_files(banks), banks)}")
+
+
+def _copy(files: list[Path], root: Path, into: Path) -> None:
+    for file in files:
+        target = into / file.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, target)
+
+
+def take_snapshot(store: Path, kb: Path, banks: Path, now: datetime) -> SnapshotManifest:
+    """Snapshot the KB and banks as they are now; an identical snapshot already stored is reused."""
+    snapshot_id = inputs_hash(kb, banks)
+    final = store / snapshot_id
+    if (final / MANIFEST).is_file():
+        return read_json_model(final / MANIFEST, SnapshotManifest, SnapshotError, "snapshot manifest")
+    store.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=store))
+    try:
+        kb_root = kb if kb.is_dir() else kb.parent
+        _copy(kb_files(kb), kb_root, staging / "kb")
+        _copy(bank_files(banks), banks, staging / "banks")
+        (staging / "banks").mkdir(exist_ok=True)  # a banks dir with no bank yet is still a snapshot
+        manifest = SnapshotManifest(
+            snapshot_id=snapshot_id,
+            taken_at=now,
+            kb_source=str(kb.resolve()),
+            banks_source=str(banks.resolve()),
+            kb_entry="kb" if kb.is_dir() else f"kb/{kb.name}",
+        )
+        atomic_write_text(staging / MANIFEST, manifest.model_dump_json(indent=2))
+        try:
+            staging.rename(final)
+        except OSError:  # another process stored the same snapshot first: same content
+            if not (final / MANIFEST).is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+def stored_snapshot(store: Path, snapshot_id: str) -> SnapshotManifest | None:
+    path = store / snapshot_id / MANIFEST
+    return (
+        read_json_model(path, SnapshotManifest, SnapshotError, "snapshot manifest")
+        if path.is_file()
+        else None
+    )
+
+
+def observed(store: Path, manifest: SnapshotManifest, observed_at: datetime) -> SnapshotRef:
+    """A past date's inputs: the snapshot an observation stored, read from the store."""
+    directory = store / manifest.snapshot_id
+    return SnapshotRef(
+        snapshot_id=manifest.snapshot_id,
+        directory=str(directory),
+        kb_path=str(directory / manifest.kb_entry),
+        banks_dir=str(directory / "banks"),
+        chosen_by=f"observation at {observed_at.isoformat(timespec='seconds')}",
+    )
+
+
+def current(store: Path, manifest: SnapshotManifest, kb: Path, banks: Path) -> SnapshotRef:
+    """Today's inputs: the files themselves (so problems name the user's files), with the
+    snapshot of them that makes this evaluation reproducible later."""
+    return SnapshotRef(
+        snapshot_id=manifest.snapshot_id,
+        directory=str(store / manifest.snapshot_id),
+        kb_path=str(kb),
+        banks_dir=str(banks),
+        chosen_by="current files",
+    )
+
+
+def same_sources(manifest: SnapshotManifest, kb: Path, banks: Path) -> bool:
+    """Whether a snapshot was taken of these KB and banks paths (a run on another KB must not
+    pick up the default KB's observations)."""
+    return manifest.kb_source == str(kb.resolve()) and manifest.banks_source == str(banks.resolve())
