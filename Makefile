@@ -8,8 +8,10 @@ export UV_COMPILE_BYTECODE := 1
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export NO_PROXY := 127.0.0.1,localhost
 export no_proxy := 127.0.0.1,localhost
+# dg runs in the project's environment; saying so keeps it from warning about a mismatch.
+export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
-.PHONY: install test lint typecheck pytest run ui bench lock clean
+.PHONY: install test lint typecheck defs pytest run ui bench lock clean
 
 install: $(STAMP)
 
@@ -29,10 +31,14 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# The code location loads as a `dg` project: every definition under eval_pipeline/defs/.
+defs: install
+	$(BIN)/dg check defs
+
 pytest: install
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+test: lint typecheck defs pytest
 
 # The evaluation itself can end CRITICAL or under a gate (exit 1): that is a result, not a
 # failed `make run`. Bad input (2) or an internal error (3) still fails.
@@ -43,7 +49,7 @@ run: install
 	[ $$status -le 1 ]
 
 ui: install
-	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+	$(BIN)/dg dev -h 127.0.0.1 -p 3000
 
 bench: install
 	$(BIN)/python -m benchmarks.api_pace

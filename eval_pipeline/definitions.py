@@ -1,19 +1,13 @@
-"""The Dagster code location: `dagster dev` (via workspace.yaml) and the CLI both load this."""
+"""The Dagster code location (`dg dev`, `dg check defs`, the daemon and the CLI load this)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.defs.automation import JOBS, SENSORS
-from eval_pipeline.defs.calibration import (
-    CALIBRATION_ASSETS,
-    CALIBRATION_JOBS,
-    CALIBRATION_SENSORS,
-    CalibrationSettings,
-)
-from eval_pipeline.defs.graph import ALL_ASSETS
+from eval_pipeline.defs.calibration import CalibrationSettings
 from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
 from eval_pipeline.defs.location import location_paths
 from eval_pipeline.defs.resources import (
@@ -50,12 +44,15 @@ def build_resources(
     }
 
 
-defs = dg.Definitions(
-    # Calibration spends money: it is its own job and sensor (STOPPED), never part of evaluation.
-    assets=[*ALL_ASSETS, *CALIBRATION_ASSETS],
-    jobs=[*JOBS, *CALIBRATION_JOBS],
-    sensors=[*SENSORS, *CALIBRATION_SENSORS],
-    resources=build_resources(),
-    # One process for the whole run: a process per step costs seconds each.
-    executor=dg.in_process_executor,
-)
+def location() -> dg.Definitions:
+    """Every definition under `defs/`, found by dg's loader (assets, checks, jobs, sensors;
+    calibration spends money, so it is its own job and a STOPPED sensor, never part of
+    evaluation), with the project's resources."""
+    return dg.Definitions.merge(
+        dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
+        # One process for the whole run: a process per step costs seconds each.
+        dg.Definitions(resources=build_resources(), executor=dg.in_process_executor),
+    )
+
+
+defs = dg.definitions(location)

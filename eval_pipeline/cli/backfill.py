@@ -1,7 +1,7 @@
 """`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
 
 The backfill runs on the project's instance and code location (paths from `EVAL_PIPELINE_*`,
-see `defs.location`); a running `dagster dev` or daemon picks it up, otherwise this command
+see `defs.location`); a running `dg dev` or daemon picks it up, otherwise this command
 starts a daemon for as long as the backfill takes.
 """
 
@@ -61,13 +61,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     models = select_models(args.model, paths.models_file)
     if args.timeout <= 0:
         raise UsageError("--timeout: must be more than 0 minutes")
-    from eval_pipeline.definitions import defs
+    from eval_pipeline.definitions import location
     from eval_pipeline.defs.backfill import backfill_targets, daemon, progress, submit_backfill
     from eval_pipeline.defs.execution import project_instance
 
     with project_instance() as instance:
         total = len(backfill_targets(dates, models))
-        backfill_id = submit_backfill(instance, defs.resolve_asset_graph(), dates, models)
+        backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
         print(f"  {total} asset partitions; follow it in the UI under Overview > Backfills")
         log = paths.storage_dir / "daemon.log"

@@ -104,7 +104,7 @@ def progress(instance: dg.DagsterInstance, backfill_id: str, total: int) -> Prog
 
 
 def daemon_running(instance: dg.DagsterInstance) -> bool:
-    """Whether a daemon serving this instance's backfills has a recent heartbeat (e.g. `dagster dev`)."""
+    """Whether a daemon serving this instance's backfills has a recent heartbeat (e.g. `dg dev`)."""
     status = get_daemon_statuses(instance, ["BACKFILL"], ignore_errors=True)["BACKFILL"]
     return bool(status.healthy)
 
@@ -112,7 +112,7 @@ def daemon_running(instance: dg.DagsterInstance) -> bool:
 @contextmanager
 def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen[bytes] | None]:
     """A `dagster-daemon` for this project while the block runs, unless one is running already.
-    It loads this code location from the working directory, as `dagster dev` would."""
+    It loads this code location from the working directory, as `dg dev` would."""
     if daemon_running(instance):
         yield None
         return

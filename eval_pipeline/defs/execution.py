@@ -1,6 +1,6 @@
 """Materialise the graph for the CLI, in process, on the project's Dagster instance.
 
-Runs go through the same instance `dagster dev` uses, so every CLI run shows in the UI.
+Runs go through the same instance `dg dev` uses, so every CLI run shows in the UI.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where the code location finds the project. `dagster dev`, the daemon and the runs it launches
+"""Where the code location finds the project. `dg dev`, the daemon and the runs it launches
 all load the same definitions, so the paths come from the environment (one setting for all of
 them), defaulting to the project layout relative to the working directory."""
 

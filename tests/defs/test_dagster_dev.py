@@ -1,4 +1,5 @@
-"""Smoke test of the UI: `dagster dev` loads the code location and lists the assets over GraphQL."""
+"""Smoke test of the UI: `dg dev` (what `make ui` runs) loads the code location from the `dg`
+project and lists the assets over GraphQL; the project's paths point at temporary copies."""
 
 from __future__ import annotations
 
@@ -40,19 +41,25 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
     for name in ("kb", "test_banks"):
         shutil.copytree(REPO / name, tmp_path / name)
     shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    (tmp_path / "workspace.yaml").write_text(
-        "load_from:\n  - python_module:\n      module_name: eval_pipeline.definitions\n"
-        f"      working_directory: {tmp_path}\n"
-    )
+    paths = {
+        "EVAL_PIPELINE_KB": "kb",
+        "EVAL_PIPELINE_BANKS_DIR": "test_banks",
+        "EVAL_PIPELINE_MODELS_FILE": "models.yaml",
+        "EVAL_PIPELINE_RESULTS_DIR": "results",
+        "EVAL_PIPELINE_STORAGE_DIR": "storage",
+        "EVAL_PIPELINE_CACHE_DIR": ".cache",
+        "EVAL_PIPELINE_CALIBRATION_DIR": "calibration",
+    }
+    env = {**os.environ, **{k: str(tmp_path / v) for k, v in paths.items()}}
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = _free_port()
-    dagster = Path(sys.executable).parent / "dagster"
+    dg = Path(sys.executable).parent / "dg"
     proc = subprocess.Popen(
-        [str(dagster), "dev", "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
-        cwd=tmp_path,
-        env={**os.environ, "DAGSTER_HOME": str(home)},
+        [str(dg), "dev", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO,  # the dg project
+        env={**env, "DAGSTER_HOME": str(home), "VIRTUAL_ENV": str(Path(sys.executable).parents[1])},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own process group, so the webserver and daemon stop with it

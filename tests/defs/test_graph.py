@@ -10,7 +10,7 @@ from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, 
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.report.run_document import read_document
 from eval_pipeline.core.scoring.gate import GateDecision
-from eval_pipeline.definitions import defs
+from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import SENSORS, model_partitions
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
@@ -54,7 +54,7 @@ def _history_change(env: Env, when: datetime, primary: str) -> None:
 
 
 def test_definitions_load_with_every_asset_check_and_automation() -> None:
-    repo = defs.get_repository_def()
+    repo = location().get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     assert {"input_files", "knowledge_base", "semantic_retrievals", "run_report", "model_comparison"} <= keys
     checks = {c.name for c in repo.asset_graph.asset_check_keys}
