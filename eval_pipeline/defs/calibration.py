@@ -1,10 +1,10 @@
-"""Opus calibration in Dagster: an on-demand, date-partitioned asset and an opt-in KB sensor.
+"""Opus calibration in Dagster: an on-demand, date-partitioned job and an opt-in KB sensor.
 
-`opus_calibration` runs a calibration with the scope in its run config and, only with
-`apply: true`, appends the history file, raw responses and log record. It is not part of any
-evaluation job or automation selection: it spends money, so it runs when asked. Applying changes
-the history files, which the `history_sensor_*` sensors turn into a re-score (expectation snapshot
-and scoring only, no retrieval).
+`opus_calibration_job` runs a calibration with the scope in its run config and, only with
+`apply: true`, appends the history file, raw responses and log record. It is a job, not an asset:
+it spends money, so it runs only when asked, never in "Materialize all" or automation. What it
+produces is new history, recorded as a new version of the `history_files` source, from which
+automation re-scores (expectation snapshot and scoring only, no retrieval).
 
 `calibration_agreement` (no API call) compares the calibrator's proposals with the clinicians'
 review decisions and overrides (core/agreement.py) and shows kappa, its CI and the report.
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import get_args
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from pydantic import Field
 
 from eval_pipeline.core.calibration.agreement import (
@@ -49,7 +50,7 @@ from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import InputError, history_dir
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.defs.inputs import history_files, input_files
+from eval_pipeline.defs.inputs import history_files
 from eval_pipeline.defs.partitions import date_partitions, today_utc
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
@@ -189,31 +190,33 @@ def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=date_partitions,
-    deps=[input_files, history_files],
+@dg.op(
     description="Opus proposes semantic-test expectations (dry run unless apply); on demand only.",
+    tags={"kind": "calibration"},
 )
 def opus_calibration(
-    context: dg.AssetExecutionContext,
+    context: dg.OpExecutionContext,
     config: CalibrationConfig,
     inputs: InputsResource,
     storage: StorageResource,
-) -> dg.MaterializeResult[None]:
+) -> dg.Output[None]:
     if config.apply and context.partition_key != today_utc():
         # History is stamped with the time it is written; a past partition would misdate it.
         raise _fail(f"apply only for today's partition ({today_utc()}), not {context.partition_key}")
     scoped = _scoped(config, inputs, storage)
     if not scoped.tests:
-        return dg.MaterializeResult(metadata={"applied": False, "tests": 0, "scope": config.scope})
+        return dg.Output(None, metadata={"applied": False, "tests": 0, "scope": config.scope})
     run = _calibrate(config, scoped)
     history = review = None
     if config.apply:
         history = apply_calibration(history_dir(inputs.banks), Path(config.calibration_dir), run).history
+        # What it changed is the history source: record its new version there at once, so the
+        # re-score follows without waiting for the next observation.
+        version = {DATA_VERSION_TAG: inputs.history_hash()}
+        context.log_event(dg.AssetObservation(asset_key=history_files.key, tags=version))
     elif run.diffs:
         review = write_review(Path(config.calibration_dir), review_from_run(run, scoped.bank))
-    return dg.MaterializeResult(metadata=_metadata(run, scoped.why, config.apply, history, review))
+    return dg.Output(None, metadata=_metadata(run, scoped.why, config.apply, history, review))
 
 
 def _proposals(run: CalibrationRun) -> list[dict[str, object]]:
@@ -271,9 +274,13 @@ def _metadata(
     }
 
 
-calibration_job = dg.define_asset_job(
-    "opus_calibration_job", selection=[opus_calibration], partitions_def=date_partitions
+@dg.job(
+    name="opus_calibration_job",
+    partitions_def=date_partitions,
+    description="Opus calibration of the semantic expectations (costs money; never automated).",
 )
+def calibration_job() -> None:
+    opus_calibration()
 
 
 @dg.sensor(
@@ -310,7 +317,7 @@ def kb_affected_calibration(
     request = dg.RunRequest(
         run_key=f"kb-calibration-{kb.content_hash[:16]}",
         partition_key=today_utc(),
-        run_config=dg.RunConfig(ops={opus_calibration.node_def.name: config}),
+        run_config=dg.RunConfig(ops={opus_calibration.name: config}),
     )
     return dg.SensorResult(run_requests=[request], cursor=cursor)
 
@@ -358,8 +365,3 @@ def calibration_agreement(config: AgreementConfig, inputs: InputsResource) -> dg
             "unreadable_reviews": dg.MetadataValue.json(unreadable),
         }
     )
-
-
-CALIBRATION_ASSETS = [opus_calibration, calibration_agreement]
-CALIBRATION_JOBS = [calibration_job]
-CALIBRATION_SENSORS = [kb_affected_calibration]

@@ -9,17 +9,17 @@ from typing import Any
 import dagster as dg
 import pytest
 import yaml
-from dagster._core.definitions.observe import observe
 
 from eval_pipeline.core.calibration.files import LOG_FILE, read_log
 from eval_pipeline.core.calibration.review import decide, read_review, save_review
+from eval_pipeline.definitions import location
 from eval_pipeline.defs.calibration import (
     AgreementConfig,
     CalibrationConfig,
     CalibrationSettings,
     calibration_agreement,
+    calibration_job,
     kb_affected_calibration,
-    opus_calibration,
 )
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.inputs import history_files
@@ -45,8 +45,7 @@ def _materialize(env: Env, partition: str, **config: Any) -> dg.ExecuteInProcess
             )
         }
     )
-    return dg.materialize(
-        [opus_calibration],
+    return calibration_job.execute_in_process(
         partition_key=partition,
         resources=env.resources(),
         instance=env.instance,
@@ -56,8 +55,8 @@ def _materialize(env: Env, partition: str, **config: Any) -> dg.ExecuteInProcess
 
 
 def _metadata(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    (event,) = result.get_asset_materialization_events()
-    materialization = event.materialization
+    (event,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
+    materialization = event.step_output_data
     assert materialization is not None
     return {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
 
@@ -82,10 +81,10 @@ def test_apply_changes_the_history_version_automation_watches(env: Env, emulator
     assert inputs.history_hash() != before
     assert len(read_log(env.root / "calibration" / LOG_FILE).records) == 1
 
-    # The observed history source now has a new data version: automation re-scores from it.
-    observe([history_files], instance=env.instance, resources=resources)
+    # The job recorded the history source's new version itself: automation re-scores from it.
     record = env.instance.get_latest_data_version_record(history_files.key)
     assert record is not None and record.asset_observation is not None
+    assert record.run_id == applied.run_id
     assert record.asset_observation.data_version == inputs.history_hash() != before
 
 
@@ -110,8 +109,11 @@ def test_agreement_asset_shows_kappa_for_reviewed_proposals(env: Env, emulator: 
     assert "# Calibrator vs clinicians: agreement" in meta["report"]
 
 
-def test_calibration_is_never_part_of_an_evaluation_selection() -> None:
-    assert opus_calibration.key not in {a.key for a in MATERIALIZABLE}
+def test_calibration_is_a_job_never_an_asset_to_materialise() -> None:
+    repo = location().get_repository_def()
+    assert "opus_calibration" not in {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert repo.get_job("opus_calibration_job").partitions_def is not None
+    assert all(k.to_user_string() != "opus_calibration" for a in MATERIALIZABLE for k in a.keys)
 
 
 def test_apply_refuses_a_past_partition(env: Env, emulator: EmulatorHandle) -> None:
