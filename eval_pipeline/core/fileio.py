@@ -24,26 +24,53 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
-def temp_file(directory: str | Path, suffix: str = "") -> tuple[int, str]:
-    """A temp file for an atomic write, with the mode a plain `open` would give (0666 & ~umask):
-    `mkstemp` creates 0600, and the rename or link would keep that on the final file."""
+def _synced_temp(directory: Path, suffix: str, data: bytes) -> str:
+    """`data` in a new temp file beside its destination, on disk, with the mode a plain `open`
+    would give (0666 & ~umask: `mkstemp` creates 0600, and a rename or link keeps that)."""
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
-    os.fchmod(fd, 0o666 & ~_UMASK)
-    return fd, tmp
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temp_file(path.parent, path.suffix)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` at once: a reader sees the old file or the new, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _synced_temp(path.parent, path.suffix, data)
+    try:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def publish_new(directory: Path, stem: str, text: str) -> Path:
+    """Publish `text` as `<stem>.json`, or `<stem>_2.json`, … — whichever name is still free.
+    Never replaces a file, also when another process publishes the same stem at once."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = _synced_temp(directory, ".json", text.encode("utf-8"))
+    try:
+        n = 1
+        while True:
+            target = directory / (f"{stem}.json" if n == 1 else f"{stem}_{n}.json")
+            try:
+                os.link(tmp, target)  # atomic, and fails rather than replace an existing file
+                return target
+            except FileExistsError:
+                n += 1
+    finally:
+        os.unlink(tmp)
 
 
 def atomic_write_json(path: Path, data: object) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import dagster as dg
@@ -10,22 +10,14 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 from upath import UPath
 
-from eval_pipeline.core.fileio import temp_file
-
-
-def _atomic_write_bytes(path: UPath, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temp_file(str(path.parent))
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, str(path))
+from eval_pipeline.core.fileio import atomic_write_bytes
 
 
 class ParquetIOManager(dg.UPathIOManager):
     extension: str = ".parquet"
 
     def dump_to_path(self, context: dg.OutputContext, obj: pd.DataFrame, path: UPath) -> None:
-        _atomic_write_bytes(path, obj.to_parquet(index=False))
+        atomic_write_bytes(Path(str(path)), obj.to_parquet(index=False))
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pd.DataFrame:
         return pd.read_parquet(str(path))
@@ -69,7 +61,7 @@ class JsonModelIOManager(dg.UPathIOManager):
         return loaded
 
     def dump_to_path(self, context: dg.OutputContext, obj: BaseModel, path: UPath) -> None:
-        _atomic_write_bytes(path, obj.model_dump_json(indent=2).encode("utf-8"))
+        atomic_write_bytes(Path(str(path)), obj.model_dump_json(indent=2).encode("utf-8"))
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
         model, _ = _model_of(context)

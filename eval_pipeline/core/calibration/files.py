@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from pydantic import ValidationError
 
 from eval_pipeline.core.calibration.proposals import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.expectations.history import append_history, now_utc
-from eval_pipeline.core.fileio import atomic_write_text, temp_file
+from eval_pipeline.core.fileio import atomic_write_text, publish_new
 from eval_pipeline.core.report.run_document import (
     RESULTS_FILE,
     RunDocument,
@@ -36,27 +35,6 @@ LOCK_TIMEOUT_S = 60
 
 class CalibrationFileError(Exception):
     """A calibration file exists but cannot be read; nothing was written over it."""
-
-
-def write_new_file(directory: Path, stem: str, text: str) -> Path:
-    """Publish `text` as `<stem>.json`, or `<stem>_2.json`, … — whichever name is still free."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temp_file(directory, ".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        n = 1
-        while True:
-            target = directory / (f"{stem}.json" if n == 1 else f"{stem}_{n}.json")
-            try:
-                os.link(tmp, target)  # atomic, and fails rather than replace an existing file
-                return target
-            except FileExistsError:
-                n += 1
-    finally:
-        os.unlink(tmp)
 
 
 def read_log(path: Path) -> CalibrationLog:
@@ -87,7 +65,7 @@ def apply_calibration(history_dir: Path, calibration_dir: Path, run: Calibration
     """Write the three files; raw responses first, so what was paid for survives a later failure."""
     responses = run.responses()
     stem = f"calibration_{responses.calibration_id}"
-    response_path = write_new_file(calibration_dir / RESPONSES_DIR, stem, responses.model_dump_json())
+    response_path = publish_new(calibration_dir / RESPONSES_DIR, stem, responses.model_dump_json())
     history = run.history()
     if history is not None:
         # Stamped when written, not when the run started: a batch can take hours, and history

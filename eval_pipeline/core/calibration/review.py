@@ -22,7 +22,6 @@ from typing import Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.calibration.files import write_new_file
 from eval_pipeline.core.calibration.proposals import (
     CalibrationRecord,
     CalibrationRun,
@@ -31,7 +30,7 @@ from eval_pipeline.core.calibration.proposals import (
     Scope,
 )
 from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, Trigger
-from eval_pipeline.core.fileio import atomic_write_text, read_json_model
+from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.kb import canonical_json, sha256_text
 
@@ -215,7 +214,7 @@ def reviewed_history(review: ReviewFile, *, by: str, version: datetime) -> Histo
 
 def write_review(calibration_dir: Path, review: ReviewFile) -> Path:
     """Publish a new review file under a free name; an existing one is never replaced."""
-    return write_new_file(
+    return publish_new(
         calibration_dir / REVIEWS_DIR, f"review_{review.review_id}", review.model_dump_json(indent=2)
     )
 

@@ -6,7 +6,6 @@ history files; resolution (expectations.py) replays them in order.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -14,7 +13,7 @@ from typing import Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from eval_pipeline.core.fileio import temp_file
+from eval_pipeline.core.fileio import publish_new
 from eval_pipeline.core.inputs.banks import Expectations
 
 HISTORY_GLOB = "expectations_*.json"
@@ -103,35 +102,17 @@ class HistoryFile(BaseModel):
         return self.version.astimezone(UTC).date().isoformat()
 
 
-def _next_free_path(directory: Path, date: str) -> Path:
-    candidate = directory / f"expectations_{date}.json"
-    n = 2
-    while candidate.exists():
-        candidate = directory / f"expectations_{date}_{n}.json"
-        n += 1
-    return candidate
-
-
 def append_history(directory: Path, entry: HistoryFile) -> Path:
     """Write `entry` as a new history file; never overwrites, safe across processes.
 
-    The lock serialises name choice; the temp-file + hard-link publish means a reader never
-    sees a partial file and an existing file can never be replaced even without the lock.
+    The lock serialises writers (same-day files are numbered in the order written); the
+    temp-file + hard-link publish means a reader never sees a partial file and an existing file
+    can never be replaced, even without the lock.
     """
-    directory.mkdir(parents=True, exist_ok=True)
     payload = entry.model_dump_json(indent=2, exclude_none=False)
+    directory.mkdir(parents=True, exist_ok=True)
     with FileLock(str(directory / LOCK_NAME), timeout=60):
-        target = _next_free_path(directory, entry.date)
-        fd, tmp = temp_file(directory, ".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.link(tmp, target)
-        finally:
-            os.unlink(tmp)
-    return target
+        return publish_new(directory, f"expectations_{entry.date}", payload)
 
 
 def history_sort_key(entry: HistoryFile, path: Path) -> tuple[datetime, str]:
