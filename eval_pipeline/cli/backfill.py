@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
 from eval_pipeline.cli.run import parse_date, select_models
-from eval_pipeline.core.diff.compare import ModelComparison, RegressionDiff
+from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.report.run_document import (
     COMPARISON_FILE,
     GATE_FILE,

@@ -12,7 +12,7 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
-from eval_pipeline.core.diff.compare import RegressionDiff
+from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated

@@ -14,15 +14,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import BaseModel
 
-from eval_pipeline.core.diff.compare import (
-    ModelComparison,
-    RegressionDiff,
-    RunDiff,
-    against_baseline,
-    compare_models,
-    counts_by_kind,
-)
+from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
+from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.gate import diff_gate
+from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.diff.report import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.report.run_document import COMPARISON_FILE, REGRESSION_DIFF_FILE, RunDocument

@@ -5,16 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.diff.compare import (
-    Cause,
-    DeltaKind,
-    DiffError,
-    RunDiff,
-    against_baseline,
-    compare_models,
-    diff_documents,
-    load_for_diff,
-)
+from eval_pipeline.core.diff.baseline import against_baseline
+from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
+from eval_pipeline.core.diff.comparison import compare_models
+from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff
 from eval_pipeline.core.diff.report import (
     render_comparison_markdown,
     render_diff_markdown,

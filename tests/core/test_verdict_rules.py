@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.core.diff.compare import DeltaKind, diff_documents
+from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.gate import diff_gate
+from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.diff.report import render_diff_text
 from eval_pipeline.core.diff.statistics import holm, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.diff.compare import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.gate import GateStatus
 

@@ -1,0 +1,122 @@
+"""What a diff of two runs is made of: per-test deltas (kind, cause, both sides) and the diff."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.diff.statistics import PairedComparison
+from eval_pipeline.core.scoring.metrics import (
+    StageAttribution,
+)
+from eval_pipeline.core.scoring.trials import Outcome
+
+
+class DiffError(ValueError):
+    """Two documents that cannot be compared, or a document that cannot be read for a diff."""
+
+
+class DeltaKind(StrEnum):
+    CRITICAL = "critical"  # a new critical failure: reported first, a regression whatever the score
+    REGRESSED = "regressed"
+    FIXED = "fixed"
+    CHANGED = "changed"
+    ADDED = "added"
+    REMOVED = "removed"
+    COSMETIC = "cosmetic"
+    UNCHANGED = "unchanged"
+
+
+class Cause(StrEnum):
+    EXPECTATION = "expectation_changed"
+    SYSTEM = "system_changed"
+
+
+class FrozenModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunRef(FrozenModel):
+    model: str
+    date: str
+    schema_version: str
+    kb_version: str
+    kb_hash: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}@{self.date}"
+
+
+class Side(FrozenModel):
+    """One test as one run saw it."""
+
+    score: float | None  # mean of the scored trials
+    outcome: Outcome
+    label: str
+    trials: int
+    flaky: bool = False  # its trials disagree on pass/fail
+    critical_failure: bool = False
+
+
+class ReasonDrift(FrozenModel):
+    entity_id: str
+    before: str
+    after: str
+    trial: int = 0
+
+
+class TestDelta(FrozenModel):
+    __test__ = False  # not a pytest test class despite the name
+
+    test_id: str
+    mechanism: str
+    name: str
+    kind: DeltaKind
+    causes: list[Cause]
+    base: Side | None
+    head: Side | None
+    score_delta: float | None
+    penalties_added: list[str] = Field(default_factory=list)
+    penalties_removed: list[str] = Field(default_factory=list)
+    system_changes: list[str] = Field(default_factory=list)
+    expectation_changes: list[str] = Field(default_factory=list)
+    reasoning_drift: list[ReasonDrift] = Field(default_factory=list)
+    cosmetic_changes: list[str] = Field(
+        default_factory=list, description="Noise that is no change: top-15 reorders, numbers in reasons"
+    )
+    alerts: list[str] = Field(
+        default_factory=list, description="e.g. a selected primary's similarity collapsed"
+    )
+    head_stages: list[StageAttribution] = Field(
+        default_factory=list, description="Where the head's semantic hard fails and errors arose"
+    )
+
+
+class RunDiff(FrozenModel):
+    base: RunRef
+    head: RunRef
+    pass_threshold: int
+    warnings: list[str]
+    counts: dict[DeltaKind, int]
+    base_health: str = ""
+    head_health: str = ""
+    head_unevaluable: list[str] = Field(
+        default_factory=list, description="Banks of the head with too few scored tests to judge"
+    )
+    statistics: PairedComparison = Field(
+        description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
+    )
+    deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
+
+    @property
+    def health_changed(self) -> bool:
+        return self.base_health != self.head_health
+
+    def of_kind(self, kind: DeltaKind) -> list[TestDelta]:
+        return [d for d in self.deltas if d.kind is kind]
+
+    @property
+    def regressed(self) -> bool:
+        return self.counts[DeltaKind.REGRESSED] + self.counts[DeltaKind.CRITICAL] > 0
