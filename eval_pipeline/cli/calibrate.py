@@ -25,17 +25,11 @@ from eval_pipeline.core.calibration.files import (
     apply_calibration,
     latest_documents,
 )
-from eval_pipeline.core.calibration.proposals import (
-    DEFAULT_TRIGGERS,
-    PROMPT_VERSION,
-    CalibrationRun,
-    CallRecord,
-    ScopeError,
-    retrieved_entities,
-    scoped_tests,
-    user_turn,
-)
+from eval_pipeline.core.calibration.prompt import PROMPT_VERSION, user_turn
+from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, CallRecord
+from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.review import review_from_run, write_review
+from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities, scoped_tests
 from eval_pipeline.core.expectations.history import (
     now_utc,
 )

@@ -33,17 +33,11 @@ from eval_pipeline.core.calibration.agreement import (
     markdown,
 )
 from eval_pipeline.core.calibration.files import apply_calibration, latest_documents
-from eval_pipeline.core.calibration.proposals import (
-    DEFAULT_TRIGGERS,
-    CalibrationRun,
-    CallRecord,
-    Scope,
-    ScopeError,
-    retrieved_entities,
-    scoped_tests,
-    user_turn,
-)
+from eval_pipeline.core.calibration.prompt import user_turn
+from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, CallRecord, Scope
+from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.review import review_from_run, write_review
+from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities, scoped_tests
 from eval_pipeline.core.expectations.history import Trigger, now_utc
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
 from eval_pipeline.core.inputs.banks import SemanticTest

@@ -37,15 +37,9 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 from anthropic.types.model import Model
 
-from eval_pipeline.core.calibration.proposals import (
-    OUTPUT_SCHEMA,
-    SYSTEM_INSTRUCTIONS,
-    CalibrationRun,
-    CallRecord,
-    Scope,
-    judge,
-    kb_text,
-)
+from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text
+from eval_pipeline.core.calibration.proposals import CallRecord, Scope, judge
+from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.expectations.history import Trigger
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.kb import KnowledgeBase

@@ -18,24 +18,18 @@ from eval_pipeline.core.calibration.files import (
     latest_documents,
     read_log,
 )
+from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, kb_text, user_turn
 from eval_pipeline.core.calibration.proposals import (
-    OUTPUT_SCHEMA,
-    CalibrationRun,
     CallRecord,
     Proposal,
-    ScopeError,
-    affected_tests,
     build_history,
-    cache_read_coverage,
     diff_proposals,
     interpret,
     judge,
-    kb_text,
     parse_proposal,
-    retrieved_entities,
-    scoped_tests,
-    user_turn,
 )
+from eval_pipeline.core.calibration.records import CalibrationRun, cache_read_coverage
+from eval_pipeline.core.calibration.scope import ScopeError, affected_tests, retrieved_entities, scoped_tests
 from eval_pipeline.core.expectations.history import (
     HistoryChange,
     HistoryFile,

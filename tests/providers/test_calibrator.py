@@ -11,15 +11,9 @@ from typing import Any, get_args
 import pytest
 from anthropic.types.model import Model
 
-from eval_pipeline.core.calibration.proposals import (
-    OUTPUT_SCHEMA,
-    SYSTEM_INSTRUCTIONS,
-    CallRecord,
-    cache_read_coverage,
-    judge,
-    kb_text,
-    user_turn,
-)
+from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text, user_turn
+from eval_pipeline.core.calibration.proposals import CallRecord, judge
+from eval_pipeline.core.calibration.records import cache_read_coverage
 from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase

@@ -16,7 +16,7 @@ from pathlib import Path
 from filelock import FileLock
 from pydantic import ValidationError
 
-from eval_pipeline.core.calibration.proposals import CalibrationLog, CalibrationRecord, CalibrationRun
+from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.expectations.history import append_history, now_utc
 from eval_pipeline.core.fileio import atomic_write_text, publish_new
 from eval_pipeline.core.report.run_document import (

@@ -22,13 +22,8 @@ from typing import Literal
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.calibration.proposals import (
-    CalibrationRecord,
-    CalibrationRun,
-    CallRecord,
-    ProposalDiff,
-    Scope,
-)
+from eval_pipeline.core.calibration.proposals import CallRecord, ProposalDiff, Scope
+from eval_pipeline.core.calibration.records import CalibrationRecord, CalibrationRun
 from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest

@@ -1,0 +1,84 @@
+"""Which semantic tests a calibration covers: all, those a KB change may affect, or named ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from eval_pipeline.core.calibration.proposals import Scope
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.report.run_document import RunDocument
+
+
+def retrieved_entities(documents: Iterable[RunDocument]) -> dict[str, set[str]]:
+    """Per test id: every entity any of these runs had among its candidates or selections."""
+    out: dict[str, set[str]] = {}
+    for doc in documents:
+        for result in doc.semantic:
+            ids = {c.entity_id for c in result.candidates} | {s.entity_id for s in result.selections}
+            out.setdefault(result.test_id, set()).update(ids)
+    return out
+
+
+def affected_tests(
+    tests: Sequence[SemanticTest],
+    resolved: Mapping[str, ResolvedExpectation],
+    kb: KnowledgeBase,
+    entity_ids: Iterable[str],
+    retrieved: Mapping[str, set[str]],
+) -> dict[str, list[str]]:
+    """The tests an added or changed entity may affect, each with why (docs/calibration.md).
+
+    A test is affected when its resolved expectations name one of the entities, when its latest
+    retrieval (candidates or selections) contained one, or when its topics share a topic with one.
+    """
+    wanted = set(entity_ids)
+    topics = {t for eid in wanted if eid in kb.by_id for t in kb.by_id[eid].topics}
+    out: dict[str, list[str]] = {}
+    for test in tests:
+        reasons = []
+        named = sorted(wanted & resolved[test.test_id].expectations.entity_ids())
+        if named:
+            reasons.append(f"expectations name {', '.join(named)}")
+        seen = sorted(wanted & retrieved.get(test.test_id, set()))
+        if seen:
+            reasons.append(f"last retrieval had {', '.join(seen)}")
+        shared = sorted(topics & set(test.topics))
+        if shared:
+            reasons.append(f"topic {', '.join(shared)}")
+        if reasons:
+            out[test.test_id] = reasons
+    return out
+
+
+class ScopeError(ValueError):
+    """The requested scope names unknown tests or entities, or lacks what it needs (one line)."""
+
+
+def scoped_tests(
+    scope: Scope,
+    tests: Sequence[SemanticTest],
+    kb: KnowledgeBase,
+    resolved: Mapping[str, ResolvedExpectation],
+    test_ids: Sequence[str] = (),
+    added_entities: Sequence[str] = (),
+    retrieved: Mapping[str, set[str]] | None = None,
+) -> tuple[list[SemanticTest], dict[str, list[str]]]:
+    """The tests a calibration covers, in bank order, and for `affected` why each is included."""
+    if test_ids and scope != "single":
+        raise ScopeError("test ids go with the single scope")
+    if added_entities and scope != "affected":
+        raise ScopeError("added entities go with the affected scope")
+    if scope == "full":
+        return list(tests), {}
+    if scope == "single":
+        unknown = sorted(set(test_ids) - {t.test_id for t in tests})
+        if not test_ids or unknown:
+            raise ScopeError(f"the single scope needs known test ids (unknown: {', '.join(unknown) or '-'})")
+        return [t for t in tests if t.test_id in set(test_ids)], {}
+    unknown = sorted(set(added_entities) - set(kb.by_id))
+    if not added_entities or unknown:
+        raise ScopeError(f"the affected scope needs KB entity ids (unknown: {', '.join(unknown) or '-'})")
+    why = affected_tests(tests, resolved, kb, added_entities, retrieved or {})
+    return [t for t in tests if t.test_id in why], why
