@@ -47,7 +47,7 @@ from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledCl
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.providers.voyage import VoyageEmbedder
-from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 REPO = Path(__file__).resolve().parents[1]
 BANK = REPO / "test_banks" / "semantic" / "parent_test_bank.json"

@@ -24,7 +24,7 @@ from eval_pipeline.core.inputs.loading import history_dir, load_history
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import score_semantic
-from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 KEY = "sk-ant-test-calibrate-0000-not-real"
 TODAY = datetime.now(UTC).date().isoformat()

@@ -24,7 +24,7 @@ from eval_pipeline.defs.calibration import (
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.inputs import history_files
 from eval_pipeline.defs.partitions import today_utc
-from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.defs.conftest import Env
 
 

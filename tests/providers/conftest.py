@@ -1,6 +1,6 @@
 """Fixtures for the API provider tests: a loopback emulator per test, caches, clocks, entities.
 
-Every API test drives the real SDK clients against `eval_pipeline.testing.api_emulator`; nothing
+Every API test drives the real SDK clients against `eval_pipeline.testing.emulator`; nothing
 is monkeypatched except environment variables.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
-from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 T = TypeVar("T")
 FAKE_ANTHROPIC_KEY = "sk-ant-test-0000-not-a-real-key"

@@ -35,7 +35,7 @@ from eval_pipeline.providers.calibrator import (
 )
 from eval_pipeline.providers.pricing import Price, cost_usd
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
-from eval_pipeline.testing.api_emulator import EmulatorHandle
+from eval_pipeline.testing.emulator.server import EmulatorHandle
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY
 
 pytestmark = pytest.mark.anyio

@@ -28,7 +28,7 @@ from eval_pipeline.providers.ratelimit import Clock, RateLimiter, RetryPolicy, S
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.providers.voyage import VoyageEmbedder
-from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import (
     CLIENT_TIMEOUT_S,
     FAKE_ANTHROPIC_KEY,

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from voyageai.client_async import AsyncClient as VoyageClient
 
-from eval_pipeline.testing.api_emulator import EmulatorHandle, hash_vector, start_emulator
+from eval_pipeline.testing.emulator.config import hash_vector
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY
 
 pytestmark = pytest.mark.anyio
@@ -183,7 +184,7 @@ def test_stats_and_reset_over_http(emulator: EmulatorHandle, http: httpx.Client)
 
 def test_command_line_server() -> None:
     port = _free_port()
-    command = [sys.executable, "-m", "eval_pipeline.testing.api_emulator", "--port", str(port)]
+    command = [sys.executable, "-m", "eval_pipeline.testing.emulator", "--port", str(port)]
     command += ["--latency-ms", "1", "--fault-rate", "0", "--faults", "500,timeout"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
         try:

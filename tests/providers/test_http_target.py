@@ -20,7 +20,7 @@ from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline, 
 from eval_pipeline.providers.models import EmbedderConfig, HttpConfig, ModelConfig, RerankerConfig
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.providers.target import RetrievalItem
-from eval_pipeline.testing.api_emulator import EmulatorHandle, start_emulator
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import CLIENT_TIMEOUT_S, SAFE_TIMEOUT_S, STALL_S, make_entities
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,8 @@ from eval_pipeline.providers.voyage import (
     estimate_tokens,
     plan_batches,
 )
-from eval_pipeline.testing.api_emulator import EmulatorHandle, hash_vector, start_emulator
+from eval_pipeline.testing.emulator.config import hash_vector
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import (
     CLIENT_TIMEOUT_S,
     FAKE_VOYAGE_KEY,

@@ -1,0 +1,147 @@
+"""The emulator's knobs (latency, rate limit, seeded faults), its reply type, request statistics,
+and the deterministic stand-ins (token estimates, hash vectors) every route shares."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, cast, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+FaultKind = Literal["500", "529", "timeout", "malformed", "429"]
+
+ALL_FAULTS: tuple[FaultKind, ...] = get_args(FaultKind)
+
+Json = dict[str, Any]
+
+KEPT_BODIES = 1000  # recent request bodies kept for tests to inspect
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    latency_ms: float = 0.0
+    rpm: float | None = None  # accepted requests per rolling minute, over all model routes
+    fault_rate: float = 0.0
+    faults: tuple[FaultKind, ...] = ALL_FAULTS
+    seed: int = 0
+    stall_s: float = 5.0  # a `timeout` fault holds the request this long: exceed the client timeout
+    retry_after_s: int = 1  # sent with injected 429 faults
+    embed_dim: int = 256
+    embed_max_texts: int = 1000
+    embed_max_tokens: int = 120_000  # tokens estimated as chars / 4
+    cache_min_tokens: int = 0  # the real API silently skips caching prefixes below a model minimum
+    batch_ready_s: float = 0.0  # a message batch stays in_progress this long
+    target_entities: tuple[str, ...] = tuple(f"entity_{i:03d}" for i in range(60))
+    # A rerank answer that parses but is wrong: "out_of_range" names a document that isn't there,
+    # "repeated" names one document twice.
+    rerank_bad_answer: str | None = None
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_reply(status: int, payload: object, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, json.dumps(payload).encode(), headers=headers or {})
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def hash_vector(text: str, dim: int) -> npt.NDArray[np.float32]:
+    """A deterministic unit vector for `text` (identical texts embed identically)."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return cast(npt.NDArray[np.float32], vector / np.linalg.norm(vector))
+
+
+def unit_hash(*parts: object) -> tuple[float, int]:
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") / 2**64, digest[8]
+
+
+class Stats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests: Counter[str] = Counter()
+            self.statuses: Counter[str] = Counter()
+            self.faults: Counter[str] = Counter()
+            self.embed_batches: list[dict[str, int]] = []
+            self.bodies: deque[tuple[str, Json]] = deque(maxlen=KEPT_BODIES)
+
+    def request(self, route: str) -> None:
+        with self._lock:
+            self.requests[route] += 1
+
+    def status(self, route: str, status: int) -> None:
+        with self._lock:
+            self.statuses[str(status)] += 1
+            self.statuses[f"{route} {status}"] += 1
+
+    def fault(self, kind: str) -> None:
+        with self._lock:
+            self.faults[kind] += 1
+
+    def body(self, route: str, request: Json) -> None:
+        with self._lock:
+            self.bodies.append((route, request))
+
+    def bodies_for(self, route: str) -> list[Json]:
+        with self._lock:
+            return [body for r, body in self.bodies if r == route]
+
+    def embed_batch(self, texts: int, tokens: int) -> None:
+        with self._lock:
+            self.embed_batches.append({"texts": texts, "tokens": tokens})
+
+    def snapshot(self) -> Json:
+        with self._lock:
+            return {
+                "requests": dict(self.requests),
+                "total_requests": sum(self.requests.values()),
+                "statuses": dict(self.statuses),
+                "faults": dict(self.faults),
+                "embed_batches": list(self.embed_batches),
+            }
+
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def error_reply(family: str, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
+    if family == "anthropic":
+        error = {"type": ERROR_TYPES.get(status, "api_error"), "message": message}
+        return json_reply(status, {"type": "error", "error": error}, headers)
+    if family == "voyage":
+        return json_reply(status, {"detail": message}, headers)
+    return json_reply(status, {"error": message}, headers)
+
+
+class EmulatorState(Protocol):
+    """What a wire format needs of the running emulator (see `server.Emulator`)."""
+
+    config: EmulatorConfig
+    stats: Stats
+
+    def plan_fault(self, route: str, body: bytes) -> FaultKind | None: ...

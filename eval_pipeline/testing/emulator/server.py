@@ -1,0 +1,361 @@
+"""A loopback test double of the Anthropic and Voyage HTTP APIs, and of the HTTP-target contract.
+
+Tests and benchmarks point the real SDK clients at it (`base_url`); nothing is monkeypatched.
+It is a test double: its selections, vectors and scores are deterministic stand-ins derived from
+hashes of the input, never model quality.
+
+Routes
+  Anthropic  POST /v1/messages             forced tool use: selects the first N candidate ids listed
+                                           in the prompt (`[entity_id] title: summary` lines; N from
+                                           "at most N"), usage with prompt-cache accounting;
+                                           a calibration request (JSON output whose schema has
+                                           `expected_primary`) gets a thinking block and a valid
+                                           proposal built from the SEMANTIC ids of the KB block
+             POST /v1/messages/count_tokens
+             POST /v1/messages/batches, GET /v1/messages/batches/{id}, GET .../{id}/results (JSONL)
+  Voyage     POST /v1/embeddings           unit vectors from a hash of each text (base64 or float)
+             POST /v1/rerank               relevance = (1 + cosine of hash vectors) / 2
+  Target     POST /target                  the HTTP-target contract (docs/http_target.md)
+  Control    GET /_stats, POST /_reset
+
+Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + retry-after),
+seeded fault injection over `500`, `529`, `timeout` (stall longer than the client's timeout),
+`malformed` (tool input that fails validation or is not JSON; a calibration answer naming an
+unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere)
+and `429`. A fault is drawn from a hash of (seed, route, request body, how many times that body
+was seen), so a run's faults do not depend on arrival order and a retry gets a fresh draw.
+
+Run standalone: `python -m eval_pipeline.testing.emulator --port 8765 --latency-ms 300`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
+
+from eval_pipeline.testing.emulator.anthropic import AnthropicApi
+from eval_pipeline.testing.emulator.config import (
+    ALL_FAULTS,
+    EmulatorConfig,
+    FaultKind,
+    Json,
+    Reply,
+    Stats,
+    error_reply,
+    json_reply,
+    unit_hash,
+)
+from eval_pipeline.testing.emulator.target import target_response
+from eval_pipeline.testing.emulator.voyage import VoyageApi
+
+
+class Emulator:
+    """State shared by the server's handler threads: config, stats, fault plan, rate window."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self.stats = Stats()
+        self.stopping = threading.Event()
+        self.anthropic = AnthropicApi(self)
+        self.voyage = VoyageApi(self)
+        self._lock = threading.Lock()
+        self._seen: Counter[str] = Counter()
+        self._accepted: deque[float] = deque()
+
+    def reset(self) -> None:
+        self.stats.reset()
+        self.anthropic.reset()
+        with self._lock:
+            self._seen.clear()
+            self._accepted.clear()
+
+    def plan_fault(self, route: str, body: bytes) -> FaultKind | None:
+        config = self.config
+        if config.fault_rate <= 0 or not config.faults:
+            return None
+        digest = hashlib.sha256(body).hexdigest()
+        with self._lock:
+            occurrence = self._seen[f"{route}:{digest}"]
+            self._seen[f"{route}:{digest}"] += 1
+        draw, pick = unit_hash(config.seed, route, digest, occurrence)
+        if draw >= config.fault_rate:
+            return None
+        kind = config.faults[pick % len(config.faults)]
+        self.stats.fault(kind)
+        return kind
+
+    def rate_limited(self) -> float | None:
+        """Seconds until a slot frees in the rolling minute; None when the request is accepted."""
+        if self.config.rpm is None:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            while self._accepted and now - self._accepted[0] >= 60.0:
+                self._accepted.popleft()
+            if len(self._accepted) >= self.config.rpm:
+                return 60.0 - (now - self._accepted[0])
+            self._accepted.append(now)
+        return None
+
+    def pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when the server stops."""
+        if seconds > 0:
+            self.stopping.wait(seconds)
+
+
+Route = Callable[["_Handler", Json], Reply]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' pooled clients expect
+    # Headers and body leave in two writes; with Nagle on, the body waits ~40 ms for the client's
+    # delayed ACK on every keep-alive request.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: request lines would only clutter test output."""
+
+    @property
+    def emu(self) -> Emulator:
+        return self.server.emulator
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/_stats":
+            self._send(json_reply(200, self.emu.stats.snapshot()))
+            return
+        match = re.fullmatch(r"/v1/messages/batches/([\w-]+)(/results)?", path)
+        if match is None:
+            self._send(error_reply("anthropic", 404, f"no route GET {path}"))
+            return
+        label = f"GET /v1/messages/batches{'/results' if match[2] else ''}"
+        self.emu.stats.request(label)
+        self._send(self._batch_get(match[1], bool(match[2])), label)
+
+    def _batch_get(self, batch_id: str, results: bool) -> Reply:
+        if results:
+            body = self.emu.anthropic.batch_results(batch_id)
+            if body is None:
+                return error_reply("anthropic", 404, "batch unknown or not ended")
+            return Reply(200, body, content_type="application/binary")
+        batch = self.emu.anthropic.batch(batch_id)
+        return error_reply("anthropic", 404, "unknown batch") if batch is None else json_reply(200, batch)
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if path == "/_reset":
+            self.emu.reset()
+            self._send(json_reply(200, {"reset": True}))
+            return
+        route = _ROUTES.get(path)
+        if route is None:
+            self._send(error_reply("anthropic", 404, f"no route POST {path}"))
+            return
+        family, handler = route
+        self.emu.stats.request(f"POST {path}")
+        self._send(self._serve(path, family, handler, body), f"POST {path}")
+
+    def _serve(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
+        if family != "target" and not self._has_key():
+            return error_reply(family, 401, "missing API key")
+        wait = self.emu.rate_limited()
+        if wait is not None:
+            headers = {"retry-after": str(max(1, math.ceil(wait)))}
+            return error_reply(family, 429, "requests per minute exceeded", headers)
+        self.emu.pause(self.emu.config.latency_ms / 1000.0)
+        try:
+            request = json.loads(body or b"{}")
+        except json.JSONDecodeError:
+            return error_reply(family, 400, "body is not JSON")
+        self.emu.stats.body(path, request)
+        fault = self.emu.plan_fault(path, body)
+        if fault is None:
+            return handler(self, request)
+        return self._fault(fault, family, handler, request)
+
+    def _fault(self, fault: FaultKind, family: str, handler: Route, request: Json) -> Reply:
+        if fault == "timeout":
+            self.emu.pause(self.emu.config.stall_s)
+            return error_reply(family, 504, "emulated stall")
+        if fault == "429":
+            headers = {"retry-after": str(self.emu.config.retry_after_s)}
+            return error_reply(family, 429, "emulated rate limit", headers)
+        if fault == "malformed":
+            if handler is _messages:
+                return json_reply(200, self.emu.anthropic.message(request, malformed=True))
+            return Reply(200, b'{"data": [{"index": 0, ')
+        return error_reply(family, int(fault), f"emulated {fault}")
+
+    def _has_key(self) -> bool:
+        return bool(self.headers.get("x-api-key") or self.headers.get("authorization"))
+
+    def _send(self, reply: Reply, label: str | None = None) -> None:
+        if label is not None:
+            self.emu.stats.status(label, reply.status)
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(reply.body)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(reply.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout fired during a stall): nothing to deliver
+
+
+def _messages(handler: _Handler, request: Json) -> Reply:
+    return json_reply(200, handler.emu.anthropic.message(request))
+
+
+def _count_tokens(handler: _Handler, request: Json) -> Reply:
+    return json_reply(200, handler.emu.anthropic.count_tokens(request))
+
+
+def _create_batch(handler: _Handler, request: Json) -> Reply:
+    return json_reply(200, handler.emu.anthropic.create_batch(request, handler.base_url))
+
+
+def _embeddings(handler: _Handler, request: Json) -> Reply:
+    return handler.emu.voyage.embeddings(request)
+
+
+def _rerank(handler: _Handler, request: Json) -> Reply:
+    return handler.emu.voyage.rerank(request)
+
+
+def _target(handler: _Handler, request: Json) -> Reply:
+    config = handler.emu.config
+    return json_reply(200, target_response(request, config.target_entities, config.embed_dim))
+
+
+_ROUTES: dict[str, tuple[str, Route]] = {
+    "/v1/messages": ("anthropic", _messages),
+    "/v1/messages/count_tokens": ("anthropic", _count_tokens),
+    "/v1/messages/batches": ("anthropic", _create_batch),
+    "/v1/embeddings": ("voyage", _embeddings),
+    "/v1/rerank": ("voyage", _rerank),
+    "/target": ("target", _target),
+}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's default listen backlog of 5 drops concurrent connects, which the client
+    # retries a second later: a 16-way burst would stall on it.
+    request_queue_size = 128
+
+    def __init__(self, port: int, emulator: Emulator) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.emulator = emulator
+
+
+class EmulatorHandle:
+    """A running emulator: `.base_url` (Anthropic style, no /v1), `.voyage_base_url` (with /v1),
+    `.target_url`, `.stats`, `.reset()`, `.stop()`; also a context manager."""
+
+    def __init__(self, server: _Server, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        host, port = server.server_address[:2]
+        self.port = int(port)
+        self.base_url = f"http://{host!s}:{self.port}"
+        self.voyage_base_url = f"{self.base_url}/v1"
+        self.target_url = f"{self.base_url}/target"
+
+    @property
+    def emulator(self) -> Emulator:
+        return self._server.emulator
+
+    @property
+    def stats(self) -> Json:
+        return self.emulator.stats.snapshot()
+
+    def requests(self, path: str) -> list[Json]:
+        """Recent JSON bodies POSTed to `path` (e.g. "/v1/messages"), oldest first."""
+        return self.emulator.stats.bodies_for(path)
+
+    def reconfigure(self, **changes: Any) -> None:
+        """Change behaviour knobs between test phases (e.g. turn faults on)."""
+        self.emulator.config = replace(self.emulator.config, **changes)
+
+    def reset(self) -> None:
+        self.emulator.reset()
+
+    def stop(self) -> None:
+        self.emulator.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> EmulatorHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_emulator(port: int = 0, **config: Any) -> EmulatorHandle:
+    """Serve on 127.0.0.1 (`port=0`: any free port) from a background thread."""
+    server = _Server(port, Emulator(EmulatorConfig(**config)))
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.02},  # how long stop() waits for the serving loop to notice
+        name="api-emulator",
+        daemon=True,
+    )
+    thread.start()
+    return EmulatorHandle(server, thread)
+
+
+def _parse_faults(text: str) -> tuple[FaultKind, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in ALL_FAULTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown fault kinds {unknown}; choose from {ALL_FAULTS}")
+    return cast(tuple[FaultKind, ...], kinds)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--rpm", type=float, default=None)
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--faults", type=_parse_faults, default=ALL_FAULTS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stall-s", type=float, default=5.0)
+    parser.add_argument("--embed-dim", type=int, default=256)
+    args = parser.parse_args(argv)
+    handle = start_emulator(
+        port=args.port,
+        latency_ms=args.latency_ms,
+        rpm=args.rpm,
+        fault_rate=args.fault_rate,
+        faults=args.faults,
+        seed=args.seed,
+        stall_s=args.stall_s,
+        embed_dim=args.embed_dim,
+    )
+    print(f"api emulator listening on {handle.base_url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        handle.stop()
