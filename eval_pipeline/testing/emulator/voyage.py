@@ -44,15 +44,7 @@ class VoyageApi:
             }
             for i, t in enumerate(texts)
         ]
-        return json_reply(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "model": request.get("model"),
-                "usage": {"total_tokens": tokens},
-            },
-        )
+        return _list_reply(request, data, tokens)
 
     def rerank(self, request: Json) -> Reply:
         query = str(request.get("query", ""))
@@ -68,18 +60,16 @@ class VoyageApi:
         data = [{"index": i, "relevance_score": scores[i]} for i in order[:top_k]]
         if stray_index is not None:
             data[-1] = {"index": stray_index, "relevance_score": 0.0}
-        return json_reply(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "model": request.get("model"),
-                "usage": {"total_tokens": tokens},
-            },
-        )
+        return _list_reply(request, data, tokens)
 
 
 def _encode(vector: npt.NDArray[np.float32], as_base64: bool) -> object:
     if as_base64:
         return base64.b64encode(vector.astype("<f4").tobytes()).decode()
     return [float(x) for x in vector]
+
+
+def _list_reply(request: Json, data: list[Json], tokens: int) -> Reply:
+    """Voyage's envelope for embeddings and rerank results."""
+    body = {"object": "list", "data": data, "model": request.get("model"), "usage": {"total_tokens": tokens}}
+    return json_reply(200, body)
