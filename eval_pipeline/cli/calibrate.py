@@ -13,32 +13,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args, diff_lines, expectation_args, semantic_tests_of
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
 from eval_pipeline.core.calibration.files import (
     CalibrationFileError,
-    apply_calibration,
     latest_documents,
 )
-from eval_pipeline.core.calibration.prompt import PROMPT_VERSION, user_turn
-from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, CallRecord
+from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
 from eval_pipeline.core.calibration.records import CalibrationRun
-from eval_pipeline.core.calibration.review import review_from_run, write_review
-from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities, scoped_tests
-from eval_pipeline.core.expectations.history import (
-    now_utc,
-)
-from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
-from eval_pipeline.core.inputs.banks import SemanticTest
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import history_dir
+from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.providers.pricing import Price
+
+if TYPE_CHECKING:  # the SDK is imported only by the commands that call it
+    from eval_pipeline.providers.calibration_session import CalibrationPlan
+    from eval_pipeline.providers.calibrator import BatchProgress, Progress
 
 
 def add_calibrate_commands(sub: Any) -> None:
@@ -87,12 +79,8 @@ def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from eval_pipeline.providers.calibrator import (
-        DEFAULT_MODEL,
-        CalibratorConfigError,
-        api_key_from_env,
-        calibrator_price,
-    )
+    from eval_pipeline.providers.calibration_session import plan_calibration
+    from eval_pipeline.providers.calibrator import DEFAULT_MODEL, CalibratorConfigError, api_key_from_env
 
     if args.review is not None:
         return cmd_review(args)
@@ -109,70 +97,45 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.kb_version is not None and args.kb_version != kb.kb_version:
         raise UsageError(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")
     tests = semantic_tests_of(banks)
-    resolved = resolve(tests, banks.history)
     try:
-        chosen, why = scoped_tests(
-            args.scope, tests, kb, resolved, args.test_ids, args.added_entities, _retrieved(args)
+        # PricingError (a model without a price): one line, exit 2 (cli.main)
+        plan = plan_calibration(
+            kb,
+            tests,
+            banks.history,
+            scope=args.scope,
+            test_ids=args.test_ids,
+            added_entities=args.added_entities,
+            retrieved=_retrieved(args),
+            model=args.model or DEFAULT_MODEL,
+            batch=args.batch,
         )
         key = api_key_from_env()
     except (ScopeError, CalibratorConfigError) as exc:
         raise UsageError(str(exc)) from None
-    model = args.model or DEFAULT_MODEL
-    price = calibrator_price(model)  # PricingError: one line, exit 2 (cli.main)
     print(
-        f"calibrate: scope {args.scope}, {len(chosen)} of {len(tests)} semantic tests, model {model} "
-        f"({PROMPT_VERSION}), KB {kb.kb_version} ({kb.content_hash[:12]}), "
+        f"calibrate: scope {args.scope}, {len(plan.tests)} of {len(tests)} semantic tests, "
+        f"model {plan.model} ({PROMPT_VERSION}), KB {kb.kb_version} ({kb.content_hash[:12]}), "
         f"{'batch' if args.batch else 'sequential'}"
     )
-    for test_id, reasons in why.items():
+    for test_id, reasons in plan.why.items():
         print(f"  {test_id}: {'; '.join(reasons)}")
-    if not chosen:
+    if not plan.tests:
         print("no tests in scope: nothing to calibrate")
         return EXIT_OK
-    session = _Session(args, kb, tests, chosen, resolved, model, key, price)
-    return asyncio.run(session.run())
+    return asyncio.run(_session(args, plan, key))
 
 
-class _Session:
-    """One calibrate invocation: estimate, call, show, and (with --apply) write."""
+async def _session(args: argparse.Namespace, plan: CalibrationPlan, key: str) -> int:
+    """Estimate, call, show, and keep (apply, or a review file for a dry run)."""
+    from eval_pipeline.providers.base import ProviderError
+    from eval_pipeline.providers.calibration_session import CalibrationSession
+    from eval_pipeline.providers.ratelimit import RateLimiter
 
-    def __init__(
-        self,
-        args: argparse.Namespace,
-        kb: KnowledgeBase,
-        bank: list[SemanticTest],
-        tests: list[SemanticTest],
-        resolved: dict[str, ResolvedExpectation],
-        model: str,
-        key: str,
-        price: Price,
-    ) -> None:
-        """`bank` is every semantic test (a review file fingerprints it), `tests` the scope."""
-        from eval_pipeline.providers.calibrator import Calibrator, TestPrompt
-        from eval_pipeline.providers.ratelimit import RateLimiter
-
-        self.args, self.kb, self.bank, self.resolved, self.price = args, kb, bank, resolved, price
-        self.prompts = [TestPrompt(t.test_id, user_turn(t, resolved[t.test_id])) for t in tests]
-        limiter = RateLimiter(args.rate_per_min, args.concurrency)
-        self.calibrator = Calibrator(model, key, limiter, poll_interval_s=args.poll_seconds)
-
-    async def run(self) -> int:
-        from eval_pipeline.providers.base import ProviderError
-
-        try:
-            return await self._run()
-        except ProviderError as exc:
-            print(f"error: calibrator API: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        finally:
-            await self.calibrator.aclose()
-
-    async def _run(self) -> int:
-        from eval_pipeline.providers.calibrator import estimate_cost, finish_run
-
-        args = self.args
-        count = await self.calibrator.count(self.kb, self.prompts)
-        estimate = estimate_cost(count, self.price, args.batch)
+    limiter = RateLimiter(args.rate_per_min, args.concurrency)
+    session = CalibrationSession(plan, key, limiter, args.poll_seconds)
+    try:
+        count, estimate = await session.estimate()
         print(
             f"estimate (calibration cost, not system under test): KB prefix {count.prefix_tokens:,} tokens "
             f"(cached: written once, read {count.tests - 1}x), test turns {count.turn_tokens:,} tokens; "
@@ -183,58 +146,48 @@ class _Session:
             return EXIT_OK
         if args.max_cost is not None and estimate.typical_usd > args.max_cost:
             raise UsageError(f"--max-cost ${args.max_cost:.4f}: the estimate is ~${estimate.typical_usd:.4f}")
-        started, clock = now_utc(), time.monotonic()
-        calls = await self._calls()
-        run = finish_run(
-            scope=args.scope,
-            trigger=DEFAULT_TRIGGERS[args.scope],
-            added_entities=args.added_entities,
-            model=self.calibrator.model_id,
-            batch=args.batch,
-            kb=self.kb,
-            resolved=self.resolved,
-            started=started,
-            started_clock=clock,
-            prefix_tokens=count.prefix_tokens,
-            calls=calls,
-            price=self.price,
-        )
-        show_run(run)
-        if args.apply:
-            _apply(args, run)
-        elif run.diffs:
-            path = write_review(args.calibration_dir, review_from_run(run, self.bank))
-            print(
-                f"dry run: history untouched; proposals kept for review in {path}\n"
-                f"  review: eval-pipeline calibrate --review {path}  (no API call)\n"
-                f"  apply:  eval-pipeline calibrate --apply-from {path} --by NAME"
-            )
-        else:
-            print("dry run: no valid proposal, nothing to review")
-        return EXIT_ERROR if run.count("errored") else EXIT_OK
-
-    async def _calls(self) -> list[CallRecord]:
-        tty = sys.stderr.isatty()
-
-        def progress(done: int, total: int) -> None:
-            if tty:
-                print(f"\r  calibrating {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
-
-        def batch_progress(batch_id: str, ended: int, total: int) -> None:
-            print(f"  batch {batch_id}: {ended}/{total} ended", file=sys.stderr, flush=True)
-
-        if self.args.batch:
-            return await self.calibrator.calibrate_batch(self.kb, self.prompts, batch_progress)
-        return await self.calibrator.calibrate(self.kb, self.prompts, progress)
+        run = await session.run(*_progress())
+    except ProviderError as exc:
+        print(f"error: calibrator API: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        await session.aclose()
+    show_run(run)
+    _keep(args, run, plan)
+    return EXIT_ERROR if run.count("errored") else EXIT_OK
 
 
-def _apply(args: argparse.Namespace, run: CalibrationRun) -> None:
+def _progress() -> tuple[Progress, BatchProgress]:
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\r  calibrating {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
+
+    def batch_progress(batch_id: str, ended: int, total: int) -> None:
+        print(f"  batch {batch_id}: {ended}/{total} ended", file=sys.stderr, flush=True)
+
+    return progress, batch_progress
+
+
+def _keep(args: argparse.Namespace, run: CalibrationRun, plan: CalibrationPlan) -> None:
+    from eval_pipeline.providers.calibration_session import keep
+
     try:
-        written = apply_calibration(history_dir(args.banks_dir), args.calibration_dir, run)
+        kept = keep(run, plan, args.apply, args.banks_dir, args.calibration_dir)
     except CalibrationFileError as exc:
         raise UsageError(str(exc)) from None
-    print(f"applied: history {written.history or '(none: no valid proposal)'}")
-    print(f"         responses {written.responses}\n         log {written.log}")
+    if args.apply:
+        print(f"applied: history {kept.history or '(none: no valid proposal)'}")
+        print(f"         responses {kept.responses}\n         log {kept.log}")
+    elif kept.review is not None:
+        print(
+            f"dry run: history untouched; proposals kept for review in {kept.review}\n"
+            f"  review: eval-pipeline calibrate --review {kept.review}  (no API call)\n"
+            f"  apply:  eval-pipeline calibrate --apply-from {kept.review} --by NAME"
+        )
+    else:
+        print("dry run: no valid proposal, nothing to review")
 
 
 def show_run(run: CalibrationRun) -> None:

@@ -16,8 +16,6 @@ for the added or changed entities.
 
 import asyncio
 import json
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -32,34 +30,29 @@ from eval_pipeline.core.calibration.agreement import (
     agreement_from_files,
     markdown,
 )
-from eval_pipeline.core.calibration.files import apply_calibration, latest_documents
-from eval_pipeline.core.calibration.prompt import user_turn
-from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, CallRecord, Scope
+from eval_pipeline.core.calibration.files import latest_documents
+from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.calibration.records import CalibrationRun
-from eval_pipeline.core.calibration.review import review_from_run, write_review
-from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities, scoped_tests
-from eval_pipeline.core.expectations.history import Trigger, now_utc
-from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
-from eval_pipeline.core.inputs.banks import SemanticTest
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import InputError, history_dir
+from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
+from eval_pipeline.core.expectations.history import Trigger
+from eval_pipeline.core.inputs.loading import InputError
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.defs.inputs import history_files
 from eval_pipeline.defs.partitions import date_partitions, today_utc
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.calibration_session import (
+    CalibrationPlan,
+    CalibrationSession,
+    keep,
+    plan_calibration,
+)
 from eval_pipeline.providers.calibrator import (
     DEFAULT_MODEL,
     DEFAULT_POLL_S,
     DEFAULT_RATE_PER_MIN,
-    Calibrator,
     CalibratorConfigError,
-    TestPrompt,
-    TokenCount,
     api_key_from_env,
-    calibrator_price,
-    estimate_cost,
-    finish_run,
 )
 from eval_pipeline.providers.pricing import PricingError
 from eval_pipeline.providers.ratelimit import RateLimiter
@@ -96,92 +89,67 @@ def _fail(message: str) -> dg.Failure:
     return dg.Failure(description=message)
 
 
-async def _calls(
-    config: CalibrationConfig, kb: KnowledgeBase, prompts: list[TestPrompt], key: str, model: str
-) -> tuple[TokenCount, list[CallRecord]]:
-    limiter = RateLimiter(config.rate_per_min, config.concurrency)
-    calibrator = Calibrator(model, key, limiter, poll_interval_s=config.poll_interval_s)
-    try:
-        count = await calibrator.count(kb, prompts)
-        estimate = estimate_cost(count, calibrator_price(model), config.batch)
-        if config.max_cost_usd is not None and estimate.typical_usd > config.max_cost_usd:
-            raise _fail(
-                f"estimate ~${estimate.typical_usd:.4f} exceeds max_cost_usd ${config.max_cost_usd:.4f}"
-            )
-        if config.batch:
-            return count, await calibrator.calibrate_batch(kb, prompts)
-        return count, await calibrator.calibrate(kb, prompts)
-    finally:
-        await calibrator.aclose()
-
-
-@dataclass(frozen=True)
-class _Scoped:
-    kb: KnowledgeBase
-    resolved: dict[str, ResolvedExpectation]
-    bank: list[SemanticTest]
-    tests: list[SemanticTest]
-    why: dict[str, list[str]]
-
-
-def _checked(config: CalibrationConfig) -> tuple[Scope, Trigger]:
+def _checked(config: CalibrationConfig) -> tuple[Scope, Trigger | None]:
     scopes: tuple[Scope, ...] = get_args(Scope)
     triggers: tuple[Trigger, ...] = get_args(Trigger)
     scope = next((s for s in scopes if s == config.scope), None)
     if scope is None:
         raise _fail(f"scope must be one of {', '.join(scopes)}, not {config.scope!r}")
     if config.trigger is None:
-        return scope, DEFAULT_TRIGGERS[scope]
+        return scope, None
     trigger = next((t for t in triggers if t == config.trigger), None)
     if trigger is None:
         raise _fail(f"trigger must be one of {', '.join(triggers)}, not {config.trigger!r}")
     return scope, trigger
 
 
-def _scoped(config: CalibrationConfig, inputs: InputsResource, storage: StorageResource) -> _Scoped:
+def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageResource) -> CalibrationPlan:
     try:
         kb, banks = load_validated(inputs.kb, inputs.banks)
     except InputError as exc:
         raise _fail("\n".join(str(p) for p in exc.problems)) from None
-    tests = banks.semantic_tests
-    resolved = resolve(tests, banks.history)
-    scope, _ = _checked(config)
+    scope, trigger = _checked(config)
     docs, _ = latest_documents(Path(storage.results_dir)) if scope == "affected" else ([], [])
-    seen, ids, entities = retrieved_entities(docs), config.test_ids, config.added_entities
     try:
-        chosen, why = scoped_tests(scope, tests, kb, resolved, ids, entities, seen)
-    except ScopeError as exc:
+        return plan_calibration(
+            kb,
+            banks.semantic_tests,
+            banks.history,
+            scope=scope,
+            test_ids=config.test_ids,
+            added_entities=config.added_entities,
+            retrieved=retrieved_entities(docs),
+            model=config.model or DEFAULT_MODEL,
+            batch=config.batch,
+            trigger=trigger,
+        )
+    except (ScopeError, PricingError) as exc:
         raise _fail(str(exc)) from None
-    return _Scoped(kb, resolved, tests, chosen, why)
 
 
-def _calibrate(config: CalibrationConfig, scoped: _Scoped) -> CalibrationRun:
-    model = config.model or DEFAULT_MODEL
+def _calibrate(config: CalibrationConfig, plan: CalibrationPlan) -> CalibrationRun:
     try:
-        key, price = api_key_from_env(), calibrator_price(model)
-    except (CalibratorConfigError, PricingError) as exc:
+        key = api_key_from_env()
+    except CalibratorConfigError as exc:
         raise _fail(str(exc)) from None
-    prompts = [TestPrompt(t.test_id, user_turn(t, scoped.resolved[t.test_id])) for t in scoped.tests]
-    started, clock = now_utc(), time.monotonic()
+
+    async def calls() -> CalibrationRun:
+        limiter = RateLimiter(config.rate_per_min, config.concurrency)
+        session = CalibrationSession(plan, key, limiter, config.poll_interval_s)
+        try:
+            _, estimate = await session.estimate()
+            if config.max_cost_usd is not None and estimate.typical_usd > config.max_cost_usd:
+                raise _fail(
+                    f"estimate ~${estimate.typical_usd:.4f} exceeds max_cost_usd ${config.max_cost_usd:.4f}"
+                )
+            return await session.run()
+        finally:
+            await session.aclose()
+
     try:
-        count, calls = asyncio.run(_calls(config, scoped.kb, prompts, key, model))
+        return asyncio.run(calls())
     except ProviderError as exc:
         raise _fail(f"calibrator API: {exc}") from None
-    scope, trigger = _checked(config)
-    return finish_run(
-        scope=scope,
-        trigger=trigger,
-        added_entities=config.added_entities,
-        model=model,
-        batch=config.batch,
-        kb=scoped.kb,
-        resolved=scoped.resolved,
-        started=started,
-        started_clock=clock,
-        prefix_tokens=count.prefix_tokens,
-        calls=calls,
-        price=price,
-    )
 
 
 @dg.op(
@@ -197,20 +165,17 @@ def opus_calibration(
     if config.apply and context.partition_key != today_utc():
         # History is stamped with the time it is written; a past partition would misdate it.
         raise _fail(f"apply only for today's partition ({today_utc()}), not {context.partition_key}")
-    scoped = _scoped(config, inputs, storage)
-    if not scoped.tests:
+    plan = _plan(config, inputs, storage)
+    if not plan.tests:
         return dg.Output(None, metadata={"applied": False, "tests": 0, "scope": config.scope})
-    run = _calibrate(config, scoped)
-    history = review = None
+    run = _calibrate(config, plan)
+    kept = keep(run, plan, config.apply, inputs.banks, Path(config.calibration_dir))
     if config.apply:
-        history = apply_calibration(history_dir(inputs.banks), Path(config.calibration_dir), run).history
         # What it changed is the history source: record its new version there at once, so the
         # re-score follows without waiting for the next observation.
         version = {DATA_VERSION_TAG: inputs.history_hash()}
         context.log_event(dg.AssetObservation(asset_key=history_files.key, tags=version))
-    elif run.diffs:
-        review = write_review(Path(config.calibration_dir), review_from_run(run, scoped.bank))
-    return dg.Output(None, metadata=_metadata(run, scoped.why, config.apply, history, review))
+    return dg.Output(None, metadata=_metadata(run, plan.why, config.apply, kept.history, kept.review))
 
 
 def _proposals(run: CalibrationRun) -> list[dict[str, object]]:
