@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -21,9 +22,11 @@ from eval_pipeline.core.report.run_document import (
     RESULTS_FILE,
 )
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG
+from tests.defs.observations import observed_on
 
 REPO = Path(__file__).resolve().parents[1]
 D1, D2 = "2026-11-10", "2026-11-11"
+MORNING_OF_D1 = datetime(2026, 11, 10, 8, tzinfo=UTC)
 MODELS = ["local-minilm", "local-hybrid"]
 
 
@@ -39,7 +42,19 @@ def project(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     return tmp_path
 
 
-def test_backfill_evaluates_diffs_and_compares_two_past_dates_through_the_daemon(project: Path) -> None:
+def test_backfill_evaluates_diffs_and_compares_two_past_dates_through_the_daemon(
+    project: Path, tenant: Path
+) -> None:
+    # The sources were observed on the first morning; the KB was edited since. Both backfilled
+    # dates must evaluate the snapshot current at their end, not today's files.
+    home = project / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    kb = tenant / "kb.yaml"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        seen = observed_on(instance, project / "storage" / "snapshots", kb, tenant / "banks", MORNING_OF_D1)
+    kb.write_text(kb.read_text().replace("kb_version: tenant-fixture-1", "kb_version: tenant-fixture-2"))
+
     command = [
         sys.executable,
         "-m",
@@ -69,6 +84,12 @@ def test_backfill_evaluates_diffs_and_compares_two_past_dates_through_the_daemon
             assert f"{date} {model}: " in out
         comparison = json.loads((project / "results" / "_comparison" / date / COMPARISON_FILE).read_text())
         assert [m["model"] for m in comparison["models"]] == MODELS
+    for date in (D1, D2):
+        provenance = json.loads((project / "results" / MODELS[0] / date / RESULTS_FILE).read_text())[
+            "provenance"
+        ]
+        assert provenance["kb_version"] == "tenant-fixture-1"
+        assert provenance["inputs_snapshot"].startswith(seen[:12])
     for model in MODELS:
         first = json.loads((project / "results" / model / D1 / REGRESSION_DIFF_FILE).read_text())
         second = json.loads((project / "results" / model / D2 / REGRESSION_DIFF_FILE).read_text())
@@ -108,4 +129,4 @@ def test_backfill_input_errors_are_one_line_and_submit_nothing(
     assert main(["backfill", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
-    assert not (project / "dagster_home").exists()
+    assert not (project / "dagster_home").exists()  # nothing submitted, no instance made

@@ -2,45 +2,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
-from dagster._core.events import AssetObservationData, DagsterEvent, DagsterEventType
-from dagster._core.events.log import EventLogEntry
-
-from eval_pipeline.core.inputs.snapshots import take_snapshot
 from eval_pipeline.core.report.run_document import read_document
 from eval_pipeline.defs.execution import run_all
-from eval_pipeline.defs.inputs import input_files
 from eval_pipeline.defs.partitions import today_utc
 from tests.defs.conftest import Env
+from tests.defs.observations import observed_on
 
 PAST = "2026-11-20"
 MODEL = "local-minilm"
 
 
 def _observed_on(env: Env, when: datetime) -> str:
-    """What an observation of the sources at `when` records: a stored snapshot, its id the data
-    version. (Dagster stamps observations with the clock; the store is given the past time.)"""
-    manifest = take_snapshot(env.root / "storage" / "snapshots", env.kb, env.banks, when)
-    observation = dg.AssetObservation(
-        asset_key=input_files.key, tags={DATA_VERSION_TAG: manifest.snapshot_id}
-    )
-    event = DagsterEvent(
-        event_type_value=DagsterEventType.ASSET_OBSERVATION.value,
-        job_name="__runless__",
-        event_specific_data=AssetObservationData(observation),
-    )
-    env.instance.store_event(
-        EventLogEntry(  # type: ignore[no-untyped-call]
-            error_info=None,
-            level="INFO",
-            user_message="",
-            run_id="",
-            timestamp=when.timestamp(),
-            dagster_event=event,
-        )
-    )
-    return manifest.snapshot_id
+    return observed_on(env.instance, env.root / "storage" / "snapshots", env.kb, env.banks, when)
 
 
 def _kb_version(env: Env, date: str) -> tuple[str, str | None]:
