@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
@@ -17,7 +18,7 @@ from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions, today_utc
 from eval_pipeline.defs.resources import ProvidersResource
 from tests.defs.automation_driver import Driver
-from tests.defs.conftest import Env
+from tests.defs.conftest import REPO, Env
 
 DATE = "2026-11-20"
 MODELS = ["local-minilm"]
@@ -317,3 +318,17 @@ def test_results_json_carries_metrics_and_stage_attribution(env: Env) -> None:
     assert {m.test_id for m in doc.retrieval_metrics} == {r.test_id for r in doc.semantic}
     assert all(0.0 <= m.ndcg_6 <= 1.0 and 0.0 <= m.candidate_recall_15 <= 1.0 for m in doc.retrieval_metrics)
     assert {a.test_id for a in doc.stage_attribution} == {r.test_id for r in doc.semantic if r.hard_fail}
+
+
+def test_the_samples_critical_evaluation_is_a_green_run_with_a_red_check(env: Env) -> None:
+    # The sample data as shipped: three indirect crisis messages its regexes honestly miss.
+    for name in ("kb", "test_banks"):
+        shutil.copytree(REPO / name, env.root / name)
+    env.kb, env.banks = env.root / "kb", env.root / "test_banks"
+    (shared, model, _) = run_all(DATE, MODELS, env.resources(), env.instance)
+    assert shared.success and model.success and model.failures == []
+    assert model.failed_checks == ["release_gate:no_critical_failures"]
+    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+    assert doc.aggregate.health.value == "CRITICAL" and len(doc.aggregate.critical_failures) == 3
+    statuses = {r.dagster_run.job_name: r.dagster_run.status for r in env.instance.get_run_records()}
+    assert set(statuses.values()) == {dg.DagsterRunStatus.SUCCESS}
