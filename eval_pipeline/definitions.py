@@ -9,13 +9,13 @@ import dagster as dg
 
 from eval_pipeline.defs.calibration import CalibrationSettings
 from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
-from eval_pipeline.defs.location import location_paths
 from eval_pipeline.defs.resources import (
     InputsResource,
     ProvidersResource,
     RunScopeResource,
     StorageResource,
 )
+from eval_pipeline.location import location_paths
 
 
 def build_resources(

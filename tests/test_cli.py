@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,17 @@ def test_narrowed_runs_never_replace_the_canonical_evaluation(
     assert set(scoped.aggregate.banks) == {"state", "always"}
     assert scoped.semantic == [] and len(scoped.state) == 3
     assert scoped.provenance.scope["banks"] == ["always", "state"]
+    # The ad-hoc path (no Dagster) scores a test exactly as the graph did.
+    full = read_document(canonical / "results.json")
+    assert [(r.test_id, r.score) for r in scoped.state] == [(r.test_id, r.score) for r in full.state]
+    one_test = "results/_scoped/banks-semantic+state+pattern+always__tests-T-RENT-001/local-minilm/2026-11-20"
+    (narrow,) = read_document(workdir / one_test / "results.json").semantic
+    same = next(r for r in full.semantic if r.test_id == "T-RENT-001")
+    assert (narrow.score, narrow.selections, narrow.candidates) == (
+        same.score,
+        same.selections,
+        same.candidates,
+    )
     # `show` and diff baselines only ever see canonical runs.
     assert main(["show"]) == 0
     assert "semantic" in capsys.readouterr().out
@@ -150,3 +163,18 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
     assert f"warning: passed over as a baseline: {shown}" in err and "Traceback" not in err
     diff = json.loads((workdir / f"results/local-minilm/{DATE}/regression_diff.json").read_text())
     assert diff["baseline_date"] is None and diff["passed_over"] == [shown]
+
+
+def test_a_narrowed_run_needs_no_dagster(workdir: Path) -> None:
+    code = (
+        "import sys; from eval_pipeline.cli import main; "
+        "rc = main(['run', '--kb', 'tenant/kb.yaml', '--banks-dir', 'tenant/banks', '--date', '2026-11-20', "
+        "'--model', 'local-minilm', '--test', 'T-RENT-001']); "
+        "print('dagster imported' if 'dagster' in sys.modules else 'no dagster'); sys.exit(rc)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("no dagster")
+    assert not (workdir / "dagster_home").exists()  # no Dagster instance was made

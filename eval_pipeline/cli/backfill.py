@@ -1,7 +1,7 @@
 """`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
 
 The backfill runs on the project's instance and code location (paths from `EVAL_PIPELINE_*`,
-see `defs.location`); a running `dg dev` or daemon picks it up, otherwise this command
+see `eval_pipeline.location`); a running `dg dev` or daemon picks it up, otherwise this command
 starts a daemon for as long as the backfill takes.
 """
 
@@ -55,7 +55,7 @@ def _dates(start: str, end: str | None) -> list[str]:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from eval_pipeline.defs.location import location_paths
+    from eval_pipeline.location import location_paths
 
     paths = location_paths()
     dates = _dates(args.start, args.end)

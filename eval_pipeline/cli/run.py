@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-import tempfile
 from datetime import date as date_type
 from pathlib import Path
 from typing import Any
 
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.core.dates import START_DATE, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.expectations.history import now_utc
+from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.report.markdown import console_summary
+from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.report.run_document import (
     REGRESSION_DIFF_FILE,
     REPORT_FILE,
@@ -26,6 +28,7 @@ from eval_pipeline.core.report.run_document import (
 )
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
+from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 
 
 def add_run_commands(sub: Any) -> None:
@@ -63,8 +66,6 @@ def _parse_banks(text: str) -> list[str]:
 
 def parse_date(text: str | None, flag: str = "--date") -> str:
     """A date the partitions hold: START_DATE..today (UTC); None is today."""
-    from eval_pipeline.defs.partitions import START_DATE, today_utc
-
     if text is None:
         return today_utc()
     try:
@@ -111,7 +112,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     models = select_models(args.model, args.models_file)
     date = parse_date(args.date)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
-    import dagster as dg
+    print(
+        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
+    )
+    if not scope.is_full:
+        return _adhoc(args, kb, banks, scope, models, date)
 
     from eval_pipeline.definitions import build_resources
     from eval_pipeline.defs.execution import project_instance, run_all
@@ -122,50 +127,66 @@ def cmd_run(args: argparse.Namespace) -> int:
         StorageResource,
     )
 
-    print(
-        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
-    )
-    with contextlib.ExitStack() as stack:
-        if scope.is_full:
-            results_dir, storage_dir = args.results_dir, args.storage_dir
-            # Dispose of the instance when done: several runs in one process (tests) must not share one.
-            instance = stack.enter_context(project_instance())
-        else:
-            # A narrowed run is an ad-hoc check: its own results folder, a throwaway instance and
-            # storage, so the canonical partition, report and gate keep the full evaluation.
-            results_dir = args.results_dir / SCOPED_DIR / scope.label
-            storage_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eval-pipeline-")))
-            instance = stack.enter_context(dg.DagsterInstance.ephemeral())
-            print(
-                f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}"
-            )
+    with project_instance() as instance:  # disposed when done: tests run several in one process
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
-            StorageResource(storage_dir=str(storage_dir), results_dir=str(results_dir)),
+            StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
             ProvidersResource.from_environment(
                 models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
             ),
             RunScopeResource(
-                banks=sorted(m.value for m in scope.banks),
-                test_ids=sorted(scope.test_ids),
-                topic=scope.topic,
-                fail_under=args.fail_under,
-                max_errored=args.max_errored,
-                show_progress=sys.stderr.isatty(),
+                fail_under=args.fail_under, max_errored=args.max_errored, show_progress=sys.stderr.isatty()
             ),
         )
-        outcomes = run_all(
-            date,
-            models,
-            resources,
-            instance,
-            lambda s: print(f"  running {s} …", flush=True),
-            diffs=scope.is_full,
-        )
+        outcomes = run_all(date, models, resources, instance, lambda s: print(f"  running {s} …", flush=True))
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(models, date, results_dir, args, scope, errors)
+    return _report(models, date, args.results_dir, args, scope, errors)
+
+
+def _adhoc(
+    args: argparse.Namespace, kb: KnowledgeBase, banks: Banks, scope: Scope, models: list[str], date: str
+) -> int:
+    """A narrowed run is an ad-hoc check: straight through the core and the models' pipelines,
+    no Dagster run, no partition and no gate touched, results in a folder named for the scope
+    (never a diff baseline)."""
+    from eval_pipeline.core.calibration.files import calibration_cost
+    from eval_pipeline.core.report.build import build_document
+    from eval_pipeline.location import location_paths
+    from eval_pipeline.providers.factory import run_semantic
+    from eval_pipeline.providers.models import load_models
+    from eval_pipeline.providers.target import retrieval_items
+
+    results_dir = args.results_dir / SCOPED_DIR / scope.label
+    print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
+    configs = load_models(args.models_file)
+    tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
+    boosts = banks.rules.boosts_by_entity() if banks.rules else {}
+    cost = calibration_cost(location_paths().calibration_dir, date)
+    for model in models:
+        cfg = configs[model]
+        items = retrieval_items(tests, cfg.trials)
+        print(f"  running model {model} ({len(items)} semantic retrievals) …", flush=True)
+        retrievals = (
+            run_semantic(cfg, kb.entities, items, boosts, args.cache_dir, args.cache) if items else []
+        )
+        doc = build_document(
+            kb=kb,
+            banks=banks,
+            scope=scope,
+            date=date,
+            model=model,
+            system_config=cfg.model_dump(mode="json"),
+            pass_threshold=DEFAULT_PASS_THRESHOLD,
+            retrievals=retrievals,
+            calibration_cost_usd=cost,
+            generated_at=now_utc(),
+        )
+        run_dir = results_dir / model / date
+        atomic_write_text(run_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
+        atomic_write_text(run_dir / REPORT_FILE, render_markdown(doc))
+    return _report(models, date, results_dir, args, scope, [])
 
 
 def _report(

@@ -34,11 +34,12 @@ from eval_pipeline.core.calibration.files import latest_documents
 from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.expectations.history import Trigger
 from eval_pipeline.core.inputs.loading import InputError
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.defs.inputs import history_files
-from eval_pipeline.defs.partitions import date_partitions, today_utc
+from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.calibration_session import (

@@ -13,8 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.defs.automation import JOBS, comparison_job, date_job, model_job
-from eval_pipeline.defs.diffs import regression_diff
-from eval_pipeline.defs.graph import ALL_ASSETS, PER_MODEL
+from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
@@ -74,13 +73,11 @@ def run_stage(
     partition_key: str | dg.MultiPartitionKey,
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
-    selection: set[dg.AssetKey] | None = None,
 ) -> StageOutcome:
     result = defs.resolve_job_def(job).execute_in_process(
         run_config=QUIET_LOGS,
         instance=instance,
         partition_key=str(partition_key),
-        asset_selection=sorted(selection) if selection is not None else None,
         raise_on_error=False,
         tags={"launched_by": "eval-pipeline run"},
     )
@@ -97,23 +94,20 @@ def run_all(
     resources: dict[str, object],
     instance: dg.DagsterInstance,
     on_stage: Callable[[str], None] = lambda _: None,
-    diffs: bool = True,
 ) -> list[StageOutcome]:
-    """The date's shared assets once, then each model (report, gate and, unless `diffs` is off as
-    for a narrowed run, its regression diff), then the comparison of the date's models; stops
-    early only on errors (a failed blocking check is a gate, and the later stages still run)."""
+    """The date's shared assets once, then each model (report, gate, regression diff), then the
+    comparison of the date's models; stops early only on errors (a failed blocking check is a
+    gate, and the later stages still run)."""
     sync_model_partitions(instance, models)
     defs = evaluation_definitions(resources)
     on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
     outcomes = [run_stage("shared", date_job.name, date, defs, instance)]
     if outcomes[0].failures:
         return outcomes
-    per_model = set(PER_MODEL) if diffs else set(PER_MODEL) - {regression_diff.key}
     for model in models:
         on_stage(f"model {model}")
         key = model_date_key(model, date)
-        outcomes.append(run_stage(model, model_job.name, key, defs, instance, per_model))
-    if diffs:
-        on_stage("model comparison")
-        outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance))
+        outcomes.append(run_stage(model, model_job.name, key, defs, instance))
+    on_stage("model comparison")
+    outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance))
     return outcomes

@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
 
+from eval_pipeline.core.dates import end_of_day, today_utc
 from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.expectations.resolution import LoadedHistory
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
@@ -30,7 +31,7 @@ from eval_pipeline.core.inputs.snapshots import (
 )
 from eval_pipeline.core.inputs.validation import cross_check
 from eval_pipeline.defs.automation_conditions import EAGER, OBSERVE
-from eval_pipeline.defs.partitions import date_partitions, end_of_day, today_utc
+from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 
 GROUP = "inputs"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
 
-START_DATE = "2026-11-01"
+from eval_pipeline.core.dates import START_DATE
+
 MODEL_DIM, DATE_DIM = "model", "date"
 
 date_partitions = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
@@ -16,15 +16,6 @@ model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
 model_date_partitions = dg.MultiPartitionsDefinition({MODEL_DIM: model_partitions, DATE_DIM: date_partitions})
 # Date-only assets feed model x date assets: every model reads the same date partition.
 DATE_OF_MODEL_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=DATE_DIM)
-
-
-def today_utc() -> str:
-    return datetime.now(UTC).date().isoformat()
-
-
-def end_of_day(date: str) -> datetime:
-    """The first instant after `date` (UTC): what "as of date D" means for history and inputs."""
-    return datetime.combine(datetime.fromisoformat(date).date() + timedelta(days=1), time(), UTC)
 
 
 def model_date_key(model: str, date: str) -> dg.MultiPartitionKey:

@@ -9,7 +9,6 @@ fails a run.
 """
 
 from collections.abc import Iterator
-from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -20,6 +19,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
+from eval_pipeline.core.report.build import scope_record
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_document import (
     GATE_FILE,
@@ -39,10 +39,6 @@ from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, St
 from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet
 
 GROUP = "reports"
-
-
-def _scope_dict(scope: RunScopeResource) -> dict[str, Any]:
-    return {"banks": sorted(scope.banks), "test_ids": sorted(scope.test_ids), "topic": scope.topic}
 
 
 @dg.asset(
@@ -92,7 +88,7 @@ def run_report(
             history_hash=expectation_history.content_hash,
             inputs_snapshot=input_snapshot.label,
             pass_threshold=scope.pass_threshold,
-            scope=_scope_dict(scope),
+            scope=scope_record(scope.scope()),
             calibration_cost_usd=storage.calibration_cost(date),
         ),
         aggregate=scored_aggregate,

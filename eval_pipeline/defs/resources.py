@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from eval_pipeline.core.calibration.files import LOG_FILE, read_log
+from eval_pipeline.core.calibration.files import calibration_cost
 from eval_pipeline.core.expectations.resolution import LoadedHistory
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
@@ -30,8 +29,8 @@ from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
-from eval_pipeline.providers.factory import build_pipeline
+from eval_pipeline.providers.cache import CacheMode
+from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
 from eval_pipeline.providers.target import RetrievalItem
 
@@ -86,8 +85,7 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def calibration_cost(self, date: str) -> float:
         """What calibrations cost on `date`, reported apart from the system under test."""
-        log = read_log(Path(self.calibration_dir) / LOG_FILE)
-        return round(log.cost_by_date().get(date, 0.0), 6)
+        return calibration_cost(Path(self.calibration_dir), date)
 
     def run_dir(self, model: str, date: str) -> Path:
         return Path(self.results_dir) / model / date
@@ -138,29 +136,16 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         keyword_boosts: dict[str, list[str]],
         on_done: Callable[[SemanticRetrieval], None] | None = None,
     ) -> list[SemanticRetrieval]:
-        cache = ResponseCache(Path(self.cache_dir), self._mode())
-        store = EmbeddingStore(Path(self.cache_dir), self._mode())
-        pipeline = build_pipeline(cfg, cache, store, keyword_boosts, self.environ(cfg))
-
-        async def run() -> list[SemanticRetrieval]:
-            try:
-                await pipeline.prepare(entities)
-            except Exception as exc:  # no index: every test errors with the reason, none is lost
-                reason = f"indexing the KB failed: {exc}"
-                return [errored(cfg.key, item.test_id, item.trial, reason) for item in items]
-            return await pipeline.retrieve_many(items, on_done)
-
-        return asyncio.run(run())
+        env = self.environ(cfg)
+        return run_semantic(
+            cfg, entities, items, keyword_boosts, Path(self.cache_dir), self._mode(), env, on_done
+        )
 
     def _mode(self) -> CacheMode:
         modes: dict[str, CacheMode] = {"use": "use", "refresh": "refresh", "off": "off"}
         if self.cache_mode not in modes:
             raise dg.Failure(f"cache_mode must be use, refresh or off (got {self.cache_mode!r})")
         return modes[self.cache_mode]
-
-
-def errored(model: str, test_id: str, trial: int, reason: str) -> SemanticRetrieval:
-    return SemanticRetrieval(test_id=test_id, model=model, trial=trial, status="errored", error=reason)
 
 
 ENV_FIELDS = {

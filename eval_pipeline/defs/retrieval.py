@@ -23,7 +23,7 @@ from eval_pipeline.core.scoring.evaluation import (
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
-from eval_pipeline.providers.target import RetrievalItem
+from eval_pipeline.providers.target import retrieval_items
 
 GROUP = "retrieval"
 PARQUET_IO = "parquet_io"
@@ -39,11 +39,7 @@ def _retrieve(
     model, _ = split_key(context)
     cfg = providers.model(model)
     tests = scope.scope().select(Mechanism.SEMANTIC, banks.semantic_tests)
-    items = [
-        RetrievalItem(t.test_id, t.prompt, trial, t.user_type, t.user_state)
-        for t in tests
-        for trial in range(cfg.trials)
-    ]
+    items = retrieval_items(tests, cfg.trials)
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     if not scope.show_progress:
         return providers.retrieve(cfg, kb.entities, items, boosts)

@@ -7,6 +7,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import (
     ExpectationConflict,
     ResolvedExpectation,
@@ -38,7 +39,6 @@ from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata
 from eval_pipeline.defs.partitions import (
     DATE_OF_MODEL_DATE,
     date_partitions,
-    end_of_day,
     model_date_partitions,
 )
 from eval_pipeline.defs.resources import RunScopeResource

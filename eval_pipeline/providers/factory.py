@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.providers.base import Embedder, Reranker
-from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
+from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
 from eval_pipeline.providers.models import ModelConfig, require_keys
 from eval_pipeline.providers.pricing import cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
-from eval_pipeline.providers.target import RetrievalPipeline
+from eval_pipeline.providers.target import OnDone, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
@@ -116,3 +120,38 @@ def build_pipeline(
         embed_cost=partial(cost_usd, price=cfg.price(cfg.embedder.model_id)),
         rerank_cost=partial(cost_usd, price=cfg.price(cfg.reranker.model_id)),
     )
+
+
+def run_semantic(
+    cfg: ModelConfig,
+    entities: Sequence[Entity],
+    items: Sequence[RetrievalItem],
+    keyword_boosts: Mapping[str, Sequence[str]],
+    cache_dir: Path,
+    cache_mode: CacheMode = "use",
+    environ: Mapping[str, str] | None = None,
+    on_done: OnDone | None = None,
+) -> list[SemanticRetrieval]:
+    """Every item through the model's pipeline (index the KB, then retrieve). When the KB cannot
+    be indexed, every test errors with the reason: none is lost, none passes."""
+    pipeline = build_pipeline(
+        cfg,
+        ResponseCache(cache_dir, cache_mode),
+        EmbeddingStore(cache_dir, cache_mode),
+        keyword_boosts,
+        environ,
+    )
+
+    async def run() -> list[SemanticRetrieval]:
+        try:
+            await pipeline.prepare(entities)
+        except Exception as exc:
+            reason = f"indexing the KB failed: {exc}"
+            return [errored(cfg.key, item.test_id, item.trial, reason) for item in items]
+        return await pipeline.retrieve_many(items, on_done)
+
+    return asyncio.run(run())
+
+
+def errored(model: str, test_id: str, trial: int, reason: str) -> SemanticRetrieval:
+    return SemanticRetrieval(test_id=test_id, model=model, trial=trial, status="errored", error=reason)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
+from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
 
@@ -51,6 +52,15 @@ class RetrievalPipeline(Protocol):
     async def retrieve_many(
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]: ...
+
+
+def retrieval_items(tests: Sequence[SemanticTest], trials: int) -> list[RetrievalItem]:
+    """Each test's message, user type and state, once per trial."""
+    return [
+        RetrievalItem(t.test_id, t.prompt, trial, t.user_type, t.user_state)
+        for t in tests
+        for trial in range(trials)
+    ]
 
 
 async def retrieve_all(

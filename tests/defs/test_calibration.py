@@ -12,6 +12,7 @@ import yaml
 
 from eval_pipeline.core.calibration.files import LOG_FILE, read_log
 from eval_pipeline.core.calibration.review import decide, read_review, save_review
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.calibration import (
     AgreementConfig,
@@ -23,7 +24,6 @@ from eval_pipeline.defs.calibration import (
 )
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.inputs import history_files
-from eval_pipeline.defs.partitions import today_utc
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.defs.conftest import Env
 

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 import pytest
 
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, append_history
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.report.run_document import read_document
@@ -15,7 +16,7 @@ from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import SENSORS, model_partitions
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
-from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions, today_utc
+from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.resources import ProvidersResource
 from tests.defs.automation_driver import Driver
 from tests.defs.conftest import REPO, Env

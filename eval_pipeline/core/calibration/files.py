@@ -46,6 +46,11 @@ def read_log(path: Path) -> CalibrationLog:
         raise CalibrationFileError(f"{path}: cannot read the calibration log ({exc})") from exc
 
 
+def calibration_cost(calibration_dir: Path, date: str) -> float:
+    """What calibrations cost on `date`, reported apart from the system under test."""
+    return round(read_log(calibration_dir / LOG_FILE).cost_by_date().get(date, 0.0), 6)
+
+
 def append_log(path: Path, record: CalibrationRecord) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.parent / LOCK_NAME), timeout=LOCK_TIMEOUT_S):

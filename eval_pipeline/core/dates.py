@@ -1,0 +1,16 @@
+"""Evaluation dates: UTC days, from the first date the partitions hold."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+
+START_DATE = "2026-11-01"
+
+
+def today_utc() -> str:
+    return datetime.now(UTC).date().isoformat()
+
+
+def end_of_day(date: str) -> datetime:
+    """The first instant after `date` (UTC): what "as of date D" means for history and inputs."""
+    return datetime.combine(datetime.fromisoformat(date).date() + timedelta(days=1), time(), UTC)

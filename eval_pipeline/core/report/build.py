@@ -1,0 +1,94 @@
+"""A run document in one pass: what the asset graph computes stage by stage (expectation
+snapshot, deterministic mechanisms, scoring, aggregate), for an ad-hoc check that needs no
+Dagster. The semantic retrievals come from the caller (the model's pipeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from eval_pipeline.core.dates import end_of_day
+from eval_pipeline.core.expectations.resolution import resolve
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks, history_hash
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.report.run_document import Provenance, RunDocument
+from eval_pipeline.core.scoring.aggregate import aggregate
+from eval_pipeline.core.scoring.evaluation import (
+    Scope,
+    always_outputs,
+    pattern_outputs,
+    score_always,
+    score_pattern,
+    score_semantic,
+    score_state,
+    state_outputs,
+)
+
+
+def scope_record(scope: Scope) -> dict[str, Any]:
+    """How a run's scope is recorded in its provenance."""
+    return {
+        "banks": sorted(m.value for m in scope.banks),
+        "test_ids": sorted(scope.test_ids),
+        "topic": scope.topic,
+    }
+
+
+def build_document(
+    *,
+    kb: KnowledgeBase,
+    banks: Banks,
+    scope: Scope,
+    date: str,
+    model: str,
+    system_config: dict[str, Any],
+    pass_threshold: int,
+    retrievals: Sequence[SemanticRetrieval],
+    calibration_cost_usd: float,
+    generated_at: datetime,
+) -> RunDocument:
+    """Score the scope's tests of `banks` on `date` (expectations as of its end)."""
+    resolved = resolve(banks.semantic_tests, banks.history, as_of=end_of_day(date))
+    semantic = score_semantic(banks.semantic_tests, resolved, retrievals)
+    state = score_state(
+        banks.state_tests, state_outputs(kb, scope.select(Mechanism.STATE, banks.state_tests))
+    )
+    pattern_tests = scope.select(Mechanism.PATTERN, banks.pattern_tests)
+    matches = pattern_outputs(banks.rules, pattern_tests) if banks.rules is not None else []
+    pattern = score_pattern(banks.pattern_tests, matches)
+    always = score_always(
+        banks.always_tests, always_outputs(kb, scope.select(Mechanism.ALWAYS, banks.always_tests))
+    )
+    agg = aggregate(
+        semantic=semantic if scope.runs(Mechanism.SEMANTIC) else None,
+        state=state if scope.runs(Mechanism.STATE) else None,
+        pattern=pattern if scope.runs(Mechanism.PATTERN) else None,
+        always=always if scope.runs(Mechanism.ALWAYS) else None,
+        threshold=pass_threshold,
+    )
+    ran = set(agg.banks)
+    return RunDocument(
+        provenance=Provenance(
+            generated_at=generated_at,
+            date=date,
+            model=model,
+            system_config=system_config,
+            kb_version=kb.kb_version,
+            kb_hash=kb.content_hash,
+            bank_hashes=banks.file_hashes,
+            history_hash=history_hash(banks.history),
+            inputs_snapshot="current files (ad-hoc check, not snapshotted)",
+            pass_threshold=pass_threshold,
+            scope=scope_record(scope),
+            calibration_cost_usd=calibration_cost_usd,
+        ),
+        aggregate=agg,
+        semantic=semantic if Mechanism.SEMANTIC in ran else [],
+        state=state if Mechanism.STATE in ran else [],
+        pattern=pattern if Mechanism.PATTERN in ran else [],
+        always=always if Mechanism.ALWAYS in ran else [],
+        expectation_conflicts=[r.conflict for r in resolved.values() if r.conflict is not None],
+    ).with_derived()
