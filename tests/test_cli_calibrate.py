@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from eval_pipeline import cli
 from eval_pipeline.cli.review import walk
 from eval_pipeline.core.calibration.files import LOG_FILE, RESPONSES_DIR, read_log
 from eval_pipeline.core.calibration.review import REVIEWS_DIR, read_review
+from eval_pipeline.core.dates import today_utc  # read when asserting: a run may cross midnight
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.loading import history_dir, load_history
@@ -27,7 +27,6 @@ from eval_pipeline.core.scoring.evaluation import score_semantic
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 KEY = "sk-ant-test-calibrate-0000-not-real"
-TODAY = datetime.now(UTC).date().isoformat()
 BY = ["--by", "Dr Lee", "--reason", "clinical review"]
 
 
@@ -150,7 +149,7 @@ def test_apply_writes_one_history_log_and_response_file_and_rescoring_moves(
     assert record.response_file is not None and Path(record.response_file).resolve() == responses.resolve()
 
     _, after = current(work)
-    changed = {t for t in after if after[t].source == f"opus_{TODAY}"}
+    changed = {t for t in after if after[t].source == f"opus_{today_utc()}"}
     assert changed and len(changed) == record.changed and record.changed + record.unchanged == len(tests)
     assert {t for t in after if after[t].source == "original"} == set(after) - changed
     rescored = {r.test_id: r.score for r in score_semantic(tests, after, _retrievals(tests, picks))}
@@ -229,7 +228,7 @@ def test_review_accept_two_reject_one_edit_one_then_apply_without_calling_the_ap
     assert review.applied is not None and review.applied.by == "Dr Lee"
     assert review.applied.history_file == str(written)
     _, resolved = current(work)
-    assert {resolved[t].source for t in (a1, a2, edited)} == {f"opus_{TODAY}"}
+    assert {resolved[t].source for t in (a1, a2, edited)} == {f"opus_{today_utc()}"}
     assert resolved[rejected].source == "original" and resolved[pending].source == "original"
     (record,) = read_log(Path("calibration") / LOG_FILE).records
     assert (record.reviewed_by, record.changed, record.response_file) == ("Dr Lee", 3, str(path))
@@ -354,24 +353,24 @@ def test_override_survives_a_disagreeing_calibration_until_withdrawn(
         == 0
     )
     out, _ = output(capsys)
-    assert f"now resolves to human_override_{TODAY}" in out
+    assert f"now resolves to human_override_{today_utc()}" in out
     _, resolved = current(work)
     assert resolved[test_id].expectations.expected_secondary == ["script_repair_email", "mould_and_damp"]
 
     assert run(work, "calibrate", "--scope", "single", "--test-id", test_id, "--apply") == 0
     out, _ = output(capsys)
-    assert f"CONFLICT with human_override_{TODAY}: recorded, not applied" in out
+    assert f"CONFLICT with human_override_{today_utc()}: recorded, not applied" in out
     _, resolved = current(work)
-    assert resolved[test_id].source == f"human_override_{TODAY}"  # the override stands
+    assert resolved[test_id].source == f"human_override_{today_utc()}"  # the override stands
     assert resolved[test_id].conflict is not None  # and the disagreement is flagged
     (record,) = read_log(Path("calibration") / LOG_FILE).records
     assert record.conflicts == [test_id]
 
     assert run(work, "override", test_id, "--withdraw", "--by", "Dr Lee", "--reason", "reviewed") == 0
     out, _ = output(capsys)
-    assert f"now resolves to opus_{TODAY}" in out
+    assert f"now resolves to opus_{today_utc()}" in out
     _, resolved = current(work)
-    assert resolved[test_id].source == f"opus_{TODAY}" and resolved[test_id].conflict is None
+    assert resolved[test_id].source == f"opus_{today_utc()}" and resolved[test_id].conflict is None
     assert len(history_files(work)) == 3
 
 
@@ -396,7 +395,7 @@ def test_two_calibrations_applied_at_once_both_land(work: Path, capsys: pytest.C
     assert len(read_log(Path("calibration") / LOG_FILE).records) == 2
     assert len(list((Path("calibration") / RESPONSES_DIR).glob("*.json"))) == 2
     _, resolved = current(work)
-    assert {resolved[t].source for t in targets} == {f"opus_{TODAY}"}
+    assert {resolved[t].source for t in targets} == {f"opus_{today_utc()}"}
 
 
 def test_affected_scope_lists_why_each_test_is_in(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
