@@ -45,8 +45,9 @@ run: install
 ui: install
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
+# Every benchmark, one table: benchmarks/results.md (a few minutes; see README, Benchmarks).
 bench: install
-	$(BIN)/python -m benchmarks.api_pace
+	$(BIN)/python -m benchmarks
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
