@@ -51,8 +51,9 @@ run: install
 ui: install
 	$(BIN)/dg dev -h 127.0.0.1 -p 3000
 
+# Every benchmark, one table: benchmarks/results.md (a few minutes; see README, Benchmarks).
 bench: install
-	$(BIN)/python -m benchmarks.api_pace
+	$(BIN)/python -m benchmarks
 
 lock:
 	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \

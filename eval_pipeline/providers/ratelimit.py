@@ -7,8 +7,9 @@ retries 429/500/502/503/504/529, timeouts and connection errors with exponential
 a `ProviderError` with a short reason such as "HTTP 503 after 5 attempts". Every retry goes back
 through the limiter, so retries are paced and counted like first attempts.
 
-Time is spent through a `Clock` so that benchmarks can run a 48/min pace in seconds: with
+Time is spent through a `Clock` so that tests can make backoff and polling waits nearly free: with
 `ScaledClock(20)` a 1.25 s gap takes 62.5 ms of real time and `clock.now()` reports clock seconds.
+(The pace benchmark runs on real time, so client CPU cannot leak into its ratios.)
 """
 
 from __future__ import annotations
