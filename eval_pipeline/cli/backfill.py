@@ -22,6 +22,7 @@ from eval_pipeline.cli.run import parse_date, select_models
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.report.run_document import (
+    COMPARISON_DIR,
     COMPARISON_FILE,
     GATE_FILE,
     REGRESSION_DIFF_FILE,
@@ -103,8 +104,6 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def _verdicts(dates: list[str], models: list[str], results_dir: Path) -> int:
     """One line per date and model (health, score, gate, diff), then the date's comparison;
     the exit code is the worst gate (3 > 1 > 0), or 3 when a result is missing."""
-    from eval_pipeline.defs.diffs import COMPARISON_DIR
-
     code = EXIT_OK
     for date in dates:
         for model in models:

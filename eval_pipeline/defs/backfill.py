@@ -31,14 +31,16 @@ from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import date_partitions, model_date_key, sync_model_partitions
 
 BACKFILL_TAG = "eval_pipeline/backfill"
-DONE = {BulkActionStatus.COMPLETED, BulkActionStatus.COMPLETED_SUCCESS}
-ENDED = DONE | {
+ENDED = {
+    BulkActionStatus.COMPLETED,
+    BulkActionStatus.COMPLETED_SUCCESS,
     BulkActionStatus.COMPLETED_FAILED,
     BulkActionStatus.FAILED,
     BulkActionStatus.CANCELED,
     BulkActionStatus.FAILING,
 }
 DAEMON_STOP_GRACE_S = 20.0
+RUNS_GRACE_S = 180.0  # for runs the daemon's automation launched meanwhile
 
 
 def backfill_targets(dates: Sequence[str], models: Sequence[str]) -> set[AssetKeyPartitionKey]:
@@ -116,7 +118,6 @@ def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen
     if daemon_running(instance):
         yield None
         return
-    home = os.environ.get("DAGSTER_HOME", "")
     command = [
         str(Path(sys.executable).with_name("dagster-daemon")),
         "run",
@@ -129,13 +130,12 @@ def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen
             command,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "DAGSTER_HOME": home},
             start_new_session=True,  # its own group: stopped with every run it launched
         )
         try:
             yield process
         finally:
-            _wait_for_runs(instance, time.monotonic() + DAEMON_STOP_GRACE_S * 9)
+            _wait_for_runs(instance, time.monotonic() + RUNS_GRACE_S)
             _stop(process)
 
 

@@ -20,7 +20,12 @@ from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.diff.report import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.report.run_document import COMPARISON_FILE, REGRESSION_DIFF_FILE, RunDocument
+from eval_pipeline.core.report.run_document import (
+    COMPARISON_DIR,
+    COMPARISON_FILE,
+    REGRESSION_DIFF_FILE,
+    RunDocument,
+)
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
@@ -36,7 +41,6 @@ from eval_pipeline.defs.partitions import (
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
 
 GROUP = "diffs"
-COMPARISON_DIR = "_comparison"
 BASELINE_LOOKBACK_DAYS = 7
 # The date's report and the week before it, same model; absent partitions are simply not loaded.
 REPORTS_OF_THE_WEEK = dg.AssetIn(

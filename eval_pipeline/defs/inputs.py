@@ -24,9 +24,7 @@ from eval_pipeline.core.inputs.snapshots import (
     SnapshotError,
     SnapshotRef,
     current,
-    observed,
-    same_sources,
-    stored_snapshot,
+    newest_observed,
     take_snapshot,
 )
 from eval_pipeline.core.inputs.validation import cross_check
@@ -67,24 +65,20 @@ def history_files(inputs: InputsResource) -> dg.DataVersion:
     return dg.DataVersion(inputs.history_hash())
 
 
-def _observed_snapshot(
-    instance: dg.DagsterInstance, storage: StorageResource, inputs: InputsResource, date: str
-) -> SnapshotRef | None:
-    """The newest snapshot of these paths observed before the end of `date`, if one is stored."""
-    before = end_of_day(date).timestamp()
-    filter_ = dg.AssetRecordsFilter(asset_key=input_files.key, before_timestamp=before)
+def _observations_before(instance: dg.DagsterInstance, date: str) -> Iterator[tuple[str | None, datetime]]:
+    """Observations of the input files before the end of `date`, newest first (page by page)."""
+    filter_ = dg.AssetRecordsFilter(asset_key=input_files.key, before_timestamp=end_of_day(date).timestamp())
     cursor = None
     while True:
         page = instance.fetch_observations(filter_, limit=100, cursor=cursor)
         for record in page.records:
             observation = record.asset_observation
-            version = observation.data_version if observation else None
-            manifest = stored_snapshot(storage.snapshot_store, version) if version else None
-            if manifest is not None and same_sources(manifest, inputs.kb, inputs.banks):
-                when = datetime.fromtimestamp(record.timestamp, UTC)
-                return observed(storage.snapshot_store, manifest, when)
+            yield (
+                (observation.data_version if observation else None),
+                datetime.fromtimestamp(record.timestamp, UTC),
+            )
         if not page.has_more:
-            return None
+            return
         cursor = page.cursor
 
 
@@ -101,8 +95,9 @@ def input_snapshot(
     """Which KB and banks this date evaluates: the snapshot current at the end of the date, or
     (today, or nothing observed) the current files."""
     date = context.partition_key
+    seen = _observations_before(context.instance, date) if date < today_utc() else iter(())
     try:
-        ref = _observed_snapshot(context.instance, storage, inputs, date) if date < today_utc() else None
+        ref = newest_observed(storage.snapshot_store, inputs.kb, inputs.banks, seen)
     except SnapshotError as exc:
         raise dg.Failure(description=str(exc)) from None
     if ref is None:

@@ -15,11 +15,10 @@ import pandas as pd
 
 from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
-from eval_pipeline.core.report.build import scope_record
+from eval_pipeline.core.report.build import assemble_document, scope_record
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_document import (
     GATE_FILE,
@@ -75,9 +74,8 @@ def run_report(
 ) -> dg.Output[RunDocument]:
     """Every test in full with provenance, written to `results/MODEL/DATE/` (results.json, report.md)."""
     model, date = split_key(context)
-    ran = set(scored_aggregate.banks)
-    doc = RunDocument(
-        provenance=Provenance(
+    doc = assemble_document(
+        Provenance(
             generated_at=now_utc(),
             date=date,
             model=model,
@@ -91,13 +89,13 @@ def run_report(
             scope=scope_record(scope.scope()),
             calibration_cost_usd=storage.calibration_cost(date),
         ),
-        aggregate=scored_aggregate,
-        semantic=from_frame(semantic_results, SemanticResult) if Mechanism.SEMANTIC in ran else [],
-        state=from_frame(state_results, StateResult) if Mechanism.STATE in ran else [],
-        pattern=from_frame(pattern_results, PatternResult) if Mechanism.PATTERN in ran else [],
-        always=from_frame(always_results, AlwaysResult) if Mechanism.ALWAYS in ran else [],
-        expectation_conflicts=resolved_expectations.conflicts,
-    ).with_derived()
+        scored_aggregate,
+        semantic=from_frame(semantic_results, SemanticResult),
+        state=from_frame(state_results, StateResult),
+        pattern=from_frame(pattern_results, PatternResult),
+        always=from_frame(always_results, AlwaysResult),
+        conflicts=resolved_expectations.conflicts,
+    )
     markdown = render_markdown(doc)
     out_dir = storage.run_dir(model, date)
     atomic_write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -137,3 +138,15 @@ def same_sources(manifest: SnapshotManifest, kb: Path, banks: Path) -> bool:
     """Whether a snapshot was taken of these KB and banks paths (a run on another KB must not
     pick up the default KB's observations)."""
     return manifest.kb_source == str(kb.resolve()) and manifest.banks_source == str(banks.resolve())
+
+
+def newest_observed(
+    store: Path, kb: Path, banks: Path, observations: Iterable[tuple[str | None, datetime]]
+) -> SnapshotRef | None:
+    """The first of `observations` (data version, when; newest first) whose snapshot is stored
+    and was taken of these KB and banks paths."""
+    for version, when in observations:
+        manifest = stored_snapshot(store, version) if version else None
+        if manifest is not None and same_sources(manifest, kb, banks):
+            return observed(store, manifest, when)
+    return None

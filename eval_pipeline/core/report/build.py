@@ -9,13 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from eval_pipeline.core.dates import end_of_day
-from eval_pipeline.core.expectations.resolution import resolve
+from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.run_document import Provenance, RunDocument
-from eval_pipeline.core.scoring.aggregate import aggregate
+from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import (
     Scope,
     always_outputs,
@@ -26,6 +26,7 @@ from eval_pipeline.core.scoring.evaluation import (
     score_state,
     state_outputs,
 )
+from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 
 
 def scope_record(scope: Scope) -> dict[str, Any]:
@@ -69,9 +70,8 @@ def build_document(
         always=always if scope.runs(Mechanism.ALWAYS) else None,
         threshold=pass_threshold,
     )
-    ran = set(agg.banks)
-    return RunDocument(
-        provenance=Provenance(
+    return assemble_document(
+        Provenance(
             generated_at=generated_at,
             date=date,
             model=model,
@@ -85,10 +85,34 @@ def build_document(
             scope=scope_record(scope),
             calibration_cost_usd=calibration_cost_usd,
         ),
+        agg,
+        semantic=semantic,
+        state=state,
+        pattern=pattern,
+        always=always,
+        conflicts=[r.conflict for r in resolved.values() if r.conflict is not None],
+    )
+
+
+def assemble_document(
+    provenance: Provenance,
+    agg: Aggregate,
+    *,
+    semantic: Sequence[SemanticResult],
+    state: Sequence[StateResult],
+    pattern: Sequence[PatternResult],
+    always: Sequence[AlwaysResult],
+    conflicts: Sequence[ExpectationConflict],
+) -> RunDocument:
+    """Every test of the banks that ran, in full, with provenance and the derived metrics (the
+    graph's `run_report` and the ad-hoc path both end here)."""
+    ran = set(agg.banks)
+    return RunDocument(
+        provenance=provenance,
         aggregate=agg,
-        semantic=semantic if Mechanism.SEMANTIC in ran else [],
-        state=state if Mechanism.STATE in ran else [],
-        pattern=pattern if Mechanism.PATTERN in ran else [],
-        always=always if Mechanism.ALWAYS in ran else [],
-        expectation_conflicts=[r.conflict for r in resolved.values() if r.conflict is not None],
+        semantic=list(semantic) if Mechanism.SEMANTIC in ran else [],
+        state=list(state) if Mechanism.STATE in ran else [],
+        pattern=list(pattern) if Mechanism.PATTERN in ran else [],
+        always=list(always) if Mechanism.ALWAYS in ran else [],
+        expectation_conflicts=list(conflicts),
     ).with_derived()

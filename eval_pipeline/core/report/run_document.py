@@ -86,6 +86,7 @@ GATE_FILE = "gate.json"
 # Written beside the run by the diff assets (markdown twins share the stem).
 REGRESSION_DIFF_FILE = "regression_diff.json"
 COMPARISON_FILE = "model_comparison.json"
+COMPARISON_DIR = "_comparison"  # results/_comparison/<date>/: the date's comparison of every model
 # Narrowed runs write under results/_scoped/<scope>/: never a model folder, so never a baseline.
 SCOPED_DIR = "_scoped"
 
