@@ -119,6 +119,7 @@ def build_pipeline(
         cfg.concurrency,
         embed_cost=partial(cost_usd, price=cfg.price(cfg.embedder.model_id)),
         rerank_cost=partial(cost_usd, price=cfg.price(cfg.reranker.model_id)),
+        batch_queries=cfg.embedder.kind == "local",
     )
 
 

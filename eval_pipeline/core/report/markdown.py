@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore
-from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.trials import by_test
 
@@ -137,11 +137,11 @@ def _metric_row(name: str, metrics: Sequence[TestMetrics]) -> tuple[object, ...]
     return (name, tests, *(f"{v:.3f}" for v in values))
 
 
-def _ir_metrics(results: Sequence[SemanticResult]) -> list[str]:
-    metrics = all_metrics(results)
+def _ir_metrics(doc: RunDocument) -> list[str]:
+    metrics = doc.metrics()
     if not metrics:
         return []
-    category = {r.test_id: r.category for r in results}
+    category = {r.test_id: r.category for r in doc.semantic}
     groups: dict[str, list[TestMetrics]] = {}
     for m in metrics:
         groups.setdefault(category[m.test_id], []).append(m)
@@ -293,7 +293,7 @@ def render_markdown(doc: RunDocument) -> str:
         *_distribution(agg),
         *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
         *_groups("Category scores (semantic)", agg.category_scores, "Category"),
-        *_ir_metrics(doc.semantic),
+        *_ir_metrics(doc),
         *_sources(agg),
         *_semantic_failures(doc.semantic),
         *_stage_attribution(doc.semantic),
