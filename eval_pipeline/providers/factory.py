@@ -18,6 +18,8 @@ from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
 from eval_pipeline.providers.models import ModelConfig, require_keys
 from eval_pipeline.providers.pricing import cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
+from eval_pipeline.providers.static_embedder import StaticMiniLMEmbedder
 from eval_pipeline.providers.target import OnDone, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
@@ -39,6 +41,8 @@ def _policy(cfg: ModelConfig) -> RetryPolicy:
 
 
 def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
+    if cfg.embedder.model_id == STATIC_EMBEDDER_NAME:
+        return StaticMiniLMEmbedder(cache.directory)
     if cfg.embedder.kind == "local":
         return LocalMiniLMEmbedder()
     from eval_pipeline.providers.voyage import VoyageEmbedder

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
+from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
 
@@ -27,6 +28,8 @@ SCHEMA_VERSION = 1
 DEFAULT_RERANK_RATE_PER_MIN = 48.0
 _API_KINDS = frozenset({"voyage", "claude"})
 _LOCAL_MODEL_IDS = {"local": LOCAL_EMBEDDER_NAME, "cosine": "cosine", "hybrid": "hybrid"}
+# Other models a local kind may name instead of its default.
+_LOCAL_ALTERNATIVES = {"local": frozenset({STATIC_EMBEDDER_NAME})}
 
 
 class ConfigError(Exception):
@@ -41,9 +44,10 @@ def _resolve_model_id(kind: str, model_id: str, where: str) -> str:
     """Local kinds run one model each; API kinds must name theirs."""
     if kind in _LOCAL_MODEL_IDS:
         local = _LOCAL_MODEL_IDS[kind]
-        if model_id and model_id != local:
-            raise ValueError(f"{where}.model_id: kind '{kind}' only runs '{local}'")
-        return local
+        allowed = {local, *_LOCAL_ALTERNATIVES.get(kind, ())}
+        if model_id and model_id not in allowed:
+            raise ValueError(f"{where}.model_id: kind '{kind}' runs {' or '.join(sorted(map(repr, allowed)))}")
+        return model_id or local
     if kind == "http":
         return model_id or "http"
     if not model_id:

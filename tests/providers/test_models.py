@@ -39,6 +39,7 @@ def test_default_file_loads() -> None:
     assert list(models) == [
         "local-minilm",
         "local-hybrid",
+        "local-static",
         "voyage-haiku",
         "voyage-sonnet",
         "voyage-rerank",
@@ -46,6 +47,8 @@ def test_default_file_loads() -> None:
     local = models["local-minilm"]
     assert local.enabled and not local.cost_incurring and local.rate_limit_per_min is None
     assert models["local-hybrid"].reranker.kind == "hybrid"
+    static = models["local-static"]  # offered, not run by default: it retrieves worse
+    assert not static.enabled and not static.cost_incurring and static.embedder.model_id == "static-minilm-l6"
     for key in ("voyage-haiku", "voyage-sonnet", "voyage-rerank"):
         api = models[key]
         assert not api.enabled and api.cost_incurring
