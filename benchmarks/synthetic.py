@@ -13,24 +13,25 @@ from pathlib import Path
 
 import yaml
 
-_WORDS = (
-    "account action address advice agreement amount answer area balance bill board budget "
-    "call card care case change charge check choice claim client code contact contract cost "
-    "county credit date deadline decision delay deposit detail document duty email energy "
-    "entry event evidence fee file form fund goal group guide health help history home hour "
-    "income issue item job key language law letter level limit list loan meeting member "
-    "message method money month need note notice number offer office option order owner "
-    "page part party payment period permit person phone plan point policy price problem "
-    "process program proof property question rate reason receipt record refund rent report "
-    "request result review right risk rule safety schedule school service share sign site "
-    "size source staff start statement status step store student support system task tax "
-    "team term test time tool total training transfer trip type unit update user value "
-    "vehicle visit water week work year access approve arrange book cancel collect confirm "
-    "cover deliver explain fill follow keep leave manage move open pay prepare protect "
-    "provide reach recover reduce register remove renew repair replace return save send "
-    "settle share sort submit switch track transfer wait early late local monthly online "
-    "private public quick regular safe simple urgent weekly written"
-).split()
+_TEXT = """
+account action address advice agreement amount answer area balance bill board budget
+call card care case change charge check choice claim client code contact contract
+cost county credit date deadline decision delay deposit detail document duty email
+energy entry event evidence fee file form fund goal group guide health help history
+home hour income issue item job key language law letter level limit list loan meeting
+member message method money month need note notice number offer office option order
+owner page part party payment period permit person phone plan point policy price
+problem process program proof property question rate reason receipt record refund
+rent report request result review right risk rule safety schedule school service
+share sign site size source staff start statement status step store student support
+system task tax team term test time tool total training transfer trip type unit
+update user value vehicle visit water week work year access approve arrange book
+cancel collect confirm cover deliver explain fill follow keep leave manage move open
+pay prepare protect provide reach recover reduce register remove renew repair replace
+return save send settle share sort submit switch track transfer wait early late local
+monthly online private public quick regular safe simple urgent weekly written
+"""
+_WORDS = _TEXT.split()
 
 
 def sample_sentence(rng: random.Random, length: int) -> str:

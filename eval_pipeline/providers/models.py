@@ -16,9 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
-from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
+from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
 
 EmbedderKind = Literal["local", "voyage", "http"]
 RerankerKind = Literal["cosine", "hybrid", "claude", "voyage", "http"]
@@ -46,7 +46,8 @@ def _resolve_model_id(kind: str, model_id: str, where: str) -> str:
         local = _LOCAL_MODEL_IDS[kind]
         allowed = {local, *_LOCAL_ALTERNATIVES.get(kind, ())}
         if model_id and model_id not in allowed:
-            raise ValueError(f"{where}.model_id: kind '{kind}' runs {' or '.join(sorted(map(repr, allowed)))}")
+            names = " or ".join(sorted(map(repr, allowed)))
+            raise ValueError(f"{where}.model_id: kind '{kind}' runs {names}")
         return model_id or local
     if kind == "http":
         return model_id or "http"

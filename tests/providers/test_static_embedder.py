@@ -63,8 +63,9 @@ def test_a_torn_or_foreign_table_file_is_not_used(tmp_path: Path) -> None:
 
 def test_models_file_names_the_static_model_or_fails_on_an_unknown_one(tmp_path: Path) -> None:
     file = tmp_path / "models.yaml"
-    file.write_text(f"models:\n  s:\n    embedder: {{kind: local, model_id: {NAME}}}\n    reranker: {{kind: hybrid}}\n")
+    model = "models:\n  s:\n    embedder: {{kind: local, model_id: {}}}\n    reranker: {{kind: hybrid}}\n"
+    file.write_text(model.format(NAME))
     assert load_models(file)["s"].embedder.model_id == NAME
-    file.write_text("models:\n  s:\n    embedder: {kind: local, model_id: other}\n    reranker: {kind: hybrid}\n")
+    file.write_text(model.format("other"))
     with pytest.raises(ConfigError, match=r"model 's': field 'embedder': .*'static-minilm-l6'"):
         load_models(file)
