@@ -14,6 +14,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import onnxruntime as ort
@@ -68,6 +69,15 @@ def _floor_batches(texts: Sequence[str]) -> list[dict[str, np.ndarray]]:
     return batches
 
 
+def _run_all(session: ort.InferenceSession, batches: Sequence[dict[str, np.ndarray]]) -> None:
+    for batch in batches:
+        session.run(None, batch)
+
+
+def _embed(embedder: LocalMiniLMEmbedder, texts: list[str]) -> None:
+    asyncio.run(embedder.embed(texts, "document"))
+
+
 def rows() -> list[Row]:
     session = ort.InferenceSession(str(installed_model_path()), providers=["CPUExecutionProvider"])
     inputs = {i.name for i in session.get_inputs()}
@@ -77,8 +87,8 @@ def rows() -> list[Row]:
     for bucket, words, count in BUCKETS:
         texts = _texts(words, count)
         batches = [{k: v for k, v in b.items() if k in inputs} for b in _floor_batches(texts)]
-        floor = _best_rate(count, lambda bs=batches: [session.run(None, b) for b in bs])
-        ours = _best_rate(count, lambda t=texts: asyncio.run(embedder.embed(t, "document")))
+        floor = _best_rate(count, partial(_run_all, session, batches))
+        ours = _best_rate(count, partial(_embed, embedder, texts))
         ratio = ours / floor
         print(f"embedding {bucket}: ours {ours:.0f}/s, bare onnxruntime {floor:.0f}/s ({ratio:.2f}×)")
         out.append(

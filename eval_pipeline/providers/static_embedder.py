@@ -73,7 +73,7 @@ def read_table(path: Path, vocab: int) -> np.ndarray | None:
         table = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
-    if table.shape != (vocab, DIM) or table.dtype != np.float32:
+    if not isinstance(table, np.ndarray) or table.shape != (vocab, DIM) or table.dtype != np.float32:
         return None
     return table
 
