@@ -1,4 +1,4 @@
-"""The team's system over HTTP: one POST per test and mechanism (docs/system_contract.md).
+"""The team's system over HTTP: one POST per test and mechanism (docs/http_target.md).
 
 The request is `SystemRequest` as JSON; the answer must be a 200 with a `SystemAnswer` JSON object.
 Failures are retried by the shared policy (429/500/502/503/504/529 honouring `retry-after`,

@@ -1,5 +1,5 @@
 """JSON Schemas for the files people edit by hand, so editors can validate them as they type, and
-for the contract a team's own system implements (docs/system_contract.md)."""
+for the contract a team's own system implements (docs/http_target.md)."""
 
 from __future__ import annotations
 

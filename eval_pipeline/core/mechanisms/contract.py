@@ -1,4 +1,4 @@
-"""The contract between eval_pipeline and the team's own system (docs/system_contract.md).
+"""The contract between eval_pipeline and the team's own system (docs/http_target.md).
 
 One request per test and mechanism; the answer carries the part that mechanism asks for. The
 HTTP target sends these as JSON, the Python target passes the request model to the team's
