@@ -6,6 +6,7 @@ bank says which implementation produced it."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from tests.system_under_test import ReferenceSystem, serve
 DATE = "2026-11-20"
 
 
-def _models(path: Path, system: dict[str, object], *, semantic_reference: bool) -> None:
+def _models(path: Path, system: Mapping[str, object], *, semantic_reference: bool) -> None:
     model: dict[str, object] = {
         "system": system,
         "concurrency": 4,
