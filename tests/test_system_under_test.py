@@ -191,3 +191,17 @@ def test_an_entry_point_that_cannot_be_imported_is_bad_input(
         "'no_such_team_module:answer': ModuleNotFoundError: No module named 'no_such_team_module'"
     ]
     assert not (workdir / "results").exists()
+
+
+def test_the_example_entry_point_runs_on_the_tenant_domain(
+    workdir: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TINY_KB", str(tenant / "kb.yaml"))
+    monkeypatch.setenv("TINY_RULES", str(tenant / "banks/pattern/pattern_rules.json"))
+    system = {"kind": "python", "entrypoint": "examples.python_target:TinyRetriever"}
+    _models(workdir / "models.yaml", system, semantic_reference=False)
+    assert _run(workdir, tenant / "kb.yaml", tenant / "banks", "--banks", "state,pattern,always") == 0
+    doc = read_document(workdir / "results/_scoped/banks-state+pattern+always/team" / DATE / "results.json")
+    assert _failures([*doc.state, *doc.pattern, *doc.always]) == {}
+    assert len(doc.state) + len(doc.pattern) + len(doc.always) == 9
+    assert "implementations: state python, pattern python, always python" in capsys.readouterr().out
