@@ -51,6 +51,14 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def _double_from_env(monkeypatch: pytest.MonkeyPatch, tenant: Path, **faults: str) -> tuple[Path, Path]:
+    """Configure `EnvSystem` (the double as an entry point) for the tenant copy; its KB and banks."""
+    kb, banks = tenant / "kb.yaml", tenant / "banks"
+    for name, value in {"KB": str(kb), "BANKS": str(banks), **faults}.items():
+        monkeypatch.setenv(f"SUT_{name}", value)
+    return kb, banks
+
+
 def _failures(results: list[AnyResult]) -> dict[str, int | None]:
     return {r.test_id: r.score for r in results if r.score != 100}
 
@@ -95,11 +103,9 @@ def test_http_system_on_the_tenant_domain_all_four_mechanisms(
 def test_python_entry_point_beside_the_reference_semantic_pipeline(
     workdir: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kb, banks = tenant / "kb.yaml", tenant / "banks"
-    monkeypatch.setenv("SUT_KB", str(kb))
-    monkeypatch.setenv("SUT_BANKS", str(banks))
-    monkeypatch.setenv("SUT_WRONG_HANDLER_TEST", "T-STATE-002")
-    monkeypatch.setenv("SUT_MISSED_CRISIS_TEST", "T-PAT-CRISIS-001")
+    kb, banks = _double_from_env(
+        monkeypatch, tenant, WRONG_HANDLER_TEST="T-STATE-002", MISSED_CRISIS_TEST="T-PAT-CRISIS-001"
+    )
     system = {
         "kind": "python",
         "entrypoint": "tests.system_under_test:EnvSystem",
@@ -152,10 +158,7 @@ def test_http_system_on_the_sample_domain_beside_the_reference(
 def test_a_malformed_answer_errors_that_test_with_its_reason(
     workdir: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kb, banks = tenant / "kb.yaml", tenant / "banks"
-    monkeypatch.setenv("SUT_KB", str(kb))
-    monkeypatch.setenv("SUT_BANKS", str(banks))
-    monkeypatch.setenv("SUT_MALFORMED_TEST", "T-STATE-003")
+    kb, banks = _double_from_env(monkeypatch, tenant, MALFORMED_TEST="T-STATE-003")
     # One async callable for one mechanism; a narrowed run takes the ad-hoc path (no Dagster).
     system = {
         "kind": "python",
