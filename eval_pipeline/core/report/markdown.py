@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.run_document import RunDocument
-from eval_pipeline.core.scoring.aggregate import REFERENCE, Aggregate, GroupScore, describe_implementations
+from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
 from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.trials import by_test
@@ -41,7 +41,7 @@ def _summary(agg: Aggregate) -> list[str]:
             b.hard_fails,
             b.errored,
             f"{agg.weights.get(m, 0):.2f}",
-            agg.implementations.get(m, REFERENCE),
+            agg.implementations.get(m, "—"),  # not recorded before schema 1.3
         )
         for m, b in agg.banks.items()
     ]
@@ -324,8 +324,11 @@ def console_summary(doc: RunDocument) -> str:
         f"  tests {agg.total_tests}, hard fails {agg.hard_fail_count}, "
         f"errored {agg.errored_count}, critical failures {len(agg.critical_failures)}; "
         f"expectations: {sources}; cost ${agg.cost_usd:.4f}",
-        f"  implementations: {describe_implementations(agg.implementations)}",
     ]
+    # Documents written before implementations were recorded (schema < 1.3) say nothing.
+    lines += (
+        [f"  implementations: {describe_implementations(agg.implementations)}"] if agg.implementations else []
+    )
     lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
     lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
     return "\n".join(lines)
