@@ -112,6 +112,7 @@ def _core_full_run(root: Path) -> None:
             retrievals=retrievals,
             calibration_cost_usd=0.0,
             generated_at=now_utc(),
+            implementations=cfg.implementations,
         )
         out = root / "core_results" / model / DATE
         atomic_write_text(out / "results.json", doc.model_dump_json(indent=2))

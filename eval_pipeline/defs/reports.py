@@ -30,12 +30,13 @@ from eval_pipeline.core.report.run_document import (
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.gate import GateDecision
-from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.implementations import SystemResults
+from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
-from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet
+from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
 
 GROUP = "reports"
 
@@ -63,6 +64,7 @@ def run_report(
     scope: RunScopeResource,
     scored_aggregate: Aggregate,
     semantic_results: pd.DataFrame,
+    system_results: SystemResults,
     state_results: pd.DataFrame,
     pattern_results: pd.DataFrame,
     always_results: pd.DataFrame,
@@ -74,6 +76,7 @@ def run_report(
 ) -> dg.Output[RunDocument]:
     """Every test in full with provenance, written to `results/MODEL/DATE/` (results.json, report.md)."""
     model, date = split_key(context)
+    banks = bank_results(system_results, state_results, pattern_results, always_results)
     doc = assemble_document(
         Provenance(
             generated_at=now_utc(),
@@ -91,9 +94,9 @@ def run_report(
         ),
         scored_aggregate,
         semantic=from_frame(semantic_results, SemanticResult),
-        state=from_frame(state_results, StateResult),
-        pattern=from_frame(pattern_results, PatternResult),
-        always=from_frame(always_results, AlwaysResult),
+        state=banks.state,
+        pattern=banks.pattern,
+        always=banks.always,
         conflicts=resolved_expectations.conflicts,
     )
     markdown = render_markdown(doc)

@@ -26,7 +26,7 @@ from eval_pipeline.core.inputs.loading import (
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.run_document import RunDocument
-from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.providers.cache import CacheMode
@@ -140,6 +140,12 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return run_semantic(
             cfg, entities, items, keyword_boosts, Path(self.cache_dir), self._mode(), env, on_done
         )
+
+    def system_outputs(self, cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
+        """The team's system's answers for the state, pattern and always tests `cfg` assigns to it."""
+        from eval_pipeline.providers.system_target import run_system
+
+        return run_system(cfg, banks, scope)
 
     def _mode(self) -> CacheMode:
         modes: dict[str, CacheMode] = {"use": "use", "refresh": "refresh", "off": "off"}

@@ -1,4 +1,5 @@
-"""What the system did: semantic retrievals per model, and the deterministic mechanisms' outputs.
+"""What the system did: semantic retrievals per model, the built-in deterministic mechanisms'
+outputs per date, and per model the team's own system's outputs for the banks it answers.
 
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
@@ -23,6 +24,7 @@ from eval_pipeline.core.scoring.evaluation import (
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
+from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.target import retrieval_items
 
 GROUP = "retrieval"
@@ -48,6 +50,16 @@ def _retrieve(
         return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task))
 
 
+def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersResource) -> ModelConfig | None:
+    """The partition's model, or None when this is an automatic run that may not evaluate it."""
+    model, _ = split_key(context)
+    cfg = providers.model(model)
+    if context.run.tags.get(AUTOMATION_RUN_TAG) == "true" and not cfg.automated:
+        context.log.info(f"{model}: not evaluated by automation (disabled, or paid without automate: true)")
+        return None
+    return cfg
+
+
 @dg.asset(
     group_name=GROUP,
     partitions_def=model_date_partitions,
@@ -68,10 +80,8 @@ def semantic_retrievals(
     model, says `automate: true`: an automatic run must never start spending on its own. The
     skipped partition materialises nothing, so nothing downstream of it runs either.
     """
-    model, _ = split_key(context)
-    cfg = providers.model(model)
-    if context.run.tags.get(AUTOMATION_RUN_TAG) == "true" and not cfg.automated:
-        context.log.info(f"{model}: not evaluated by automation (disabled, or paid without automate: true)")
+    cfg = _model_to_evaluate(context, providers)
+    if cfg is None:
         return
     rows = _retrieve(context, providers, scope, knowledge_base, test_banks)
     errored = sum(r.status == "errored" for r in rows)
@@ -89,8 +99,43 @@ def semantic_retrievals(
 
 
 def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
-    frame = to_frame(outputs, lambda o: {"test_id": o.test_id, "entities": ", ".join(o.entities)})
-    return dg.Output(frame, metadata={"tests": len(outputs)})
+    frame = to_frame(
+        outputs,
+        lambda o: {
+            "test_id": o.test_id,
+            "mechanism": o.mechanism.value if o.mechanism else None,
+            "entities": ", ".join(o.entities),
+            "error": o.error,
+        },
+    )
+    return dg.Output(
+        frame, metadata={"tests": len(outputs), "errored": sum(o.error is not None for o in outputs)}
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=PARQUET_IO,
+    automation_condition=EAGER,
+    output_required=False,  # skipped with the model's semantic retrievals (see there)
+)
+def system_outputs(
+    context: dg.AssetExecutionContext,
+    providers: ProvidersResource,
+    scope: RunScopeResource,
+    test_banks: Banks,
+) -> Iterator[dg.Output[pd.DataFrame]]:
+    """The team's own system's answers (over HTTP or a Python entry point) for the state,
+    pattern and always tests of the banks the model assigns to it: one call per test. Empty for
+    a model that uses the built-in reference for all three."""
+    cfg = _model_to_evaluate(context, providers)
+    if cfg is None:
+        return
+    out = _outputs_frame(providers.system_outputs(cfg, test_banks, scope.scope()))
+    yield out.with_metadata(
+        {**out.metadata, **{f"implementation_{m.value}": impl for m, impl in cfg.implementations.items()}}
+    )
 
 
 @dg.asset(

@@ -65,7 +65,7 @@ def test_models_file_names_the_static_model_or_fails_on_an_unknown_one(tmp_path:
     file = tmp_path / "models.yaml"
     model = "models:\n  s:\n    embedder: {{kind: local, model_id: {}}}\n    reranker: {{kind: hybrid}}\n"
     file.write_text(model.format(NAME))
-    assert load_models(file)["s"].embedder.model_id == NAME
+    assert load_models(file)["s"].stages()[0].model_id == NAME
     file.write_text(model.format("other"))
     with pytest.raises(ConfigError, match=r"model 's': field 'embedder': .*'static-minilm-l6'"):
         load_models(file)
