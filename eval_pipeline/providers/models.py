@@ -133,7 +133,9 @@ def _legacy_http(data: Any) -> Any:
     `http: {url, timeout_s}`) is the team's system running the semantic mechanism."""
     if not isinstance(data, dict):
         return data
-    kinds = [(data.get(stage) or {}).get("kind") == "http" for stage in ("embedder", "reranker")]
+    # A stage may come as a mapping (a models file) or as a built config (code).
+    stages = [data.get(stage) for stage in ("embedder", "reranker")]
+    kinds = [(s.get("kind") if isinstance(s, dict) else getattr(s, "kind", None)) == "http" for s in stages]
     if not any(kinds) and "http" not in data:
         return data
     if not all(kinds):
