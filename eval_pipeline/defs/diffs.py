@@ -29,7 +29,7 @@ from eval_pipeline.core.report.run_document import (
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
-from eval_pipeline.defs.metadata import per_model_metadata
+from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata
 from eval_pipeline.defs.partitions import (
     DATE_DIM,
     DATE_OF_MODEL_DATE,
@@ -85,7 +85,7 @@ def _metadata(
         **extra,
         "verdict": verdict,
         "report": str(report),
-        "diff": dg.MetadataValue.md(markdown),
+        "diff": markdown_metadata(markdown, str(report)),
     }
 
 

@@ -34,6 +34,7 @@ from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
+from eval_pipeline.defs.metadata import markdown_metadata
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
@@ -109,7 +110,7 @@ def run_report(
             "health": scored_aggregate.health.value,
             "combined_score": scored_aggregate.combined_score,
             "results_json": str(out_dir / RESULTS_FILE),
-            "report": dg.MetadataValue.md(markdown),
+            "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
         },
     )
 
