@@ -2,8 +2,8 @@
 
 A real SQLite instance in a temp dir with `concurrency: pools: default_limit: 1`, two evaluation
 runs of the same Claude-reranked model (two dates, response cache off so both really call) in two
-processes at once, as launched runs are, the real SDKs against the emulator. Counted, not timed: the emulator records when each
-request arrived, and the most reranks within any window must stay within one model's allowance.
+processes at once, as launched runs are, the real SDKs against the emulator. Counted, not timed:
+the emulator records when each request arrived, and the most reranks within any window must stay within one model's allowance.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def test_two_concurrent_runs_of_one_api_model_share_the_providers_rate(tenant: P
             assert run_stage("shared", date_job.name, date, defs, instance).failures == []
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as runs:
-            failures = list(runs.map(_evaluate_model, *zip(*[(tenant, tmp_path, urls, d) for d in DATES])))
+            jobs = [runs.submit(_evaluate_model, tenant, tmp_path, urls, date) for date in DATES]
+            failures = [job.result() for job in jobs]
         assert failures == [[], []]
 
         # Both runs evaluated every trial through the API ...
