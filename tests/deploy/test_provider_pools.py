@@ -3,7 +3,8 @@
 A real SQLite instance in a temp dir with `concurrency: pools: default_limit: 1`, two evaluation
 runs of the same Claude-reranked model (two dates, response cache off so both really call) in two
 processes at once, as launched runs are, the real SDKs against the emulator. Counted, not timed:
-the emulator records when each request arrived, and the most reranks within any window must stay within one model's allowance.
+the emulator records when each request arrived, and the most reranks within any window must stay
+within one model's allowance.
 """
 
 from __future__ import annotations
