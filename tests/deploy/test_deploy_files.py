@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -16,16 +15,10 @@ from dagster_docker import DockerRunLauncher
 from dagster_postgres import PostgresRunStorage
 
 from eval_pipeline.definitions import build_resources, location
-from tests.deploy.postgres_server import new_database, postgres_server
+from eval_pipeline.testing.postgres import new_database
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as admin_url:
-        yield admin_url
 
 
 @pytest.mark.parametrize("name", ["dagster.yaml", "dagster.docker.yaml"])

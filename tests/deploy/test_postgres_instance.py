@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,18 +18,12 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 from eval_pipeline.core.report.run_document import RESULTS_FILE
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.testing.postgres import new_database
 from tests.defs.automation_driver import Driver
 from tests.defs.conftest import Env
-from tests.deploy.postgres_server import new_database, postgres_server
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = ["local-minilm", "local-hybrid"]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    with postgres_server() as admin_url:
-        yield admin_url
 
 
 @pytest.fixture

