@@ -14,7 +14,6 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.expectations.history import now_utc
-from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
@@ -38,6 +37,7 @@ from eval_pipeline.defs.metadata import markdown_metadata
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
+from eval_pipeline.providers.object_store import write_text
 
 GROUP = "reports"
 
@@ -102,8 +102,8 @@ def run_report(
     )
     markdown = render_markdown(doc)
     out_dir = storage.run_dir(model, date)
-    atomic_write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
-    atomic_write_text(out_dir / REPORT_FILE, markdown)
+    write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
+    write_text(out_dir / REPORT_FILE, markdown)
     return dg.Output(
         doc,
         metadata={
@@ -132,7 +132,7 @@ def release_gate(
     tests within `max_errored`, `fail_under` met. Written on every evaluation, pass or fail."""
     model, date = split_key(context)
     decision = scope.gate(run_report)
-    atomic_write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
+    write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
     yield dg.Output(
         decision,
         metadata={

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
+from upath import UPath
 
 from eval_pipeline.core.calibration.files import calibration_cost
 from eval_pipeline.core.expectations.resolution import LoadedHistory
@@ -32,6 +33,7 @@ from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
+from eval_pipeline.providers.object_store import output_path
 from eval_pipeline.providers.target import RetrievalItem
 
 
@@ -75,9 +77,17 @@ class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Where outputs go. `results_dir` (reports) and `outputs_uri` (the IO managers' tables and
+    documents) may be object store URIs; snapshots and calibration files stay local."""
+
     storage_dir: str = "storage"
     results_dir: str = "results"
     calibration_dir: str = "calibration"
+    outputs_uri: str | None = None  # default: storage_dir
+
+    @property
+    def outputs_root(self) -> str:
+        return self.outputs_uri or self.storage_dir
 
     @property
     def snapshot_store(self) -> Path:
@@ -87,8 +97,12 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """What calibrations cost on `date`, reported apart from the system under test."""
         return calibration_cost(Path(self.calibration_dir), date)
 
-    def run_dir(self, model: str, date: str) -> Path:
-        return Path(self.results_dir) / model / date
+    @property
+    def results_root(self) -> UPath:
+        return output_path(self.results_dir)
+
+    def run_dir(self, model: str, date: str) -> UPath:
+        return self.results_root / model / date
 
 
 class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -23,6 +23,7 @@ from eval_pipeline.core.scoring.evaluation import (
 )
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
+from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.target import retrieval_items
@@ -79,11 +80,13 @@ def semantic_retrievals(
     Automation evaluates a model only when its models-file entry is enabled and, for a paid
     model, says `automate: true`: an automatic run must never start spending on its own. The
     skipped partition materialises nothing, so nothing downstream of it runs either.
+    An API model's run first takes a slot of each provider's pool (defs/pools.py).
     """
     cfg = _model_to_evaluate(context, providers)
     if cfg is None:
         return
-    rows = _retrieve(context, providers, scope, knowledge_base, test_banks)
+    with provider_slots(context, cfg):
+        rows = _retrieve(context, providers, scope, knowledge_base, test_banks)
     errored = sum(r.status == "errored" for r in rows)
     yield dg.Output(
         to_frame(rows, retrieval_columns),
