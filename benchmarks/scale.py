@@ -47,7 +47,7 @@ def _measure(argv: list[str], cwd: Path) -> tuple[float, float]:
     return report["wall"], report["peak_kib"] / 2**20
 
 
-def _linear_rows(label: str, runs: list[tuple[int, int, float, float]]) -> list[Row]:
+def linear_rows(label: str, runs: list[tuple[int, int, float, float]]) -> list[Row]:
     per_test = [wall / tests for _, tests, wall, _ in runs]
     middle = statistics.median(per_test)
     out = []
@@ -91,4 +91,4 @@ def rows() -> list[Row]:
                     "own process, imports included",
                 )
     assert validate_row is not None
-    return [*_linear_rows("cold", cold), *_linear_rows("warm", warm), validate_row]
+    return [*linear_rows("cold", cold), *linear_rows("warm", warm), validate_row]

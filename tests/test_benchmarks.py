@@ -3,11 +3,17 @@ Nothing here is timed; `make bench` does the timing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks.__main__ import benchmarks
 from benchmarks.api_pace import Tier, floor
+from benchmarks.scale import linear_rows
+from benchmarks.synthetic import write_corpus
 from benchmarks.table import Row, render
+from eval_pipeline.core.inputs.loading import Problem
+from eval_pipeline.core.inputs.validation import load_validated
 
 
 def test_rate_bound_floor_lets_the_first_call_through() -> None:
@@ -53,3 +59,29 @@ def test_table_has_one_line_a_row_and_escapes_cells() -> None:
 def test_the_runner_finds_the_pace_benchmark() -> None:
     assert "api_pace" in benchmarks()
     assert "table" not in benchmarks()
+
+
+def test_the_runner_finds_every_benchmark() -> None:
+    assert {"api_pace", "embedding", "scale", "run_paths", "instance_storage"} <= set(benchmarks())
+    assert "synthetic" not in benchmarks()
+
+
+def test_the_synthetic_corpus_is_valid_input_of_the_asked_size(tmp_path: Path) -> None:
+    kb, banks = write_corpus(tmp_path, entities=20, tests=30)
+    problems: list[Problem] = []
+    loaded_kb, loaded_banks = load_validated(kb, banks, problems)
+    assert problems == []
+    assert len(loaded_kb.entities) == 20 and len(loaded_banks.semantic_tests) == 30
+    # Test t asks about entity t mod 20, in words of that entity's own.
+    first = loaded_banks.semantic_tests[21]
+    assert first.expected_primary == ["item_00001"]
+    again, _ = write_corpus(tmp_path / "again", 20, 30)
+    same = (again / "entities/item_00001.yaml").read_text() == (kb / "entities/item_00001.yaml").read_text()
+    assert same  # seeded: the same corpus every time
+
+
+def test_scale_rows_check_time_per_test_against_the_median_and_memory() -> None:
+    runs = [(1_000, 2_000, 20.0, 0.5), (2_500, 5_000, 50.0, 1.0), (5_000, 10_000, 140.0, 2.1)]
+    rows = linear_rows("cold", runs)
+    assert [r.measured.split(" (")[0] for r in rows] == ["10.0 ms/test", "10.0 ms/test", "14.0 ms/test"]
+    assert [r.met for r in rows] == [True, True, False]  # +40% drift, and over 2 GiB

@@ -6,6 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 import pytest
+import yaml
 
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, append_history
@@ -196,10 +197,11 @@ def test_a_new_model_and_a_new_day_with_only_a_history_change_evaluate_without_e
 
 
 def test_automation_never_spends_money_unless_the_model_says_so(env: Env) -> None:
-    text = env.models_file.read_text().replace("enabled: false", "enabled: true", 1)
-    env.models_file.write_text(text)  # enable the first API model (no `automate: true`)
+    doc = yaml.safe_load(env.models_file.read_text())
+    doc["models"]["voyage-haiku"]["enabled"] = True  # a paid model, without `automate: true`
+    env.models_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     models = [k for k, m in env.resources()["providers"].models().items() if m.enabled]
-    assert len(models) == 3
+    assert models == [*BOTH, "voyage-haiku"]
     driver = _driver(env, today_utc(), models)
     driver.tick(minutes=5)
     driver.settle()
