@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +18,7 @@ from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
 from eval_pipeline.providers.models import ModelConfig, require_keys
 from eval_pipeline.providers.pricing import cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
-from eval_pipeline.providers.target import OnDone, RetrievalItem, RetrievalPipeline
+from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
@@ -97,12 +97,14 @@ def build_pipeline(
     store: EmbeddingStore,
     keyword_boosts: Mapping[str, Sequence[str]],
     environ: Mapping[str, str] | None = None,
+    batch: bool = False,
 ) -> RetrievalPipeline:
     """The pipeline `cfg` describes. Raises `ConfigError` (one line) when an API key is unset and
     `PricingError` when a stage's price is unknown, before any call is made.
 
     `environ` holds the API keys and base URLs (default: the process environment); the Dagster
-    resource passes the values it received through `EnvVar`.
+    resource passes the values it received through `EnvVar`. `batch`: rerank through the
+    Message Batches API where the reranker can (Claude); the other rerankers ignore it.
     """
     env = os.environ if environ is None else environ
     require_keys(cfg, env)
@@ -119,6 +121,7 @@ def build_pipeline(
         cfg.concurrency,
         embed_cost=partial(cost_usd, price=cfg.price(cfg.embedder.model_id)),
         rerank_cost=partial(cost_usd, price=cfg.price(cfg.reranker.model_id)),
+        batch=batch,
     )
 
 
@@ -131,23 +134,30 @@ def run_semantic(
     cache_mode: CacheMode = "use",
     environ: Mapping[str, str] | None = None,
     on_done: OnDone | None = None,
+    *,
+    batch: bool = False,
+    on_prepared: Callable[[PrepareReport], None] | None = None,
 ) -> list[SemanticRetrieval]:
     """Every item through the model's pipeline (index the KB, then retrieve). When the KB cannot
-    be indexed, every test errors with the reason: none is lost, none passes."""
+    be indexed, every test errors with the reason: none is lost, none passes. `on_prepared`
+    hears what indexing took (and whether the reranker's prefix can be cached)."""
     pipeline = build_pipeline(
         cfg,
         ResponseCache(cache_dir, cache_mode),
         EmbeddingStore(cache_dir, cache_mode),
         keyword_boosts,
         environ,
+        batch,
     )
 
     async def run() -> list[SemanticRetrieval]:
         try:
-            await pipeline.prepare(entities)
+            prepared = await pipeline.prepare(entities)
         except Exception as exc:
             reason = f"indexing the KB failed: {exc}"
             return [errored(cfg.key, item.test_id, item.trial, reason) for item in items]
+        if on_prepared is not None:
+            on_prepared(prepared)
         return await pipeline.retrieve_many(items, on_done)
 
     return asyncio.run(run())
