@@ -9,6 +9,7 @@ import dagster as dg
 from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.results import ResultBase
+from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 MAX_ROWS = 200
 
@@ -81,3 +82,15 @@ def per_model_metadata(docs: Sequence[RunDocument]) -> dict[str, dg.RawMetadataV
         out[f"hard_fails/{model}"] = agg.hard_fail_count
         out[f"critical_failures/{model}"] = len(agg.critical_failures)
     return out
+
+
+def prompt_cache_metadata(status: PromptCacheStatus | None, batch: bool) -> dict[str, str | int]:
+    """How the reranker was called and whether its stable prefix could be cached (a prefix below
+    the model's minimum is billed as plain input on every call; the note says so)."""
+    meta: dict[str, str | int] = {"rerank_mode": "batch" if batch else "online"}
+    if status is not None:
+        meta["prompt_cache"] = status.note
+        meta["prompt_cache_prefix_tokens"] = status.prefix_tokens
+        if status.minimum is not None:
+            meta["prompt_cache_minimum_tokens"] = status.minimum
+    return meta
