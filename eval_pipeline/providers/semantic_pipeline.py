@@ -227,12 +227,13 @@ class SemanticPipeline:
             self._store.put_many(self._embedder.name, {key: vector})
         return vector
 
-    def _take(self, outcome: RerankResult | ProviderError, staged: _Staged) -> list[Selection]:
+    def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
         """Bill a rerank outcome (a failed one too) and check its selections."""
         tally = staged.tally
-        if isinstance(outcome, ProviderError):
-            tally.add(outcome.usage, outcome.api_calls, 0, self._rerank_cost)  # billed though it failed
-            tally.add_batch(outcome.batch_usage, self._rerank_cost)
+        if isinstance(outcome, Exception):
+            if isinstance(outcome, ProviderError):  # billed even though it failed
+                tally.add(outcome.usage, outcome.api_calls, 0, self._rerank_cost)
+                tally.add_batch(outcome.batch_usage, self._rerank_cost)
             raise outcome
         tally.add(outcome.usage, outcome.api_calls, outcome.cache_hits, self._rerank_cost)
         tally.add_batch(outcome.batch_usage, self._rerank_cost)
@@ -253,7 +254,7 @@ class SemanticPipeline:
             staged.error = f"{stage}: {_reason(exc)}"
         return staged
 
-    def _finish(self, staged: _Staged, outcome: RerankResult | ProviderError | None) -> SemanticRetrieval:
+    def _finish(self, staged: _Staged, outcome: RerankResult | Exception | None) -> SemanticRetrieval:
         selections: list[Selection] = []
         error = staged.error
         if error is None and outcome is not None:
@@ -277,14 +278,14 @@ class SemanticPipeline:
             error=error,
         )
 
-    async def _rerank_online(self, staged: _Staged) -> RerankResult | ProviderError | None:
+    async def _rerank_online(self, staged: _Staged) -> RerankResult | Exception | None:
         if staged.error is not None:
             return None
         try:
             return await self._reranker.rerank(
                 staged.item.query, staged.shown, SELECTION_K, trial=staged.item.trial
             )
-        except ProviderError as exc:
+        except Exception as exc:  # the test's outcome, not the run's
             return exc
 
     async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval:
