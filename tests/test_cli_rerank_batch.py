@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.core.report.run_document import RESULTS_FILE, SCOPED_DIR, read_document
+from eval_pipeline.core.report.run_document import REPORT_FILE, RESULTS_FILE, SCOPED_DIR, read_document
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY
@@ -21,6 +21,8 @@ from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY
 DATE = "2026-11-19"
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE]
 MODEL = "tenant-haiku"
+# The tenant KB's 8 rerankable entities: a prefix far below Haiku 4.5's minimum.
+NOTE = "prompt cache not used: prefix 514 tokens < minimum 4096 for claude-haiku-4-5"
 
 
 @pytest.fixture
@@ -65,6 +67,12 @@ def test_batch_and_online_narrowed_runs_agree_and_say_the_prefix_is_too_short(
     ]
     assert batched.semantic and all(r.status.value == "scored" for r in batched.semantic)
     assert batched.aggregate.cost_usd < online.aggregate.cost_usd
+    assert (online.provenance.rerank_mode, batched.provenance.rerank_mode) == ("online", "batch")
+    for doc in (online, batched):
+        assert (
+            doc.provenance.prompt_cache
+            == "prompt cache not used: prefix 514 tokens < minimum 4096 for claude-haiku-4-5"
+        )
 
 
 def test_a_full_batch_run_records_the_mode_and_the_prompt_cache_on_the_asset(work: EmulatorHandle) -> None:
@@ -76,5 +84,9 @@ def test_a_full_batch_run_records_the_mode_and_the_prompt_cache_on_the_asset(wor
     meta = event.asset_materialization.metadata
     assert meta["rerank_mode"].value == "batch"
     assert meta["prompt_cache_minimum_tokens"].value == 4096
-    note = str(meta["prompt_cache"].value)
-    assert note.startswith("prompt cache not used: prefix ") and note.endswith("for claude-haiku-4-5")
+    note = NOTE
+    assert meta["prompt_cache"].value == note and meta["prompt_cache_prefix_tokens"].value == 514
+    run_dir = Path("results") / MODEL / DATE
+    provenance = read_document(run_dir / RESULTS_FILE).provenance
+    assert (provenance.rerank_mode, provenance.prompt_cache) == ("batch", note)
+    assert f"| Reranker prompt cache | {note} |" in (run_dir / REPORT_FILE).read_text()

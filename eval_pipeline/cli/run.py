@@ -165,7 +165,7 @@ def _adhoc(
     from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.report.build import build_document
     from eval_pipeline.location import location_paths
-    from eval_pipeline.providers.factory import run_semantic
+    from eval_pipeline.providers.factory import rerank_mode, run_semantic
     from eval_pipeline.providers.models import load_models
     from eval_pipeline.providers.target import retrieval_items
 
@@ -179,6 +179,7 @@ def _adhoc(
         cfg = configs[model]
         items = retrieval_items(tests, cfg.trials)
         print(f"  running model {model} ({len(items)} semantic retrievals) …", flush=True)
+        prepared: list[PrepareReport] = []
         retrievals = (
             run_semantic(
                 cfg,
@@ -188,11 +189,14 @@ def _adhoc(
                 args.cache_dir,
                 args.cache,
                 batch=args.batch,
-                on_prepared=_say,
+                on_prepared=prepared.append,
             )
             if items
             else []
         )
+        cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
+        if cache_note is not None:
+            print(f"  {cache_note}", flush=True)
         doc = build_document(
             kb=kb,
             banks=banks,
@@ -204,16 +208,13 @@ def _adhoc(
             retrievals=retrievals,
             calibration_cost_usd=cost,
             generated_at=now_utc(),
+            rerank_mode=rerank_mode(cfg, args.batch),
+            prompt_cache=cache_note,
         )
         run_dir = results_dir / model / date
         atomic_write_text(run_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
         atomic_write_text(run_dir / REPORT_FILE, render_markdown(doc))
     return _report(models, date, results_dir, args, scope, [])
-
-
-def _say(prepared: PrepareReport) -> None:
-    if prepared.prompt_cache is not None:
-        print(f"  {prepared.prompt_cache.note}", flush=True)
 
 
 def _report(

@@ -12,6 +12,8 @@ from eval_pipeline.core.scoring.results import ResultBase
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 MAX_ROWS = 200
+RERANK_MODE = "rerank_mode"
+PROMPT_CACHE = "prompt_cache"
 
 
 def results_table(results: Sequence[ResultBase]) -> dg.TableMetadataValue:
@@ -84,12 +86,13 @@ def per_model_metadata(docs: Sequence[RunDocument]) -> dict[str, dg.RawMetadataV
     return out
 
 
-def prompt_cache_metadata(status: PromptCacheStatus | None, batch: bool) -> dict[str, str | int]:
+def prompt_cache_metadata(status: PromptCacheStatus | None, mode: str) -> dict[str, str | int]:
     """How the reranker was called and whether its stable prefix could be cached (a prefix below
-    the model's minimum is billed as plain input on every call; the note says so)."""
-    meta: dict[str, str | int] = {"rerank_mode": "batch" if batch else "online"}
+    the model's minimum is billed as plain input on every call; the note says so). `run_report`
+    copies `rerank_mode` and `prompt_cache` into the run's provenance."""
+    meta: dict[str, str | int] = {RERANK_MODE: mode}
     if status is not None:
-        meta["prompt_cache"] = status.note
+        meta[PROMPT_CACHE] = status.note
         meta["prompt_cache_prefix_tokens"] = status.prefix_tokens
         if status.minimum is not None:
             meta["prompt_cache_minimum_tokens"] = status.minimum

@@ -24,6 +24,7 @@ from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.metadata import prompt_cache_metadata
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
+from eval_pipeline.providers.factory import rerank_mode
 from eval_pipeline.providers.target import PrepareReport, retrieval_items
 
 GROUP = "retrieval"
@@ -90,7 +91,7 @@ def semantic_retrievals(
             "cache_hits": sum(r.cache_hits for r in rows),
             "cost_usd": round(sum(r.cost_usd for r in rows), 6),
             "mean_latency_ms": round(sum(r.latency_ms for r in rows) / len(rows), 1) if rows else 0.0,
-            **prompt_cache_metadata(cache_status, providers.rerank_batch),
+            **prompt_cache_metadata(cache_status, rerank_mode(cfg, providers.rerank_batch)),
         },
     )
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
@@ -89,6 +89,11 @@ def _reranker(
         price=cfg.price(model_id),
         policy=_policy(cfg),
     )
+
+
+def rerank_mode(cfg: ModelConfig, batch: bool) -> Literal["online", "batch"]:
+    """How `cfg`'s reranker answers when a run asks for batches: only Claude rerankers batch."""
+    return "batch" if batch and cfg.reranker.kind == "claude" and cfg.http is None else "online"
 
 
 def build_pipeline(

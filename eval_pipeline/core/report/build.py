@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
@@ -50,6 +50,8 @@ def build_document(
     retrievals: Sequence[SemanticRetrieval],
     calibration_cost_usd: float,
     generated_at: datetime,
+    rerank_mode: Literal["online", "batch"] = "online",
+    prompt_cache: str | None = None,
 ) -> RunDocument:
     """Score the scope's tests of `banks` on `date` (expectations as of its end)."""
     resolved = resolve(banks.semantic_tests, banks.history, as_of=end_of_day(date))
@@ -84,6 +86,8 @@ def build_document(
             pass_threshold=pass_threshold,
             scope=scope_record(scope),
             calibration_cost_usd=calibration_cost_usd,
+            rerank_mode=rerank_mode,
+            prompt_cache=prompt_cache,
         ),
         agg,
         semantic=semantic,

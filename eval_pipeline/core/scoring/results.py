@@ -16,9 +16,9 @@ from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
 from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 
-RESULT_SCHEMA_VERSION = (
-    "1.2"  # 1.1: aggregate.unevaluable_banks, unrounded scores; 1.2: provenance.inputs_snapshot
-)
+# 1.1: aggregate.unevaluable_banks, unrounded scores; 1.2: provenance.inputs_snapshot;
+# 1.3: provenance.rerank_mode and provenance.prompt_cache
+RESULT_SCHEMA_VERSION = "1.3"
 
 
 class TestStatus(StrEnum):
