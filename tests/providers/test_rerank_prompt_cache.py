@@ -19,6 +19,7 @@ from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
+from eval_pipeline.providers import anthropic_client
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
 from eval_pipeline.providers.pricing import BUILTIN_PRICES, Price, cost_usd
@@ -248,3 +249,16 @@ async def test_batch_requests_that_error_are_answered_online(make: Make, emulato
     (sent,) = emulator.requests("/v1/messages/batches")
     retried = emulator.stats["statuses"].get("POST /v1/messages 200", 0)
     assert 0 < retried < len(sent["requests"])  # only the errored ones went online
+
+
+async def test_more_requests_than_a_batch_holds_go_out_as_several_batches(
+    make: Make, emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entities, items = tenant()
+    _, online = await _run(make(), entities, items)
+    emulator.reset()
+    monkeypatch.setattr(anthropic_client, "MAX_BATCH_REQUESTS", 3)  # the API's cap is 10,000
+    _, batched = await _run(make(batch=True), entities, items)
+    assert [r.selected_ids for r in batched] == [r.selected_ids for r in online]
+    sizes = [len(b["requests"]) for b in emulator.requests("/v1/messages/batches")]
+    assert sizes == [3, 3, len(items) - 6]
