@@ -27,8 +27,9 @@ def build_resources(
     paths = location_paths()
     storage = storage or StorageResource(
         storage_dir=str(paths.storage_dir),
-        results_dir=str(paths.results_dir),
+        results_dir=paths.results_uri or str(paths.results_dir),
         calibration_dir=str(paths.calibration_dir),
+        outputs_uri=paths.outputs_uri,
     )
     return {
         "inputs": inputs or InputsResource(kb_path=str(paths.kb), banks_dir=str(paths.banks_dir)),
@@ -39,8 +40,8 @@ def build_resources(
         ),
         "scope": scope or RunScopeResource(),
         "calibration_settings": CalibrationSettings(),
-        "parquet_io": ParquetIOManagerFactory(base_dir=f"{storage.storage_dir}/tables"),
-        "json_io": JsonIOManagerFactory(base_dir=f"{storage.storage_dir}/documents"),
+        "parquet_io": ParquetIOManagerFactory(base_dir=f"{storage.outputs_root}/tables"),
+        "json_io": JsonIOManagerFactory(base_dir=f"{storage.outputs_root}/documents"),
     }
 
 

@@ -20,6 +20,10 @@ class LocationPaths:
     storage_dir: Path
     cache_dir: Path
     calibration_dir: Path
+    # Object store URIs (s3://bucket/prefix, ...) that replace results_dir (reports) and
+    # storage_dir/{tables,documents} (the IO managers) when set.
+    results_uri: str | None = None
+    outputs_uri: str | None = None
 
 
 DEFAULTS = LocationPaths(
@@ -34,9 +38,12 @@ DEFAULTS = LocationPaths(
 
 
 def location_paths() -> LocationPaths:
-    """Each path from `EVAL_PIPELINE_<NAME>` (e.g. EVAL_PIPELINE_KB, EVAL_PIPELINE_RESULTS_DIR)."""
-    values = {
+    """Each path from `EVAL_PIPELINE_<NAME>` (e.g. EVAL_PIPELINE_KB, EVAL_PIPELINE_RESULTS_DIR,
+    EVAL_PIPELINE_RESULTS_URI)."""
+    values: dict[str, Path | str | None] = {
         name: Path(os.environ.get(ENV_PREFIX + name.upper(), str(default)))
+        if isinstance(default, Path)
+        else os.environ.get(ENV_PREFIX + name.upper(), default)
         for name, default in vars(DEFAULTS).items()
     }
-    return LocationPaths(**values)
+    return LocationPaths(**values)  # type: ignore[arg-type]

@@ -24,8 +24,13 @@ def cmd_models(args: argparse.Namespace) -> int:
         cost = "paid API" if m.cost_incurring else "free/offline"
         keys = f"; needs {', '.join(missing)}" if missing else ""
         rate = f", {m.rate_limit_per_min:g}/min" if m.rate_limit_per_min else ""
-        print(
-            f"{key:16} {state:8} {cost:12} embedder {m.embedder.kind}:{m.embedder.model_id} · "
-            f"reranker {m.reranker.kind}:{m.reranker.model_id}{rate}{keys}"
-        )
+        stages = []
+        if m.embedder is not None and m.reranker is not None:
+            stages.append(
+                f"embedder {m.embedder.kind}:{m.embedder.model_id} · "
+                f"reranker {m.reranker.kind}:{m.reranker.model_id}{rate}"
+            )
+        if m.system is not None:
+            stages.append(f"system {m.system.kind} for {', '.join(x.value for x in m.system_mechanisms)}")
+        print(f"{key:16} {state:8} {cost:12} {' · '.join(stages)}{keys}")
     return EXIT_OK

@@ -86,8 +86,10 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
 
 
 def select_models(requested: list[str], models_file: Path) -> list[str]:
-    """The requested models (default: the enabled ones), known and with their API keys set."""
+    """The requested models (default: the enabled ones), known, with their API keys set and
+    their Python entry points importable."""
     from eval_pipeline.providers.models import load_models, require_keys
+    from eval_pipeline.providers.python_target import require_entrypoint
 
     models = load_models(models_file)
     keys = requested or [k for k, m in models.items() if m.enabled]
@@ -96,6 +98,7 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
         raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
     for key in keys:
         require_keys(models[key])
+        require_entrypoint(models[key], models_file)
     return list(dict.fromkeys(keys))
 
 
@@ -167,6 +170,7 @@ def _adhoc(
     from eval_pipeline.location import location_paths
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
     from eval_pipeline.providers.models import load_models
+    from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
 
     results_dir = args.results_dir / SCOPED_DIR / scope.label
@@ -197,6 +201,7 @@ def _adhoc(
         cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
         if cache_note is not None:
             print(f"  {cache_note}", flush=True)
+        system_outputs = run_system(cfg, banks, scope)
         doc = build_document(
             kb=kb,
             banks=banks,
@@ -210,6 +215,8 @@ def _adhoc(
             generated_at=now_utc(),
             rerank_mode=rerank_mode(cfg, args.batch),
             prompt_cache=cache_note,
+            implementations=cfg.implementations,
+            system_outputs=system_outputs,
         )
         run_dir = results_dir / model / date
         atomic_write_text(run_dir / RESULTS_FILE, doc.model_dump_json(indent=2))

@@ -20,7 +20,9 @@ def add_validate_commands(sub: Any) -> None:
     data_args(p)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("schemas", help="write JSON Schemas for the KB, bank and history files")
+    p = sub.add_parser(
+        "schemas", help="write JSON Schemas for the KB, bank and history files and the system contract"
+    )
     p.add_argument("--out", type=Path, default=Path("schemas"))
     p.set_defaults(func=cmd_schemas)
 

@@ -156,6 +156,7 @@ def _calibrate(config: CalibrationConfig, plan: CalibrationPlan) -> CalibrationR
 @dg.op(
     description="Opus proposes semantic-test expectations (dry run unless apply); on demand only.",
     tags={"kind": "calibration"},
+    pool="anthropic",  # shares Anthropic's limit with evaluation runs (defs/pools.py)
 )
 def opus_calibration(
     context: dg.OpExecutionContext,

@@ -9,17 +9,16 @@ never run): each compares what exists and says when that is nothing.
 """
 
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 import dagster as dg
 from pydantic import BaseModel
+from upath import UPath
 
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.diff.report import render_comparison_markdown, render_regression_markdown
-from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.report.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
@@ -29,7 +28,7 @@ from eval_pipeline.core.report.run_document import (
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
-from eval_pipeline.defs.metadata import per_model_metadata
+from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata
 from eval_pipeline.defs.partitions import (
     DATE_DIM,
     DATE_OF_MODEL_DATE,
@@ -39,6 +38,7 @@ from eval_pipeline.defs.partitions import (
     split_key,
 )
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
+from eval_pipeline.providers.object_store import write_text
 
 GROUP = "diffs"
 BASELINE_LOOKBACK_DAYS = 7
@@ -65,11 +65,11 @@ REPORTS_OF_THE_DATE = dg.AssetIn(
 )
 
 
-def _write(out_dir: Path, json_name: str, value: BaseModel, markdown: str) -> Path:
+def _write(out_dir: UPath, json_name: str, value: BaseModel, markdown: str) -> UPath:
     """The JSON and, beside it, its markdown (same stem); returns the markdown's path."""
-    atomic_write_text(out_dir / json_name, value.model_dump_json(indent=2))
+    write_text(out_dir / json_name, value.model_dump_json(indent=2))
     report = (out_dir / json_name).with_suffix(".md")
-    atomic_write_text(report, markdown)
+    write_text(report, markdown)
     return report
 
 
@@ -77,7 +77,7 @@ def _metadata(
     verdict: str,
     diffs: list[RunDiff],
     markdown: str,
-    report: Path,
+    report: UPath,
     extra: Mapping[str, "dg.RawMetadataValue"],
 ) -> dict[str, "dg.RawMetadataValue"]:
     return {
@@ -85,7 +85,7 @@ def _metadata(
         **extra,
         "verdict": verdict,
         "report": str(report),
-        "diff": dg.MetadataValue.md(markdown),
+        "diff": markdown_metadata(markdown, str(report)),
     }
 
 
@@ -174,7 +174,7 @@ def model_comparison(
     )
     comparison = compare_models(date, docs)
     markdown = render_comparison_markdown(comparison)
-    report = _write(Path(storage.results_dir) / COMPARISON_DIR / date, COMPARISON_FILE, comparison, markdown)
+    report = _write(storage.results_root / COMPARISON_DIR / date, COMPARISON_FILE, comparison, markdown)
     for doc in docs:  # and beside each compared run, where a reader of that run looks
         _write(storage.run_dir(doc.provenance.model, date), COMPARISON_FILE, comparison, markdown)
     extra: dict[str, dg.RawMetadataValue] = {

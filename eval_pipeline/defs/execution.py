@@ -18,7 +18,9 @@ from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+# Debug lines (every IO-manager load and write) would be a third of a run's stored events, each
+# its own SQLite commit; INFO and up, and every Dagster event, are still recorded.
+DAGSTER_YAML = "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
 
 
 def project_instance(home: Path | None = None) -> dg.DagsterInstance:

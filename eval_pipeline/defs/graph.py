@@ -15,7 +15,13 @@ from eval_pipeline.defs.inputs import (
 )
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions
 from eval_pipeline.defs.reports import release_gate, run_report
-from eval_pipeline.defs.retrieval import always_loads, pattern_matches, semantic_retrievals, state_activations
+from eval_pipeline.defs.retrieval import (
+    always_loads,
+    pattern_matches,
+    semantic_retrievals,
+    state_activations,
+    system_outputs,
+)
 from eval_pipeline.defs.scoring import (
     always_results,
     pattern_results,
@@ -23,6 +29,7 @@ from eval_pipeline.defs.scoring import (
     scored_aggregate,
     semantic_results,
     state_results,
+    system_results,
 )
 
 SOURCES = [input_files, history_files]
@@ -36,10 +43,12 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
     state_activations,
     pattern_matches,
     always_loads,
+    system_outputs,
     semantic_results,
     state_results,
     pattern_results,
     always_results,
+    system_results,
     scored_aggregate,
     run_report,
     release_gate,

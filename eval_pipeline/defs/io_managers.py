@@ -1,8 +1,9 @@
-"""Storage of asset values: tables as Parquet, documents as JSON, one file per partition."""
+"""Storage of asset values: tables as Parquet, documents as JSON, one file per partition, under
+a local directory or an object store URI (`base_dir`: see providers/object_store.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import Any, get_args, get_origin
 
 import dagster as dg
@@ -10,17 +11,17 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 from upath import UPath
 
-from eval_pipeline.core.fileio import atomic_write_bytes
+from eval_pipeline.providers.object_store import output_path, write_bytes
 
 
 class ParquetIOManager(dg.UPathIOManager):
     extension: str = ".parquet"
 
     def dump_to_path(self, context: dg.OutputContext, obj: pd.DataFrame, path: UPath) -> None:
-        atomic_write_bytes(Path(str(path)), obj.to_parquet(index=False))
+        write_bytes(path, obj.to_parquet(index=False))
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pd.DataFrame:
-        return pd.read_parquet(str(path))
+        return pd.read_parquet(io.BytesIO(path.read_bytes()))
 
 
 def _model_of(context: dg.InputContext) -> tuple[type[BaseModel], bool]:
@@ -61,7 +62,7 @@ class JsonModelIOManager(dg.UPathIOManager):
         return loaded
 
     def dump_to_path(self, context: dg.OutputContext, obj: BaseModel, path: UPath) -> None:
-        atomic_write_bytes(Path(str(path)), obj.model_dump_json(indent=2).encode("utf-8"))
+        write_bytes(path, obj.model_dump_json(indent=2).encode("utf-8"))
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
         model, _ = _model_of(context)
@@ -72,11 +73,11 @@ class ParquetIOManagerFactory(dg.ConfigurableIOManagerFactory[ParquetIOManager])
     base_dir: str
 
     def create_io_manager(self, context: dg.InitResourceContext) -> ParquetIOManager:
-        return ParquetIOManager(base_path=UPath(self.base_dir))
+        return ParquetIOManager(base_path=output_path(self.base_dir))
 
 
 class JsonIOManagerFactory(dg.ConfigurableIOManagerFactory[JsonModelIOManager]):
     base_dir: str
 
     def create_io_manager(self, context: dg.InitResourceContext) -> JsonModelIOManager:
-        return JsonModelIOManager(base_path=UPath(self.base_dir))
+        return JsonModelIOManager(base_path=output_path(self.base_dir))

@@ -14,6 +14,17 @@ from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 MAX_ROWS = 200
 RERANK_MODE = "rerank_mode"
 PROMPT_CACHE = "prompt_cache"
+# Every materialisation's metadata is stored in the event log and sent to each UI page that shows
+# it: a 10,000-test report or comparison (megabytes) belongs in its file, not there.
+MAX_MARKDOWN_CHARS = 64_000
+
+
+def markdown_metadata(markdown: str, full: str) -> dg.MarkdownMetadataValue:
+    """`markdown` for the UI, cut at a line boundary when long, saying where the whole of it is."""
+    if len(markdown) <= MAX_MARKDOWN_CHARS:
+        return dg.MetadataValue.md(markdown)
+    head = markdown[:MAX_MARKDOWN_CHARS].rsplit("\n", 1)[0]
+    return dg.MetadataValue.md(f"{head}\n\n*… cut at {MAX_MARKDOWN_CHARS:,} characters: the whole is {full}*")
 
 
 def results_table(results: Sequence[ResultBase]) -> dg.TableMetadataValue:

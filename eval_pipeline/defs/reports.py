@@ -14,7 +14,6 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.expectations.history import now_utc
-from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
@@ -30,13 +29,15 @@ from eval_pipeline.core.report.run_document import (
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.gate import GateDecision
-from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.implementations import SystemResults
+from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
-from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE
+from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
-from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet
+from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
+from eval_pipeline.providers.object_store import write_text
 
 GROUP = "reports"
 
@@ -76,6 +77,7 @@ def run_report(
     scope: RunScopeResource,
     scored_aggregate: Aggregate,
     semantic_results: pd.DataFrame,
+    system_results: SystemResults,
     state_results: pd.DataFrame,
     pattern_results: pd.DataFrame,
     always_results: pd.DataFrame,
@@ -90,6 +92,7 @@ def run_report(
     retrieval_meta = _retrieval_metadata(context)
     mode = retrieval_meta.get(RERANK_MODE)
     cache_note = retrieval_meta.get(PROMPT_CACHE)
+    banks = bank_results(system_results, state_results, pattern_results, always_results)
     doc = assemble_document(
         Provenance(
             generated_at=now_utc(),
@@ -109,22 +112,22 @@ def run_report(
         ),
         scored_aggregate,
         semantic=from_frame(semantic_results, SemanticResult),
-        state=from_frame(state_results, StateResult),
-        pattern=from_frame(pattern_results, PatternResult),
-        always=from_frame(always_results, AlwaysResult),
+        state=banks.state,
+        pattern=banks.pattern,
+        always=banks.always,
         conflicts=resolved_expectations.conflicts,
     )
     markdown = render_markdown(doc)
     out_dir = storage.run_dir(model, date)
-    atomic_write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
-    atomic_write_text(out_dir / REPORT_FILE, markdown)
+    write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
+    write_text(out_dir / REPORT_FILE, markdown)
     return dg.Output(
         doc,
         metadata={
             "health": scored_aggregate.health.value,
             "combined_score": scored_aggregate.combined_score,
             "results_json": str(out_dir / RESULTS_FILE),
-            "report": dg.MetadataValue.md(markdown),
+            "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
         },
     )
 
@@ -146,7 +149,7 @@ def release_gate(
     tests within `max_errored`, `fail_under` met. Written on every evaluation, pass or fail."""
     model, date = split_key(context)
     decision = scope.gate(run_report)
-    atomic_write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
+    write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
     yield dg.Output(
         decision,
         metadata={

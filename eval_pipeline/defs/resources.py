@@ -9,6 +9,7 @@ from typing import Any
 
 import dagster as dg
 from pydantic import Field
+from upath import UPath
 
 from eval_pipeline.core.calibration.files import calibration_cost
 from eval_pipeline.core.expectations.resolution import LoadedHistory
@@ -27,12 +28,13 @@ from eval_pipeline.core.inputs.loading import (
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.run_document import RunDocument
-from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
+from eval_pipeline.providers.object_store import output_path
 from eval_pipeline.providers.target import PrepareReport, RetrievalItem
 
 
@@ -76,9 +78,17 @@ class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Where outputs go. `results_dir` (reports) and `outputs_uri` (the IO managers' tables and
+    documents) may be object store URIs; snapshots and calibration files stay local."""
+
     storage_dir: str = "storage"
     results_dir: str = "results"
     calibration_dir: str = "calibration"
+    outputs_uri: str | None = None  # default: storage_dir
+
+    @property
+    def outputs_root(self) -> str:
+        return self.outputs_uri or self.storage_dir
 
     @property
     def snapshot_store(self) -> Path:
@@ -88,8 +98,12 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """What calibrations cost on `date`, reported apart from the system under test."""
         return calibration_cost(Path(self.calibration_dir), date)
 
-    def run_dir(self, model: str, date: str) -> Path:
-        return Path(self.results_dir) / model / date
+    @property
+    def results_root(self) -> UPath:
+        return output_path(self.results_dir)
+
+    def run_dir(self, model: str, date: str) -> UPath:
+        return self.results_root / model / date
 
 
 class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -154,6 +168,12 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             batch=self.rerank_batch,
             on_prepared=on_prepared,
         )
+
+    def system_outputs(self, cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
+        """The team's system's answers for the state, pattern and always tests `cfg` assigns to it."""
+        from eval_pipeline.providers.system_target import run_system
+
+        return run_system(cfg, banks, scope)
 
     def _mode(self) -> CacheMode:
         modes: dict[str, CacheMode] = {"use": "use", "refresh": "refresh", "off": "off"}

@@ -1,4 +1,5 @@
-"""What the system did: semantic retrievals per model, and the deterministic mechanisms' outputs.
+"""What the system did: semantic retrievals per model, the built-in deterministic mechanisms'
+outputs per date, and per model the team's own system's outputs for the banks it answers.
 
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
@@ -23,8 +24,10 @@ from eval_pipeline.core.scoring.evaluation import (
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.metadata import prompt_cache_metadata
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
+from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.factory import rerank_mode
+from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.target import PrepareReport, retrieval_items
 
 GROUP = "retrieval"
@@ -51,6 +54,16 @@ def _retrieve(
         return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task), on_prepared)
 
 
+def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersResource) -> ModelConfig | None:
+    """The partition's model, or None when this is an automatic run that may not evaluate it."""
+    model, _ = split_key(context)
+    cfg = providers.model(model)
+    if context.run.tags.get(AUTOMATION_RUN_TAG) == "true" and not cfg.automated:
+        context.log.info(f"{model}: not evaluated by automation (disabled, or paid without automate: true)")
+        return None
+    return cfg
+
+
 @dg.asset(
     group_name=GROUP,
     partitions_def=model_date_partitions,
@@ -70,18 +83,18 @@ def semantic_retrievals(
     Automation evaluates a model only when its models-file entry is enabled and, for a paid
     model, says `automate: true`: an automatic run must never start spending on its own. The
     skipped partition materialises nothing, so nothing downstream of it runs either.
+    An API model's run first takes a slot of each provider's pool (defs/pools.py).
     """
-    model, _ = split_key(context)
-    cfg = providers.model(model)
-    if context.run.tags.get(AUTOMATION_RUN_TAG) == "true" and not cfg.automated:
-        context.log.info(f"{model}: not evaluated by automation (disabled, or paid without automate: true)")
+    cfg = _model_to_evaluate(context, providers)
+    if cfg is None:
         return
     prepared: list[PrepareReport] = []
-    rows = _retrieve(context, providers, scope, knowledge_base, test_banks, prepared.append)
+    with provider_slots(context, cfg):
+        rows = _retrieve(context, providers, scope, knowledge_base, test_banks, prepared.append)
     errored = sum(r.status == "errored" for r in rows)
     cache_status = prepared[0].prompt_cache if prepared else None
     if cache_status is not None:
-        context.log.info(f"{model}: {cache_status.note}")
+        context.log.info(f"{cfg.key}: {cache_status.note}")
     yield dg.Output(
         to_frame(rows, retrieval_columns),
         metadata={
@@ -97,8 +110,43 @@ def semantic_retrievals(
 
 
 def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
-    frame = to_frame(outputs, lambda o: {"test_id": o.test_id, "entities": ", ".join(o.entities)})
-    return dg.Output(frame, metadata={"tests": len(outputs)})
+    frame = to_frame(
+        outputs,
+        lambda o: {
+            "test_id": o.test_id,
+            "mechanism": o.mechanism.value if o.mechanism else None,
+            "entities": ", ".join(o.entities),
+            "error": o.error,
+        },
+    )
+    return dg.Output(
+        frame, metadata={"tests": len(outputs), "errored": sum(o.error is not None for o in outputs)}
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=PARQUET_IO,
+    automation_condition=EAGER,
+    output_required=False,  # skipped with the model's semantic retrievals (see there)
+)
+def system_outputs(
+    context: dg.AssetExecutionContext,
+    providers: ProvidersResource,
+    scope: RunScopeResource,
+    test_banks: Banks,
+) -> Iterator[dg.Output[pd.DataFrame]]:
+    """The team's own system's answers (over HTTP or a Python entry point) for the state,
+    pattern and always tests of the banks the model assigns to it: one call per test. Empty for
+    a model that uses the built-in reference for all three."""
+    cfg = _model_to_evaluate(context, providers)
+    if cfg is None:
+        return
+    out = _outputs_frame(providers.system_outputs(cfg, test_banks, scope.scope()))
+    yield out.with_metadata(
+        {**out.metadata, **{f"implementation_{m.value}": impl for m, impl in cfg.implementations.items()}}
+    )
 
 
 @dg.asset(

@@ -2,6 +2,7 @@
 mechanism, and the aggregate per model and date."""
 
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import dagster as dg
 import pandas as pd
@@ -26,6 +27,7 @@ from eval_pipeline.core.scoring.evaluation import (
     score_semantic,
     score_state,
 )
+from eval_pipeline.core.scoring.implementations import SystemResults, score_system
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     PatternResult,
@@ -40,8 +42,9 @@ from eval_pipeline.defs.partitions import (
     DATE_OF_MODEL_DATE,
     date_partitions,
     model_date_partitions,
+    split_key,
 )
-from eval_pipeline.defs.resources import RunScopeResource
+from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 
 GROUP = "scoring"
 PARQUET_IO = "parquet_io"
@@ -147,23 +150,76 @@ def always_results(
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
+    ins={"test_banks": BY_DATE},
+    automation_condition=EAGER,
+)
+def system_results(
+    context: dg.AssetExecutionContext,
+    providers: ProvidersResource,
+    system_outputs: pd.DataFrame,
+    test_banks: Banks,
+) -> dg.Output[SystemResults]:
+    """The model's implementation per bank, and its own system's state, pattern and always
+    outputs scored (the banks it leaves to the reference are scored once per date)."""
+    model, _ = split_key(context)
+    implementations = providers.model(model).implementations
+    result = score_system(test_banks, implementations, _outputs(system_outputs))
+    return dg.Output(
+        result,
+        metadata={
+            **{f"implementation_{m.value}": impl for m, impl in implementations.items()},
+            "errored": result.errored,
+        },
+    )
+
+
+class BankResults(NamedTuple):
+    """The state, pattern and always results a model is judged on: its system's where it has
+    one, else the reference's."""
+
+    state: list[StateResult]
+    pattern: list[PatternResult]
+    always: list[AlwaysResult]
+
+
+def bank_results(
+    system: SystemResults,
+    state_results: pd.DataFrame,
+    pattern_results: pd.DataFrame,
+    always_results: pd.DataFrame,
+) -> BankResults:
+    return BankResults(
+        state=system.state if system.state is not None else from_frame(state_results, StateResult),
+        pattern=system.pattern if system.pattern is not None else from_frame(pattern_results, PatternResult),
+        always=system.always if system.always is not None else from_frame(always_results, AlwaysResult),
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    partitions_def=model_date_partitions,
+    io_manager_key=JSON_IO,
     ins={name: BY_DATE for name in ("state_results", "pattern_results", "always_results")},
     automation_condition=EAGER,
 )
 def scored_aggregate(
     scope: RunScopeResource,
     semantic_results: pd.DataFrame,
+    system_results: SystemResults,
     state_results: pd.DataFrame,
     pattern_results: pd.DataFrame,
     always_results: pd.DataFrame,
 ) -> dg.Output[Aggregate]:
-    """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health."""
+    """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health,
+    with the implementation that produced each bank."""
     run = scope.scope()
+    banks = bank_results(system_results, state_results, pattern_results, always_results)
     agg = aggregate(
         semantic=from_frame(semantic_results, SemanticResult) if run.runs(Mechanism.SEMANTIC) else None,
-        state=from_frame(state_results, StateResult) if run.runs(Mechanism.STATE) else None,
-        pattern=from_frame(pattern_results, PatternResult) if run.runs(Mechanism.PATTERN) else None,
-        always=from_frame(always_results, AlwaysResult) if run.runs(Mechanism.ALWAYS) else None,
+        state=banks.state if run.runs(Mechanism.STATE) else None,
+        pattern=banks.pattern if run.runs(Mechanism.PATTERN) else None,
+        always=banks.always if run.runs(Mechanism.ALWAYS) else None,
         threshold=scope.pass_threshold,
+        implementations=system_results.implementations,
     )
     return dg.Output(agg, metadata=aggregate_metadata(agg))

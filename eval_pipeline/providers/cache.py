@@ -112,6 +112,7 @@ class ResponseCache:
         self.mode: CacheMode = mode
         self._db = _SqliteFile(cache_dir / self.FILENAME, _RESPONSES_SCHEMA)
         self._counters = _Counters()
+        self.directory = cache_dir
 
     @staticmethod
     def key(

@@ -1,4 +1,5 @@
-"""A model's semantic pipeline, built from its config: embedder, reranker, pacing, prices."""
+"""A model's semantic pipeline, built from its config: embedder, reranker, pacing, prices; or
+the team's own system when the model assigns semantic to it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.providers.base import Embedder, Reranker
@@ -18,6 +20,8 @@ from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
 from eval_pipeline.providers.models import ModelConfig, require_keys
 from eval_pipeline.providers.pricing import cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
+from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
+from eval_pipeline.providers.static_embedder import StaticMiniLMEmbedder
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
@@ -33,22 +37,25 @@ def _limiter(requests_per_min: float | None, concurrency: int) -> RateLimiter | 
 
 
 def _policy(cfg: ModelConfig) -> RetryPolicy:
-    from eval_pipeline.providers.ratelimit import RetryPolicy
+    from eval_pipeline.providers.system_target import retry_policy
 
-    return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
+    return retry_policy(cfg)
 
 
 def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
-    if cfg.embedder.kind == "local":
+    embedder, _ = cfg.stages()
+    if embedder.model_id == STATIC_EMBEDDER_NAME:
+        return StaticMiniLMEmbedder(cache.directory)
+    if embedder.kind == "local":
         return LocalMiniLMEmbedder()
     from eval_pipeline.providers.voyage import VoyageEmbedder
 
     return VoyageEmbedder(
-        model_id=cfg.embedder.model_id,
+        model_id=embedder.model_id,
         api_key=env[cfg.voyage_api_key_env],
         base_url=env.get("VOYAGE_BASE_URL"),
         cache=cache,
-        limiter=_limiter(cfg.embedder.rate_limit_per_min, cfg.concurrency),
+        limiter=_limiter(embedder.rate_limit_per_min, cfg.concurrency),
         policy=_policy(cfg),
     )
 
@@ -59,11 +66,12 @@ def _reranker(
     keyword_boosts: Mapping[str, Sequence[str]],
     env: Mapping[str, str],
 ) -> Reranker:
-    kind, model_id = cfg.reranker.kind, cfg.reranker.model_id
+    _, reranker = cfg.stages()
+    kind, model_id = reranker.kind, reranker.model_id
     if kind == "cosine":
-        return CosineReranker(jitter=cfg.reranker.jitter, seed=cfg.reranker.seed)
+        return CosineReranker(jitter=reranker.jitter, seed=reranker.seed)
     if kind == "hybrid":
-        return HybridReranker(keyword_boosts, cfg.reranker.weights)
+        return HybridReranker(keyword_boosts, reranker.weights)
     limiter = _limiter(cfg.rate_limit_per_min, cfg.concurrency)
     if kind == "claude":
         from eval_pipeline.providers.claude_rerank import ClaudeReranker
@@ -75,7 +83,7 @@ def _reranker(
             cache=cache,
             limiter=limiter,
             price=cfg.price(model_id),
-            prompt_version=cfg.reranker.prompt_version,
+            prompt_version=reranker.prompt_version,
             policy=_policy(cfg),
         )
     from eval_pipeline.providers.voyage import VoyageReranker
@@ -93,7 +101,8 @@ def _reranker(
 
 def rerank_mode(cfg: ModelConfig, batch: bool) -> Literal["online", "batch"]:
     """How `cfg`'s reranker answers when a run asks for batches: only Claude rerankers batch."""
-    return "batch" if batch and cfg.reranker.kind == "claude" and cfg.http is None else "online"
+    reranker = cfg.reranker  # None when the team's own system runs semantic
+    return "batch" if batch and reranker is not None and reranker.kind == "claude" else "online"
 
 
 def build_pipeline(
@@ -113,19 +122,20 @@ def build_pipeline(
     """
     env = os.environ if environ is None else environ
     require_keys(cfg, env)
-    if cfg.http is not None:
-        from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline
+    if cfg.system is not None and cfg.system.runs(Mechanism.SEMANTIC):
+        from eval_pipeline.providers.system_target import SystemPipeline, make_target
 
-        target = HttpTarget(url=cfg.http.url, timeout_s=cfg.http.timeout_s, policy=_policy(cfg))
-        return HttpTargetPipeline(model_key=cfg.key, target=target, concurrency=cfg.concurrency)
+        return SystemPipeline(cfg.key, make_target(cfg.system, _policy(cfg)), cfg.concurrency)
+    embedder, reranker = cfg.stages()
     return SemanticPipeline(
         cfg.key,
         _embedder(cfg, cache, env),
         _reranker(cfg, cache, keyword_boosts, env),
         store,
         cfg.concurrency,
-        embed_cost=partial(cost_usd, price=cfg.price(cfg.embedder.model_id)),
-        rerank_cost=partial(cost_usd, price=cfg.price(cfg.reranker.model_id)),
+        embed_cost=partial(cost_usd, price=cfg.price(embedder.model_id)),
+        rerank_cost=partial(cost_usd, price=cfg.price(reranker.model_id)),
+        batch_queries=embedder.kind == "local",
         batch=batch,
     )
 

@@ -1,8 +1,10 @@
 """The models file (`models.yaml`): named retrieval configurations an evaluation can run.
 
 A model is an embedder plus a reranker, with the rate limit, concurrency, trials and prices that
-go with them. Loading validates everything up front and reports problems as one line naming the
-file, the model key and the field, so a bad config fails before any call is made.
+go with them; and it may hand any of the four mechanisms to the team's own system (`system:`,
+over HTTP or a Python entry point) instead of eval_pipeline's built-in reference. Loading
+validates everything up front and reports problems as one line naming the file, the model key
+and the field, so a bad config fails before any call is made.
 """
 
 from __future__ import annotations
@@ -10,23 +12,29 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
+from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
 
-EmbedderKind = Literal["local", "voyage", "http"]
-RerankerKind = Literal["cosine", "hybrid", "claude", "voyage", "http"]
+EmbedderKind = Literal["local", "voyage"]
+RerankerKind = Literal["cosine", "hybrid", "claude", "voyage"]
+SystemKind = Literal["http", "python"]
 
 SCHEMA_VERSION = 1
 # The specification's pace for the LLM reranker: one call every 1.25 s.
 DEFAULT_RERANK_RATE_PER_MIN = 48.0
 _API_KINDS = frozenset({"voyage", "claude"})
 _LOCAL_MODEL_IDS = {"local": LOCAL_EMBEDDER_NAME, "cosine": "cosine", "hybrid": "hybrid"}
+# Other models a local kind may name instead of its default.
+_LOCAL_ALTERNATIVES = {"local": frozenset({STATIC_EMBEDDER_NAME})}
 
 
 class ConfigError(Exception):
@@ -41,11 +49,11 @@ def _resolve_model_id(kind: str, model_id: str, where: str) -> str:
     """Local kinds run one model each; API kinds must name theirs."""
     if kind in _LOCAL_MODEL_IDS:
         local = _LOCAL_MODEL_IDS[kind]
-        if model_id and model_id != local:
-            raise ValueError(f"{where}.model_id: kind '{kind}' only runs '{local}'")
-        return local
-    if kind == "http":
-        return model_id or "http"
+        allowed = {local, *_LOCAL_ALTERNATIVES.get(kind, ())}
+        if model_id and model_id not in allowed:
+            names = " or ".join(sorted(map(repr, allowed)))
+            raise ValueError(f"{where}.model_id: kind '{kind}' runs {names}")
+        return model_id or local
     if not model_id:
         raise ValueError(f"{where}.model_id: required for kind '{kind}'")
     return model_id
@@ -90,9 +98,54 @@ class RetryConfig(_Strict):
     backoff_s: float = Field(default=1.0, ge=0, le=60)
 
 
-class HttpConfig(_Strict):
-    url: str = Field(pattern=r"^https?://\S+$")
-    timeout_s: float = Field(default=30.0, gt=0)
+_ENTRYPOINT = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+Entrypoint = Annotated[str, Field(pattern=_ENTRYPOINT)]
+
+
+class SystemConfig(_Strict):
+    """The team's own system, and the mechanisms it answers (the rest use the reference)."""
+
+    kind: SystemKind
+    url: str | None = Field(default=None, pattern=r"^https?://\S+$", description="http only")
+    entrypoint: Entrypoint | dict[Mechanism, Entrypoint] | None = Field(
+        default=None,
+        description="python only: 'package.module:attr', or one per mechanism",
+    )
+    timeout_s: float = Field(default=30.0, gt=0, description="Per call")
+    mechanisms: list[Mechanism] = Field(default_factory=lambda: list(Mechanism), min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if (self.kind == "http") != (self.url is not None):
+            raise ValueError("system.url: required exactly when system.kind is 'http'")
+        if (self.kind == "python") != (self.entrypoint is not None):
+            raise ValueError("system.entrypoint: required exactly when system.kind is 'python'")
+        if isinstance(self.entrypoint, dict) and set(self.entrypoint) != set(self.mechanisms):
+            raise ValueError("system.entrypoint: name one entry point for each of system.mechanisms")
+        return self
+
+    def runs(self, mechanism: Mechanism) -> bool:
+        return mechanism in self.mechanisms
+
+
+def _legacy_http(data: Any) -> Any:
+    """The earlier form of a whole-pipeline HTTP service (`embedder/reranker: {kind: http}` plus
+    `http: {url, timeout_s}`) is the team's system running the semantic mechanism."""
+    if not isinstance(data, dict):
+        return data
+    # A stage may come as a mapping (a models file) or as a built config (code).
+    stages = [data.get(stage) for stage in ("embedder", "reranker")]
+    kinds = [(s.get("kind") if isinstance(s, dict) else getattr(s, "kind", None)) == "http" for s in stages]
+    if not any(kinds) and "http" not in data:
+        return data
+    if not all(kinds):
+        raise ValueError("embedder.kind/reranker.kind: 'http' is a whole pipeline, use it for both")
+    if not isinstance(data.get("http"), dict):
+        raise ValueError("http: required exactly when the kinds are 'http'")
+    if "system" in data:
+        raise ValueError("http: give either system: or the older kind: http form, not both")
+    rest = {k: v for k, v in data.items() if k not in ("embedder", "reranker", "http")}
+    return {**rest, "system": {"kind": "http", **data["http"], "mechanisms": ["semantic"]}}
 
 
 class ModelConfig(_Strict):
@@ -105,22 +158,44 @@ class ModelConfig(_Strict):
     cost_incurring: bool = Field(
         default=False, description="Derived from the kinds unless set; API models always are"
     )
-    embedder: EmbedderConfig
-    reranker: RerankerConfig
+    embedder: EmbedderConfig | None = Field(default=None, description="Unless system: runs semantic")
+    reranker: RerankerConfig | None = Field(default=None, description="Unless system: runs semantic")
     rate_limit_per_min: float | None = Field(
         default=None, gt=0, description="Reranker requests/min; 48 by default for API rerankers"
     )
     concurrency: int = Field(default=4, ge=1, le=64)
     trials: int = Field(default=1, ge=1, le=20)
     prices: dict[str, Price] = Field(default_factory=dict, description="model id -> Price")
-    http: HttpConfig | None = None
+    system: SystemConfig | None = Field(default=None, description="The team's own system")
     retry: RetryConfig = Field(default_factory=RetryConfig)
     anthropic_api_key_env: str = "ANTHROPIC_API_KEY"
     voyage_api_key_env: str = "VOYAGE_API_KEY"
 
     @property
     def kinds(self) -> frozenset[str]:
-        return frozenset({self.embedder.kind, self.reranker.kind})
+        return frozenset(stage.kind for stage in (self.embedder, self.reranker) if stage is not None)
+
+    def implementation(self, mechanism: Mechanism) -> str:
+        """What produces `mechanism`'s bank: the team's system kind, or the reference."""
+        return self.system.kind if self.system is not None and self.system.runs(mechanism) else REFERENCE
+
+    @property
+    def implementations(self) -> dict[Mechanism, str]:
+        return {m: self.implementation(m) for m in Mechanism}
+
+    @property
+    def system_mechanisms(self) -> list[Mechanism]:
+        """The mechanisms the team's system answers, in bank order."""
+        return [m for m in Mechanism if self.implementation(m) != REFERENCE]
+
+    def stages(self) -> tuple[EmbedderConfig, RerankerConfig]:
+        """The built-in semantic pipeline's embedder and reranker (validation ensures both
+        exist unless the team's system runs semantic)."""
+        if self.embedder is None or self.reranker is None:
+            raise ConfigError(
+                f"model '{self.key}': the team's system runs semantic; it has no built-in stages"
+            )
+        return self.embedder, self.reranker
 
     @property
     def automated(self) -> bool:
@@ -131,20 +206,27 @@ class ModelConfig(_Strict):
     def uses_api(self) -> bool:
         return bool(self.kinds & _API_KINDS)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return _legacy_http(data)
+
     @model_validator(mode="after")
     def _derive_and_check(self) -> Self:
-        is_http = self.embedder.kind == "http"
-        if is_http != (self.reranker.kind == "http"):
-            raise ValueError("embedder.kind/reranker.kind: 'http' is a whole pipeline, use it for both")
-        if is_http != (self.http is not None):
-            raise ValueError("http: required exactly when the kinds are 'http'")
+        by_system = self.implementation(Mechanism.SEMANTIC) != REFERENCE
+        for name, stage in (("embedder", self.embedder), ("reranker", self.reranker)):
+            if by_system and stage is not None:
+                raise ValueError(f"{name}: the team's system runs semantic (system.mechanisms); remove it")
+            if not by_system and stage is None:
+                raise ValueError(f"{name}: required unless system.mechanisms includes semantic")
         if "cost_incurring" not in self.model_fields_set:
             self.cost_incurring = self.uses_api
         elif self.uses_api and not self.cost_incurring:
             raise ValueError("cost_incurring: a model that calls a paid API cannot be false")
-        if "rate_limit_per_min" not in self.model_fields_set and self.reranker.kind in _API_KINDS:
+        reranker_kind = self.reranker.kind if self.reranker is not None else None
+        if "rate_limit_per_min" not in self.model_fields_set and reranker_kind in _API_KINDS:
             self.rate_limit_per_min = DEFAULT_RERANK_RATE_PER_MIN
-        if self.reranker.kind == "claude" and self.rate_limit_per_min is None:
+        if reranker_kind == "claude" and self.rate_limit_per_min is None:
             raise ValueError("rate_limit_per_min: an LLM reranker is always rate limited")
         return self
 
@@ -216,7 +298,8 @@ def _build(path: Path, key: str, body: Any, overrides: Mapping[str, Price]) -> M
         raise ConfigError(f"{path}: model '{key}': {_one_line(exc)}") from exc
     if not cfg.uses_api:
         return cfg
-    ids = {cfg.embedder.model_id, cfg.reranker.model_id}
+    embedder, reranker = cfg.stages()
+    ids = {embedder.model_id, reranker.model_id}
     cfg.prices = {**cfg.prices, **{m: p for m, p in overrides.items() if m in ids}}
     for model_id in sorted(ids):
         try:

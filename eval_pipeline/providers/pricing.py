@@ -75,6 +75,7 @@ BUILTIN_PRICES: dict[str, Price] = {
     "rerank-2.5-lite": Price(input=0.02),
     # Local models: free by construction, stated explicitly.
     "local-minilm-l6-int8": FREE,
+    "static-minilm-l6": FREE,
     "cosine": FREE,
     "hybrid": FREE,
 }

@@ -157,6 +157,7 @@ class SemanticPipeline:
         *,
         embed_cost: CostFn = _no_billing,
         rerank_cost: CostFn = _no_billing,
+        batch_queries: bool = False,
         batch: bool = False,
     ) -> None:
         if concurrency < 1:
@@ -170,6 +171,8 @@ class SemanticPipeline:
         self._rerank_cost = rerank_cost
         self._batch = batch
         self._index: _Index | None = None
+        self._batch_queries = batch_queries
+        self._queries: dict[str, tuple[Vector, bool]] = {}  # key -> (vector, was it stored)
 
     async def prepare(self, kb_entities: Sequence[Entity]) -> PrepareReport:
         """Index the SEMANTIC entities. Raises on failure: without an index no test can run."""
@@ -211,8 +214,37 @@ class SemanticPipeline:
             self._store.put_many(self._embedder.name, fresh)
         return fresh
 
+    async def _prefetch_queries(self, queries: Sequence[str]) -> None:
+        """Look up every query in the store at once and embed the missing ones in one call.
+
+        Only for a free local embedder (`batch_queries`): one batched inference instead of one
+        per query is most of a cold run's time, and with no usage to bill nothing is misattributed
+        (an API embedder's call and cost stay with the test that made it). A failed batch is not
+        reported here: each of its tests then embeds its own query and errors with the reason.
+        """
+        keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
+        known = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
+        self._queries.update({k: (v, True) for k, v in known.items()})
+        todo = [k for k in keys if k not in known]
+        if not todo:
+            return
+        try:
+            result = await self._embedder.embed([keys[k] for k in todo], "query")
+        except Exception:  # each test retries alone and reports its own error
+            return
+        if result.vectors.shape[0] != len(todo) or result.usage != Usage():
+            return
+        fresh = {k: result.vectors[i] for i, k in enumerate(todo)}
+        if self._store:
+            self._store.put_many(self._embedder.name, fresh)
+        self._queries.update({k: (v, False) for k, v in fresh.items()})
+
     async def _embed_query(self, query: str, tally: _Tally) -> Vector:
         key = EmbeddingStore.query_key("query", query)
+        if key in self._queries:
+            prefetched, was_stored = self._queries[key]
+            tally.cache_hits += was_stored
+            return prefetched
         if self._store:
             stored = self._store.get_many(self._embedder.name, [key]).get(key)
             if stored is not None:
@@ -297,6 +329,8 @@ class SemanticPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
+        if self._batch_queries:
+            await self._prefetch_queries([item.query for item in items])
         if self._batch and isinstance(self._reranker, BatchReranker):
             return await self._retrieve_batched(self._reranker, items, on_done)
 

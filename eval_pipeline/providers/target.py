@@ -1,5 +1,5 @@
 """What the assets drive for the semantic mechanism, whoever implements it: the built-in
-`SemanticPipeline` or the team's own system (`HttpTargetPipeline`).
+`SemanticPipeline` or the team's own system (`SystemPipeline`, over HTTP or a Python entry point).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class PrepareReport:
 
 
 class RetrievalPipeline(Protocol):
-    """What the assets drive: `SemanticPipeline`, or an external service over HTTP."""
+    """What the assets drive: `SemanticPipeline`, or the team's own system (`SystemPipeline`)."""
 
     model_key: str
 

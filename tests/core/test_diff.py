@@ -15,7 +15,7 @@ from eval_pipeline.core.diff.report import (
     render_diff_text,
     render_regression_markdown,
 )
-from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.banks import Expectations, Mechanism
 from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.metrics import Stage
 from tests.run_docs import always, doc, pattern, sem, state
@@ -261,3 +261,24 @@ def test_model_comparison_pairs_models_in_the_given_order() -> None:
     assert compare_models("2026-11-19", [first]).verdicts == [
         "1 model(s) with results for 2026-11-19: nothing to compare"
     ]
+
+
+def test_a_bank_that_changed_implementation_is_named_in_the_header_and_warned() -> None:
+    base, head = _base(), _head()
+    system = {**base.aggregate.implementations, Mechanism.STATE: "http"}
+    head = head.model_copy(
+        update={"aggregate": head.aggregate.model_copy(update={"implementations": system})}
+    )
+    result = diff_documents(base, head)
+    lines = render_diff_text(result).splitlines()
+    assert lines[1] == (
+        "implementations: semantic reference, state reference, pattern reference, always reference → "
+        "semantic reference, state http, pattern reference, always reference"
+    )
+    assert result.warnings[-1] == (
+        "implementations differ: state reference → http; changes in those banks may come from the "
+        "implementation"
+    )
+    assert "implementations: " in render_diff_markdown(result)
+    # The default (every bank by the reference) adds no line.
+    assert not render_diff_text(diff_documents(base, _head())).splitlines()[1].startswith("implementations")

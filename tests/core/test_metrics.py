@@ -5,10 +5,16 @@ import math
 import pytest
 
 from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.scoring.metrics import Stage, all_metrics, attributions, mean_metrics, metrics_of
+from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.results import SemanticResult
 from tests.run_docs import sem
 
 PRIMARY_A_SECONDARY_BD = Expectations(expected_primary=["a"], expected_secondary=["b", "d"])
+
+
+def metrics_of(result: SemanticResult) -> TestMetrics:
+    (only,) = all_metrics([result])
+    return only
 
 
 def _dcg(gains: list[int]) -> float:
@@ -42,6 +48,19 @@ def test_nothing_relevant_selected_scores_zero() -> None:
     m = metrics_of(sem("T", ["x", "y"], candidates=["x", "y", "b"]))
     assert (m.ndcg_6, m.recall_6, m.mrr_primary) == (0.0, 0.0, 0.0)
     assert m.candidate_recall_15 == pytest.approx(1 / 2)
+
+
+def test_a_run_measured_at_once_equals_each_test_measured_alone() -> None:
+    # One evaluator serves the whole run: no query's qrels may leak into another's score.
+    results = [
+        sem("A", ["c", "b", "a"], exp=PRIMARY_A_SECONDARY_BD, candidates=["c", "b", "a", "e"]),
+        sem("B", ["b", "x", "a"], candidates=["b", "x", "a"]),
+        sem("C", ["x", "y"], candidates=["x", "y", "b"]),
+        sem("D", [], candidates=[]),
+        sem("A", ["a", "b"], trial=1),
+    ]
+    assert all_metrics(results) == [metrics_of(r) for r in results]
+    assert all_metrics(results)[3].ndcg_6 == 0.0
 
 
 def test_stage_attribution_of_hard_fails_and_errors() -> None:

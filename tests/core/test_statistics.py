@@ -49,3 +49,15 @@ def test_no_common_tests_and_misaligned_inputs() -> None:
 )
 def test_effect_labels(d: float | None, label: str) -> None:
     assert effect_label(d) == label
+
+
+def test_resampling_in_blocks_gives_what_one_block_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Blocks bound the memory at 10,000 tests; they must not change a single number.
+    from eval_pipeline.core.diff import statistics
+
+    head = [b + (3 if i % 4 else -6) for i, b in enumerate(BASE)]
+    monkeypatch.setattr(statistics, "CHUNK_ELEMENTS", 10**9)
+    whole = paired_comparison(BASE, head, clusters=[str(i % 7) for i in range(40)])
+    monkeypatch.setattr(statistics, "CHUNK_ELEMENTS", 64)  # 1-9 rows a block, a ragged last one
+    assert paired_comparison(BASE, head, clusters=[str(i % 7) for i in range(40)]) == whole
+    assert statistics._chunks(10, 3) == [10] and statistics._chunks(5, 100) == [1] * 5

@@ -1,4 +1,4 @@
-"""HttpTarget / HttpTargetPipeline against loopback services implementing (or breaking) the
+"""HttpTarget / SystemPipeline against loopback services implementing (or breaking) the
 contract in docs/http_target.md."""
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.mechanisms.contract import ContractViolation, SystemRequest, parse_answer
 from eval_pipeline.core.mechanisms.retrieval import CANDIDATE_K, SELECTION_K
-from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
-from eval_pipeline.providers.http_target import HttpTarget, HttpTargetPipeline, parse_response
-from eval_pipeline.providers.models import EmbedderConfig, HttpConfig, ModelConfig, RerankerConfig
+from eval_pipeline.providers.http_target import HttpTarget
+from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
+from eval_pipeline.providers.system_target import SystemPipeline
 from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import CLIENT_TIMEOUT_S, SAFE_TIMEOUT_S, STALL_S, make_entities
@@ -42,9 +44,9 @@ def _valid(**changes: Any) -> dict[str, Any]:
 
 
 def test_contract_defaults_and_unknown_fields() -> None:
-    response = parse_response(_valid(extra_field=1))
-    assert response.triggered_handlers == [] and response.pattern_matches == []
-    assert response.always_loaded == [] and response.usage is None
+    response = parse_answer(_valid(extra_field=1), Mechanism.SEMANTIC)
+    assert response.triggered_handlers is None and response.pattern_matches is None
+    assert response.always_loaded is None and response.usage is None
 
 
 @pytest.mark.parametrize(
@@ -52,21 +54,44 @@ def test_contract_defaults_and_unknown_fields() -> None:
     [
         (_valid(selections=[{"entity_id": "a"}, {"entity_id": "a"}]), "duplicate selections"),
         (_valid(selections=[{"entity_id": str(i)} for i in range(7)]), "selections"),
-        ({"selections": []}, "candidates"),
+        ({"selections": []}, "candidates: required for a semantic request"),
         (_valid(candidates=[{"entity_id": "a", "score": "high"}]), "candidates.0.score"),
         ([1, 2], "response"),
     ],
 )
 def test_contract_violations_are_named(body: object, problem: str) -> None:
-    with pytest.raises(ProviderError, match=f"breaks the contract: .*{problem}"):
-        parse_response(body)
+    with pytest.raises(ContractViolation, match=f"breaks the contract: .*{problem}"):
+        parse_answer(body, Mechanism.SEMANTIC)
 
 
-async def test_call_sends_the_contract_request(emulator: EmulatorHandle, target: HttpTarget) -> None:
-    response = await target.call("my child won't sleep", "PARENT", {"child_age": 4})
-    assert len(response.candidates) == CANDIDATE_K and len(response.selections) == SELECTION_K
+@pytest.mark.parametrize(
+    ("mechanism", "field"),
+    [
+        (Mechanism.STATE, "triggered_handlers"),
+        (Mechanism.PATTERN, "pattern_matches"),
+        (Mechanism.ALWAYS, "always_loaded"),
+    ],
+)
+def test_each_mechanism_needs_its_own_part_of_the_answer(mechanism: Mechanism, field: str) -> None:
+    # A semantic answer is no answer to a state question: silence must not score as "nothing fired".
+    with pytest.raises(ContractViolation, match=f"{field}: required for a {mechanism.value} request"):
+        parse_answer(_valid(), mechanism)
+    assert parse_answer({field: []}, mechanism).candidates is None
+
+
+async def test_ask_sends_the_contract_request(emulator: EmulatorHandle, target: HttpTarget) -> None:
+    request = SystemRequest(
+        mechanism=Mechanism.SEMANTIC,
+        message="my child won't sleep",
+        user_type="PARENT",
+        user_state={"child_age": 4},
+    )
+    response = await target.ask(request)
+    assert len(response.candidates or []) == CANDIDATE_K and len(response.selections or []) == SELECTION_K
     assert emulator.requests("/target") == [
         {
+            "contract_version": 2,
+            "mechanism": "semantic",
             "message": "my child won't sleep",
             "user_type": "PARENT",
             "user_state": {"child_age": 4},
@@ -77,7 +102,7 @@ async def test_call_sends_the_contract_request(emulator: EmulatorHandle, target:
 
 
 async def test_each_test_is_sent_as_its_own_user(emulator: EmulatorHandle, target: HttpTarget) -> None:
-    pipeline = HttpTargetPipeline("svc", target, concurrency=1)
+    pipeline = SystemPipeline("svc", target, concurrency=1)
     items = [
         RetrievalItem("t1", "rent is late", 0, "TENANT", {"months_behind": 2}),
         RetrievalItem("t2", "who do i call", 0),
@@ -88,7 +113,7 @@ async def test_each_test_is_sent_as_its_own_user(emulator: EmulatorHandle, targe
 
 
 async def test_pipeline_maps_the_response(target: HttpTarget) -> None:
-    pipeline = HttpTargetPipeline("my-service", target, concurrency=4)
+    pipeline = SystemPipeline("my-service", target, concurrency=4)
     report = await pipeline.prepare(make_entities(3))
     assert report.entities == 0 and report.api_calls == 0
     result = await pipeline.retrieve("t1", "a question", trial=2)
@@ -106,7 +131,7 @@ async def test_94_requests_with_20_percent_faults() -> None:
             clock=ScaledClock(50.0),
             policy=RetryPolicy(max_attempts=2),
         )
-        pipeline = HttpTargetPipeline("svc", flaky, concurrency=16)
+        pipeline = SystemPipeline("svc", flaky, concurrency=16)
         done: list[str] = []
         items = [RetrievalItem(f"t{i:02d}", f"question {i}") for i in range(94)]
         results = await pipeline.retrieve_many(items, on_done=lambda r: done.append(r.test_id))
@@ -153,7 +178,7 @@ def broken_service() -> Iterator[str]:
 
 async def test_contract_violation_errors_without_retrying(broken_service: str) -> None:
     target = HttpTarget(broken_service, SAFE_TIMEOUT_S)
-    result = await HttpTargetPipeline("svc", target, 1).retrieve("t1", "q")
+    result = await SystemPipeline("svc", target, 1).retrieve("t1", "q")
     await target.aclose()
     assert result.status == "errored" and _BrokenService.calls == 1
     assert result.error == "target: target response breaks the contract: duplicate selections"
@@ -162,14 +187,19 @@ async def test_contract_violation_errors_without_retrying(broken_service: str) -
 async def test_build_pipeline_makes_an_http_target(
     emulator: EmulatorHandle, cache: ResponseCache, tmp_path: Path
 ) -> None:
-    cfg = ModelConfig(
-        key="my-service",
-        embedder=EmbedderConfig(kind="http"),
-        reranker=RerankerConfig(kind="http"),
-        http=HttpConfig(url=emulator.target_url, timeout_s=5),
+    cfg = ModelConfig.model_validate(
+        {
+            "key": "my-service",
+            "system": {
+                "kind": "http",
+                "url": emulator.target_url,
+                "timeout_s": 5,
+                "mechanisms": ["semantic"],
+            },
+        }
     )
     pipeline = build_pipeline(cfg, cache, EmbeddingStore(tmp_path / "store"), {})
-    assert isinstance(pipeline, HttpTargetPipeline)
+    assert isinstance(pipeline, SystemPipeline)
     result = await pipeline.retrieve("t1", "q")
     await pipeline.target.aclose()
     assert result.status == "ok" and len(result.selections) == SELECTION_K

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from anthropic.types.model import Model
 
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.providers.models import (
     DEFAULT_RERANK_RATE_PER_MIN,
     ConfigError,
@@ -39,24 +40,28 @@ def test_default_file_loads() -> None:
     assert list(models) == [
         "local-minilm",
         "local-hybrid",
+        "local-static",
         "voyage-haiku",
         "voyage-sonnet",
         "voyage-rerank",
     ]
     local = models["local-minilm"]
     assert local.enabled and not local.cost_incurring and local.rate_limit_per_min is None
-    assert models["local-hybrid"].reranker.kind == "hybrid"
+    assert models["local-hybrid"].stages()[1].kind == "hybrid"
+    static = models["local-static"]  # offered, not run by default: it retrieves worse
+    assert not static.enabled and not static.cost_incurring
+    assert static.stages()[0].model_id == "static-minilm-l6"
     for key in ("voyage-haiku", "voyage-sonnet", "voyage-rerank"):
         api = models[key]
         assert not api.enabled and api.cost_incurring
         assert api.rate_limit_per_min == DEFAULT_RERANK_RATE_PER_MIN
-        assert api.price(api.embedder.model_id).input > 0
+        assert api.price(api.stages()[0].model_id).input > 0
 
 
 def test_default_claude_ids_are_known_to_the_pinned_sdk() -> None:
     known = set(typing.get_args(Model)[0].__args__)
     models = load_models(MODELS_FILE, price_overrides={})
-    claude = [m.reranker.model_id for m in models.values() if m.reranker.kind == "claude"]
+    claude = [m.stages()[1].model_id for m in models.values() if m.stages()[1].kind == "claude"]
     assert claude and set(claude) <= known
 
 
@@ -69,9 +74,48 @@ def test_defaults_are_derived(tmp_path: Path) -> None:
         """,
     )
     cfg = load_models(path, price_overrides={})["m1"]
-    assert cfg.embedder.model_id == "local-minilm-l6-int8"
+    assert cfg.stages()[0].model_id == "local-minilm-l6-int8"
     assert cfg.cost_incurring and cfg.rate_limit_per_min == 48
-    assert (cfg.concurrency, cfg.trials, cfg.reranker.prompt_version) == (4, 1, "rerank-v2")
+    assert (cfg.concurrency, cfg.trials, cfg.stages()[1].prompt_version) == (4, 1, "rerank-v2")
+
+
+_LOCAL = "embedder: {kind: local}\nreranker: {kind: cosine}"
+
+
+def test_each_mechanism_names_its_implementation(tmp_path: Path) -> None:
+    path = one_model(
+        tmp_path,
+        """
+        embedder: {kind: local}
+        reranker: {kind: cosine}
+        system: {kind: python, entrypoint: "team.retrieval:System", mechanisms: [pattern, state]}
+        """,
+    )
+    cfg = load_models(path, price_overrides={})["m1"]
+    assert cfg.implementations == {
+        Mechanism.SEMANTIC: "reference",
+        Mechanism.STATE: "python",
+        Mechanism.PATTERN: "python",
+        Mechanism.ALWAYS: "reference",
+    }
+    assert cfg.system_mechanisms == [Mechanism.STATE, Mechanism.PATTERN]
+    assert not cfg.cost_incurring
+
+
+def test_the_earlier_http_form_is_the_system_running_semantic(tmp_path: Path) -> None:
+    path = one_model(
+        tmp_path,
+        """
+        embedder: {kind: http}
+        reranker: {kind: http}
+        http: {url: "http://127.0.0.1:9000/retrieve", timeout_s: 7}
+        """,
+    )
+    cfg = load_models(path, price_overrides={})["m1"]
+    assert cfg.system is not None and cfg.embedder is None and cfg.reranker is None
+    system = (cfg.system.kind, cfg.system.url, cfg.system.timeout_s)
+    assert system == ("http", "http://127.0.0.1:9000/retrieve", 7)
+    assert cfg.system_mechanisms == [Mechanism.SEMANTIC]
 
 
 @pytest.mark.parametrize(
@@ -96,6 +140,18 @@ def test_defaults_are_derived(tmp_path: Path) -> None:
         ),
         ("embedder: {kind: http}\nreranker: {kind: cosine}", "'http' is a whole pipeline"),
         ("embedder: {kind: http}\nreranker: {kind: http}", "http: required"),
+        (f"system: {{kind: http, mechanisms: [state]}}\n{_LOCAL}", "system.url"),
+        (f"system: {{kind: python, mechanisms: [state]}}\n{_LOCAL}", "system.entrypoint"),
+        ("system: {kind: python, entrypoint: 'no colon'}", "field 'system.entrypoint"),
+        (
+            f"system: {{kind: python, entrypoint: {{state: 'a:b'}}, mechanisms: [state, pattern]}}\n{_LOCAL}",
+            "one entry point for each of system.mechanisms",
+        ),
+        (
+            "system: {kind: python, entrypoint: 'a:b'}\nembedder: {kind: local}",
+            "embedder: the team's system runs semantic",
+        ),
+        ("system: {kind: python, entrypoint: 'a:b', mechanisms: [state]}", "embedder: required unless"),
         (
             "embedder: {kind: local}\nreranker: {kind: claude, model_id: claude-new-1}",
             r"field 'prices': no price known for model 'claude-new-1'",

@@ -311,3 +311,57 @@ def test_a_kb_without_semantic_entities_yields_empty_ok_results() -> None:
 
     result = asyncio.run(go())
     assert (result.status, result.candidates, result.selections) == ("ok", [], [])
+
+
+class CountingEmbedder:
+    """The local model, counting the texts of each query call; `fail_batches` fails any query
+    call of more than one text (a batch), so the per-test path must take over."""
+
+    name = "counting"
+
+    def __init__(self, fail_batches: bool = False) -> None:
+        self.inner = LocalMiniLMEmbedder()
+        self.query_calls: list[int] = []
+        self.fail_batches = fail_batches
+
+    async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult:
+        if input_type == "query":
+            self.query_calls.append(len(texts))
+            if self.fail_batches and len(texts) > 1:
+                raise ProviderError("model crashed on the batch")
+        return await self.inner.embed(texts, input_type)
+
+
+QUERIES = ["How do I answer a hostile text?", "Court hearing next week", "How do I answer a hostile text?"]
+
+
+def _retrieve_all(pipeline: SemanticPipeline) -> list[SemanticRetrieval]:
+    async def go() -> list[SemanticRetrieval]:
+        await pipeline.prepare(KB)
+        items = [RetrievalItem(f"t{i}", q) for i, q in enumerate(QUERIES)]
+        return await pipeline.retrieve_many(items)
+
+    return asyncio.run(go())
+
+
+def test_batched_queries_are_embedded_in_one_call_with_the_same_results(tmp_path: Path) -> None:
+    one_by_one = _retrieve_all(SemanticPipeline("m", CountingEmbedder(), CosineReranker(), None, 2))
+    embedder = CountingEmbedder()
+    store = EmbeddingStore(tmp_path)
+    batched = _retrieve_all(SemanticPipeline("m", embedder, CosineReranker(), store, 2, batch_queries=True))
+    assert embedder.query_calls == [2]  # two distinct queries, one call
+    # Padding to a batch's longest query may move a score in its last bits, never an order.
+    assert [r.selections for r in batched] == [r.selections for r in one_by_one]
+    for b, o in zip(batched, one_by_one, strict=True):
+        assert [c.entity_id for c in b.candidates] == [c.entity_id for c in o.candidates]
+        assert [c.score for c in b.candidates] == pytest.approx([c.score for c in o.candidates], abs=1e-5)
+    assert [r.cache_hits for r in batched] == [0, 0, 0]
+    again = CountingEmbedder()
+    rerun = _retrieve_all(SemanticPipeline("m", again, CosineReranker(), store, 2, batch_queries=True))
+    assert again.query_calls == [] and [r.cache_hits for r in rerun] == [1, 1, 1]
+
+
+def test_a_failed_query_batch_falls_back_to_each_test_alone() -> None:
+    embedder = CountingEmbedder(fail_batches=True)
+    results = _retrieve_all(SemanticPipeline("m", embedder, CosineReranker(), None, 1, batch_queries=True))
+    assert embedder.query_calls == [2, 1, 1, 1] and all(r.status == "ok" for r in results)

@@ -172,6 +172,7 @@ def _ref(doc: RunDocument) -> RunRef:
         schema_version=p.schema_version,
         kb_version=p.kb_version,
         kb_hash=p.kb_hash,
+        implementations=doc.aggregate.implementations,
     )
 
 
@@ -191,6 +192,13 @@ def _warnings(base: RunDocument, head: RunDocument) -> list[str]:
         out.append(f"pass thresholds differ: {b.pass_threshold} → {h.pass_threshold} (using the latter)")
     if b.scope != h.scope:
         out.append(f"run scopes differ: {fmt(b.scope)} → {fmt(h.scope)}")
+    before, after = base.aggregate.implementations, head.aggregate.implementations
+    changed = [m for m in before.keys() & after.keys() if before[m] != after[m]]
+    if changed:
+        moves = ", ".join(f"{m.value} {before[m]} → {after[m]}" for m in Mechanism if m in changed)
+        out.append(
+            f"implementations differ: {moves}; changes in those banks may come from the implementation"
+        )
     return out
 
 

@@ -11,7 +11,6 @@ from eval_pipeline.core.diff.statistics import with_holm
 from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.metrics import (
     RetrievalMetrics,
-    all_metrics,
     mean_metrics,
 )
 
@@ -46,7 +45,7 @@ def _summary(doc: RunDocument) -> ModelSummary:
         hard_fails=agg.hard_fail_count,
         errored=agg.errored_count,
         cost_usd=agg.cost_usd,
-        retrieval=mean_metrics(all_metrics(doc.semantic)),
+        retrieval=mean_metrics(doc.metrics()),
     )
 
 

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.diff.statistics import PairedComparison
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.metrics import (
     StageAttribution,
 )
@@ -43,6 +44,9 @@ class RunRef(FrozenModel):
     schema_version: str
     kb_version: str
     kb_hash: str
+    implementations: dict[Mechanism, str] = Field(
+        default_factory=dict, description="What produced each bank (empty for documents before 1.3)"
+    )
 
     @property
     def label(self) -> str:

@@ -17,6 +17,7 @@ from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.markdown import fmt_score, markdown_table
+from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
 
 DETAILED = (
     DeltaKind.CRITICAL,
@@ -85,6 +86,16 @@ def _statistics_rows(s: PairedComparison) -> list[tuple[str, str]]:
 # --- console -----------------------------------------------------------------------------------
 
 
+def implementation_lines(diff: RunDiff) -> list[str]:
+    """What produced each bank, when the team's system produced any (else nothing: the default)."""
+    both = {*diff.base.implementations.values(), *diff.head.implementations.values()}
+    if both <= {REFERENCE}:
+        return []
+    base = describe_implementations(diff.base.implementations) or "not recorded"
+    head = describe_implementations(diff.head.implementations)
+    return [f"implementations: {head}" if base == head else f"implementations: {base} → {head}"]
+
+
 def health_line(diff: RunDiff) -> str:
     if diff.health_changed:
         return f"health: {diff.base_health} → {diff.head_health}"
@@ -101,7 +112,7 @@ def gate_lines(gate: DiffGate) -> list[str]:
 def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
     gate = gate or diff_gate(diff)
     lines = [f"{diff.base.label} → {diff.head.label} (pass: score ≥ {diff.pass_threshold})"]
-    lines += [health_line(diff), *gate_lines(gate)]
+    lines += [*implementation_lines(diff), health_line(diff), *gate_lines(gate)]
     lines += [f"warning: {w}" for w in diff.warnings]
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
@@ -124,7 +135,8 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
 def _diff_body(diff: RunDiff, level: int, gate: DiffGate | None = None) -> list[str]:
     h = "#" * level
     gate = gate or diff_gate(diff)
-    lines = [f"**{health_line(diff)}**", "", *(f"- {line.strip()}" for line in gate_lines(gate)), ""]
+    lines = [f"**{health_line(diff)}**", "", *(f"{line}\n" for line in implementation_lines(diff))]
+    lines += [*(f"- {line.strip()}" for line in gate_lines(gate)), ""]
     lines += [*(f"- ⚠️ {w}" for w in diff.warnings), *([""] if diff.warnings else [])]
     lines += markdown_table(("Kind", "Tests"), ((k.value, diff.counts[k]) for k in DeltaKind))
     lines += [f"{h} Statistics (semantic tests)", "", f"**{diff.statistics.verdict}**", ""]

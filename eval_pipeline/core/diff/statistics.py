@@ -27,6 +27,7 @@ ALPHA = 0.05
 _Z_ALPHA = 1.959964  # two-sided 5%
 _Z_POWER = 0.841621  # 80% power
 RESAMPLES = 10_000
+CHUNK_ELEMENTS = 1 << 20  # draws held at once by a resampling step (8 MiB of float64)
 SEED = 20_261_101
 EXACT_UP_TO = 12  # differing tests up to which all 2^n sign patterns are enumerated
 _TOLERANCE = 1e-9  # float noise when comparing permuted statistics with the observed one
@@ -58,6 +59,14 @@ class PairedComparison(BaseModel):
     verdict: str
 
 
+def _chunks(resamples: int, width: int) -> list[int]:
+    """Row counts that cover `resamples` rows of `width` draws a block at a time: a whole
+    10,000 x n matrix is gigabytes at 10,000 tests. The generator's stream does not depend on
+    the block shape, so the result is the same as one draw of every row."""
+    step = max(1, CHUNK_ELEMENTS // max(width, 1))
+    return [min(step, resamples - start) for start in range(0, resamples, step)]
+
+
 def sign_flip_p_value(diffs: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float, str]:
     """Two-sided p-value of the mean difference, and how it was obtained."""
     nonzero = diffs[diffs != 0]  # a zero difference is the same under either sign
@@ -69,8 +78,10 @@ def sign_flip_p_value(diffs: np.ndarray, rng: np.random.Generator, resamples: in
         patterns = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
         sums = np.abs((1 - 2 * patterns) @ nonzero)
         return float(np.mean(sums >= observed - _TOLERANCE)), f"exact sign-flip test over {2**n} patterns"
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, n))
-    extreme = int(np.sum(np.abs(signs @ nonzero) >= observed - _TOLERANCE))
+    extreme = 0
+    for rows in _chunks(resamples, n):
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(rows, n))
+        extreme += int(np.sum(np.abs(signs @ nonzero) >= observed - _TOLERANCE))
     # The observed assignment is one of the possible ones, so it is counted in (never p = 0).
     return (extreme + 1) / (resamples + 1), f"sign-flip randomisation, {resamples} resamples"
 
@@ -81,8 +92,11 @@ def bootstrap_ci(
     """Percentile CI of the mean per test, resampling units (clusters: their sums and sizes)."""
     if len(sums) == 0:
         return 0.0, 0.0
-    picks = rng.integers(0, len(sums), size=(resamples, len(sums)))
-    means = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
+    parts = []
+    for rows in _chunks(resamples, len(sums)):
+        picks = rng.integers(0, len(sums), size=(rows, len(sums)))
+        parts.append(sums[picks].sum(axis=1) / sizes[picks].sum(axis=1))
+    means = np.concatenate(parts)
     low, high = np.percentile(means, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
     return float(low), float(high)
 

@@ -1,4 +1,5 @@
-"""JSON Schemas for the files people edit by hand, so editors can validate them as they type."""
+"""JSON Schemas for the files people edit by hand, so editors can validate them as they type, and
+for the contract a team's own system implements (docs/http_target.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel
 from eval_pipeline.core.expectations.history import HistoryFile
 from eval_pipeline.core.inputs.banks import AlwaysBank, PatternBank, PatternRules, SemanticBank, StateBank
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
+from eval_pipeline.core.mechanisms.contract import SystemAnswer, SystemRequest
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "kb_entity": Entity,
@@ -19,6 +21,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "pattern_rules": PatternRules,
     "always_bank": AlwaysBank,
     "expectation_history": HistoryFile,
+    "system_request": SystemRequest,
+    "system_answer": SystemAnswer,
 }
 
 

@@ -19,6 +19,20 @@ def always_loaded(user_type: UserType, entities: Sequence[Entity]) -> list[str]:
     ]
 
 
+def errored_always_test(test: AlwaysTest, reason: str) -> AlwaysResult:
+    """A test whose loaded entities could not be learned (the system under test failed)."""
+    return AlwaysResult(
+        test_id=test.test_id,
+        name=test.name,
+        status=TestStatus.ERRORED,
+        error=reason,
+        user_type=test.user_type,
+        loaded_entities=[],
+        expected_always=test.expected_always,
+        missing=[],
+    )
+
+
 def evaluate_always_test(test: AlwaysTest, loaded: Sequence[str]) -> AlwaysResult:
     missing = [e for e in test.expected_always if e not in loaded]
     return AlwaysResult(

@@ -45,6 +45,22 @@ def triggered_handlers(state: UserState, handlers: Sequence[Entity]) -> list[str
     ]
 
 
+def errored_state_test(test: StateTest, reason: str) -> StateResult:
+    """A test whose handlers could not be learned (the system under test failed): no score."""
+    return StateResult(
+        test_id=test.test_id,
+        name=test.name,
+        status=TestStatus.ERRORED,
+        error=reason,
+        user_state=test.user_state,
+        triggered_handlers=[],
+        expected_handlers=test.expected_handlers,
+        not_expected_handlers=test.not_expected_handlers,
+        missing_handlers=[],
+        wrong_handlers=[],
+    )
+
+
 def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResult:
     missing = [h for h in test.expected_handlers if h not in triggered]
     wrong = [h for h in test.not_expected_handlers if h in triggered]

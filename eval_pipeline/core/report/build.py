@@ -1,6 +1,7 @@
 """A run document in one pass: what the asset graph computes stage by stage (expectation
 snapshot, deterministic mechanisms, scoring, aggregate), for an ad-hoc check that needs no
-Dagster. The semantic retrievals come from the caller (the model's pipeline)."""
+Dagster. The semantic retrievals come from the caller (the model's pipeline), and so do the
+outputs of the team's system for the banks the model assigns to it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.run_document import Provenance, RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import (
+    MechanismOutput,
     Scope,
     always_outputs,
     pattern_outputs,
@@ -26,6 +28,7 @@ from eval_pipeline.core.scoring.evaluation import (
     score_state,
     state_outputs,
 )
+from eval_pipeline.core.scoring.implementations import Implementations, score_system
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 
 
@@ -50,10 +53,13 @@ def build_document(
     retrievals: Sequence[SemanticRetrieval],
     calibration_cost_usd: float,
     generated_at: datetime,
+    implementations: Implementations,
+    system_outputs: Sequence[MechanismOutput] = (),
     rerank_mode: Literal["online", "batch"] = "online",
     prompt_cache: str | None = None,
 ) -> RunDocument:
-    """Score the scope's tests of `banks` on `date` (expectations as of its end)."""
+    """Score the scope's tests of `banks` on `date` (expectations as of its end); the banks
+    `implementations` gives to the team's system are scored from `system_outputs`."""
     resolved = resolve(banks.semantic_tests, banks.history, as_of=end_of_day(date))
     semantic = score_semantic(banks.semantic_tests, resolved, retrievals)
     state = score_state(
@@ -65,12 +71,17 @@ def build_document(
     always = score_always(
         banks.always_tests, always_outputs(kb, scope.select(Mechanism.ALWAYS, banks.always_tests))
     )
+    system = score_system(banks, implementations, system_outputs)
+    state = state if system.state is None else system.state
+    pattern = pattern if system.pattern is None else system.pattern
+    always = always if system.always is None else system.always
     agg = aggregate(
         semantic=semantic if scope.runs(Mechanism.SEMANTIC) else None,
         state=state if scope.runs(Mechanism.STATE) else None,
         pattern=pattern if scope.runs(Mechanism.PATTERN) else None,
         always=always if scope.runs(Mechanism.ALWAYS) else None,
         threshold=pass_threshold,
+        implementations=implementations,
     )
     return assemble_document(
         Provenance(

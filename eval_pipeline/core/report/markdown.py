@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.run_document import RunDocument
-from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore
-from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
+from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.trials import by_test
 
@@ -41,6 +41,7 @@ def _summary(agg: Aggregate) -> list[str]:
             b.hard_fails,
             b.errored,
             f"{agg.weights.get(m, 0):.2f}",
+            agg.implementations.get(m, "—"),  # not recorded before schema 1.3
         )
         for m, b in agg.banks.items()
     ]
@@ -53,12 +54,18 @@ def _summary(agg: Aggregate) -> list[str]:
             agg.hard_fail_count,
             agg.errored_count,
             "",
+            "",
         )
     )
     return [
         "## Summary",
         "",
-        *markdown_table(("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight"), rows),
+        *markdown_table(
+            ("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight", "Implementation"), rows
+        ),
+        "Implementation: *reference* is eval_pipeline's built-in mechanism; *http* and *python* are "
+        "the team's own system.",
+        "",
     ]
 
 
@@ -137,11 +144,11 @@ def _metric_row(name: str, metrics: Sequence[TestMetrics]) -> tuple[object, ...]
     return (name, tests, *(f"{v:.3f}" for v in values))
 
 
-def _ir_metrics(results: Sequence[SemanticResult]) -> list[str]:
-    metrics = all_metrics(results)
+def _ir_metrics(doc: RunDocument) -> list[str]:
+    metrics = doc.metrics()
     if not metrics:
         return []
-    category = {r.test_id: r.category for r in results}
+    category = {r.test_id: r.category for r in doc.semantic}
     groups: dict[str, list[TestMetrics]] = {}
     for m in metrics:
         groups.setdefault(category[m.test_id], []).append(m)
@@ -296,7 +303,7 @@ def render_markdown(doc: RunDocument) -> str:
         *_distribution(agg),
         *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
         *_groups("Category scores (semantic)", agg.category_scores, "Category"),
-        *_ir_metrics(doc.semantic),
+        *_ir_metrics(doc),
         *_sources(agg),
         *_semantic_failures(doc.semantic),
         *_stage_attribution(doc.semantic),
@@ -321,6 +328,10 @@ def console_summary(doc: RunDocument) -> str:
         f"errored {agg.errored_count}, critical failures {len(agg.critical_failures)}; "
         f"expectations: {sources}; cost ${agg.cost_usd:.4f}",
     ]
+    # Documents written before implementations were recorded (schema < 1.3) say nothing.
+    lines += (
+        [f"  implementations: {describe_implementations(agg.implementations)}"] if agg.implementations else []
+    )
     lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
     lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
     return "\n".join(lines)

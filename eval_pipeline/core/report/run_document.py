@@ -82,6 +82,10 @@ class RunDocument(BaseModel):
             }
         )
 
+    def metrics(self) -> list[TestMetrics]:
+        """The stored per-test metrics; computed only for a document written without them."""
+        return self.retrieval_metrics or all_metrics(self.semantic)
+
     @property
     def schema_major(self) -> int:
         return int(self.provenance.schema_version.split(".")[0])

@@ -35,6 +35,9 @@ T = TypeVar("T")
 # A bank under this share of scored tests says too little to be judged: its verdict is unknown.
 MIN_BANK_COVERAGE = 0.5
 
+# What produced a bank when the model does not assign it to the team's system: the built-in mechanism.
+REFERENCE = "reference"
+
 WEIGHTS: dict[Mechanism, float] = {
     Mechanism.SEMANTIC: 0.60,
     Mechanism.STATE: 0.15,
@@ -98,6 +101,10 @@ class CriticalFailure(_Frozen):
 
 class Aggregate(_Frozen):
     banks: dict[Mechanism, BankSummary]
+    implementations: dict[Mechanism, str] = Field(
+        default_factory=dict,
+        description="What produced each bank: 'reference' (built in) or the team's system ('http', 'python')",
+    )
     weights: dict[Mechanism, float] = Field(description="Weights renormalised over banks run")
     combined_score: float | None = Field(description="Unrounded; None when a bank is unevaluable")
     unevaluable_banks: list[Mechanism] = Field(
@@ -124,6 +131,11 @@ class Aggregate(_Frozen):
             for m, b in self.banks.items()
             if m in self.unevaluable_banks
         ]
+
+
+def describe_implementations(implementations: Mapping[Mechanism, str]) -> str:
+    """ "semantic reference, state http, …": what produced each bank, in bank order."""
+    return ", ".join(f"{m.value} {implementations[m]}" for m in Mechanism if m in implementations)
 
 
 class Scored(Protocol):
@@ -252,8 +264,10 @@ def aggregate(
     pattern: Sequence[PatternResult] | None = None,
     always: Sequence[AlwaysResult] | None = None,
     threshold: int = DEFAULT_PASS_THRESHOLD,
+    implementations: Mapping[Mechanism, str] | None = None,
 ) -> Aggregate:
     """Aggregate the banks that ran (None = not run; an empty list = ran with no tests).
+    `implementations` says what produced each bank (default: the built-in reference).
 
     A semantic test run for several trials counts once, with the mean of its trials.
     """
@@ -273,8 +287,10 @@ def aggregate(
     crit = critical_failures(pattern or [])
     hard = sum(b.hard_fails for b in banks.values())
     errored = sum(b.errored for b in banks.values())
+    made_by = implementations or {}
     return Aggregate(
         banks=banks,
+        implementations={m: made_by.get(m, REFERENCE) for m in banks},
         weights=weights,
         combined_score=combined,
         unevaluable_banks=[m for m, b in banks.items() if not b.evaluable],

@@ -23,7 +23,7 @@ from eval_pipeline.core.inputs.banks import (
 )
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.mechanisms.always import always_loaded, evaluate_always_test
+from eval_pipeline.core.mechanisms.always import always_loaded, errored_always_test, evaluate_always_test
 from eval_pipeline.core.mechanisms.pattern import (
     PatternMatcher,
     PatternTimeout,
@@ -33,7 +33,7 @@ from eval_pipeline.core.mechanisms.pattern import (
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.mechanisms.semantic import evaluate_semantic_test
-from eval_pipeline.core.mechanisms.state import evaluate_state_test, triggered_handlers
+from eval_pipeline.core.mechanisms.state import errored_state_test, evaluate_state_test, triggered_handlers
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     PatternMatch,
@@ -108,14 +108,17 @@ def scope_problems(scope: Scope, banks: Banks) -> list[str]:
 
 
 class MechanismOutput(BaseModel):
-    """What a deterministic mechanism loaded for one test, before any judging."""
+    """What a mechanism (built in, or the team's system) loaded for one test, before any judging."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     test_id: str
+    mechanism: Mechanism | None = None  # set when one table holds several mechanisms' outputs
     entities: list[str]
     matches: list[PatternMatch] = Field(default_factory=list)
-    error: str | None = None  # the mechanism could not finish for this test (e.g. a regex timed out)
+    # The mechanism could not finish for this test (a regex timed out, the system failed or broke
+    # the contract): the test is errored with this reason.
+    error: str | None = None
 
 
 def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[MechanismOutput]:
@@ -150,7 +153,10 @@ def _paired(tests: Sequence[T], outputs: Sequence[MechanismOutput]) -> list[tupl
 
 
 def score_state(tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]) -> list[StateResult]:
-    return [evaluate_state_test(t, o.entities) for t, o in _paired(tests, outputs)]
+    return [
+        errored_state_test(t, o.error) if o.error else evaluate_state_test(t, o.entities)
+        for t, o in _paired(tests, outputs)
+    ]
 
 
 def score_pattern(tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]) -> list[PatternResult]:
@@ -161,7 +167,10 @@ def score_pattern(tests: Sequence[PatternTest], outputs: Sequence[MechanismOutpu
 
 
 def score_always(tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]) -> list[AlwaysResult]:
-    return [evaluate_always_test(t, o.entities) for t, o in _paired(tests, outputs)]
+    return [
+        errored_always_test(t, o.error) if o.error else evaluate_always_test(t, o.entities)
+        for t, o in _paired(tests, outputs)
+    ]
 
 
 def score_semantic(

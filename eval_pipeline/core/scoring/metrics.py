@@ -11,7 +11,7 @@ Errored trials have no retrieval to measure; they are attributed to the "error" 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
 
 import ir_measures
@@ -97,29 +97,39 @@ def ranked_run(entity_ids: Sequence[str], query_id: str) -> list[ScoredDoc]:
     return [ScoredDoc(query_id, entity, float(-place)) for place, entity in enumerate(entity_ids)]
 
 
-def _values(measures: Iterable[Measure], qrel: list[Qrel], run: list[ScoredDoc]) -> dict[Measure, float]:
-    return {m.measure: float(m.value) for m in ir_measures.iter_calc(list(measures), qrel, run)}
-
-
-def metrics_of(r: SemanticResult) -> TestMetrics:
-    """Metrics of one scored trial (the caller leaves errored trials out)."""
-    qid = _query_id(r)
-    qrel = qrels(r.expectations, qid)
-    selected = sorted(r.selections, key=lambda s: s.rank)
-    final = _values((NDCG, RECALL, MRR_PRIMARY), qrel, ranked_run([s.entity_id for s in selected], qid))
-    first = _values((CANDIDATE_RECALL,), qrel, ranked_run([c.entity_id for c in r.candidates], qid))
-    return TestMetrics(
-        test_id=r.test_id,
-        trial=r.trial,
-        ndcg_6=final.get(NDCG, 0.0),
-        recall_6=final.get(RECALL, 0.0),
-        mrr_primary=final.get(MRR_PRIMARY, 0.0),
-        candidate_recall_15=first.get(CANDIDATE_RECALL, 0.0),
-    )
+def _values(
+    measures: Sequence[Measure], qrel: list[Qrel], run: list[ScoredDoc]
+) -> dict[tuple[str, Measure], float]:
+    return {(m.query_id, m.measure): float(m.value) for m in ir_measures.iter_calc(list(measures), qrel, run)}
 
 
 def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
-    return [metrics_of(r) for r in results if r.status is TestStatus.SCORED]
+    """Metrics of every scored trial (errored ones have no retrieval to measure).
+
+    One evaluator per stage for the whole run: building one per test cost more than the measuring.
+    A query with nothing ranked is absent from the library's answer and measures 0.
+    """
+    scored = [r for r in results if r.status is TestStatus.SCORED]
+    qrel = [q for r in scored for q in qrels(r.expectations, _query_id(r))]
+    final_run: list[ScoredDoc] = []
+    first_run: list[ScoredDoc] = []
+    for r in scored:
+        selected = sorted(r.selections, key=lambda s: s.rank)
+        final_run += ranked_run([s.entity_id for s in selected], _query_id(r))
+        first_run += ranked_run([c.entity_id for c in r.candidates], _query_id(r))
+    final = _values((NDCG, RECALL, MRR_PRIMARY), qrel, final_run) if scored else {}
+    first = _values((CANDIDATE_RECALL,), qrel, first_run) if scored else {}
+    return [
+        TestMetrics(
+            test_id=r.test_id,
+            trial=r.trial,
+            ndcg_6=final.get((_query_id(r), NDCG), 0.0),
+            recall_6=final.get((_query_id(r), RECALL), 0.0),
+            mrr_primary=final.get((_query_id(r), MRR_PRIMARY), 0.0),
+            candidate_recall_15=first.get((_query_id(r), CANDIDATE_RECALL), 0.0),
+        )
+        for r in scored
+    ]
 
 
 def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import threading
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, get_args
@@ -88,10 +89,24 @@ class Stats:
             self.faults: Counter[str] = Counter()
             self.embed_batches: list[dict[str, int]] = []
             self.bodies: deque[tuple[str, Json]] = deque(maxlen=KEPT_BODIES)
+            self.arrivals: list[tuple[str, float]] = []  # (route, monotonic seconds) of each request
 
     def request(self, route: str) -> None:
         with self._lock:
             self.requests[route] += 1
+            self.arrivals.append((route, time.monotonic()))
+
+    def peak(self, route: str, window_s: float = 60.0) -> int:
+        """The most requests to `route` that arrived within any `window_s` seconds (a sliding
+        window: what a provider's per-minute limit counts)."""
+        with self._lock:
+            times = [t for r, t in self.arrivals if r == route]
+        best, start = 0, 0
+        for end, arrived in enumerate(times):
+            while arrived - times[start] >= window_s:
+                start += 1
+            best = max(best, end - start + 1)
+        return best
 
     def status(self, route: str, status: int) -> None:
         with self._lock:

@@ -269,7 +269,7 @@ class _Server(ThreadingHTTPServer):
 
 class EmulatorHandle:
     """A running emulator: `.base_url` (Anthropic style, no /v1), `.voyage_base_url` (with /v1),
-    `.target_url`, `.stats`, `.reset()`, `.stop()`; also a context manager."""
+    `.target_url`, `.stats`, `.peak()`, `.reset()`, `.stop()`; also a context manager."""
 
     def __init__(self, server: _Server, thread: threading.Thread) -> None:
         self._server = server
@@ -291,6 +291,10 @@ class EmulatorHandle:
     def requests(self, path: str) -> list[Json]:
         """Recent JSON bodies POSTed to `path` (e.g. "/v1/messages"), oldest first."""
         return self.emulator.stats.bodies_for(path)
+
+    def peak(self, route: str, window_s: float = 60.0) -> int:
+        """Most requests to `route` (e.g. "POST /v1/messages") within any `window_s` seconds."""
+        return self.emulator.stats.peak(route, window_s)
 
     def reconfigure(self, **changes: Any) -> None:
         """Change behaviour knobs between test phases (e.g. turn faults on)."""

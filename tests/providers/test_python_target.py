@@ -1,0 +1,121 @@
+"""PythonTarget: how an entry point is found (object with methods, one callable, one per
+mechanism), sync and async code, and failures that become a test's reason."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.mechanisms.contract import ContractViolation, SystemRequest
+from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.python_target import EntrypointError, PythonTarget, load_handlers
+from eval_pipeline.providers.system_target import ask_all
+
+pytestmark = pytest.mark.anyio
+HERE = "tests.providers.test_python_target"
+ALL = list(Mechanism)
+
+
+class Methods:
+    """One method per mechanism, some async."""
+
+    def semantic(self, request: SystemRequest) -> dict[str, Any]:
+        return {"candidates": [], "selections": [{"entity_id": request.message}]}
+
+    async def state(self, request: SystemRequest) -> dict[str, Any]:
+        return {"triggered_handlers": sorted(request.user_state)}
+
+    def pattern(self, request: SystemRequest) -> dict[str, Any]:
+        return {"pattern_matches": [{"entity_id": "crisis", "matched_text": request.message}]}
+
+    def always(self, request: SystemRequest) -> dict[str, Any]:
+        return {"always_loaded": [f"persona_{request.user_type}"]}
+
+
+def answer_all(request: SystemRequest) -> dict[str, Any]:
+    """One callable for every mechanism."""
+    return {"triggered_handlers": [request.mechanism.value], "always_loaded": []}
+
+
+def broken(request: SystemRequest) -> dict[str, Any]:
+    raise ValueError(f"index offline\nfor {request.mechanism.value}")
+
+
+async def stuck(request: SystemRequest) -> dict[str, Any]:
+    await asyncio.Event().wait()
+    return {}
+
+
+def _request(mechanism: Mechanism, **fields: Any) -> SystemRequest:
+    return SystemRequest(
+        mechanism=mechanism,
+        message=fields.get("message", ""),
+        user_type=fields.get("user_type"),
+        user_state=fields.get("user_state", {}),
+    )
+
+
+async def test_an_object_with_one_method_per_mechanism_sync_or_async() -> None:
+    target = PythonTarget(f"{HERE}:Methods", ALL, timeout_s=5)
+    state = await target.ask(_request(Mechanism.STATE, user_state={"b": 1, "a": 2}))
+    assert state.triggered_handlers == ["a", "b"]
+    pattern = await target.ask(_request(Mechanism.PATTERN, message="help"))
+    assert pattern.pattern_matches is not None
+    assert [(m.entity_id, m.kind, m.matched_text) for m in pattern.pattern_matches] == [
+        ("crisis", "crisis", "help")
+    ]
+    always = await target.ask(_request(Mechanism.ALWAYS, user_type="T"))
+    assert always.always_loaded == ["persona_T"]
+
+
+async def test_one_callable_for_all_and_one_per_mechanism() -> None:
+    target = PythonTarget(f"{HERE}:answer_all", [Mechanism.STATE], timeout_s=5)
+    assert (await target.ask(_request(Mechanism.STATE))).triggered_handlers == ["state"]
+    handlers = load_handlers({Mechanism.STATE: f"{HERE}:answer_all"}, [Mechanism.STATE])
+    assert handlers == {Mechanism.STATE: answer_all}
+
+
+async def test_failures_become_the_tests_reason() -> None:
+    requests = [("t1", _request(Mechanism.STATE)), ("t2", _request(Mechanism.ALWAYS, user_type="T"))]
+    raised = await ask_all(PythonTarget(f"{HERE}:broken", ALL, timeout_s=5), requests, 2)
+    assert [(o.test_id, o.error) for o in raised] == [
+        ("t1", "target: the entry point raised ValueError: index offline for state"),
+        ("t2", "target: the entry point raised ValueError: index offline for always"),
+    ]
+    with pytest.raises(ProviderError, match=r"no answer within 0\.05 s"):
+        await PythonTarget(f"{HERE}:stuck", ALL, timeout_s=0.05).ask(_request(Mechanism.STATE))
+    # answer_all gives no pattern part: a pattern request it cannot answer is a contract violation.
+    with pytest.raises(ContractViolation, match="pattern_matches: required for a pattern request"):
+        await PythonTarget(f"{HERE}:answer_all", ALL, timeout_s=5).ask(_request(Mechanism.PATTERN))
+
+
+@pytest.mark.parametrize(
+    ("spec", "mechanisms", "problem"),
+    [
+        (
+            f"{HERE}:nothing_here",
+            ALL,
+            "cannot import 'tests.providers.test_python_target:nothing_here': AttributeError",
+        ),
+        ("tests.no_such_module:x", ALL, "ModuleNotFoundError: No module named 'tests.no_such_module'"),
+        (f"{HERE}:HERE", ALL, "is neither callable nor has methods named after the mechanisms"),
+    ],
+)
+def test_an_entry_point_that_cannot_answer_is_named(
+    spec: str, mechanisms: list[Mechanism], problem: str
+) -> None:
+    with pytest.raises(EntrypointError, match=problem):
+        load_handlers(spec, mechanisms)
+
+
+class OnlyState:
+    def state(self, request: SystemRequest) -> dict[str, Any]:
+        return {"triggered_handlers": []}
+
+
+def test_an_object_missing_a_method_for_an_assigned_mechanism_is_named() -> None:
+    with pytest.raises(EntrypointError, match="OnlyState' has no method pattern, always"):
+        load_handlers(f"{HERE}:OnlyState", [Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS])
