@@ -122,8 +122,14 @@ class _Index:
         if not self.entities:
             return []
         scores = self.matrix @ query_vec
-        # Stable sort over rows already in entity_id order: equal scores rank by entity_id.
-        order = np.argsort(-scores, kind="stable")[:k]
+        # Only rows scoring at least the k-th best can rank (O(n), not a sort of every entity);
+        # a stable sort of those, already in entity_id order, ranks equal scores by entity_id.
+        if len(scores) > k:
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            rows = np.flatnonzero(scores >= kth)
+        else:
+            rows = np.arange(len(scores))
+        order = rows[np.argsort(-scores[rows], kind="stable")][:k]
         return [Candidate(entity_id=self.entities[i].entity_id, score=float(scores[i])) for i in order]
 
 
