@@ -29,8 +29,9 @@ from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
 from eval_pipeline.core.inputs.validation import load_validated
 
 if TYPE_CHECKING:  # the SDK is imported only by the commands that call it
+    from eval_pipeline.providers.anthropic_client import BatchProgress
     from eval_pipeline.providers.calibration_session import CalibrationPlan
-    from eval_pipeline.providers.calibrator import BatchProgress, Progress
+    from eval_pipeline.providers.calibrator import Progress
 
 
 def add_calibrate_commands(sub: Any) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from datetime import date as date_type
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
@@ -30,6 +30,9 @@ from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 
+if TYPE_CHECKING:  # the providers are imported only by the runs that call them
+    from eval_pipeline.providers.target import PrepareReport
+
 
 def add_run_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="evaluate through the Dagster graph and write reports")
@@ -46,6 +49,11 @@ def add_run_commands(sub: Any) -> None:
         type=int,
         default=DEFAULT_MAX_ERRORED,
         help="exit 1 when more tests than this errored (default 0: an unknown outcome is no pass)",
+    )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="Claude rerankers answer through the Message Batches API: half price, results within 24 h",
     )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
@@ -135,7 +143,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
             StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
             ProvidersResource.from_environment(
-                models_file=str(args.models_file), cache_dir=str(args.cache_dir), cache_mode=args.cache
+                models_file=str(args.models_file),
+                cache_dir=str(args.cache_dir),
+                cache_mode=args.cache,
+                rerank_batch=args.batch,
             ),
             RunScopeResource(
                 fail_under=args.fail_under, max_errored=args.max_errored, show_progress=sys.stderr.isatty()
@@ -157,7 +168,7 @@ def _adhoc(
     from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.report.build import build_document
     from eval_pipeline.location import location_paths
-    from eval_pipeline.providers.factory import run_semantic
+    from eval_pipeline.providers.factory import rerank_mode, run_semantic
     from eval_pipeline.providers.models import load_models
     from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
@@ -172,9 +183,24 @@ def _adhoc(
         cfg = configs[model]
         items = retrieval_items(tests, cfg.trials)
         print(f"  running model {model} ({len(items)} semantic retrievals) …", flush=True)
+        prepared: list[PrepareReport] = []
         retrievals = (
-            run_semantic(cfg, kb.entities, items, boosts, args.cache_dir, args.cache) if items else []
+            run_semantic(
+                cfg,
+                kb.entities,
+                items,
+                boosts,
+                args.cache_dir,
+                args.cache,
+                batch=args.batch,
+                on_prepared=prepared.append,
+            )
+            if items
+            else []
         )
+        cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
+        if cache_note is not None:
+            print(f"  {cache_note}", flush=True)
         system_outputs = run_system(cfg, banks, scope)
         doc = build_document(
             kb=kb,
@@ -187,6 +213,8 @@ def _adhoc(
             retrievals=retrievals,
             calibration_cost_usd=cost,
             generated_at=now_utc(),
+            rerank_mode=rerank_mode(cfg, args.batch),
+            prompt_cache=cache_note,
             implementations=cfg.implementations,
             system_outputs=system_outputs,
         )

@@ -9,8 +9,11 @@ import dagster as dg
 from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.results import ResultBase
+from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 MAX_ROWS = 200
+RERANK_MODE = "rerank_mode"
+PROMPT_CACHE = "prompt_cache"
 # Every materialisation's metadata is stored in the event log and sent to each UI page that shows
 # it: a 10,000-test report or comparison (megabytes) belongs in its file, not there.
 MAX_MARKDOWN_CHARS = 64_000
@@ -92,3 +95,16 @@ def per_model_metadata(docs: Sequence[RunDocument]) -> dict[str, dg.RawMetadataV
         out[f"hard_fails/{model}"] = agg.hard_fail_count
         out[f"critical_failures/{model}"] = len(agg.critical_failures)
     return out
+
+
+def prompt_cache_metadata(status: PromptCacheStatus | None, mode: str) -> dict[str, str | int]:
+    """How the reranker was called and whether its stable prefix could be cached (a prefix below
+    the model's minimum is billed as plain input on every call; the note says so). `run_report`
+    copies `rerank_mode` and `prompt_cache` into the run's provenance."""
+    meta: dict[str, str | int] = {RERANK_MODE: mode}
+    if status is not None:
+        meta[PROMPT_CACHE] = status.note
+        meta["prompt_cache_prefix_tokens"] = status.prefix_tokens
+        if status.minimum is not None:
+            meta["prompt_cache_minimum_tokens"] = status.minimum
+    return meta

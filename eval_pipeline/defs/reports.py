@@ -8,7 +8,7 @@ evaluation whose verdict is CRITICAL is a successful run with a red check — on
 fails a run.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import dagster as dg
 import pandas as pd
@@ -33,13 +33,25 @@ from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
-from eval_pipeline.defs.metadata import markdown_metadata
+from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
 from eval_pipeline.providers.object_store import write_text
 
 GROUP = "reports"
+
+
+def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
+    """What `semantic_retrievals` recorded for this partition (how the reranker ran)."""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey("semantic_retrievals"), asset_partitions=[context.partition_key]
+        ),
+        limit=1,
+    ).records
+    materialization = records[0].asset_materialization if records else None
+    return materialization.metadata if materialization is not None else {}
 
 
 @dg.asset(
@@ -77,6 +89,9 @@ def run_report(
 ) -> dg.Output[RunDocument]:
     """Every test in full with provenance, written to `results/MODEL/DATE/` (results.json, report.md)."""
     model, date = split_key(context)
+    retrieval_meta = _retrieval_metadata(context)
+    mode = retrieval_meta.get(RERANK_MODE)
+    cache_note = retrieval_meta.get(PROMPT_CACHE)
     banks = bank_results(system_results, state_results, pattern_results, always_results)
     doc = assemble_document(
         Provenance(
@@ -92,6 +107,8 @@ def run_report(
             pass_threshold=scope.pass_threshold,
             scope=scope_record(scope.scope()),
             calibration_cost_usd=storage.calibration_cost(date),
+            rerank_mode="batch" if mode is not None and mode.value == "batch" else "online",
+            prompt_cache=None if cache_note is None else str(cache_note.value),
         ),
         scored_aggregate,
         semantic=from_frame(semantic_results, SemanticResult),

@@ -4,7 +4,7 @@ outputs per date, and per model the team's own system's outputs for the banks it
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import dagster as dg
 import pandas as pd
@@ -22,11 +22,13 @@ from eval_pipeline.core.scoring.evaluation import (
     state_outputs,
 )
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
+from eval_pipeline.defs.metadata import prompt_cache_metadata
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
+from eval_pipeline.providers.factory import rerank_mode
 from eval_pipeline.providers.models import ModelConfig
-from eval_pipeline.providers.target import retrieval_items
+from eval_pipeline.providers.target import PrepareReport, retrieval_items
 
 GROUP = "retrieval"
 PARQUET_IO = "parquet_io"
@@ -38,6 +40,7 @@ def _retrieve(
     scope: RunScopeResource,
     kb: KnowledgeBase,
     banks: Banks,
+    on_prepared: Callable[[PrepareReport], None],
 ) -> list[SemanticRetrieval]:
     model, _ = split_key(context)
     cfg = providers.model(model)
@@ -45,10 +48,10 @@ def _retrieve(
     items = retrieval_items(tests, cfg.trials)
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     if not scope.show_progress:
-        return providers.retrieve(cfg, kb.entities, items, boosts)
+        return providers.retrieve(cfg, kb.entities, items, boosts, on_prepared=on_prepared)
     with Progress(transient=True) as bar:
         task = bar.add_task(f"{model}: semantic tests", total=len(items))
-        return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task))
+        return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task), on_prepared)
 
 
 def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersResource) -> ModelConfig | None:
@@ -85,9 +88,13 @@ def semantic_retrievals(
     cfg = _model_to_evaluate(context, providers)
     if cfg is None:
         return
+    prepared: list[PrepareReport] = []
     with provider_slots(context, cfg):
-        rows = _retrieve(context, providers, scope, knowledge_base, test_banks)
+        rows = _retrieve(context, providers, scope, knowledge_base, test_banks, prepared.append)
     errored = sum(r.status == "errored" for r in rows)
+    cache_status = prepared[0].prompt_cache if prepared else None
+    if cache_status is not None:
+        context.log.info(f"{cfg.key}: {cache_status.note}")
     yield dg.Output(
         to_frame(rows, retrieval_columns),
         metadata={
@@ -97,6 +104,7 @@ def semantic_retrievals(
             "cache_hits": sum(r.cache_hits for r in rows),
             "cost_usd": round(sum(r.cost_usd for r in rows), 6),
             "mean_latency_ms": round(sum(r.latency_ms for r in rows) / len(rows), 1) if rows else 0.0,
+            **prompt_cache_metadata(cache_status, rerank_mode(cfg, providers.rerank_batch)),
         },
     )
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
+from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 InputType = Literal["query", "document"]
 Vectors = npt.NDArray[np.float32]
@@ -18,13 +19,17 @@ Vectors = npt.NDArray[np.float32]
 class ProviderError(Exception):
     """A call to the system under test failed for good (after retries); the test is errored.
 
-    `usage` and `api_calls` say what was billed before it failed, so cost is never under-reported.
+    `usage` and `api_calls` say what was billed before it failed, so cost is never under-reported;
+    `batch_usage` is the part billed through a message batch (at the batch discount).
     """
 
-    def __init__(self, reason: str, usage: Usage | None = None, api_calls: int = 0) -> None:
+    def __init__(
+        self, reason: str, usage: Usage | None = None, api_calls: int = 0, batch_usage: Usage | None = None
+    ) -> None:
         super().__init__(reason)
         self.usage = usage or Usage()
         self.api_calls = api_calls
+        self.batch_usage = batch_usage or Usage()
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,18 @@ class RerankCandidate:
 @dataclass(frozen=True)
 class RerankResult:
     selections: list[Selection]
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=Usage)  # billed at the online price
     api_calls: int = 0
     cache_hits: int = 0
+    batch_usage: Usage = field(default_factory=Usage)  # billed at the batch discount
+
+
+@dataclass(frozen=True)
+class RerankRequest:
+    query: str
+    candidates: Sequence[RerankCandidate]
+    top_k: int
+    trial: int = 0
 
 
 class Embedder(Protocol):
@@ -70,6 +84,24 @@ class Reranker(Protocol):
         ...
 
 
+@runtime_checkable
+class CatalogueReranker(Protocol):
+    """A reranker whose stable prompt prefix lists the KB's rerankable entities (a catalogue)."""
+
+    async def prepare(self, catalogue: Sequence[RerankCandidate]) -> PromptCacheStatus:
+        """Lay the catalogue out as the cached prefix; say whether it meets the model's minimum."""
+        ...
+
+
+@runtime_checkable
+class BatchReranker(Protocol):
+    """A reranker that can answer many requests as one asynchronous batch (at a discount)."""
+
+    async def rerank_batch(self, requests: Sequence[RerankRequest]) -> list[RerankResult | ProviderError]:
+        """One outcome per request, in order; the same answers the online path would give."""
+        ...
+
+
 __all__ = [
     "Candidate",
     "EmbedResult",
@@ -77,6 +109,7 @@ __all__ = [
     "InputType",
     "ProviderError",
     "RerankCandidate",
+    "RerankRequest",
     "RerankResult",
     "Reranker",
     "Selection",

@@ -22,8 +22,8 @@ from eval_pipeline.core.expectations.resolution import LoadedHistory, ResolvedEx
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import history_dir
+from eval_pipeline.providers.anthropic_client import BatchProgress
 from eval_pipeline.providers.calibrator import (
-    BatchProgress,
     Calibrator,
     CostEstimate,
     Progress,

@@ -28,13 +28,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import TypeVar, get_args
 
 import anthropic
 from anthropic.types import CacheControlEphemeralParam, Message, MessageParam, TextBlockParam
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
+from anthropic.types.messages import MessageBatchIndividualResponse
 from anthropic.types.model import Model
 
 from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text
@@ -44,9 +43,21 @@ from eval_pipeline.core.expectations.history import Trigger
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
+from eval_pipeline.providers.anthropic_client import (
+    BatchProgress,
+    MessageBatches,
+    classify,
+    unanswered,
+    usage_of,
+)
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.claude_rerank import classify, usage_of
-from eval_pipeline.providers.pricing import Price, cost_usd, load_price_overrides, lookup_price
+from eval_pipeline.providers.pricing import (
+    BATCH_DISCOUNT,
+    Price,
+    cost_usd,
+    load_price_overrides,
+    lookup_price,
+)
 from eval_pipeline.providers.ratelimit import (
     Clock,
     LoopLocal,
@@ -63,7 +74,6 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 MAX_OUTPUT_TOKENS = 16_000
 # Planning figure for estimates only (thinking included); the actual usage is what gets logged.
 TYPICAL_OUTPUT_TOKENS = 2_000
-BATCH_DISCOUNT = 0.5  # Message Batches bill input and output at half price
 DEFAULT_RATE_PER_MIN = 48.0
 DEFAULT_CONCURRENCY = 4
 DEFAULT_POLL_S = 10.0
@@ -217,7 +227,6 @@ def _user(text: str) -> list[MessageParam]:
 
 
 Progress = Callable[[int, int], None]  # (done, total)
-BatchProgress = Callable[[str, int, int], None]  # (batch id, ended requests, total)
 
 
 class Calibrator:
@@ -335,42 +344,21 @@ class Calibrator:
         system = system_blocks(kb, long_ttl=True)
         # Custom ids allow [A-Za-z0-9_-]{1,64}; test ids may hold dots and be longer.
         by_custom_id = {f"test-{i:05d}": p for i, p in enumerate(prompts)}
-        client = self._client.get()
-        batch = await self._api(
-            lambda: client.messages.batches.create(
-                requests=[
-                    {"custom_id": cid, "params": self.params(system, p)} for cid, p in by_custom_id.items()
-                ]
-            )
+        batches = MessageBatches(
+            self._client.get(), self._clock, self._policy, self._api_key, self.poll_interval_s
         )
-        batch = await self._wait(batch, on_progress)
-        results: dict[str, CallRecord] = {}
-        decoder = await self._api(lambda: client.messages.batches.results(batch.id))
-        async for item in decoder:
-            prompt = by_custom_id.get(item.custom_id)
-            if prompt is not None:
-                results[item.custom_id] = _batch_record(prompt.test_id, item)
-        missing = f"batch {batch.id} returned no result for this request"
+        results = await batches.run(
+            {cid: self.params(system, p) for cid, p in by_custom_id.items()}, on_progress
+        )
         return [
-            results.get(cid) or CallRecord(test_id=p.test_id, custom_id=cid, error=missing)
+            _batch_record(p.test_id, results[cid])
+            if cid in results
+            else CallRecord(test_id=p.test_id, custom_id=cid, error="the batch returned no result for it")
             for cid, p in by_custom_id.items()
         ]
 
-    async def _wait(self, batch: MessageBatch, on_progress: BatchProgress | None) -> MessageBatch:
-        """Poll until the batch ends (the API ends every batch within 24 hours)."""
-        client = self._client.get()
-        while True:
-            counts = batch.request_counts
-            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
-            if on_progress is not None:
-                on_progress(batch.id, total - counts.processing, total)
-            if batch.processing_status == "ended":
-                return batch
-            await self._clock.sleep(self.poll_interval_s)
-            batch = await self._api(partial(client.messages.batches.retrieve, batch.id))
-
     async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
-        """A non-model endpoint (counting, batches): retried by the shared policy, not rate-limited."""
+        """A non-model endpoint (counting): retried by the shared policy, not rate-limited."""
         return await call_with_retry(
             call, classify, limiter=None, clock=self._clock, policy=self._policy, secret=self._api_key
         )
@@ -386,12 +374,6 @@ def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord
 
 
 def _batch_record(test_id: str, item: MessageBatchIndividualResponse) -> CallRecord:
-    result = item.result
-    if result.type == "succeeded":
-        return _record(test_id, item.custom_id, result.message)
-    if result.type == "errored":
-        error = result.error.error
-        reason = f"batch request errored: {error.type}: {error.message}"[:300]
-    else:
-        reason = f"batch request {result.type}"
-    return CallRecord(test_id=test_id, custom_id=item.custom_id, error=reason)
+    if item.result.type == "succeeded":
+        return _record(test_id, item.custom_id, item.result.message)
+    return CallRecord(test_id=test_id, custom_id=item.custom_id, error=unanswered(item))

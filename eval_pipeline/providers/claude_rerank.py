@@ -1,46 +1,69 @@
 """Claude as the reranker, through `anthropic.AsyncAnthropic` and forced tool use.
 
-The static instructions sit in a system block marked `cache_control`, so the tools + system prefix
-is one cacheable prefix shared by every call. The API silently skips caching below a per-model
-minimum prefix (1024-4096 tokens); this one is ~300 tokens today, so the real API reports no
-cache tokens until it grows (`usage.cache_read_input_tokens` says whether caching happened; the
-emulator's `cache_min_tokens` models the minimum). The candidates (id, title, summary) and the
-user's message go in the user turn.
+Prompt layout (prompt version rerank-v2 and later): the tool, the instructions and a catalogue of
+the KB's rerankable entities (`[entity_id] title: summary`, sorted by id) form one stable prefix
+marked `cache_control`; the candidates and the user's message go in the user turn. The API
+caches a prefix only from a per-model minimum length (`prompt_cache`; 4096 tokens for Haiku 4.5),
+so the catalogue is what can make caching pay: `prepare` counts the prefix once per run
+(`messages.count_tokens`, free) and says whether it meets the minimum. The first call runs alone
+so that calls 2..n find the prefix written. rerank-v1 (instructions only, ~300 tokens, below
+every minimum) stays available for reproducing older runs.
 
 The answer must be a subset of the candidates, without duplicates, 1..top_k long. An invalid
 answer gets ONE repair call that shows the model its validation error; a second invalid answer
 errors the test (`InvalidSelectionError`). SDK retries are off (`max_retries=0`): the shared
 policy in `ratelimit` retries, paced by the model's limiter. `base_url` comes from the argument,
 else the SDK reads `ANTHROPIC_BASE_URL` itself (no `/v1` suffix).
+
+`rerank_batch` sends the same requests as one Message Batch (half price; the prefix marked with
+the 1-hour TTL, since a batch runs longer than 5 minutes) and validates, repairs and caches the
+answers exactly as the online path does. A request the batch did not answer (errored, expired)
+is retried online, so a flaky batch costs money, never a test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import anthropic
-from anthropic.types import Message, MessageParam, ToolParam, ToolUseBlock
+from anthropic.types import (
+    CacheControlEphemeralParam,
+    Message,
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+    ToolUseBlock,
+)
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
+from eval_pipeline.providers.anthropic_client import MessageBatches, classify, usage_of
 from eval_pipeline.providers.api_base import ApiProvider
-from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankResult
+from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.pricing import Price
+from eval_pipeline.providers.prompt_cache import PromptCacheStatus, minimum_cacheable_tokens
 from eval_pipeline.providers.ratelimit import (
     Clock,
-    Failure,
     LoopLocal,
     RateLimiter,
     RetryPolicy,
     call_with_retry,
-    failure_for_status,
 )
+
+T = TypeVar("T")
 
 PROVIDER = "anthropic"
 TOOL_NAME = "select_entities"
 MAX_OUTPUT_TOKENS = 1024
+LEGACY_PROMPT_VERSION = "rerank-v1"  # no catalogue in the prefix
+DEFAULT_POLL_S = 30.0
+COUNT_PROBE = "Select entities for this message."
 
 SYSTEM_PROMPT = """\
 You are the reranking stage of a knowledge-base retrieval system behind a conversational \
@@ -86,8 +109,8 @@ SELECT_TOOL: ToolParam = {
 class InvalidSelectionError(ProviderError):
     """The model's answer stayed invalid after the repair call; carries what the calls cost."""
 
-    def __init__(self, reason: str, usage: Usage, api_calls: int) -> None:
-        super().__init__(reason, usage, api_calls)
+    def __init__(self, reason: str, usage: Usage, api_calls: int, batch_usage: Usage | None = None) -> None:
+        super().__init__(reason, usage, api_calls, batch_usage)
 
 
 class _Pick(BaseModel):
@@ -140,30 +163,19 @@ def render_candidates(query: str, candidates: Sequence[RerankCandidate], top_k: 
     )
 
 
+def render_catalogue(entities: Sequence[RerankCandidate]) -> str:
+    """Every rerankable entity, one line each, sorted by id: the same text for every request."""
+    lines = [
+        f"[{e.entity_id}] {_one_line(e.title)}: {_one_line(e.summary)}"
+        for e in sorted(entities, key=lambda e: e.entity_id)
+    ]
+    return "Knowledge-base catalogue: every entity a request may offer as a candidate, by id.\n" + "\n".join(
+        lines
+    )
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def classify(exc: BaseException) -> Failure | None:
-    """The retry policy's view of an anthropic exception (None: not an API failure)."""
-    if isinstance(exc, anthropic.APITimeoutError):
-        return Failure("timeout", retryable=True)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return Failure("connection error", retryable=True)
-    if isinstance(exc, anthropic.APIStatusError):
-        return failure_for_status(exc.status_code, exc.response.headers, exc.api_message)
-    return None
-
-
-def usage_of(message: Message) -> Usage:
-    u = message.usage
-    return Usage(
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
-        cache_creation_1h_input_tokens=u.cache_creation.ephemeral_1h_input_tokens if u.cache_creation else 0,
-        cache_read_input_tokens=u.cache_read_input_tokens or 0,
-    )
 
 
 def _tool_use(message: Message) -> ToolUseBlock | None:
@@ -217,10 +229,15 @@ class ClaudeReranker(ApiProvider):
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
+        poll_interval_s: float = DEFAULT_POLL_S,
     ) -> None:
         super().__init__(model_id, api_key, cache, limiter, clock, policy)
         self.price = price
         self.prompt_version = prompt_version
+        self.poll_interval_s = poll_interval_s
+        self._catalogue: str | None = None
+        self._warmed = False
+        self._warm_lock = LoopLocal(asyncio.Lock)
         self._client = LoopLocal(
             lambda: anthropic.AsyncAnthropic(
                 api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
@@ -232,13 +249,76 @@ class ClaudeReranker(ApiProvider):
         """Close this loop's connections now (they are closed when the loop ends anyway)."""
         await self._client.aclose()
 
+    async def prepare(self, catalogue: Sequence[RerankCandidate]) -> PromptCacheStatus:
+        """Put the KB's catalogue in the prefix (not for rerank-v1) and count the prefix: two
+        free count_tokens calls, (tools + system + probe) minus (probe alone)."""
+        if self.prompt_version != LEGACY_PROMPT_VERSION:
+            self._catalogue = render_catalogue(catalogue)
+        self._warmed = False
+        client = self._client.get()
+        probe: list[MessageParam] = [{"role": "user", "content": COUNT_PROBE}]
+        with_prefix = await self._api(
+            lambda: client.messages.count_tokens(
+                model=self.model_id,
+                system=self._system(long_ttl=False),
+                tools=[SELECT_TOOL],
+                tool_choice={"type": "tool", "name": TOOL_NAME},
+                messages=probe,
+            )
+        )
+        alone = await self._api(lambda: client.messages.count_tokens(model=self.model_id, messages=probe))
+        return PromptCacheStatus(
+            model_id=self.model_id,
+            prefix_tokens=with_prefix.input_tokens - alone.input_tokens,
+            minimum=minimum_cacheable_tokens(self.model_id),
+        )
+
+    def _system(self, long_ttl: bool) -> list[TextBlockParam]:
+        """The instructions, then the catalogue when there is one; the last block ends the cached
+        prefix (1-hour TTL in batches: their requests run over minutes to hours)."""
+        cache: CacheControlEphemeralParam = (
+            {"type": "ephemeral", "ttl": "1h"} if long_ttl else {"type": "ephemeral"}
+        )
+        if self._catalogue is None:
+            return [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": cache}]
+        return [
+            {"type": "text", "text": SYSTEM_PROMPT},
+            {"type": "text", "text": self._catalogue, "cache_control": cache},
+        ]
+
+    def _params(
+        self, messages: list[MessageParam], long_ttl: bool = False
+    ) -> MessageCreateParamsNonStreaming:
+        return {
+            "model": self.model_id,
+            "max_tokens": MAX_OUTPUT_TOKENS,
+            "system": self._system(long_ttl),
+            "tools": [SELECT_TOOL],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+            "messages": messages,
+        }
+
     def _cache_key(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int) -> str:
-        request = {
+        request: dict[str, Any] = {
             "query": query,
             "candidates": [[c.entity_id, c.title, c.summary] for c in candidates],
             "top_k": top_k,
         }
+        if self._catalogue is not None:  # the model sees the whole catalogue: part of the input
+            request["catalogue"] = hashlib.sha256(self._catalogue.encode()).hexdigest()
         return self._cache.key(PROVIDER, self.model_id, request, self.prompt_version, trial)
+
+    def _cached(self, key: str) -> RerankResult | None:
+        cached = self._cache.get(key)
+        if cached is None:
+            return None
+        return RerankResult(_selections(_Answer.model_validate(cached).selections), cache_hits=1)
+
+    def _keep(
+        self, key: str, picks: list[_Pick], usage: Usage, batch_usage: Usage, calls: int
+    ) -> RerankResult:
+        self._cache.put(key, {"selections": [p.model_dump() for p in picks]})
+        return RerankResult(_selections(picks), usage=usage, api_calls=calls, batch_usage=batch_usage)
 
     async def rerank(
         self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
@@ -247,48 +327,106 @@ class ClaudeReranker(ApiProvider):
             return RerankResult([])
         top_k = min(top_k, len(candidates))
         key = self._cache_key(query, candidates, top_k, trial)
-        cached = self._cache.get(key)
+        cached = self._cached(key)
         if cached is not None:
-            return RerankResult(_selections(_Answer.model_validate(cached).selections), cache_hits=1)
-        picks, usage, calls = await self._select(query, candidates, top_k)
-        self._cache.put(key, {"selections": [p.model_dump() for p in picks]})
-        return RerankResult(_selections(picks), usage=usage, api_calls=calls)
+            return cached
+        picks, usage, batch_usage, calls = await self._select(query, candidates, top_k)
+        return self._keep(key, picks, usage, batch_usage, calls)
+
+    async def rerank_batch(self, requests: Sequence[RerankRequest]) -> list[RerankResult | ProviderError]:
+        """The requests the response cache cannot answer go out as one message batch (split
+        above 10,000); custom ids are positions, so answers map back whatever their order."""
+        outcomes: dict[int, RerankResult | ProviderError] = {}
+        todo: dict[str, tuple[int, str, RerankRequest]] = {}
+        for i, request in enumerate(requests):
+            if not request.candidates:
+                outcomes[i] = RerankResult([])
+                continue
+            request = RerankRequest(
+                request.query, request.candidates, min(request.top_k, len(request.candidates)), request.trial
+            )
+            key = self._cache_key(request.query, request.candidates, request.top_k, request.trial)
+            cached = self._cached(key)
+            if cached is not None:
+                outcomes[i] = cached
+            else:
+                todo[f"rerank-{i:06d}"] = (i, key, request)
+        if todo:
+            batches = MessageBatches(
+                self._client.get(), self._clock, self._policy, self._api_key, self.poll_interval_s
+            )
+            answers = await batches.run(
+                {
+                    cid: self._params(_first_turn(r.query, r.candidates, r.top_k), long_ttl=True)
+                    for cid, (_, _, r) in todo.items()
+                }
+            )
+
+            async def finish(i: int, key: str, r: RerankRequest, answer: Message | None) -> None:
+                try:
+                    if answer is None:  # not answered by the batch: the online path instead
+                        outcomes[i] = await self.rerank(r.query, r.candidates, r.top_k, r.trial)
+                    else:
+                        picks, usage, batch_usage, calls = await self._select(
+                            r.query, r.candidates, r.top_k, answer
+                        )
+                        outcomes[i] = self._keep(key, picks, usage, batch_usage, calls)
+                except ProviderError as exc:
+                    outcomes[i] = exc
+
+            await asyncio.gather(
+                *(finish(i, key, r, _message(answers.get(cid))) for cid, (i, key, r) in todo.items())
+            )
+        return [outcomes[i] for i in range(len(requests))]
 
     async def _select(
-        self, query: str, candidates: Sequence[RerankCandidate], top_k: int
-    ) -> tuple[list[_Pick], Usage, int]:
+        self,
+        query: str,
+        candidates: Sequence[RerankCandidate],
+        top_k: int,
+        batched: Message | None = None,
+    ) -> tuple[list[_Pick], Usage, Usage, int]:
+        """Picks, online usage, batch usage and calls; `batched` is a first answer from a batch."""
         ids = [c.entity_id for c in candidates]
-        messages: list[MessageParam] = [
-            {"role": "user", "content": render_candidates(query, candidates, top_k)}
-        ]
-        first = await self._create(messages)
+        messages = _first_turn(query, candidates, top_k)
+        if batched is None:
+            first = await self._create(messages)
+            online, batch = usage_of(first), Usage()
+        else:
+            first, online, batch = batched, Usage(), usage_of(batched)
         try:
-            return validate_answer(_input_of(first), ids, top_k), usage_of(first), 1
+            return validate_answer(_input_of(first), ids, top_k), online, batch, 1
         except _Invalid as invalid:
             messages += _repair_turns(first, str(invalid), top_k)
         try:
             second = await self._create(messages)
         except ProviderError as exc:
             # The first call was billed even though the repair never answered.
-            raise ProviderError(f"repair call failed: {exc}", usage_of(first), api_calls=1) from None
-        usage = usage_of(first) + usage_of(second)
+            raise ProviderError(f"repair call failed: {exc}", online, 1, batch) from None
+        online = online + usage_of(second)
         try:
-            return validate_answer(_input_of(second), ids, top_k), usage, 2
+            return validate_answer(_input_of(second), ids, top_k), online, batch, 2
         except _Invalid as invalid:
             raise InvalidSelectionError(
-                f"invalid selection after repair: {invalid}", usage, api_calls=2
+                f"invalid selection after repair: {invalid}", online, 2, batch
             ) from None
 
     async def _create(self, messages: list[MessageParam]) -> Message:
+        """One Messages call; until one has succeeded, calls run one at a time, so the first
+        writes the cached prefix and the others read it instead of each writing it again."""
+        if not self._warmed:
+            async with self._warm_lock.get():
+                if not self._warmed:
+                    message = await self._call(messages)
+                    self._warmed = True
+                    return message
+        return await self._call(messages)
+
+    async def _call(self, messages: list[MessageParam]) -> Message:
+        params = self._params(messages)
+
         async def attempt() -> Message:
-            return await self._client.get().messages.create(
-                model=self.model_id,
-                max_tokens=MAX_OUTPUT_TOKENS,
-                system=[{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}],
-                tools=[SELECT_TOOL],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-                messages=messages,
-            )
+            return await self._client.get().messages.create(**params)
 
         return await call_with_retry(
             attempt,
@@ -298,6 +436,22 @@ class ClaudeReranker(ApiProvider):
             policy=self._policy,
             secret=self._api_key,
         )
+
+    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Token counting: retried by the shared policy, not paced as a model call."""
+        return await call_with_retry(
+            call, classify, limiter=None, clock=self._clock, policy=self._policy, secret=self._api_key
+        )
+
+
+def _first_turn(query: str, candidates: Sequence[RerankCandidate], top_k: int) -> list[MessageParam]:
+    return [{"role": "user", "content": render_candidates(query, candidates, top_k)}]
+
+
+def _message(item: MessageBatchIndividualResponse | None) -> Message | None:
+    if item is None or item.result.type != "succeeded":
+        return None
+    return item.result.message
 
 
 def _input_of(message: Message) -> Any:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import Entity
@@ -22,7 +22,7 @@ from eval_pipeline.providers.pricing import cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.static_embedder import StaticMiniLMEmbedder
-from eval_pipeline.providers.target import OnDone, RetrievalItem, RetrievalPipeline
+from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
@@ -99,18 +99,26 @@ def _reranker(
     )
 
 
+def rerank_mode(cfg: ModelConfig, batch: bool) -> Literal["online", "batch"]:
+    """How `cfg`'s reranker answers when a run asks for batches: only Claude rerankers batch."""
+    reranker = cfg.reranker  # None when the team's own system runs semantic
+    return "batch" if batch and reranker is not None and reranker.kind == "claude" else "online"
+
+
 def build_pipeline(
     cfg: ModelConfig,
     cache: ResponseCache,
     store: EmbeddingStore,
     keyword_boosts: Mapping[str, Sequence[str]],
     environ: Mapping[str, str] | None = None,
+    batch: bool = False,
 ) -> RetrievalPipeline:
     """The pipeline `cfg` describes. Raises `ConfigError` (one line) when an API key is unset and
     `PricingError` when a stage's price is unknown, before any call is made.
 
     `environ` holds the API keys and base URLs (default: the process environment); the Dagster
-    resource passes the values it received through `EnvVar`.
+    resource passes the values it received through `EnvVar`. `batch`: rerank through the
+    Message Batches API where the reranker can (Claude); the other rerankers ignore it.
     """
     env = os.environ if environ is None else environ
     require_keys(cfg, env)
@@ -128,6 +136,7 @@ def build_pipeline(
         embed_cost=partial(cost_usd, price=cfg.price(embedder.model_id)),
         rerank_cost=partial(cost_usd, price=cfg.price(reranker.model_id)),
         batch_queries=embedder.kind == "local",
+        batch=batch,
     )
 
 
@@ -140,23 +149,30 @@ def run_semantic(
     cache_mode: CacheMode = "use",
     environ: Mapping[str, str] | None = None,
     on_done: OnDone | None = None,
+    *,
+    batch: bool = False,
+    on_prepared: Callable[[PrepareReport], None] | None = None,
 ) -> list[SemanticRetrieval]:
     """Every item through the model's pipeline (index the KB, then retrieve). When the KB cannot
-    be indexed, every test errors with the reason: none is lost, none passes."""
+    be indexed, every test errors with the reason: none is lost, none passes. `on_prepared`
+    hears what indexing took (and whether the reranker's prefix can be cached)."""
     pipeline = build_pipeline(
         cfg,
         ResponseCache(cache_dir, cache_mode),
         EmbeddingStore(cache_dir, cache_mode),
         keyword_boosts,
         environ,
+        batch,
     )
 
     async def run() -> list[SemanticRetrieval]:
         try:
-            await pipeline.prepare(entities)
+            prepared = await pipeline.prepare(entities)
         except Exception as exc:
             reason = f"indexing the KB failed: {exc}"
             return [errored(cfg.key, item.test_id, item.trial, reason) for item in items]
+        if on_prepared is not None:
+            on_prepared(prepared)
         return await pipeline.retrieve_many(items, on_done)
 
     return asyncio.run(run())

@@ -74,7 +74,7 @@ class EmbedderConfig(_Strict):
 class RerankerConfig(_Strict):
     kind: RerankerKind
     model_id: str = ""
-    prompt_version: str = Field(default="rerank-v1", min_length=1)
+    prompt_version: str = Field(default="rerank-v2", min_length=1)
     weights: HybridWeights | None = None
     jitter: float = Field(
         default=0.0, ge=0, le=1, description="cosine only: seeded noise on similarities (noise studies)"

@@ -17,6 +17,7 @@ from eval_pipeline.core.mechanisms.retrieval import Usage
 
 PRICES_ENV = "EVAL_PIPELINE_PRICES"
 _PER_TOKEN = 1e-6
+BATCH_DISCOUNT = 0.5  # Message Batches bill every kind of token at half the online price
 
 
 class PricingError(Exception):
@@ -98,6 +99,11 @@ def cost_usd(usage: Usage, price: Price) -> float:
         + _rate(price.cache_write_1h, long_writes, "cache_write_1h")
         + _rate(price.cache_read, usage.cache_read_input_tokens, "cache_read")
     )
+
+
+def batch_cost_usd(usage: Usage, price: Price) -> float:
+    """Cost of `usage` incurred through the Message Batches API."""
+    return cost_usd(usage, price) * BATCH_DISCOUNT
 
 
 def _parse_price_file(path: Path) -> dict[str, Price]:

@@ -3,10 +3,15 @@ cosine, let the reranker pick the final 6 in order.
 
 A failing stage never raises out of `retrieve`: the test comes back `errored` with
 "<stage>: <reason>", so one bad call cannot sink a run and errored tests are never scored.
+
+With `batch=True` and a reranker that can batch (Claude), `retrieve_many` runs the embedding
+stage for every item first, then sends all rerank requests as one batch and finishes each test
+from its answer: the same selections as the online path, billed at the batch discount.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,14 +28,19 @@ from eval_pipeline.core.mechanisms.retrieval import (
     Usage,
 )
 from eval_pipeline.providers.base import (
+    BatchReranker,
+    CatalogueReranker,
     Embedder,
     ProviderError,
     RerankCandidate,
     Reranker,
+    RerankRequest,
+    RerankResult,
     Selection,
     Vectors,
 )
 from eval_pipeline.providers.cache import EmbeddingStore, Vector
+from eval_pipeline.providers.pricing import BATCH_DISCOUNT
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
 
 CostFn = Callable[[Usage], float]
@@ -63,6 +73,24 @@ class _Tally:
         self.api_calls += api_calls
         self.cache_hits += cache_hits
 
+    def add_batch(self, usage: Usage, cost_fn: CostFn) -> None:
+        """Usage billed through a message batch (its calls are already counted)."""
+        if usage != Usage():
+            self.cost_usd += cost_fn(usage) * BATCH_DISCOUNT
+            self.usage = self.usage + usage
+
+
+@dataclass
+class _Staged:
+    """One test after the embedding stage, waiting for its rerank."""
+
+    item: RetrievalItem
+    started: float
+    tally: _Tally
+    candidates: list[Candidate] = field(default_factory=list)
+    shown: list[RerankCandidate] = field(default_factory=list)
+    error: str | None = None
+
 
 @dataclass(frozen=True)
 class _Index:
@@ -87,12 +115,21 @@ class _Index:
             for c in candidates
         ]
 
+    def everything(self) -> list[Candidate]:
+        return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
+
     def top(self, query_vec: Vector, k: int) -> list[Candidate]:
         if not self.entities:
             return []
         scores = self.matrix @ query_vec
-        # Stable sort over rows already in entity_id order: equal scores rank by entity_id.
-        order = np.argsort(-scores, kind="stable")[:k]
+        # Only rows scoring at least the k-th best can rank (O(n), not a sort of every entity);
+        # a stable sort of those, already in entity_id order, ranks equal scores by entity_id.
+        if len(scores) > k:
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            rows = np.flatnonzero(scores >= kth)
+        else:
+            rows = np.arange(len(scores))
+        order = rows[np.argsort(-scores[rows], kind="stable")][:k]
         return [Candidate(entity_id=self.entities[i].entity_id, score=float(scores[i])) for i in order]
 
 
@@ -127,6 +164,7 @@ class SemanticPipeline:
         embed_cost: CostFn = _no_billing,
         rerank_cost: CostFn = _no_billing,
         batch_queries: bool = False,
+        batch: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -137,6 +175,7 @@ class SemanticPipeline:
         self._concurrency = concurrency
         self._embed_cost = embed_cost
         self._rerank_cost = rerank_cost
+        self._batch = batch
         self._index: _Index | None = None
         self._batch_queries = batch_queries
         self._queries: dict[str, tuple[Vector, bool]] = {}  # key -> (vector, was it stored)
@@ -154,6 +193,9 @@ class SemanticPipeline:
         vectors = {**known, **fresh}
         matrix = np.stack([vectors[h] for h in hashes]) if entities else np.empty((0, 0))
         self._index = _Index(entities, matrix.astype(np.float32))
+        prompt_cache = None
+        if isinstance(self._reranker, CatalogueReranker):
+            prompt_cache = await self._reranker.prepare(self._index.shown(self._index.everything()))
         return PrepareReport(
             entities=len(entities),
             embedded=len(todo),
@@ -161,6 +203,7 @@ class SemanticPipeline:
             usage=tally.usage,
             cost_usd=tally.cost_usd,
             api_calls=tally.api_calls,
+            prompt_cache=prompt_cache,
         )
 
     async def _embed_documents(self, todo: Sequence[Entity], tally: _Tally) -> dict[str, Vector]:
@@ -222,63 +265,107 @@ class SemanticPipeline:
             self._store.put_many(self._embedder.name, {key: vector})
         return vector
 
-    async def _rerank(
-        self,
-        query: str,
-        candidates: list[Candidate],
-        shown: list[RerankCandidate],
-        trial: int,
-        tally: _Tally,
-    ) -> list[Selection]:
-        try:
-            result = await self._reranker.rerank(query, shown, SELECTION_K, trial=trial)
-        except ProviderError as exc:
-            tally.add(exc.usage, exc.api_calls, 0, self._rerank_cost)  # billed even though it failed
-            raise
-        tally.add(result.usage, result.api_calls, result.cache_hits, self._rerank_cost)
-        _check_selections(result.selections, candidates)
-        return sorted(result.selections, key=lambda s: s.rank)
+    def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
+        """Bill a rerank outcome (a failed one too) and check its selections."""
+        tally = staged.tally
+        if isinstance(outcome, Exception):
+            if isinstance(outcome, ProviderError):  # billed even though it failed
+                tally.add(outcome.usage, outcome.api_calls, 0, self._rerank_cost)
+                tally.add_batch(outcome.batch_usage, self._rerank_cost)
+            raise outcome
+        tally.add(outcome.usage, outcome.api_calls, outcome.cache_hits, self._rerank_cost)
+        tally.add_batch(outcome.batch_usage, self._rerank_cost)
+        _check_selections(outcome.selections, staged.candidates)
+        return sorted(outcome.selections, key=lambda s: s.rank)
 
-    async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval:
-        """Run one test's query through both stages. Never raises (except on cancellation)."""
-        started = time.perf_counter()
-        tally = _Tally()
-        candidates: list[Candidate] = []
-        selections: list[Selection] = []
-        stage, error, index = "prepare", None, self._index
+    async def _stage(self, item: RetrievalItem) -> _Staged:
+        """The embedding stage: the top-15 candidates, or the reason there are none."""
+        staged = _Staged(item, time.perf_counter(), _Tally())
+        stage, index = "prepare", self._index
         try:
             if index is None:
                 raise ProviderError("prepare() has not been run")
             stage = "embed"
-            candidates = index.top(await self._embed_query(query, tally), CANDIDATE_K)
-            stage = "rerank"
-            shown = index.shown(candidates)
-            selections = await self._rerank(query, candidates, shown, trial, tally)
+            staged.candidates = index.top(await self._embed_query(item.query, staged.tally), CANDIDATE_K)
+            staged.shown = index.shown(staged.candidates)
         except Exception as exc:  # any stage failure is the test's outcome, not the run's
-            error = f"{stage}: {_reason(exc)}"
+            staged.error = f"{stage}: {_reason(exc)}"
+        return staged
+
+    def _finish(self, staged: _Staged, outcome: RerankResult | Exception | None) -> SemanticRetrieval:
+        selections: list[Selection] = []
+        error = staged.error
+        if error is None and outcome is not None:
+            try:
+                selections = self._take(outcome, staged)
+            except Exception as exc:
+                error = f"rerank: {_reason(exc)}"
+        tally, item = staged.tally, staged.item
         return SemanticRetrieval(
-            test_id=test_id,
+            test_id=item.test_id,
             model=self.model_key,
-            trial=trial,
+            trial=item.trial,
             status="ok" if error is None else "errored",
-            candidates=candidates,
+            candidates=staged.candidates,
             selections=selections,
             usage=tally.usage,
             cost_usd=tally.cost_usd,
-            latency_ms=(time.perf_counter() - started) * 1000,
+            latency_ms=(time.perf_counter() - staged.started) * 1000,
             api_calls=tally.api_calls,
             cache_hits=tally.cache_hits,
             error=error,
         )
 
+    async def _rerank_online(self, staged: _Staged) -> RerankResult | Exception | None:
+        if staged.error is not None:
+            return None
+        try:
+            return await self._reranker.rerank(
+                staged.item.query, staged.shown, SELECTION_K, trial=staged.item.trial
+            )
+        except Exception as exc:  # the test's outcome, not the run's
+            return exc
+
+    async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval:
+        """Run one test's query through both stages. Never raises (except on cancellation)."""
+        staged = await self._stage(RetrievalItem(test_id, query, trial))
+        return self._finish(staged, await self._rerank_online(staged))
+
     async def retrieve_many(
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
+        if self._batch_queries:
+            await self._prefetch_queries([item.query for item in items])
+        if self._batch and isinstance(self._reranker, BatchReranker):
+            return await self._retrieve_batched(self._reranker, items, on_done)
 
         async def one(item: RetrievalItem) -> SemanticRetrieval:
             return await self.retrieve(item.test_id, item.query, item.trial)
 
-        if self._batch_queries:
-            await self._prefetch_queries([item.query for item in items])
         return await retrieve_all(one, items, self._concurrency, on_done)
+
+    async def _retrieve_batched(
+        self, reranker: BatchReranker, items: Sequence[RetrievalItem], on_done: OnDone | None
+    ) -> list[SemanticRetrieval]:
+        """Every embedding stage, then one rerank batch for the tests that reached it."""
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def stage(item: RetrievalItem) -> _Staged:
+            async with gate:
+                return await self._stage(item)
+
+        staged = await asyncio.gather(*(stage(item) for item in items))
+        ready = [s for s in staged if s.error is None]
+        try:
+            answers: list[RerankResult | ProviderError] = await reranker.rerank_batch(
+                [RerankRequest(s.item.query, s.shown, SELECTION_K, s.item.trial) for s in ready]
+            )
+        except ProviderError as exc:  # the batch itself failed: every test it held errors
+            answers = [ProviderError(f"message batch failed: {exc}")] * len(ready)
+        by_position = {id(s): a for s, a in zip(ready, answers, strict=True)}
+        results = [self._finish(s, by_position.get(id(s))) for s in staged]
+        if on_done is not None:
+            for result in results:
+                on_done(result)
+        return results

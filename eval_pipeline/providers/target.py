@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Protocol
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
+from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 OnDone = Callable[[SemanticRetrieval], None]
 
@@ -38,6 +39,7 @@ class PrepareReport:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     api_calls: int = 0
+    prompt_cache: PromptCacheStatus | None = None  # a reranker with a cached KB prefix says its size
 
 
 class RetrievalPipeline(Protocol):

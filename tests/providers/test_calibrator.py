@@ -21,7 +21,6 @@ from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.calibrator import (
-    BATCH_DISCOUNT,
     DEFAULT_MODEL,
     Calibrator,
     CalibratorConfigError,
@@ -33,7 +32,7 @@ from eval_pipeline.providers.calibrator import (
     estimate_cost,
     newest_opus,
 )
-from eval_pipeline.providers.pricing import Price, cost_usd
+from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
 from eval_pipeline.testing.emulator.server import EmulatorHandle
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY

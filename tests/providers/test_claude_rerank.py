@@ -127,17 +127,21 @@ def test_prompt_lists_candidates_one_per_line() -> None:
 # --- calls through the SDK ----------------------------------------------------------------
 
 
-async def test_selects_with_forced_tool_use_and_cached_system_prefix(
+async def test_selects_with_forced_tool_use_and_a_marked_prefix_too_short_to_cache(
     emulator: EmulatorHandle, make_reranker: RerankerFactory, clock: RecordingClock
 ) -> None:
+    # Without a catalogue (no prepare) the prefix is the tool and instructions, far below Haiku
+    # 4.5's 4096-token minimum: the emulator, like the API, caches nothing.
     reranker = make_reranker(emulator, clock)
     first = await reranker.rerank("what about topic 3?", _candidates(), SELECTION_K)
     assert [s.entity_id for s in first.selections] == [f"topic_{i:03d}" for i in range(6)]
     assert [s.rank for s in first.selections] == [1, 2, 3, 4, 5, 6] and first.api_calls == 1
-    assert first.usage.cache_creation_input_tokens > 0 and first.usage.cache_read_input_tokens == 0
     second = await reranker.rerank("another question", _candidates(offset=20), SELECTION_K)
-    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
-    assert cost_usd(second.usage, HAIKU) < cost_usd(first.usage, HAIKU)
+    for usage in (first.usage, second.usage):
+        assert (usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (0, 0)
+        assert cost_usd(usage, HAIKU) == pytest.approx(
+            (usage.input_tokens * 1.0 + usage.output_tokens * 5.0) / 1e6
+        )
 
     sent = emulator.requests("/v1/messages")[0]
     assert sent["system"] == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]

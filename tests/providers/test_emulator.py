@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 from voyageai.client_async import AsyncClient as VoyageClient
 
-from eval_pipeline.testing.emulator.config import hash_vector
+from eval_pipeline.testing.emulator.config import estimate_tokens, hash_vector
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY
 
 pytestmark = pytest.mark.anyio
 
 PROMPT = "Candidates:\n[alpha] A: a\n[beta] B: b\n[gamma] C: c\n\nSelect at most 2 entities."
-SYSTEM = [{"type": "text", "text": "Rerank. " * 40, "cache_control": {"type": "ephemeral"}}]
+# 2500 x 8 characters: 5000 tokens at the emulator's 4 characters a token, above every minimum.
+SYSTEM = [{"type": "text", "text": "Rerank. " * 2500, "cache_control": {"type": "ephemeral"}}]
 TOOL = {"name": "select_entities", "input_schema": {"type": "object", "properties": {}}}
 
 
@@ -35,11 +36,13 @@ def _voyage(emu: EmulatorHandle) -> VoyageClient:
     return VoyageClient(api_key=FAKE_VOYAGE_KEY, base_url=emu.voyage_base_url, max_retries=1)
 
 
-def _message_params(prompt: str = PROMPT) -> dict[str, Any]:
+def _message_params(
+    prompt: str = PROMPT, model: str = "claude-haiku-4-5", system: list[dict[str, Any]] = SYSTEM
+) -> dict[str, Any]:
     return {
-        "model": "claude-haiku-4-5",
+        "model": model,
         "max_tokens": 200,
-        "system": SYSTEM,
+        "system": system,
         "tools": [TOOL],
         "tool_choice": {"type": "tool", "name": "select_entities"},
         "messages": [{"role": "user", "content": prompt}],
@@ -68,10 +71,39 @@ async def test_messages_forced_tool_use_and_prompt_cache_accounting(emulator: Em
     assert not second.usage.cache_creation_input_tokens
 
 
-async def test_prefix_below_the_minimum_is_not_cached() -> None:
+@pytest.mark.parametrize(
+    ("model", "minimum"),
+    [
+        ("claude-haiku-4-5", 4096),
+        ("claude-haiku-4-5-20251001", 4096),
+        ("claude-opus-4-5", 4096),
+        ("claude-opus-4-6", 4096),
+        ("claude-sonnet-4-5", 1024),
+        ("claude-opus-5-5", 512),
+        ("some-future-model", 1024),  # not in the table: the emulator's fallback
+    ],
+)
+async def test_each_model_caches_only_from_its_minimum_prefix(
+    emulator: EmulatorHandle, model: str, minimum: int
+) -> None:
+    """The tool definition sits in the prefix too, so the system text is sized to make the whole
+    prefix exactly `minimum` tokens, then one token short of it."""
+    tool_tokens = estimate_tokens(json.dumps(TOOL, sort_keys=True))
+    marker = {"cache_control": {"type": "ephemeral"}}
+    at = [{"type": "text", "text": "x" * 4 * (minimum - tool_tokens), **marker}]
+    below = [{"type": "text", "text": "y" * 4 * (minimum - tool_tokens - 1), **marker}]
+    async with _claude(emulator) as client:
+        reads = []
+        for system in (at, at, below, below):
+            message = await client.messages.create(**_message_params(model=model, system=system))
+            reads.append((message.usage.cache_creation_input_tokens, message.usage.cache_read_input_tokens))
+    assert reads == [(minimum, 0), (0, minimum), (0, 0), (0, 0)]
+
+
+async def test_a_configured_minimum_applies_to_every_model() -> None:
     with start_emulator(cache_min_tokens=100_000) as emu:
         async with _claude(emu) as client:
-            result = await client.messages.create(**_message_params())
+            result = await client.messages.create(**_message_params(model="claude-sonnet-4-5"))
     assert not result.usage.cache_creation_input_tokens and not result.usage.cache_read_input_tokens
 
 

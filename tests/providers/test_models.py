@@ -76,7 +76,7 @@ def test_defaults_are_derived(tmp_path: Path) -> None:
     cfg = load_models(path, price_overrides={})["m1"]
     assert cfg.stages()[0].model_id == "local-minilm-l6-int8"
     assert cfg.cost_incurring and cfg.rate_limit_per_min == 48
-    assert (cfg.concurrency, cfg.trials, cfg.stages()[1].prompt_version) == (4, 1, "rerank-v1")
+    assert (cfg.concurrency, cfg.trials, cfg.stages()[1].prompt_version) == (4, 1, "rerank-v2")
 
 
 _LOCAL = "embedder: {kind: local}\nreranker: {kind: cosine}"

@@ -365,3 +365,18 @@ def test_a_failed_query_batch_falls_back_to_each_test_alone() -> None:
     embedder = CountingEmbedder(fail_batches=True)
     results = _retrieve_all(SemanticPipeline("m", embedder, CosineReranker(), None, 1, batch_queries=True))
     assert embedder.query_calls == [2, 1, 1, 1] and all(r.status == "ok" for r in results)
+
+
+@pytest.mark.parametrize("entities", [3, 15, 16, 400])
+def test_top_candidates_are_a_full_stable_sorts_first_fifteen_ties_included(entities: int) -> None:
+    # Integer vectors make many equal scores: ties must still rank by entity_id, as a full sort would.
+    from eval_pipeline.providers.semantic_pipeline import _Index
+
+    rng = np.random.default_rng(entities)
+    kb = [entity(f"e{i:04d}") for i in range(entities)]
+    matrix = rng.integers(0, 4, size=(entities, 8)).astype(np.float32)
+    index = _Index(kb, matrix)
+    for _ in range(40):
+        query = rng.integers(0, 3, size=8).astype(np.float32)
+        full_sort = np.argsort(-(matrix @ query), kind="stable")[:CANDIDATE_K]
+        assert [c.entity_id for c in index.top(query, CANDIDATE_K)] == [kb[i].entity_id for i in full_sort]

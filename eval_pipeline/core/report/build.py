@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
@@ -55,6 +55,8 @@ def build_document(
     generated_at: datetime,
     implementations: Implementations,
     system_outputs: Sequence[MechanismOutput] = (),
+    rerank_mode: Literal["online", "batch"] = "online",
+    prompt_cache: str | None = None,
 ) -> RunDocument:
     """Score the scope's tests of `banks` on `date` (expectations as of its end); the banks
     `implementations` gives to the team's system are scored from `system_outputs`."""
@@ -95,6 +97,8 @@ def build_document(
             pass_threshold=pass_threshold,
             scope=scope_record(scope),
             calibration_cost_usd=calibration_cost_usd,
+            rerank_mode=rerank_mode,
+            prompt_cache=prompt_cache,
         ),
         agg,
         semantic=semantic,

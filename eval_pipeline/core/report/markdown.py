@@ -277,7 +277,10 @@ def _provenance(doc: RunDocument) -> list[str]:
             "Tokens in/out",
             f"{doc.aggregate.usage.input_tokens}/{doc.aggregate.usage.output_tokens}",
         ),
+        ("Rerank mode", p.rerank_mode),
     ]
+    if p.prompt_cache is not None:
+        rows.append(("Reranker prompt cache", p.prompt_cache))
     return ["## Provenance and cost", "", *markdown_table(("", ""), rows)]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +46,13 @@ class Provenance(BaseModel):
     scope: dict[str, Any] = Field(default_factory=dict, description="Banks, tests, topic filters")
     calibration_cost_usd: float = Field(
         default=0.0, description="Calibration spend on this date: never part of the system's cost"
+    )
+    rerank_mode: Literal["online", "batch"] = Field(
+        default="online", description="batch: a Claude reranker answered through Message Batches"
+    )
+    prompt_cache: str | None = Field(
+        default=None,
+        description="Whether the reranker's stable prefix reached the model's minimum cacheable length",
     )
 
 

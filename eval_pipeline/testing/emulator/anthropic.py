@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
 from eval_pipeline.testing.emulator.config import EmulatorState, Json, estimate_tokens, unit_hash
 
 _CANDIDATE_LINE = re.compile(r"^\[([a-z][a-z0-9_]*)\]", re.MULTILINE)
@@ -17,6 +18,8 @@ _CANDIDATE_LINE = re.compile(r"^\[([a-z][a-z0-9_]*)\]", re.MULTILINE)
 _TOP_K = re.compile(r"at most (\d+)")
 
 DEFAULT_TOP_K = 6
+# The smallest minimum of a current Sonnet/Opus 4.x model, for model ids the table does not know.
+FALLBACK_CACHE_MIN_TOKENS = 1024
 
 
 class AnthropicApi:
@@ -94,7 +97,7 @@ class AnthropicApi:
         total = estimate_tokens(prefix + rest)
         prefix_tokens = estimate_tokens(prefix)
         created = read = 0
-        if prefix and prefix_tokens >= self._emu.config.cache_min_tokens:
+        if prefix and prefix_tokens >= self._cache_minimum(str(request.get("model", ""))):
             key = hashlib.sha256((str(request.get("model")) + prefix).encode()).hexdigest()
             with self._lock:
                 seen = key in self._cached_prefixes
@@ -111,6 +114,13 @@ class AnthropicApi:
                 "ephemeral_1h_input_tokens": created if long_ttl else 0,
             },
         }
+
+    def _cache_minimum(self, model: str) -> int:
+        configured = self._emu.config.cache_min_tokens
+        if configured is not None:
+            return configured
+        known = minimum_cacheable_tokens(model)
+        return FALLBACK_CACHE_MIN_TOKENS if known is None else known
 
     def count_tokens(self, request: Json) -> Json:
         prefix, rest = _split_cached_prefix(request)

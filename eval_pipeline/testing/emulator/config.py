@@ -36,7 +36,10 @@ class EmulatorConfig:
     embed_dim: int = 256
     embed_max_texts: int = 1000
     embed_max_tokens: int = 120_000  # tokens estimated as chars / 4
-    cache_min_tokens: int = 0  # the real API silently skips caching prefixes below a model minimum
+    # The real API silently skips caching a prefix below the model's minimum. None: the per-model
+    # table (`providers.prompt_cache`, FALLBACK_CACHE_MIN_TOKENS for models it does not know);
+    # a number: that minimum for every model.
+    cache_min_tokens: int | None = None
     batch_ready_s: float = 0.0  # a message batch stays in_progress this long
     target_entities: tuple[str, ...] = tuple(f"entity_{i:03d}" for i in range(60))
     # A rerank answer that parses but is wrong: "out_of_range" names a document that isn't there,
@@ -57,6 +60,8 @@ def json_reply(status: int, payload: object, headers: dict[str, str] | None = No
 
 
 def estimate_tokens(text: str) -> int:
+    """A deterministic stand-in for a tokenizer: one token per 4 characters, rounded up. Real
+    Claude tokenizers give somewhat more tokens for the same text; sizes here are estimates."""
     return math.ceil(len(text) / 4)
 
 

@@ -347,6 +347,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stall-s", type=float, default=5.0)
     parser.add_argument("--embed-dim", type=int, default=256)
+    parser.add_argument(
+        "--cache-min-tokens",
+        type=int,
+        default=None,
+        help="minimum cacheable prompt prefix for every model (default: the per-model table)",
+    )
     args = parser.parse_args(argv)
     handle = start_emulator(
         port=args.port,
@@ -357,6 +363,7 @@ def main(argv: list[str] | None = None) -> None:
         seed=args.seed,
         stall_s=args.stall_s,
         embed_dim=args.embed_dim,
+        cache_min_tokens=args.cache_min_tokens,
     )
     print(f"api emulator listening on {handle.base_url}", flush=True)
     try:

@@ -1,0 +1,113 @@
+"""What the Claude reranker and the calibrator share about the Anthropic API: how a failure
+looks to the retry policy, a message's usage, and Message Batches.
+
+Batches: submit requests keyed by custom id (at most 10,000 per batch, split above), poll until
+each batch ends, hand back the results by custom id. A batch bills input and output at half
+price and ends within 24 hours; the emulator ends one at once or after its `batch_ready_s`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+import anthropic
+from anthropic.types import Message
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
+
+from eval_pipeline.core.mechanisms.retrieval import Usage
+from eval_pipeline.providers.ratelimit import Clock, Failure, RetryPolicy, call_with_retry, failure_for_status
+
+T = TypeVar("T")
+
+MAX_BATCH_REQUESTS = 10_000  # the API's cap on requests per batch
+
+BatchProgress = Callable[[str, int, int], None]  # (batch id, ended requests, total)
+
+
+def classify(exc: BaseException) -> Failure | None:
+    """The retry policy's view of an anthropic exception (None: not an API failure)."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return Failure("timeout", retryable=True)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return Failure("connection error", retryable=True)
+    if isinstance(exc, anthropic.APIStatusError):
+        return failure_for_status(exc.status_code, exc.response.headers, exc.api_message)
+    return None
+
+
+def usage_of(message: Message) -> Usage:
+    u = message.usage
+    return Usage(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
+        cache_creation_1h_input_tokens=u.cache_creation.ephemeral_1h_input_tokens if u.cache_creation else 0,
+        cache_read_input_tokens=u.cache_read_input_tokens or 0,
+    )
+
+
+def unanswered(result: MessageBatchIndividualResponse) -> str | None:
+    """Why a batch request has no message (None when it succeeded)."""
+    outcome = result.result
+    if outcome.type == "succeeded":
+        return None
+    if outcome.type == "errored":
+        error = outcome.error.error
+        return f"batch request errored: {error.type}: {error.message}"[:300]
+    return f"batch request {outcome.type}"
+
+
+@dataclass(frozen=True)
+class MessageBatches:
+    """Batch calls through one client; retried by the shared policy, never rate-limited (the
+    batch endpoints do not count against the model's request pace)."""
+
+    client: anthropic.AsyncAnthropic
+    clock: Clock
+    policy: RetryPolicy
+    secret: str
+    poll_interval_s: float
+
+    async def api(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await call_with_retry(
+            call, classify, limiter=None, clock=self.clock, policy=self.policy, secret=self.secret
+        )
+
+    async def run(
+        self,
+        requests: Mapping[str, MessageCreateParamsNonStreaming],
+        on_progress: BatchProgress | None = None,
+    ) -> dict[str, MessageBatchIndividualResponse]:
+        """Every request's result by custom id; a request the API returned nothing for is absent."""
+        ids = list(requests)
+        results: dict[str, MessageBatchIndividualResponse] = {}
+        for start in range(0, len(ids), MAX_BATCH_REQUESTS):
+            chunk = ids[start : start + MAX_BATCH_REQUESTS]
+            batch = await self.api(
+                partial(
+                    self.client.messages.batches.create,
+                    requests=[{"custom_id": cid, "params": requests[cid]} for cid in chunk],
+                )
+            )
+            batch = await self._wait(batch, on_progress)
+            decoder = await self.api(partial(self.client.messages.batches.results, batch.id))
+            async for item in decoder:
+                if item.custom_id in requests:
+                    results[item.custom_id] = item
+        return results
+
+    async def _wait(self, batch: MessageBatch, on_progress: BatchProgress | None) -> MessageBatch:
+        """Poll until the batch ends (the API ends every batch within 24 hours)."""
+        while True:
+            counts = batch.request_counts
+            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+            if on_progress is not None:
+                on_progress(batch.id, total - counts.processing, total)
+            if batch.processing_status == "ended":
+                return batch
+            await self.clock.sleep(self.poll_interval_s)
+            batch = await self.api(partial(self.client.messages.batches.retrieve, batch.id))

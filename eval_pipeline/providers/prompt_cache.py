@@ -1,0 +1,65 @@
+"""Whether a Claude prompt prefix can be cached: the per-model minimum cacheable length.
+
+The API caches a prefix (tools, then system, up to the last `cache_control` marker) only when it
+holds at least the model's minimum number of tokens; below it, it silently bills everything as
+plain input (`usage.cache_*` stay 0; the symptom is reported in anthropic-sdk-python#1085).
+Minimums from the prompt-caching docs (platform.claude.com, "Cache limitations"): 4096 for
+Haiku 4.5 and Opus 4.5/4.6, 2048 for Opus 4.7 and Haiku 3.5, 1024 for Sonnet 4/4.5/4.6/5 and
+Opus 4/4.1/4.8, 512 for the Opus 5 family. The emulator enforces the same table.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+# Longest prefix first: "claude-opus-4-5" must not be read as "claude-opus-4".
+_MINIMUMS: tuple[tuple[str, int], ...] = (
+    ("claude-haiku-4-5", 4096),
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-opus-4-7", 2048),
+    ("claude-opus-4-8", 1024),
+    ("claude-opus-4-1", 1024),
+    ("claude-3-5-haiku", 2048),
+    ("claude-haiku-3-5", 2048),
+    ("claude-sonnet-4", 1024),  # 4, 4.5 and 4.6
+    ("claude-sonnet-5", 1024),
+    ("claude-opus-5", 512),
+    ("claude-opus-4", 1024),
+)
+
+
+def minimum_cacheable_tokens(model_id: str) -> int | None:
+    """The model's minimum cacheable prefix in tokens; None when the table does not know it."""
+    return next((minimum for prefix, minimum in _MINIMUMS if model_id.startswith(prefix)), None)
+
+
+class PromptCacheStatus(BaseModel):
+    """What one run's stable prefix is worth: its size against the model's minimum."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_id: str
+    prefix_tokens: int
+    minimum: int | None
+
+    @property
+    def used(self) -> bool:
+        return self.minimum is not None and self.prefix_tokens >= self.minimum
+
+    @property
+    def note(self) -> str:
+        if self.minimum is None:
+            return (
+                f"prompt cache unknown: prefix {self.prefix_tokens} tokens, no known minimum for "
+                f"{self.model_id} (check usage.cache_read_input_tokens)"
+            )
+        if self.used:
+            return (
+                f"prompt cache used: prefix {self.prefix_tokens} tokens >= minimum {self.minimum} "
+                f"for {self.model_id}"
+            )
+        return (
+            f"prompt cache not used: prefix {self.prefix_tokens} tokens < minimum {self.minimum} "
+            f"for {self.model_id}"
+        )
