@@ -92,8 +92,9 @@ def _session_options() -> Any:
     # Idle threads spinning for work steal the CPU a busy machine's other processes (and our own
     # event loop) need; measured no slower when idle.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    # The arena keeps the largest batch's buffers for the process's life (1-2 GiB on long texts).
-    opts.enable_cpu_mem_arena = False
+    # The arena is a third of the speed on long texts, but by default it grows in powers of two
+    # and keeps what it took for the process's life (1-2 GiB): grow only by what is asked.
+    opts.add_session_config_entry("arena.extend_strategy", "1")  # kSameAsRequested
     return opts
 
 
