@@ -92,7 +92,7 @@ def run_report(
     retrieval_meta = _retrieval_metadata(context)
     mode = retrieval_meta.get(RERANK_MODE)
     cache_note = retrieval_meta.get(PROMPT_CACHE)
-    banks = bank_results(system_results, state_results, pattern_results, always_results)
+    state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
     doc = assemble_document(
         Provenance(
             generated_at=now_utc(),
@@ -112,9 +112,9 @@ def run_report(
         ),
         scored_aggregate,
         semantic=from_frame(semantic_results, SemanticResult),
-        state=banks.state,
-        pattern=banks.pattern,
-        always=banks.always,
+        state=state,
+        pattern=pattern,
+        always=always,
         conflicts=resolved_expectations.conflicts,
     )
     markdown = render_markdown(doc)

@@ -2,7 +2,6 @@
 mechanism, and the aggregate per model and date."""
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
 
 import dagster as dg
 import pandas as pd
@@ -173,25 +172,17 @@ def system_results(
     )
 
 
-class BankResults(NamedTuple):
-    """The state, pattern and always results a model is judged on: its system's where it has
-    one, else the reference's."""
-
-    state: list[StateResult]
-    pattern: list[PatternResult]
-    always: list[AlwaysResult]
-
-
 def bank_results(
     system: SystemResults,
     state_results: pd.DataFrame,
     pattern_results: pd.DataFrame,
     always_results: pd.DataFrame,
-) -> BankResults:
-    return BankResults(
-        state=system.state if system.state is not None else from_frame(state_results, StateResult),
-        pattern=system.pattern if system.pattern is not None else from_frame(pattern_results, PatternResult),
-        always=system.always if system.always is not None else from_frame(always_results, AlwaysResult),
+) -> tuple[list[StateResult], list[PatternResult], list[AlwaysResult]]:
+    """The results the model is judged on (core's rule), from the date's reference tables."""
+    return system.judged(
+        from_frame(state_results, StateResult),
+        from_frame(pattern_results, PatternResult),
+        from_frame(always_results, AlwaysResult),
     )
 
 
@@ -213,12 +204,12 @@ def scored_aggregate(
     """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health,
     with the implementation that produced each bank."""
     run = scope.scope()
-    banks = bank_results(system_results, state_results, pattern_results, always_results)
+    state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
     agg = aggregate(
         semantic=from_frame(semantic_results, SemanticResult) if run.runs(Mechanism.SEMANTIC) else None,
-        state=banks.state if run.runs(Mechanism.STATE) else None,
-        pattern=banks.pattern if run.runs(Mechanism.PATTERN) else None,
-        always=banks.always if run.runs(Mechanism.ALWAYS) else None,
+        state=state if run.runs(Mechanism.STATE) else None,
+        pattern=pattern if run.runs(Mechanism.PATTERN) else None,
+        always=always if run.runs(Mechanism.ALWAYS) else None,
         threshold=scope.pass_threshold,
         implementations=system_results.implementations,
     )

@@ -71,10 +71,9 @@ def build_document(
     always = score_always(
         banks.always_tests, always_outputs(kb, scope.select(Mechanism.ALWAYS, banks.always_tests))
     )
-    system = score_system(banks, implementations, system_outputs)
-    state = state if system.state is None else system.state
-    pattern = pattern if system.pattern is None else system.pattern
-    always = always if system.always is None else system.always
+    state, pattern, always = score_system(banks, implementations, system_outputs).judged(
+        state, pattern, always
+    )
     agg = aggregate(
         semantic=semantic if scope.runs(Mechanism.SEMANTIC) else None,
         state=state if scope.runs(Mechanism.STATE) else None,

@@ -94,6 +94,17 @@ class SystemResults(BaseModel):
     always: list[AlwaysResult] | None = None
     errored: int = Field(default=0, description="System calls that failed or broke the contract")
 
+    def judged(
+        self, state: list[StateResult], pattern: list[PatternResult], always: list[AlwaysResult]
+    ) -> tuple[list[StateResult], list[PatternResult], list[AlwaysResult]]:
+        """The state, pattern and always results the model is judged on: its system's where it
+        has one, else the given reference results."""
+        return (
+            self.state if self.state is not None else state,
+            self.pattern if self.pattern is not None else pattern,
+            self.always if self.always is not None else always,
+        )
+
 
 def score_system(
     banks: Banks, implementations: Implementations, outputs: Sequence[MechanismOutput]
