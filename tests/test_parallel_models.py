@@ -21,7 +21,7 @@ from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 DATE = "2026-11-20"
 HAIKU, SONNET, VOYAGE_RERANK = "claude-haiku-4-5", "claude-sonnet-4-5", "rerank-2.5"
 RATE = 600  # a bucket of 10 reranks: a run of 8 tests x 3 trials paces for ~1.5 s
-MODELS = {
+MODELS: dict[str, dict[str, object]] = {
     "team-haiku": {"embedder": {"kind": "local"}, "reranker": {"kind": "claude", "model_id": HAIKU}},
     "team-voyage": {"embedder": {"kind": "local"}, "reranker": {"kind": "voyage", "model_id": VOYAGE_RERANK}},
     "team-sonnet": {"embedder": {"kind": "local"}, "reranker": {"kind": "claude", "model_id": SONNET}},
