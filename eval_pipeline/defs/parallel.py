@@ -9,8 +9,8 @@ its model's failure; the others carry on.
 Why forkserver: a worker forks from a server that imported Dagster and the graph once, started
 while the shared stage runs, so a worker costs a fork rather than a fresh interpreter's imports;
 and unlike a plain fork it never copies a parent's threads (an emulator, a log handler) mid-lock.
-The server keeps the environment and working directory it started with, so each worker is
-handed the parent's current ones.
+The server keeps the environment and working directory it started with (the first run's, in a
+process that runs several), so each worker is handed the parent's current ones.
 
 How many run at once is `parallel`; how many call one provider at once is Dagster's business:
 `semantic_retrievals` waits for its provider pools' slots (defs/pools.py).
@@ -53,6 +53,7 @@ class _Job:
     resources: dict[str, ResourceRecipe]
     instance: InstanceRef
     environ: dict[str, str]
+    cwd: str  # relative paths (--kb kb, storage/) resolve as in the parent
 
 
 def uses_workers(models: Sequence[str], parallel: int, instance: dg.DagsterInstance) -> bool:
@@ -86,7 +87,7 @@ def run_models(
         return outcomes
     recipes = {name: _recipe(resource) for name, resource in resources.items()}
     ref = instance.get_ref()
-    jobs = [_Job(model, date, recipes, ref, dict(os.environ)) for model in models]
+    jobs = [_Job(model, date, recipes, ref, dict(os.environ), os.getcwd()) for model in models]
     done = _run_jobs(jobs, parallel, on_start, on_done)
     return [done[model] for model in models]
 
@@ -149,6 +150,7 @@ def _evaluate(job: _Job, send: Connection) -> None:
     """In the worker: one model's run on the shared instance; the outcome goes back through `send`."""
     os.environ.clear()
     os.environ.update(job.environ)
+    os.chdir(job.cwd)
     try:
         defs = evaluation_definitions({name: cls(**fields) for name, (cls, fields) in job.resources.items()})
         with dg.DagsterInstance.from_ref(job.instance) as instance:
