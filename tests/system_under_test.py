@@ -113,6 +113,11 @@ async def async_state(request: SystemRequest) -> Answer:
     return EnvSystem().state(request)
 
 
+def crash(request: SystemRequest) -> Answer:
+    """An entry point that takes its whole process down, as a crashing native library would."""
+    os._exit(70)
+
+
 @contextmanager
 def serve(system: ReferenceSystem) -> Iterator[str]:
     """The double behind a real HTTP server; yields its URL."""

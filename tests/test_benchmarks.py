@@ -62,7 +62,9 @@ def test_the_runner_finds_the_pace_benchmark() -> None:
 
 
 def test_the_runner_finds_every_benchmark() -> None:
-    assert {"api_pace", "embedding", "scale", "run_paths", "instance_storage"} <= set(benchmarks())
+    assert {"api_pace", "embedding", "scale", "run_paths", "instance_storage", "parallel_models"} <= set(
+        benchmarks()
+    )
     assert "synthetic" not in benchmarks()
 
 

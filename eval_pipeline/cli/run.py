@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,13 @@ def add_run_commands(sub: Any) -> None:
         "--batch",
         action="store_true",
         help="Claude rerankers answer through the Message Batches API: half price, results within 24 h",
+    )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="evaluate up to N models at once (default: all of them; 1: one after another); "
+        "a provider's pool on the Dagster instance still limits how many call it at once",
     )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
@@ -122,12 +130,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--max-errored: must be 0 or more")
     models = select_models(args.model, args.models_file)
     date = parse_date(args.date)
+    if args.parallel is not None and args.parallel < 1:
+        raise UsageError("--parallel: must be 1 or more")
+    parallel = min(args.parallel or len(models), len(models))
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )
     if not scope.is_full:
-        return _adhoc(args, kb, banks, scope, models, date)
+        return _adhoc(args, kb, banks, scope, models, date, parallel)
 
     from eval_pipeline.definitions import build_resources
     from eval_pipeline.defs.execution import project_instance, run_all
@@ -149,10 +160,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                 rerank_batch=args.batch,
             ),
             RunScopeResource(
-                fail_under=args.fail_under, max_errored=args.max_errored, show_progress=sys.stderr.isatty()
+                fail_under=args.fail_under,
+                max_errored=args.max_errored,
+                # One progress bar per terminal: models running at once would draw over each other.
+                show_progress=sys.stderr.isatty() and parallel == 1,
             ),
         )
-        outcomes = run_all(date, models, resources, instance, lambda s: print(f"  running {s} …", flush=True))
+        outcomes = run_all(
+            date,
+            models,
+            resources,
+            instance,
+            lambda stage: print(f"  running {stage} …", flush=True),
+            parallel=parallel,
+            on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
+        )
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
@@ -160,11 +182,47 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _adhoc(
-    args: argparse.Namespace, kb: KnowledgeBase, banks: Banks, scope: Scope, models: list[str], date: str
+    args: argparse.Namespace,
+    kb: KnowledgeBase,
+    banks: Banks,
+    scope: Scope,
+    models: list[str],
+    date: str,
+    parallel: int,
 ) -> int:
     """A narrowed run is an ad-hoc check: straight through the core and the models' pipelines,
     no Dagster run, no partition and no gate touched, results in a folder named for the scope
-    (never a diff baseline)."""
+    (never a diff baseline). Up to `parallel` models at once, on threads: no Dagster here, and
+    the pipelines wait on providers or in onnxruntime, both outside the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    results_dir = args.results_dir / SCOPED_DIR / scope.label
+    print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool:
+        runs = [pool.submit(_adhoc_model, args, kb, banks, scope, m, date, results_dir) for m in models]
+        for run in runs:
+            run.result()  # the first model's exception, if any, as a sequential run would raise it
+    return _report(models, date, results_dir, args, scope, [])
+
+
+_SAY = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One whole line, even when models on other threads print too."""
+    with _SAY:
+        print(line, flush=True)
+
+
+def _adhoc_model(
+    args: argparse.Namespace,
+    kb: KnowledgeBase,
+    banks: Banks,
+    scope: Scope,
+    model: str,
+    date: str,
+    results_dir: Path,
+) -> None:
     from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.report.build import build_document
     from eval_pipeline.location import location_paths
@@ -173,55 +231,50 @@ def _adhoc(
     from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
 
-    results_dir = args.results_dir / SCOPED_DIR / scope.label
-    print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
-    configs = load_models(args.models_file)
+    cfg = load_models(args.models_file)[model]
     tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-    cost = calibration_cost(location_paths().calibration_dir, date)
-    for model in models:
-        cfg = configs[model]
-        items = retrieval_items(tests, cfg.trials)
-        print(f"  running model {model} ({len(items)} semantic retrievals) …", flush=True)
-        prepared: list[PrepareReport] = []
-        retrievals = (
-            run_semantic(
-                cfg,
-                kb.entities,
-                items,
-                boosts,
-                args.cache_dir,
-                args.cache,
-                batch=args.batch,
-                on_prepared=prepared.append,
-            )
-            if items
-            else []
+    items = retrieval_items(tests, cfg.trials)
+    _say(f"  running model {model} ({len(items)} semantic retrievals) …")
+    prepared: list[PrepareReport] = []
+    retrievals = (
+        run_semantic(
+            cfg,
+            kb.entities,
+            items,
+            boosts,
+            args.cache_dir,
+            args.cache,
+            batch=args.batch,
+            on_prepared=prepared.append,
         )
-        cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
-        if cache_note is not None:
-            print(f"  {cache_note}", flush=True)
-        system_outputs = run_system(cfg, banks, scope)
-        doc = build_document(
-            kb=kb,
-            banks=banks,
-            scope=scope,
-            date=date,
-            model=model,
-            system_config=cfg.model_dump(mode="json"),
-            pass_threshold=DEFAULT_PASS_THRESHOLD,
-            retrievals=retrievals,
-            calibration_cost_usd=cost,
-            generated_at=now_utc(),
-            rerank_mode=rerank_mode(cfg, args.batch),
-            prompt_cache=cache_note,
-            implementations=cfg.implementations,
-            system_outputs=system_outputs,
-        )
-        run_dir = results_dir / model / date
-        atomic_write_text(run_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
-        atomic_write_text(run_dir / REPORT_FILE, render_markdown(doc))
-    return _report(models, date, results_dir, args, scope, [])
+        if items
+        else []
+    )
+    cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
+    if cache_note is not None:
+        _say(f"  {cache_note}")
+    system_outputs = run_system(cfg, banks, scope)
+    doc = build_document(
+        kb=kb,
+        banks=banks,
+        scope=scope,
+        date=date,
+        model=model,
+        system_config=cfg.model_dump(mode="json"),
+        pass_threshold=DEFAULT_PASS_THRESHOLD,
+        retrievals=retrievals,
+        calibration_cost_usd=calibration_cost(location_paths().calibration_dir, date),
+        generated_at=now_utc(),
+        rerank_mode=rerank_mode(cfg, args.batch),
+        prompt_cache=cache_note,
+        implementations=cfg.implementations,
+        system_outputs=system_outputs,
+    )
+    run_dir = results_dir / model / date
+    atomic_write_text(run_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
+    atomic_write_text(run_dir / REPORT_FILE, render_markdown(doc))
+    _say(f"  finished model {model}")
 
 
 def _report(

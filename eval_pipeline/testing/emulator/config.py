@@ -45,6 +45,10 @@ class EmulatorConfig:
     # A rerank answer that parses but is wrong: "out_of_range" names a document that isn't there,
     # "repeated" names one document twice.
     rerank_bad_answer: str | None = None
+    # A barrier over request `model` names: a request for one of them waits until each of them has
+    # been asked for (so they must be in flight at once), else fails with 400 after the timeout.
+    barrier: tuple[str, ...] = ()
+    barrier_timeout_s: float = 20.0
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Stats:
             self.embed_batches: list[dict[str, int]] = []
             self.bodies: deque[tuple[str, Json]] = deque(maxlen=KEPT_BODIES)
             self.arrivals: list[tuple[str, float]] = []  # (route, monotonic seconds) of each request
+            self.model_arrivals: list[tuple[str, float]] = []  # (request `model`, monotonic seconds)
 
     def request(self, route: str) -> None:
         with self._lock:
@@ -120,6 +125,13 @@ class Stats:
     def body(self, route: str, request: Json) -> None:
         with self._lock:
             self.bodies.append((route, request))
+            self.model_arrivals.append((str(request.get("model")), time.monotonic()))
+
+    def span(self, model: str) -> tuple[float, float]:
+        """When the first and the last request naming `model` arrived (monotonic seconds)."""
+        with self._lock:
+            times = [t for m, t in self.model_arrivals if m == model]
+        return times[0], times[-1]
 
     def bodies_for(self, route: str) -> list[Json]:
         with self._lock:

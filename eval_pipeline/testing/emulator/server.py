@@ -22,8 +22,10 @@ Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + 
 seeded fault injection over `500`, `529`, `timeout` (stall longer than the client's timeout),
 `malformed` (tool input that fails validation or is not JSON; a calibration answer naming an
 unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere)
-and `429`. A fault is drawn from a hash of (seed, route, request body, how many times that body
-was seen), so a run's faults do not depend on arrival order and a retry gets a fresh draw.
+and `429`; a `barrier` over request model names (each waits until all of them were asked
+for: proof that they were in flight at once). A fault is drawn from a hash of (seed, route,
+request body, how many times that body was seen), so a run's faults do not depend on arrival
+order and a retry gets a fresh draw.
 
 Run standalone: `python -m eval_pipeline.testing.emulator --port 8765 --latency-ms 300`.
 """
@@ -71,6 +73,8 @@ class Emulator:
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
         self._accepted: deque[float] = deque()
+        self._arrived = threading.Condition()
+        self._models_seen: set[str] = set()
 
     def reset(self) -> None:
         self.stats.reset()
@@ -78,6 +82,8 @@ class Emulator:
         with self._lock:
             self._seen.clear()
             self._accepted.clear()
+        with self._arrived:
+            self._models_seen.clear()
 
     def plan_fault(self, route: str, body: bytes) -> FaultKind | None:
         config = self.config
@@ -106,6 +112,22 @@ class Emulator:
                 return 60.0 - (now - self._accepted[0])
             self._accepted.append(now)
         return None
+
+    def barrier_missing(self, request: Json) -> list[str]:
+        """For a request naming a barrier model: wait until every barrier model has been asked
+        for; the ones that never were (empty: passed)."""
+        parties = self.config.barrier
+        model = request.get("model")
+        if model not in parties:
+            return []
+        with self._arrived:
+            self._models_seen.add(str(model))
+            self._arrived.notify_all()
+            self._arrived.wait_for(
+                lambda: self._models_seen >= set(parties) or self.stopping.is_set(),
+                timeout=self.config.barrier_timeout_s,
+            )
+            return sorted(set(parties) - self._models_seen)
 
     def pause(self, seconds: float) -> None:
         """Sleep, but wake at once when the server stops."""
@@ -185,6 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             return error_reply(family, 400, "body is not JSON")
         self.emu.stats.body(path, request)
+        missing = self.emu.barrier_missing(request)
+        if missing:  # 400: the SDKs do not retry it, so a missed barrier fails at once
+            return error_reply(family, 400, f"emulated barrier: no request for {', '.join(missing)} came")
         fault = self.emu.plan_fault(path, body)
         if fault is None:
             return handler(self, request)

@@ -1,0 +1,70 @@
+"""One stage of a CLI evaluation: a named job materialised for one partition, in process, and
+what came of it (failed steps, failed ERROR checks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from eval_pipeline.defs.automation import JOBS
+from eval_pipeline.defs.graph import ALL_ASSETS
+
+# Failures are summarised by the CLI itself; Dagster would print a traceback for each.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    name: str
+    success: bool
+    failures: list[str]  # "step: message" for each failed step
+    failed_checks: list[str]  # "asset:check" for each failed ERROR check, blocking or not
+
+
+def _failed_checks(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
+    return [
+        e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        and e.asset_check_evaluation_data is not None
+        and not e.asset_check_evaluation_data.passed
+        and e.asset_check_evaluation_data.severity is dg.AssetCheckSeverity.ERROR
+    ]
+
+
+def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list[str]:
+    """ "step: message" for each failed step, except the steps in `excused`."""
+    out = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None and event.step_key not in excused:
+            error = event.step_failure_data.error
+            message = error.message.strip().splitlines()[0] if error else "failed"
+            out.append(f"{event.step_key}: {message}")
+    return out
+
+
+def evaluation_definitions(resources: dict[str, object]) -> dg.Definitions:
+    """The graph and its named jobs bound to this invocation's resources (paths, scope)."""
+    return dg.Definitions(assets=ALL_ASSETS, jobs=JOBS, resources=resources, executor=dg.in_process_executor)
+
+
+def run_stage(
+    name: str,
+    job: str,
+    partition_key: str | dg.MultiPartitionKey,
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+) -> StageOutcome:
+    result = defs.resolve_job_def(job).execute_in_process(
+        run_config=QUIET_LOGS,
+        instance=instance,
+        partition_key=str(partition_key),
+        raise_on_error=False,
+        tags={"launched_by": "eval-pipeline run"},
+    )
+    checks = _failed_checks(result)
+    # A failed blocking check fails its asset's step too; that alone is a gate, not an error.
+    gated = {c.asset_key.to_python_identifier() for c in checks if c.blocking}
+    failed = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks]
+    return StageOutcome(name, result.success, _step_failures(result, gated), failed)
