@@ -1,0 +1,163 @@
+"""The project instance's SQLite storage, made cheap per event.
+
+Dagster's SQLite storages open a new engine and connection for every statement. Closing the last
+connection to a WAL database checkpoints it with an fsync, so each of the ~350 events a warm
+sample evaluation stores cost a disk sync, most of the run's time. These subclasses keep each
+database's connections open in a pool and commit with `synchronous=NORMAL`, SQLite's setting for
+WAL: a crash of the process loses nothing, a power cut may lose the last commits, never the
+database. Same files, layout and schema as `storage: sqlite:`, so an existing instance carries on
+and can go back to Dagster's own classes at any time. Named in dagster.yaml (module / class), so
+the webserver and the daemon use them too.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Any
+
+import sqlalchemy as sa
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+from dagster._serdes import ConfigurableClassData
+
+# Event logs are one database per run: keep the recent runs' open, close the rest (file handles).
+SHARDS_KEPT = 8
+
+
+def _relaxed_sync(dbapi_connection: Any, _record: object) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+class Engines:
+    """Pooled engines by database, the most recently used kept; thread-safe."""
+
+    def __init__(self, kept: int) -> None:
+        self._kept = kept
+        self._engines: OrderedDict[str, sa.Engine] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def transaction(self, conn_string: str) -> Iterator[sa.Connection]:
+        with self.engine(conn_string).connect() as conn, conn.begin():
+            yield conn
+
+    def engine(self, conn_string: str) -> sa.Engine:
+        with self._lock:
+            made = self._engines.get(conn_string)
+            if made is None:
+                made = sa.create_engine(conn_string, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+                sa.event.listen(made, "connect", _relaxed_sync)
+                self._engines[conn_string] = made
+                while len(self._engines) > self._kept:
+                    self._engines.popitem(last=False)[1].dispose()
+            self._engines.move_to_end(conn_string)
+            return made
+
+    def dispose(self) -> None:
+        """Close every pooled connection (before files go, and when the instance closes)."""
+        with self._lock:
+            for made in self._engines.values():
+                made.dispose()
+            self._engines.clear()
+
+
+class _OneDatabase:
+    """`connect()` of a storage kept in one database file (runs, schedules), through a pool."""
+
+    _conn_string: str
+
+    @cached_property
+    def _engines(self) -> Engines:
+        return Engines(kept=1)
+
+    @contextmanager
+    def connect(self) -> Iterator[sa.Connection]:
+        with self._engines.transaction(self._conn_string) as conn:
+            yield conn
+
+    def dispose(self) -> None:
+        self._engines.dispose()
+
+
+class ProjectRunStorage(_OneDatabase, SqliteRunStorage):
+    pass
+
+
+class ProjectScheduleStorage(_OneDatabase, SqliteScheduleStorage):
+    pass
+
+
+class ProjectEventLogStorage(SqliteEventLogStorage):
+    """Events sharded per run as Dagster does; each shard's tables are created on first use."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
+        self._engines = Engines(kept=SHARDS_KEPT + 1)  # and the index
+        self._tables: set[str] = set()
+        super().__init__(base_dir, inst_data)
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[sa.Connection]:
+        with self._db_lock:
+            conn_string = self.conn_string_for_shard(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(self._engines.engine(conn_string))
+                self._initialized_dbs.add(shard)
+            with self._engines.transaction(conn_string) as conn:
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        """Asked before every dynamic-partition lookup; a table, once there, stays."""
+        if table_name not in self._tables:
+            with self._engines.engine(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
+                if conn.dialect.has_table(conn, table_name):
+                    self._tables.add(table_name)
+        return table_name in self._tables
+
+    def wipe(self) -> None:
+        self._engines.dispose()  # the shard files are deleted
+        self._tables.clear()
+        super().wipe()
+
+    def dispose(self) -> None:
+        self._engines.dispose()
+        super().dispose()
+
+
+class ProjectSqliteStorage(DagsterSqliteStorage):
+    """Dagster's `storage: sqlite:` (same files under the same base_dir) on the classes above."""
+
+    def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
+        self.base_dir = base_dir
+        self._run_storage = ProjectRunStorage.from_local(os.path.join(base_dir, "history", ""))
+        self._event_log_storage = ProjectEventLogStorage(os.path.join(base_dir, "history", "runs", ""))
+        self._schedule_storage = ProjectScheduleStorage.from_local(os.path.join(base_dir, "schedules"))
+        self._inst_data = inst_data
+        # Not the parent's __init__: it would open Dagster's own classes on the same files too.
+        super(DagsterSqliteStorage, self).__init__()  # type: ignore[no-untyped-call]
+
+    @classmethod
+    def from_config_value(  # type: ignore[override]
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, str]
+    ) -> ProjectSqliteStorage:
+        return cls.from_local(inst_data=inst_data, base_dir=config_value["base_dir"])
+
+
+# The instance's home, wherever it is moved: `base_dir` is read from the environment at load.
+STORAGE_YAML = f"""storage:
+  custom:
+    module: {__name__}
+    class: {ProjectSqliteStorage.__name__}
+    config:
+      base_dir:
+        env: DAGSTER_HOME
+"""

@@ -1,0 +1,118 @@
+"""The project instance's SQLite storage: Dagster's files and schema, pooled connections, and
+nothing committed lost when a process dies without closing.
+
+No `from __future__ import annotations`: Dagster reads the asset's context annotation itself.
+"""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.defs.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
+
+DAYS = dg.StaticPartitionsDefinition(["d1", "d2"])
+
+
+@dg.asset(partitions_def=DAYS)
+def numbers(context: dg.AssetExecutionContext) -> dg.MaterializeResult[None]:
+    return dg.MaterializeResult(metadata={"day": context.partition_key})
+
+
+def _home_on_dagsters_own_storage(tmp_path: Path, base: Path) -> Path:
+    """A second home whose dagster.yaml opens `base` with Dagster's own `storage: sqlite:`."""
+    other = tmp_path / "dagsters_own"
+    other.mkdir()
+    (other / "dagster.yaml").write_text(
+        f"telemetry:\n  enabled: false\nstorage:\n  sqlite:\n    base_dir: {base}\n"
+    )
+    return other
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The project instance's home (not created yet), as DAGSTER_HOME."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _storage_classes(instance: dg.DagsterInstance) -> list[str]:
+    return [
+        type(s).__name__
+        for s in (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
+    ]
+
+
+def _materialised_days(instance: dg.DagsterInstance) -> list[str]:
+    return sorted(instance.get_materialized_partitions(numbers.key))
+
+
+def test_a_project_instance_and_dagsters_own_storage_read_each_others_history(
+    tmp_path: Path, home: Path
+) -> None:
+    with project_instance(home) as instance:
+        assert _storage_classes(instance) == [
+            "ProjectRunStorage",
+            "ProjectEventLogStorage",
+            "ProjectScheduleStorage",
+        ]
+        assert dg.materialize([numbers], instance=instance, partition_key="d1").success
+        ours = instance.get_runs()[0].run_id
+    with dg.DagsterInstance.from_config(str(_home_on_dagsters_own_storage(tmp_path, home))) as theirs:
+        assert _storage_classes(theirs) == [
+            "SqliteRunStorage",
+            "SqliteEventLogStorage",
+            "SqliteScheduleStorage",
+        ]
+        assert _materialised_days(theirs) == ["d1"]
+        assert theirs.get_run_by_id(ours) is not None and theirs.get_run_by_id(ours).is_success  # type: ignore[union-attr]
+        assert any(e.dagster_event_type == dg.DagsterEventType.STEP_SUCCESS for e in theirs.all_logs(ours))
+        assert dg.materialize([numbers], instance=theirs, partition_key="d2").success
+    with project_instance(home) as instance:
+        assert _materialised_days(instance) == ["d1", "d2"]
+        assert len(instance.get_runs()) == 2
+
+
+def test_what_a_process_committed_survives_it_dying_without_closing(home: Path) -> None:
+    # The child keeps its connections open and never checkpoints: another process must still see
+    # every committed event (WAL with synchronous=NORMAL loses nothing to a process crash).
+    child = textwrap.dedent(
+        """
+        import os, dagster as dg
+        from eval_pipeline.defs.execution import project_instance
+        from tests.defs.test_instance_storage import numbers
+        instance = project_instance()
+        assert dg.materialize([numbers], instance=instance, partition_key="d2").success
+        os._exit(0)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert (home / "history" / "runs" / "index.db-wal").exists()  # not checkpointed: read from the log
+    with project_instance(home) as instance:
+        assert _materialised_days(instance) == ["d2"]
+        (run,) = instance.get_runs()
+        assert run.is_success
+
+
+def test_wiping_the_instance_closes_the_files_it_deletes(home: Path) -> None:
+    with project_instance(home) as instance:
+        assert dg.materialize([numbers], instance=instance, partition_key="d1").success
+        instance.wipe()
+        assert _materialised_days(instance) == []
+        assert dg.materialize([numbers], instance=instance, partition_key="d2").success
+        assert _materialised_days(instance) == ["d2"]
+
+
+def test_an_instance_on_an_earlier_default_is_brought_up_to_date(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(EARLIER_DEFAULTS[0])
+    with project_instance(home) as instance:
+        assert _storage_classes(instance)[1] == "ProjectEventLogStorage"
+    assert (home / "dagster.yaml").read_text() == DAGSTER_YAML
