@@ -11,6 +11,7 @@ import pytest
 
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, RunScopeResource, StorageResource
+from tests.conftest import TENANT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,16 +38,30 @@ class Env:
         )
 
 
+def _env(root: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:
+    models = root / "models.yaml"
+    shutil.copy(REPO / "models.yaml", models)
+    return Env(
+        root=root,
+        kb=tenant / "kb.yaml",
+        banks=tenant / "banks",
+        models_file=models,
+        results=root / "results",
+        instance=instance,
+    )
+
+
 @pytest.fixture
 def env(tenant: Path, tmp_path: Path) -> Iterator[Env]:
-    models = tmp_path / "models.yaml"
-    shutil.copy(REPO / "models.yaml", models)
     with dg.instance_for_test() as instance:
-        yield Env(
-            root=tmp_path,
-            kb=tenant / "kb.yaml",
-            banks=tenant / "banks",
-            models_file=models,
-            results=tmp_path / "results",
-            instance=instance,
-        )
+        yield _env(tmp_path, tenant, instance)
+
+
+@pytest.fixture(scope="module")
+def shared_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """An `env` for the module's tests that only read what they evaluate on the unchanged
+    tenant fixture: the first evaluation is shared, so tests must not write to it."""
+    root = tmp_path_factory.mktemp("shared_env")
+    shutil.copytree(TENANT, root / "tenant")
+    with dg.instance_for_test() as instance:
+        yield _env(root, root / "tenant", instance)

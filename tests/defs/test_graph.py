@@ -15,7 +15,7 @@ from eval_pipeline.core.report.run_document import read_document
 from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import SENSORS, model_partitions
-from eval_pipeline.defs.execution import run_all
+from eval_pipeline.defs.execution import StageOutcome, run_all
 from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.resources import ProvidersResource
@@ -89,8 +89,14 @@ def test_definitions_load_with_every_asset_check_and_automation() -> None:
     }
 
 
-def test_full_materialisation_of_one_partition(env: Env) -> None:
-    outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
+@pytest.fixture(scope="module")
+def evaluated(shared_env: Env) -> tuple[Env, list[StageOutcome]]:
+    """One evaluation of DATE, shared by the tests that only read it."""
+    return shared_env, run_all(DATE, MODELS, shared_env.resources(), shared_env.instance)
+
+
+def test_full_materialisation_of_one_partition(evaluated: tuple[Env, list[StageOutcome]]) -> None:
+    env, outcomes = evaluated
     assert [o.name for o in outcomes] == ["shared", "local-minilm", "comparison"]
     assert all(o.success and o.failures == [] for o in outcomes)
     doc = read_document(env.results / "local-minilm" / DATE / "results.json")
@@ -315,8 +321,10 @@ def test_calibration_cost_is_reported_apart_from_the_systems(env: Env) -> None:
     assert "| Cost (system under test) | $0.0000 |" in report
 
 
-def test_results_json_carries_metrics_and_stage_attribution(env: Env) -> None:
-    run_all(DATE, MODELS, env.resources(), env.instance)
+def test_results_json_carries_metrics_and_stage_attribution(
+    evaluated: tuple[Env, list[StageOutcome]],
+) -> None:
+    env, _ = evaluated
     doc = read_document(env.results / "local-minilm" / DATE / "results.json")
     assert {m.test_id for m in doc.retrieval_metrics} == {r.test_id for r in doc.semantic}
     assert all(0.0 <= m.ndcg_6 <= 1.0 and 0.0 <= m.candidate_recall_15 <= 1.0 for m in doc.retrieval_metrics)

@@ -4,6 +4,7 @@ on a fresh database, with the history read back from Postgres."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ import dagster as dg
 import pytest
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
-from eval_pipeline.core.report.run_document import RESULTS_FILE
+from eval_pipeline.core.report.run_document import GATE_FILE, RESULTS_FILE
 from eval_pipeline.defs.backfill import BACKFILL_TAG
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.partitions import sync_model_partitions
@@ -108,8 +109,11 @@ def test_a_backfill_runs_through_the_daemon_on_postgres(
     command += ["--model", MODELS[0], "--timeout", "15"]
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    assert "backfill completed_success" in done.stdout
+    assert "started a Dagster daemon" in done.stdout and "backfill completed_success" in done.stdout
     assert (project / "results" / MODELS[0] / date / RESULTS_FILE).is_file()
+    assert f"{date} {MODELS[0]}: " in done.stdout
+    gate = json.loads((project / "results" / MODELS[0] / date / GATE_FILE).read_text())
+    assert done.returncode == (0 if gate["passed"] else 1)
     with dg.DagsterInstance.from_config(str(pg_home)) as instance:
         # The daemon's automation may add a backfill of its own on a tick; ours carries our tag.
         (backfill,) = [b for b in instance.get_backfills() if BACKFILL_TAG in b.tags]
