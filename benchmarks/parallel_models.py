@@ -7,29 +7,24 @@ machine two CPU-bound models at once gain only what the cores have spare. No tar
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from benchmarks.run_paths import DATE, MODELS, _cli, _sample_copy
-from benchmarks.table import Row
+from benchmarks.run_paths import DATE, MODELS, quiet_cli, sample_copy
+from benchmarks.table import Row, load_average
 
 ORDER = (1, 2, 2, 1, 1, 2)
 
 
-def _loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
 def rows() -> list[Row]:
     times: dict[int, list[float]] = {1: [], 2: []}
-    with _sample_copy():
+    with sample_copy():
         base = ["run", "--date", DATE] + [a for m in MODELS for a in ("--model", m)]
-        _cli(*base, "--parallel", "1")  # warms the embedding cache and the instance
-        before = _loadavg()
+        quiet_cli(*base, "--parallel", "1")  # warms the embedding cache and the instance
+        before = load_average()
         for parallel in ORDER:
             started = time.perf_counter()
-            _cli(*base, "--parallel", str(parallel))
+            quiet_cli(*base, "--parallel", str(parallel))
             times[parallel].append(time.perf_counter() - started)
-        after = _loadavg()
+        after = load_average()
     one, two = min(times[1]), min(times[2])
     print(f"parallel models: sequential {times[1]}, at once {times[2]}; load {before} -> {after}")
     runs = "; ".join(f"{p}: " + ", ".join(f"{t:.1f}" for t in times[p]) + " s" for p in (1, 2))
