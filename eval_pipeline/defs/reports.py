@@ -28,6 +28,7 @@ from eval_pipeline.core.report.run_document import (
 )
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
+from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.results import SemanticResult
@@ -105,7 +106,7 @@ def run_report(
             history_hash=expectation_history.content_hash,
             inputs_snapshot=input_snapshot.label,
             pass_threshold=scope.pass_threshold,
-            scope=scope_record(scope.scope()),
+            scope=scope_record(Scope()),
             calibration_cost_usd=storage.calibration_cost(date),
             rerank_mode="batch" if mode is not None and mode.value == "batch" else "online",
             prompt_cache=None if cache_note is None else str(cache_note.value),

@@ -13,7 +13,6 @@ from upath import UPath
 
 from eval_pipeline.core.calibration.files import calibration_cost
 from eval_pipeline.core.expectations.resolution import LoadedHistory
-from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
 from eval_pipeline.core.inputs.loading import (
     Banks,
@@ -191,22 +190,14 @@ ENV_FIELDS = {
 
 
 class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """Which tests this run covers and the gates it applies; the CLI sets it per run."""
+    """The gates a run applies; the CLI sets it per run. No field narrows the tests: a partition
+    is a day's whole evaluation, the baseline diffs and gates read. A narrowed check is the CLI's
+    ad-hoc path (`run --test/--topic/--banks`), which never writes a partition."""
 
-    banks: list[str] = Field(default_factory=lambda: [m.value for m in Mechanism])
-    test_ids: list[str] = Field(default_factory=list)
-    topic: str | None = None
     pass_threshold: int = DEFAULT_PASS_THRESHOLD
     fail_under: float | None = None
     max_errored: int = DEFAULT_MAX_ERRORED
     show_progress: bool = False
 
     def gate(self, doc: RunDocument) -> GateDecision:
-        return gate_decision(doc, self.fail_under, self.max_errored, self.scope().label)
-
-    def scope(self) -> Scope:
-        return Scope(
-            banks=frozenset(Mechanism(b) for b in self.banks),
-            test_ids=frozenset(self.test_ids),
-            topic=self.topic,
-        )
+        return gate_decision(doc, self.fail_under, self.max_errored, Scope().label)

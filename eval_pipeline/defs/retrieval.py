@@ -10,13 +10,13 @@ import dagster as dg
 import pandas as pd
 from rich.progress import Progress
 
-from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.tables import retrieval_columns, to_frame
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
+    Scope,
     always_outputs,
     pattern_outputs,
     state_outputs,
@@ -44,8 +44,7 @@ def _retrieve(
 ) -> list[SemanticRetrieval]:
     model, _ = split_key(context)
     cfg = providers.model(model)
-    tests = scope.scope().select(Mechanism.SEMANTIC, banks.semantic_tests)
-    items = retrieval_items(tests, cfg.trials)
+    items = retrieval_items(banks.semantic_tests, cfg.trials)
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     if not scope.show_progress:
         return providers.retrieve(cfg, kb.entities, items, boosts, on_prepared=on_prepared)
@@ -134,7 +133,6 @@ def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
 def system_outputs(
     context: dg.AssetExecutionContext,
     providers: ProvidersResource,
-    scope: RunScopeResource,
     test_banks: Banks,
 ) -> Iterator[dg.Output[pd.DataFrame]]:
     """The team's own system's answers (over HTTP or a Python entry point) for the state,
@@ -143,7 +141,7 @@ def system_outputs(
     cfg = _model_to_evaluate(context, providers)
     if cfg is None:
         return
-    out = _outputs_frame(providers.system_outputs(cfg, test_banks, scope.scope()))
+    out = _outputs_frame(providers.system_outputs(cfg, test_banks, Scope()))
     yield out.with_metadata(
         {**out.metadata, **{f"implementation_{m.value}": impl for m, impl in cfg.implementations.items()}}
     )
@@ -152,31 +150,24 @@ def system_outputs(
 @dg.asset(
     group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
 )
-def state_activations(
-    scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
-) -> dg.Output[pd.DataFrame]:
+def state_activations(knowledge_base: KnowledgeBase, test_banks: Banks) -> dg.Output[pd.DataFrame]:
     """Handlers each state test's user state triggers (conditions from the KB's handlers)."""
-    tests = scope.scope().select(Mechanism.STATE, test_banks.state_tests)
-    return _outputs_frame(state_outputs(knowledge_base, tests))
+    return _outputs_frame(state_outputs(knowledge_base, test_banks.state_tests))
 
 
 @dg.asset(
     group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
 )
-def pattern_matches(scope: RunScopeResource, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+def pattern_matches(test_banks: Banks) -> dg.Output[pd.DataFrame]:
     """Crisis patterns and keyword boosts each pattern test's message triggers, and why."""
-    tests = scope.scope().select(Mechanism.PATTERN, test_banks.pattern_tests)
     if test_banks.rules is None:
         return _outputs_frame([])
-    return _outputs_frame(pattern_outputs(test_banks.rules, tests))
+    return _outputs_frame(pattern_outputs(test_banks.rules, test_banks.pattern_tests))
 
 
 @dg.asset(
     group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
 )
-def always_loads(
-    scope: RunScopeResource, knowledge_base: KnowledgeBase, test_banks: Banks
-) -> dg.Output[pd.DataFrame]:
+def always_loads(knowledge_base: KnowledgeBase, test_banks: Banks) -> dg.Output[pd.DataFrame]:
     """Entities always loaded for each always test's user type."""
-    tests = scope.scope().select(Mechanism.ALWAYS, test_banks.always_tests)
-    return _outputs_frame(always_outputs(knowledge_base, tests))
+    return _outputs_frame(always_outputs(knowledge_base, test_banks.always_tests))

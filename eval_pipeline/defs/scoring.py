@@ -14,7 +14,6 @@ from eval_pipeline.core.expectations.resolution import (
     resolve,
     source_summary,
 )
-from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.tables import from_frame, result_columns, to_frame
@@ -203,13 +202,12 @@ def scored_aggregate(
 ) -> dg.Output[Aggregate]:
     """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health,
     with the implementation that produced each bank."""
-    run = scope.scope()
     state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
     agg = aggregate(
-        semantic=from_frame(semantic_results, SemanticResult) if run.runs(Mechanism.SEMANTIC) else None,
-        state=state if run.runs(Mechanism.STATE) else None,
-        pattern=pattern if run.runs(Mechanism.PATTERN) else None,
-        always=always if run.runs(Mechanism.ALWAYS) else None,
+        semantic=from_frame(semantic_results, SemanticResult),
+        state=state,
+        pattern=pattern,
+        always=always,
         threshold=scope.pass_threshold,
         implementations=system_results.implementations,
     )

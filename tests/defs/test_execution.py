@@ -1,11 +1,15 @@
-"""The project's Dagster instance: created with its settings when absent, a team's own left alone."""
+"""The project's Dagster instance: created with its settings when absent, a team's own left alone;
+and what run config may not change."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
+from eval_pipeline.definitions import location
+from eval_pipeline.defs.automation import date_job
 from eval_pipeline.defs.execution import project_instance
 
 
@@ -22,3 +26,13 @@ def test_a_new_instance_records_info_and_up_and_an_existing_one_is_left_alone(
     with project_instance(own) as instance:
         assert instance.python_log_level is None
     assert (own / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
+
+
+@pytest.mark.parametrize("narrowing", [{"banks": ["semantic"]}, {"test_ids": ["T-1"]}, {"topic": "any"}])
+def test_a_days_partition_cannot_be_narrowed_from_run_config(narrowing: dict[str, object]) -> None:
+    # A partition is the day's whole evaluation, the one diffs and gates read: the launchpad must
+    # not be able to evaluate a subset of tests into it (narrowed checks are the CLI's ad-hoc path).
+    job = location().resolve_job_def(date_job.name)
+    run_config = {"resources": {"scope": {"config": narrowing}}}
+    with pytest.raises(dg.DagsterInvalidConfigError, match=next(iter(narrowing))):
+        job.execute_in_process(run_config=run_config, partition_key="2026-11-20", raise_on_error=True)
