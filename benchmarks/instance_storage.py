@@ -44,6 +44,7 @@ def _evaluate(root: Path, cache: Path, dagster_yaml: str) -> float:
         StorageResource(storage_dir=str(root / "storage"), results_dir=str(root / "results")),
         ProvidersResource(models_file=str(REPO / "models.yaml"), cache_dir=str(cache)),
     )
+    os.environ["DAGSTER_HOME"] = str(home)  # the project's dagster.yaml finds its files by it
     with dg.DagsterInstance.from_config(str(home)) as instance:
         start = time.perf_counter()
         outcomes = run_all(DATE, MODELS, resources, instance)

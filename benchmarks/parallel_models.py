@@ -1,7 +1,7 @@
-"""Both offline models of the sample through `run`, one after the other (`--parallel 1`) and at
-once (the default), warm, each the best of three, interleaved (1, 2, 2, 1, 1, 2) so a neighbour's
-burst of CPU falls on both sides. The load average before and after is in the row: on a small
-machine two CPU-bound models at once gain only what the cores have spare. No target: measured.
+"""Both offline models of the sample through `run`, one after the other (`--parallel 1`, the
+default for models that wait on this machine's CPU) and at once (`--parallel 2`), warm, each the
+best of three, interleaved (1, 2, 2, 1, 1, 2) so a neighbour's burst of CPU falls on both sides.
+The load average before and after is in the row. No target: measured.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def rows() -> list[Row]:
     return [
         Row(
             "parallel_models",
-            "warm full sample `run`, 2 offline models: at once (default) vs `--parallel 1`",
+            "warm full sample `run`, 2 offline models: at once (`--parallel 2`) vs one after another",
             f"{two:.1f} s vs {one:.1f} s ({two / one:.2f}×)",
             "",
             None,

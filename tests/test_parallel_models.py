@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from eval_pipeline.cli.run import default_parallel
 from eval_pipeline.core.report.run_document import RESULTS_FILE, read_document
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
@@ -109,10 +110,31 @@ def test_models_sharing_a_pool_call_the_provider_one_after_the_other(
 def test_a_worker_that_dies_fails_its_model_only(
     workdir: Path, emulator: EmulatorHandle, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = _run("--model", "team-crash", "--model", "team-haiku", "--cache", "off")
+    # One local model beside one API model runs one after the other by default: ask for workers.
+    code = _run("--model", "team-crash", "--model", "team-haiku", "--cache", "off", "--parallel", "2")
     out, err = capsys.readouterr()
     assert code == 3
     assert "error: team-crash: worker process: ended (exit code 70) before its run reported" in err
     assert "team-crash @ 2026-11-20: no results were written" in err and "Traceback" not in out + err
     assert "failed model team-crash" in out and "finished model team-haiku" in out
     assert len(_selections(workdir / "results", "team-haiku")) == 8 * 3
+
+
+@pytest.mark.parametrize(
+    ("models", "expected"),
+    [
+        (["team-haiku", "team-voyage"], 2),  # both wait on APIs: at once
+        (["team-haiku", "team-voyage", "team-sonnet"], 3),
+        (["team-haiku", "team-crash"], 1),  # one waits on an API, one on the CPU
+        (["team-crash", "team-local"], 1),  # two on the CPU only slow each other down
+        (["team-http", "team-haiku"], 2),  # the team's HTTP service waits on the network too
+    ],
+)
+def test_models_run_at_once_by_default_only_where_they_wait_on_remote_services(
+    workdir: Path, models: list[str], expected: int
+) -> None:
+    specs = yaml.safe_load((workdir / "models.yaml").read_text())
+    specs["models"]["team-local"] = {"embedder": {"kind": "local"}, "reranker": {"kind": "hybrid"}}
+    specs["models"]["team-http"] = {"system": {"kind": "http", "url": "http://127.0.0.1:9/"}}
+    (workdir / "models.yaml").write_text(yaml.safe_dump(specs))
+    assert default_parallel(models, workdir / "models.yaml") == expected

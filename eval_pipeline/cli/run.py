@@ -60,8 +60,9 @@ def add_run_commands(sub: Any) -> None:
         "--parallel",
         type=int,
         metavar="N",
-        help="evaluate up to N models at once (default: all of them; 1: one after another); "
-        "a provider's pool on the Dagster instance still limits how many call it at once",
+        help="evaluate up to N models at once (default: as many as call a remote API or service, "
+        "when two or more do; else 1, one after another); a provider's pool on the Dagster "
+        "instance still limits how many call it at once",
     )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
@@ -110,6 +111,17 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def default_parallel(models: list[str], models_file: Path) -> int:
+    """Models at once by default only where they wait on remote services: two that wait on this
+    machine's CPU (local embedders, rerankers, entry points) only slow each other down, and a
+    worker process costs its own start-up (measured: `python -m benchmarks parallel_models`)."""
+    from eval_pipeline.providers.models import load_models
+
+    configs = load_models(models_file)
+    remote = sum(configs[m].waits_on_network for m in models)
+    return remote if remote > 1 else 1
+
+
 def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
     scope = Scope(
         banks=frozenset(Mechanism(b) for b in _parse_banks(args.banks)),
@@ -132,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     date = parse_date(args.date)
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel: must be 1 or more")
-    parallel = min(args.parallel or len(models), len(models))
+    parallel = min(args.parallel or default_parallel(models, args.models_file), len(models))
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"

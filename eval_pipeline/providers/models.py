@@ -175,6 +175,13 @@ class ModelConfig(_Strict):
     def kinds(self) -> frozenset[str]:
         return frozenset(stage.kind for stage in (self.embedder, self.reranker) if stage is not None)
 
+    @property
+    def waits_on_network(self) -> bool:
+        """Whether its runs mostly wait on a remote service (an API, the team's HTTP system) rather
+        than on this machine's CPU: what makes running it beside another model pay."""
+        remote_system = self.system is not None and self.system.kind == "http"
+        return remote_system or bool(self.kinds & _API_KINDS)
+
     def implementation(self, mechanism: Mechanism) -> str:
         """What produces `mechanism`'s bank: the team's system kind, or the reference."""
         return self.system.kind if self.system is not None and self.system.runs(mechanism) else REFERENCE
