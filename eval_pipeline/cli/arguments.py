@@ -25,7 +25,18 @@ def data_args(p: argparse.ArgumentParser) -> None:
 
 def results_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models-file", type=Path, default=Path("models.yaml"))
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument(
+        "--results-dir",
+        type=Path,
+        help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)",
+    )
+
+
+def results_dir(args: argparse.Namespace) -> Path:
+    """The local reports folder: --results-dir, else the code location's (the environment's)."""
+    from eval_pipeline.location import location_paths
+
+    return args.results_dir if args.results_dir is not None else location_paths().results_dir
 
 
 def expectation_args(p: argparse.ArgumentParser) -> None:

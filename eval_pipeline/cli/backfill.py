@@ -13,7 +13,7 @@ import time
 from datetime import date as date_type
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -31,6 +31,9 @@ from eval_pipeline.core.report.run_document import (
     read_document,
 )
 from eval_pipeline.core.scoring.gate import GateDecision
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 MAX_DATES = 366
 POLL_S = 2.0
@@ -98,10 +101,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     for run in state.failed_runs:
         print(f"error: run {run} failed (details in the UI)", file=sys.stderr)
         code = EXIT_ERROR
-    return max(code, _verdicts(dates, models, paths.results_dir))
+    from eval_pipeline.providers.object_store import output_path
+
+    return max(code, _verdicts(dates, models, output_path(paths.results_uri or paths.results_dir)))
 
 
-def _verdicts(dates: list[str], models: list[str], results_dir: Path) -> int:
+def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) -> int:
     """One line per date and model (health, score, gate, diff), then the date's comparison;
     the exit code is the worst gate (3 > 1 > 0), or 3 when a result is missing."""
     code = EXIT_OK

@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import data_args, diff_lines, expectation_args, semantic_tests_of
+from eval_pipeline.cli.arguments import (
+    data_args,
+    diff_lines,
+    expectation_args,
+    results_dir,
+    semantic_tests_of,
+)
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
 from eval_pipeline.core.calibration.files import (
@@ -59,7 +65,7 @@ def add_calibrate_commands(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--poll-seconds", type=float, default=10.0, help="batch status polling interval [10]")
     p.add_argument("--calibration-dir", type=Path, default=Path("calibration"))
-    p.add_argument("--results-dir", type=Path, default=Path("results"), help="last retrievals (affected)")
+    p.add_argument("--results-dir", type=Path, help="last retrievals (affected); default as `run`")
     add_review_arguments(p)
     expectation_args(p)
     data_args(p)
@@ -73,7 +79,7 @@ def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
     """Entities each test's latest retrieval saw (the affected scope only reads results)."""
     if args.scope != "affected":
         return {}
-    docs, unreadable = latest_documents(args.results_dir)
+    docs, unreadable = latest_documents(results_dir(args))
     for path in unreadable:
         print(f"warning: {path} could not be read; its retrievals are not used", file=sys.stderr)
     return retrieved_entities(docs)

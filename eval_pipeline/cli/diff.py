@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.cli.arguments import results_dir
 from eval_pipeline.cli.errors import EXIT_FOR_GATE, UsageError
 from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
 from eval_pipeline.core.diff.gate import diff_gate
@@ -26,7 +27,7 @@ def add_diff_commands(sub: Any) -> None:
     )
     p.add_argument("base", help="MODEL@DATE or a results.json path")
     p.add_argument("head", help="MODEL@DATE or a results.json path")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
     p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
     p.set_defaults(func=cmd_diff)
@@ -55,7 +56,8 @@ def _load(ref: str, results_dir: Path) -> RunDocument:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    base, head = _load(args.base, args.results_dir), _load(args.head, args.results_dir)
+    root = results_dir(args)
+    base, head = _load(args.base, root), _load(args.head, root)
     try:
         diff = diff_documents(base, head)
     except DiffError as exc:

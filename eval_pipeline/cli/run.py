@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
 from eval_pipeline.core.dates import START_DATE, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -32,6 +33,8 @@ from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
+    from upath import UPath
+
     from eval_pipeline.providers.target import PrepareReport
 
 
@@ -160,11 +163,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         RunScopeResource,
         StorageResource,
     )
+    from eval_pipeline.location import location_paths
+    from eval_pipeline.providers.object_store import output_path
 
+    # Reports and asset values go where the code location sends them (an object store's URI
+    # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
+    paths = location_paths()
+    results = (
+        str(args.results_dir) if args.results_dir is not None else paths.results_uri or str(paths.results_dir)
+    )
     with project_instance() as instance:  # disposed when done: tests run several in one process
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
-            StorageResource(storage_dir=str(args.storage_dir), results_dir=str(args.results_dir)),
+            StorageResource(
+                storage_dir=str(args.storage_dir), results_dir=results, outputs_uri=paths.outputs_uri
+            ),
             ProvidersResource.from_environment(
                 models_file=str(args.models_file),
                 cache_dir=str(args.cache_dir),
@@ -190,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(models, date, args.results_dir, args, scope, errors)
+    return _report(models, date, output_path(results), args, scope, errors)
 
 
 def _adhoc(
@@ -208,7 +221,7 @@ def _adhoc(
     the pipelines wait on providers or in onnxruntime, both outside the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
-    results_dir = args.results_dir / SCOPED_DIR / scope.label
+    results_dir = local_results_dir(args) / SCOPED_DIR / scope.label
     print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool:
         runs = [pool.submit(_adhoc_model, args, kb, banks, scope, m, date, results_dir) for m in models]
@@ -292,7 +305,7 @@ def _adhoc_model(
 def _report(
     models: list[str],
     date: str,
-    results_dir: Path,
+    results_dir: Path | UPath,
     args: argparse.Namespace,
     scope: Scope,
     errors: list[str],

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.arguments import results_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
 from eval_pipeline.core.report.markdown import all_results, console_summary
 from eval_pipeline.core.report.run_document import (
@@ -28,7 +27,7 @@ def add_show_command(sub: Any) -> None:
 
 
 def _documents(args: argparse.Namespace) -> list[RunDocument]:
-    root: Path = args.results_dir
+    root = results_dir(args)
     docs = []
     for model_dir in [root / args.model] if args.model else model_dirs(root):
         dates = result_dates(model_dir)

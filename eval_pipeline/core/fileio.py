@@ -7,11 +7,17 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class TextFile(Protocol):
+    """What a read needs of a path: a local `Path`, or an object store's (the caller's UPath)."""
+
+    def read_text(self, encoding: str | None = ..., errors: str | None = ...) -> str: ...
 
 
 def _current_umask() -> int:
@@ -77,7 +83,7 @@ def atomic_write_json(path: Path, data: object) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def read_json_model(path: Path, model: type[M], error: type[Exception], what: str) -> M:
+def read_json_model(path: TextFile, model: type[M], error: type[Exception], what: str) -> M:
     """A JSON file as `model`, or `error` with one line naming the file and the first bad field."""
     try:
         text = path.read_text(encoding="utf-8")

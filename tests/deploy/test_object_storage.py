@@ -16,7 +16,16 @@ import pytest
 from moto.server import ThreadedMotoServer
 from upath import UPath
 
-from eval_pipeline.core.report.run_document import COMPARISON_DIR, COMPARISON_FILE, RESULTS_FILE, RunDocument
+from eval_pipeline.cli import main
+from eval_pipeline.cli.errors import EXIT_FOR_GATE
+from eval_pipeline.core.report.run_document import (
+    COMPARISON_DIR,
+    COMPARISON_FILE,
+    GATE_FILE,
+    RESULTS_FILE,
+    RunDocument,
+)
+from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
@@ -86,3 +95,30 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
     assert UPath(f"{s3}/outputs/documents/run_report/{DATE}/local-minilm.json").exists()
     assert not (tmp_path / "results").exists()
     assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
+
+
+def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
+    s3: str, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A team that points the code location at a bucket gets the CLI's reports there too, and the
+    # exit code from what was written there: never a local copy, never "no results".
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/cli-results")
+    monkeypatch.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/cli-outputs")
+    argv = ["run", "--model", MODELS[0], "--date", DATE, "--kb", str(tenant / "kb.yaml")]
+    code = main([*argv, "--banks-dir", str(tenant / "banks")])
+    out, err = capsys.readouterr()
+    run = UPath(f"{s3}/cli-results/{MODELS[0]}/{DATE}")
+    gate = GateDecision.model_validate_json(run.joinpath(GATE_FILE).read_text())
+    assert code == EXIT_FOR_GATE[gate.status], out + err
+    assert f"results: {run}/{RESULTS_FILE}" in out and "no results were written" not in err
+    assert UPath(f"{s3}/cli-outputs/documents/run_report/{DATE}/{MODELS[0]}.json").exists()
+    assert not (tmp_path / "results").exists()
+    assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
+
+    # --results-dir still wins over the environment.
+    code = main([*argv, "--banks-dir", str(tenant / "banks"), "--results-dir", str(tmp_path / "mine")])
+    assert code == EXIT_FOR_GATE[gate.status]
+    assert (tmp_path / "mine" / MODELS[0] / DATE / RESULTS_FILE).is_file()

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
-from eval_pipeline.core.fileio import read_json_model
+from eval_pipeline.core.fileio import TextFile, read_json_model
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
 from eval_pipeline.core.scoring.results import (
@@ -106,7 +106,7 @@ class DocumentError(ValueError):
     """A results document that cannot be read or does not validate: one line naming the file."""
 
 
-def read_document(path: Path) -> RunDocument:
+def read_document(path: TextFile) -> RunDocument:
     return read_json_model(path, RunDocument, DocumentError, "results document")
 
 
