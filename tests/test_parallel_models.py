@@ -1,9 +1,9 @@
 """`run` evaluates a date's models at once, bounded by the instance's provider pools.
 
-The real CLI on the tenant domain, the real SDKs against the emulator, the project instance with
-`concurrency: pools: default_limit: 1`. Overlap is proven, not timed: the emulator holds each
-model's requests at a barrier until the other model's have arrived, and refuses them (400) if
-they never do, as they would not in a sequential run.
+The real CLI on the tenant domain, the real SDKs against the emulator, the project's own instance
+settings (its SQLite storage, `concurrency: pools: default_limit: 1`). Overlap is proven, not
+timed: the emulator holds each model's requests at a barrier until the other model's have
+arrived, and refuses them (400) if they never do, as they would not in a sequential run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import yaml
 from eval_pipeline.cli import main
 from eval_pipeline.cli.run import default_parallel
 from eval_pipeline.core.report.run_document import RESULTS_FILE, read_document
+from eval_pipeline.defs.execution import DAGSTER_YAML
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 DATE = "2026-11-20"
@@ -44,9 +45,9 @@ def workdir(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     (tmp_path / "models.yaml").write_text(yaml.safe_dump({"schema_version": 1, "models": models}))
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(
-        "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
-    )
+    # The project's own settings: its SQLite storage (workers write to it from several processes
+    # at once) and one run at a time per provider pool.
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # the crash entry point

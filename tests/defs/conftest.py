@@ -25,6 +25,9 @@ class Env:
     results: Path
     instance: dg.DagsterInstance
 
+    def materialisations(self, key: str) -> int:
+        return len(self.instance.fetch_materializations(dg.AssetKey(key), limit=1000).records)
+
     def resources(self, **scope: Any) -> dict[str, Any]:
         return build_resources(
             InputsResource(kb_path=str(self.kb), banks_dir=str(self.banks)),

@@ -2,59 +2,24 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 import pytest
-import yaml
 
-from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, append_history
-from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.report.run_document import read_document
 from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.definitions import location
-from eval_pipeline.defs.automation import SENSORS, model_partitions
+from eval_pipeline.defs.automation import SENSORS
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
-from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
+from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.resources import ProvidersResource
 from eval_pipeline.defs.stages import StageOutcome
-from tests.defs.automation_driver import Driver
 from tests.defs.conftest import REPO, Env
 
 DATE = "2026-11-20"
 MODELS = ["local-minilm"]
-BOTH = ["local-minilm", "local-hybrid"]
 EVALUATED = {a.key.to_user_string() for a in MATERIALIZABLE}
-
-
-def _materialisations(env: Env, key: str) -> int:
-    records = env.instance.fetch_materializations(dg.AssetKey(key), limit=1000).records
-    return len(records)
-
-
-def _driver(env: Env, day: str, models: list[str]) -> Driver:
-    """Automation on `day` (just after midnight UTC), the sources already observed once."""
-    sync_model_partitions(env.instance, models)
-    start = datetime.fromisoformat(day).replace(tzinfo=UTC) + timedelta(minutes=1)
-    driver = Driver(env.resources(), env.instance, start)
-    driver.tick()  # the first evaluation only starts the cron clock
-    return driver
-
-
-def _history_change(env: Env, when: datetime, primary: str) -> None:
-    change = HistoryChange(test_id="T-RENT-001", updated=Expectations(expected_primary=[primary]))
-    append_history(
-        env.banks / "semantic" / "history",
-        HistoryFile(
-            version=when.replace(microsecond=0),
-            calibration_trigger="manual",
-            model="test",
-            changes=[change],
-            changed_count=1,
-        ),
-    )
 
 
 def test_definitions_load_with_every_asset_check_and_automation() -> None:
@@ -108,115 +73,10 @@ def test_full_materialisation_of_one_partition(evaluated: tuple[Env, list[StageO
     report = (env.results / "local-minilm" / DATE / "report.md").read_text()
     assert "## Summary" in report and "## Provenance and cost" in report
     for name in EVALUATED:
-        assert _materialisations(env, name) == 1, name
+        assert env.materialisations(name) == 1, name
     # CLI runs are named jobs in the UI, not `__ephemeral_asset_job__`.
     jobs = {r.dagster_run.job_name for r in env.instance.get_run_records()}
     assert jobs == {"evaluate_date", "evaluate_model", "compare_models"}
-
-
-def test_automation_evaluates_a_new_day_then_a_history_change_rescores_without_retrieving(
-    env: Env,
-) -> None:
-    today = today_utc()
-    driver = _driver(env, today, BOTH)
-    assert driver.tick(minutes=5) == {"input_files": {None}, "history_files": {None}}  # the cron
-    assert driver.settle() == EVALUATED and driver.failures == []
-    for model in BOTH:
-        names = {p.name for p in (env.results / model / today).iterdir()}
-        assert {
-            "results.json",
-            "report.md",
-            "gate.json",
-            "regression_diff.md",
-            "model_comparison.md",
-        } <= names
-    assert _materialisations(env, "model_comparison") == 1
-    assert driver.tick(minutes=5) == {"input_files": {None}, "history_files": {None}}
-    assert driver.settle() == set()  # nothing changed: observing again evaluates nothing
-
-    _history_change(env, datetime.now(UTC), "lease_renewal")
-    driver.tick(minutes=5)
-    requested = driver.settle()
-    assert driver.failures == []
-    assert requested == {
-        "expectation_history",
-        "resolved_expectations",
-        "semantic_results",
-        "scored_aggregate",
-        "run_report",
-        "release_gate",
-        "regression_diff",
-        "model_comparison",
-    }
-    assert _materialisations(env, "semantic_retrievals") == 2  # one per model, from the first run only
-    assert _materialisations(env, "semantic_results") == 4  # first run, then both models re-scored
-    doc = read_document(env.results / "local-minilm" / today / "results.json")
-    rent = next(r for r in doc.semantic if r.test_id == "T-RENT-001")
-    assert rent.expectation_source == f"opus_{today}"
-    assert rent.expectations.expected_primary == ["lease_renewal"]
-
-
-def test_a_kb_edit_reretrieves_and_leaves_history_alone(env: Env) -> None:
-    driver = _driver(env, today_utc(), MODELS)
-    driver.tick(minutes=5)
-    driver.settle()
-    env.kb.write_text(
-        env.kb.read_text().replace("kb_version: tenant-fixture-1", "kb_version: tenant-fixture-2")
-    )
-    driver.tick(minutes=5)
-    requested = driver.settle()
-    assert driver.failures == []
-    assert {"input_snapshot", "knowledge_base", "semantic_retrievals", "run_report"} <= requested
-    assert "expectation_history" not in requested  # the history did not change
-    doc = read_document(env.results / "local-minilm" / today_utc() / "results.json")
-    assert doc.provenance.kb_version == "tenant-fixture-2"
-
-
-def test_a_new_model_and_a_new_day_with_only_a_history_change_evaluate_without_error(env: Env) -> None:
-    today = date.fromisoformat(today_utc())
-    yesterday = (today - timedelta(days=1)).isoformat()
-    driver = _driver(env, yesterday, MODELS)
-    driver.tick(minutes=5)
-    driver.settle()
-    assert driver.failures == [] and (env.results / "local-minilm" / yesterday / "report.md").is_file()
-
-    # Overnight: a second model is enabled and a calibration changes one expectation; nothing else.
-    result = model_partitions(dg.build_sensor_context(instance=env.instance, resources=env.resources()))
-    assert isinstance(result, dg.SensorResult)
-    (added,) = result.dynamic_partitions_requests or []
-    assert isinstance(added, dg.AddDynamicPartitionsRequest) and list(added.partition_keys) == [
-        "local-hybrid"
-    ]
-    env.instance.add_dynamic_partitions(added.partitions_def_name, list(added.partition_keys))
-    _history_change(env, datetime.now(UTC), "lease_renewal")
-    driver.now = datetime.fromisoformat(today.isoformat()).replace(tzinfo=UTC)
-    requested = driver.settle()
-    assert driver.failures == []
-    assert requested == EVALUATED
-    for model in BOTH:
-        assert (env.results / model / today.isoformat() / "report.md").is_file()
-    diff = json.loads((env.results / "local-minilm" / today.isoformat() / "regression_diff.json").read_text())
-    assert diff["baseline_date"] == yesterday
-    fresh = json.loads(
-        (env.results / "local-hybrid" / today.isoformat() / "regression_diff.json").read_text()
-    )
-    assert fresh["baseline_date"] is None  # a new model has no yesterday: said, not an error
-
-
-def test_automation_never_spends_money_unless_the_model_says_so(env: Env) -> None:
-    doc = yaml.safe_load(env.models_file.read_text())
-    doc["models"]["voyage-haiku"]["enabled"] = True  # a paid model, without `automate: true`
-    env.models_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    models = [k for k, m in env.resources()["providers"].models().items() if m.enabled]
-    assert models == [*BOTH, "voyage-haiku"]
-    driver = _driver(env, today_utc(), models)
-    driver.tick(minutes=5)
-    driver.settle()
-    assert driver.failures == []
-    paid = next(m for m in models if m not in BOTH)
-    assert not (env.results / paid).exists()  # skipped, nothing downstream waits on it
-    comparison = json.loads((env.results / "_comparison" / today_utc() / "model_comparison.json").read_text())
-    assert {m["model"] for m in comparison["models"]} == set(BOTH)
 
 
 def _gate(env: Env, model: str = "local-minilm") -> GateDecision:
@@ -250,7 +110,7 @@ def test_a_critical_verdict_is_a_successful_run_with_a_failed_check(env: Env) ->
     (latest,) = check.values()
     assert latest.run_id == run.dagster_run.run_id and latest.status.value == "FAILED"
     # The re-run wrote a fresh report and a fresh, failed gate: no stale "passed" survives.
-    assert _materialisations(env, "run_report") == 2 and _materialisations(env, "release_gate") == 2
+    assert env.materialisations("run_report") == 2 and env.materialisations("release_gate") == 2
     gate = _gate(env)
     assert not gate.passed and gate.status == "failed" and gate.reasons == ["1 critical failure(s)"]
     partition = str(model_date_key("local-minilm", DATE))
