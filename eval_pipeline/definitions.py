@@ -27,7 +27,7 @@ def build_resources(
     paths = location_paths()
     storage = storage or StorageResource(
         storage_dir=str(paths.storage_dir),
-        results_dir=paths.results_uri or str(paths.results_dir),
+        results_dir=paths.results_root,
         calibration_dir=str(paths.calibration_dir),
         outputs_uri=paths.outputs_uri,
     )

@@ -25,6 +25,11 @@ class LocationPaths:
     results_uri: str | None = None
     outputs_uri: str | None = None
 
+    @property
+    def results_root(self) -> str:
+        """Where reports go: the object store's URI when set, else the local folder."""
+        return self.results_uri or str(self.results_dir)
+
 
 DEFAULTS = LocationPaths(
     kb=Path("kb"),

@@ -103,7 +103,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         code = EXIT_ERROR
     from eval_pipeline.providers.object_store import output_path
 
-    return max(code, _verdicts(dates, models, output_path(paths.results_uri or paths.results_dir)))
+    return max(code, _verdicts(dates, models, output_path(paths.results_root)))
 
 
 def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) -> int:

@@ -35,6 +35,7 @@ from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from upath import UPath
 
+    from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
 
 
@@ -169,9 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Reports and asset values go where the code location sends them (an object store's URI
     # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
     paths = location_paths()
-    results = (
-        str(args.results_dir) if args.results_dir is not None else paths.results_uri or str(paths.results_dir)
-    )
+    results = str(args.results_dir) if args.results_dir is not None else paths.results_root
     with project_instance() as instance:  # disposed when done: tests run several in one process
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
@@ -221,10 +220,19 @@ def _adhoc(
     the pipelines wait on providers or in onnxruntime, both outside the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from eval_pipeline.core.calibration.files import calibration_cost
+    from eval_pipeline.location import location_paths
+    from eval_pipeline.providers.models import load_models
+
     results_dir = local_results_dir(args) / SCOPED_DIR / scope.label
     print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
+    configs = load_models(args.models_file)
+    cost = calibration_cost(location_paths().calibration_dir, date)
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool:
-        runs = [pool.submit(_adhoc_model, args, kb, banks, scope, m, date, results_dir) for m in models]
+        runs = [
+            pool.submit(_adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir)
+            for m in models
+        ]
         for run in runs:
             run.result()  # the first model's exception, if any, as a sequential run would raise it
     return _report(models, date, results_dir, args, scope, [])
@@ -244,19 +252,17 @@ def _adhoc_model(
     kb: KnowledgeBase,
     banks: Banks,
     scope: Scope,
-    model: str,
+    cfg: ModelConfig,
     date: str,
+    calibration_cost_usd: float,
     results_dir: Path,
 ) -> None:
-    from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.report.build import build_document
-    from eval_pipeline.location import location_paths
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
-    from eval_pipeline.providers.models import load_models
     from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
 
-    cfg = load_models(args.models_file)[model]
+    model = cfg.key
     tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     items = retrieval_items(tests, cfg.trials)
@@ -289,7 +295,7 @@ def _adhoc_model(
         system_config=cfg.model_dump(mode="json"),
         pass_threshold=DEFAULT_PASS_THRESHOLD,
         retrievals=retrievals,
-        calibration_cost_usd=calibration_cost(location_paths().calibration_dir, date),
+        calibration_cost_usd=calibration_cost_usd,
         generated_at=now_utc(),
         rerank_mode=rerank_mode(cfg, args.batch),
         prompt_cache=cache_note,

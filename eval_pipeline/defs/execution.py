@@ -64,7 +64,14 @@ def run_all(
     if outcomes[0].failures:
         return outcomes
     outcomes += run_models(
-        date, models, resources, instance, parallel, lambda model: on_stage(f"model {model}"), on_model_done
+        date,
+        models,
+        resources,
+        defs,
+        instance,
+        parallel,
+        lambda model: on_stage(f"model {model}"),
+        on_model_done,
     )
     on_stage("model comparison")
     outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance))

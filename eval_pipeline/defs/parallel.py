@@ -71,6 +71,7 @@ def run_models(
     date: str,
     models: Sequence[str],
     resources: dict[str, object],
+    defs: dg.Definitions,
     instance: dg.DagsterInstance,
     parallel: int,
     on_start: Callable[[str], None],
@@ -79,7 +80,6 @@ def run_models(
     """Each model's stage (report, gate, regression diff), outcomes in the order of `models`."""
     if not uses_workers(models, parallel, instance):
         outcomes = []
-        defs = evaluation_definitions(resources)
         for model in models:
             on_start(model)
             outcomes.append(run_stage(model, model_job.name, model_date_key(model, date), defs, instance))
