@@ -24,3 +24,15 @@ def _loopback_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     # SDK clients would send loopback traffic through a configured proxy otherwise.
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def workdir(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tenant copy beside the repository's models file, as the working directory, with its
+    own Dagster home and no API keys."""
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    return tmp_path

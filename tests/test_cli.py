@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +14,6 @@ from eval_pipeline.core.report.run_document import read_document
 
 REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
-
-
-@pytest.fixture
-def workdir(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
-    return tmp_path
 
 
 def _run(*extra: str) -> int:

@@ -17,7 +17,8 @@ import yaml
 from eval_pipeline.cli import main
 from eval_pipeline.cli.run import default_parallel
 from eval_pipeline.core.report.run_document import RESULTS_FILE, read_document
-from eval_pipeline.defs.execution import DAGSTER_YAML
+from eval_pipeline.defs.execution import DAGSTER_YAML, project_instance
+from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 DATE = "2026-11-20"
@@ -86,6 +87,10 @@ def test_models_on_different_providers_evaluate_at_once(
     at_once = {m: _selections(results, m) for m in ("team-haiku", "team-voyage")}
     out = capsys.readouterr().out
     assert out.index("running model team-voyage") < out.index("finished model team-haiku")
+    if not narrowed:  # the workers' runs carry the invocation's fingerprint like the others
+        with project_instance() as instance:
+            tags = {r.tags.get(FINGERPRINT_TAG) for r in instance.get_runs()}
+        assert len(tags) == 1 and None not in tags
 
     emulator.reconfigure(barrier=())
     assert _run(*models, *scope, "--parallel", "1") == 0

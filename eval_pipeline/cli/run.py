@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import START_DATE, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks, Problem
+from eval_pipeline.core.inputs.loading import Banks, Problem, history_hash
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.report.run_document import (
@@ -26,15 +27,19 @@ from eval_pipeline.core.report.run_document import (
     REPORT_FILE,
     RESULTS_FILE,
     SCOPED_DIR,
+    DocumentError,
     read_document,
 )
+from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
+    from dagster import DagsterInstance
     from upath import UPath
 
+    from eval_pipeline.defs.resources import RunScopeResource
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
 
@@ -67,6 +72,11 @@ def add_run_commands(sub: Any) -> None:
         help="evaluate up to N models at once (default: as many as call a remote API or service, "
         "when two or more do; else 1, one after another); a provider's pool on the Dagster "
         "instance still limits how many call it at once",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="evaluate even when today's stored evaluation has the same code, inputs, models and gates",
     )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
@@ -164,6 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         RunScopeResource,
         StorageResource,
     )
+    from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
     from eval_pipeline.location import location_paths
     from eval_pipeline.providers.object_store import output_path
 
@@ -171,7 +182,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
     paths = location_paths()
     results = str(args.results_dir) if args.results_dir is not None else paths.results_root
+    gates = RunScopeResource(
+        fail_under=args.fail_under,
+        max_errored=args.max_errored,
+        # One progress bar per terminal: models running at once would draw over each other.
+        show_progress=sys.stderr.isatty() and parallel == 1,
+    )
+    inputs = _evaluation_inputs(args, kb, banks, models, date, gates, results, paths.outputs_uri)
     with project_instance() as instance:  # disposed when done: tests run several in one process
+        if _stands(args, inputs, instance, output_path(results)):
+            return _report(models, date, output_path(results), args, scope, [])
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
             StorageResource(
@@ -183,12 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 cache_mode=args.cache,
                 rerank_batch=args.batch,
             ),
-            RunScopeResource(
-                fail_under=args.fail_under,
-                max_errored=args.max_errored,
-                # One progress bar per terminal: models running at once would draw over each other.
-                show_progress=sys.stderr.isatty() and parallel == 1,
-            ),
+            gates,
         )
         outcomes = run_all(
             date,
@@ -198,11 +213,76 @@ def cmd_run(args: argparse.Namespace) -> int:
             lambda stage: print(f"  running {stage} …", flush=True),
             parallel=parallel,
             on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
+            tags={FINGERPRINT_TAG: inputs.fingerprint()},
         )
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return _report(models, date, output_path(results), args, scope, errors)
+
+
+def _evaluation_inputs(
+    args: argparse.Namespace,
+    kb: KnowledgeBase,
+    banks: Banks,
+    models: list[str],
+    date: str,
+    gates: RunScopeResource,
+    results: str,
+    outputs_uri: str | None,
+) -> EvaluationInputs:
+    """What this run's results and verdict depend on (its fingerprint tags every run it makes)."""
+    from eval_pipeline.providers.models import load_models
+
+    configs = load_models(args.models_file)
+    return EvaluationInputs(
+        code_version=code_version(),
+        date=date,
+        kb_version=kb.kb_version,
+        kb_hash=kb.content_hash,
+        bank_hashes=banks.file_hashes,
+        history_hash=history_hash(banks.history),
+        models={m: configs[m].model_dump(mode="json") for m in models},
+        settings={
+            "storage": str(Path(args.storage_dir).resolve()),
+            "results": results if "://" in results else str(Path(results).resolve()),
+            "outputs": outputs_uri,
+            "pass_threshold": gates.pass_threshold,
+            "fail_under": gates.fail_under,
+            "max_errored": gates.max_errored,
+            "reproducible": all(configs[m].reproducible for m in models),
+        },
+    )
+
+
+def _stands(
+    args: argparse.Namespace, inputs: EvaluationInputs, instance: DagsterInstance, results: UPath
+) -> bool:
+    """Whether today's evaluation with exactly these inputs is already stored and complete, so
+    that its verdict may stand without evaluating again (`--force` always evaluates). Never for
+    a past date (its inputs are the snapshot of that day, not today's files), nor for a model
+    that is not reproducible (an API, the team's system)."""
+    from eval_pipeline.defs.up_to_date import stored_evaluation
+
+    if args.force or inputs.date != today_utc() or not inputs.settings["reproducible"]:
+        return False
+    stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint(), results)
+    if not stored.stands:
+        return False
+    for model in inputs.models:
+        try:
+            doc = read_document(results / model / inputs.date / RESULTS_FILE)
+        except DocumentError:
+            return False
+        if stale_reason(doc, inputs) is not None:
+            return False
+    when = f"{stored.made_at:%Y-%m-%d %H:%M} UTC" if stored.made_at else "earlier"
+    runs = ", ".join(run_id[:8] for run_id in stored.run_ids)
+    print(
+        f"  up to date: code, inputs, models and gates are those of the runs made {when} ({runs}); "
+        "their verdict stands (--force evaluates again)"
+    )
+    return True
 
 
 def _adhoc(

@@ -6,7 +6,7 @@ Runs go through the same instance `dg dev` uses, so every CLI run shows in the U
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -51,16 +51,17 @@ def run_all(
     *,
     parallel: int = 1,
     on_model_done: Callable[[StageOutcome], None] = lambda _: None,
+    tags: Mapping[str, str] | None = None,
 ) -> list[StageOutcome]:
     """The date's shared assets once, then its models, up to `parallel` at once (each a run of
     its own), then the comparison of the date's models; stops early only on errors (a failed
-    blocking check is a gate, and the later stages still run)."""
+    blocking check is a gate, and the later stages still run). `tags` go on every run."""
     sync_model_partitions(instance, models)
     if uses_workers(models, parallel, instance):
         start_workers_server()
     defs = evaluation_definitions(resources)
     on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
-    outcomes = [run_stage("shared", date_job.name, date, defs, instance)]
+    outcomes = [run_stage("shared", date_job.name, date, defs, instance, tags)]
     if outcomes[0].failures:
         return outcomes
     outcomes += run_models(
@@ -72,7 +73,8 @@ def run_all(
         parallel,
         lambda model: on_stage(f"model {model}"),
         on_model_done,
+        tags,
     )
     on_stage("model comparison")
-    outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance))
+    outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance, tags))
     return outcomes

@@ -21,7 +21,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -54,6 +54,7 @@ class _Job:
     instance: InstanceRef
     environ: dict[str, str]
     cwd: str  # relative paths (--kb kb, storage/) resolve as in the parent
+    tags: dict[str, str]  # the run's, beside the stage's own
 
 
 def uses_workers(models: Sequence[str], parallel: int, instance: dg.DagsterInstance) -> bool:
@@ -76,18 +77,22 @@ def run_models(
     parallel: int,
     on_start: Callable[[str], None],
     on_done: Callable[[StageOutcome], None],
+    tags: Mapping[str, str] | None = None,
 ) -> list[StageOutcome]:
     """Each model's stage (report, gate, regression diff), outcomes in the order of `models`."""
     if not uses_workers(models, parallel, instance):
         outcomes = []
         for model in models:
             on_start(model)
-            outcomes.append(run_stage(model, model_job.name, model_date_key(model, date), defs, instance))
+            key = model_date_key(model, date)
+            outcomes.append(run_stage(model, model_job.name, key, defs, instance, tags))
             on_done(outcomes[-1])
         return outcomes
     recipes = {name: _recipe(resource) for name, resource in resources.items()}
     ref = instance.get_ref()
-    jobs = [_Job(model, date, recipes, ref, dict(os.environ), os.getcwd()) for model in models]
+    jobs = [
+        _Job(model, date, recipes, ref, dict(os.environ), os.getcwd(), dict(tags or {})) for model in models
+    ]
     done = _run_jobs(jobs, parallel, on_start, on_done)
     return [done[model] for model in models]
 
@@ -155,7 +160,7 @@ def _evaluate(job: _Job, send: Connection) -> None:
         defs = evaluation_definitions({name: cls(**fields) for name, (cls, fields) in job.resources.items()})
         with dg.DagsterInstance.from_ref(job.instance) as instance:
             key = model_date_key(job.model, job.date)
-            outcome = run_stage(job.model, model_job.name, key, defs, instance)
+            outcome = run_stage(job.model, model_job.name, key, defs, instance, job.tags)
     except Exception as exc:  # reported as the model's failure, like a failed step, not a traceback
         outcome = StageOutcome(job.model, False, [f"worker process: {type(exc).__name__}: {exc}"], [])
     send.send(outcome)

@@ -13,8 +13,9 @@ from collections.abc import Iterator, Mapping
 import dagster as dg
 import pandas as pd
 
+from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.expectations.history import now_utc
-from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.report.build import assemble_document, scope_record
@@ -41,6 +42,8 @@ from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
 from eval_pipeline.providers.object_store import write_text
 
 GROUP = "reports"
+# What `run` checks before it lets a stored report stand for a new run (defs/up_to_date.py).
+RESULTS_SHA256 = "results_sha256"
 
 
 def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
@@ -97,6 +100,7 @@ def run_report(
     doc = assemble_document(
         Provenance(
             generated_at=now_utc(),
+            code_version=code_version(),
             date=date,
             model=model,
             system_config=providers.model(model).model_dump(mode="json"),
@@ -119,8 +123,9 @@ def run_report(
         conflicts=resolved_expectations.conflicts,
     )
     markdown = render_markdown(doc)
+    results_json = doc.model_dump_json(indent=2)
     out_dir = storage.run_dir(model, date)
-    write_text(out_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
+    write_text(out_dir / RESULTS_FILE, results_json)
     write_text(out_dir / REPORT_FILE, markdown)
     return dg.Output(
         doc,
@@ -128,6 +133,7 @@ def run_report(
             "health": scored_aggregate.health.value,
             "combined_score": scored_aggregate.combined_score,
             "results_json": str(out_dir / RESULTS_FILE),
+            RESULTS_SHA256: sha256_text(results_json),
             "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
         },
     )

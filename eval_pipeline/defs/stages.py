@@ -3,6 +3,7 @@ what came of it (failed steps, failed ERROR checks)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -55,13 +56,14 @@ def run_stage(
     partition_key: str | dg.MultiPartitionKey,
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
+    tags: Mapping[str, str] | None = None,
 ) -> StageOutcome:
     result = defs.resolve_job_def(job).execute_in_process(
         run_config=QUIET_LOGS,
         instance=instance,
         partition_key=str(partition_key),
         raise_on_error=False,
-        tags={"launched_by": "eval-pipeline run"},
+        tags={"launched_by": "eval-pipeline run", **(tags or {})},
     )
     checks = _failed_checks(result)
     # A failed blocking check fails its asset's step too; that alone is a gate, not an error.

@@ -182,6 +182,12 @@ class ModelConfig(_Strict):
         remote_system = self.system is not None and self.system.kind == "http"
         return remote_system or bool(self.kinds & _API_KINDS)
 
+    @property
+    def reproducible(self) -> bool:
+        """Whether the same inputs always give it the same answer: only this package's local
+        stages, no remote service and no team code (whose source no fingerprint covers)."""
+        return self.system is None and not self.kinds & _API_KINDS
+
     def implementation(self, mechanism: Mechanism) -> str:
         """What produces `mechanism`'s bank: the team's system kind, or the reference."""
         return self.system.kind if self.system is not None and self.system.runs(mechanism) else REFERENCE

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -85,6 +86,7 @@ def build_document(
     return assemble_document(
         Provenance(
             generated_at=generated_at,
+            code_version=code_version(),
             date=date,
             model=model,
             system_config=system_config,

@@ -32,6 +32,9 @@ class Provenance(BaseModel):
 
     schema_version: str = RESULT_SCHEMA_VERSION
     generated_at: datetime
+    code_version: str | None = Field(
+        default=None, description="The package source and dependency versions that made it (1.5+)"
+    )
     date: str = Field(description="The evaluation date partition (UTC)")
     model: str
     system_config: dict[str, Any] = Field(description="The model entry from the models file")

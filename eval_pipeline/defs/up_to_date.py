@@ -1,0 +1,95 @@
+"""Whether the project instance already holds a full evaluation made from given inputs.
+
+`run` tags each of its Dagster runs with the fingerprint of its inputs (code, KB, banks,
+history, models, settings: core/report/up_to_date.py). A later `run` with the same fingerprint
+may stand on those runs instead of evaluating again when, for every asset of its stages:
+- the latest materialisation of its partition came from a run with that fingerprint, and
+- nothing materialised the asset since, in any partition (another date's report is a
+  regression baseline, another model's a comparison input: either may change what this
+  date's diffs would say), by a run with any other fingerprint, a UI launch or automation;
+and each run report's results.json is still the file that run wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import dagster as dg
+from upath import UPath
+
+from eval_pipeline.core.inputs.kb import sha256_text
+from eval_pipeline.core.report.run_document import RESULTS_FILE
+from eval_pipeline.defs.graph import COMPARISON, DATE_STAGE, PER_MODEL
+from eval_pipeline.defs.partitions import model_date_key
+from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
+
+FINGERPRINT_TAG = "eval_pipeline/inputs"
+
+
+@dataclass(frozen=True)
+class StoredEvaluation:
+    run_ids: list[str]  # the runs that made it; empty when it cannot stand
+    made_at: datetime | None = None  # when the last of its reports was written
+    reason: str | None = None  # why it cannot stand
+
+    @property
+    def stands(self) -> bool:
+        return self.reason is None
+
+
+def _latest(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None = None
+) -> dg.EventLogRecord | None:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=None if partition is None else [partition]),
+        limit=1,
+    ).records
+    return records[0] if records else None
+
+
+def _written_by(record: dg.EventLogRecord, path: UPath) -> bool:
+    """Whether the file at `path` is still the results.json this run report's run wrote."""
+    materialization = record.asset_materialization
+    entry = materialization.metadata.get(RESULTS_SHA256) if materialization is not None else None
+    return entry is not None and path.is_file() and sha256_text(path.read_text()) == entry.value
+
+
+def stored_evaluation(
+    instance: dg.DagsterInstance,
+    date: str,
+    models: Sequence[str],
+    fingerprint: str,
+    results_root: UPath,
+) -> StoredEvaluation:
+    runs: dict[str, bool] = {}
+
+    def tagged(record: dg.EventLogRecord) -> bool:
+        if record.run_id not in runs:
+            run = instance.get_run_by_id(record.run_id)
+            runs[record.run_id] = run is not None and run.tags.get(FINGERPRINT_TAG) == fingerprint
+        return runs[record.run_id]
+
+    def not_standing(reason: str) -> StoredEvaluation:
+        return StoredEvaluation([], reason=reason)
+
+    for key in sorted(DATE_STAGE | COMPARISON | PER_MODEL):
+        latest = _latest(instance, key)
+        if latest is not None and not tagged(latest):
+            return not_standing(f"{key.to_user_string()} was materialised since, from other inputs")
+    targets = [(key, date) for key in sorted(DATE_STAGE | COMPARISON)]
+    targets += [(key, str(model_date_key(m, date))) for key in sorted(PER_MODEL) for m in models]
+    for key, partition in targets:
+        record = _latest(instance, key, partition)
+        if record is None or not tagged(record):
+            return not_standing(f"{key.to_user_string()} [{partition}] was not made from these inputs")
+    made_at = None
+    for model in models:
+        record = _latest(instance, run_report.key, str(model_date_key(model, date)))
+        path = results_root / model / date / RESULTS_FILE
+        if record is None or not _written_by(record, path):
+            return not_standing(f"{path} is not the file its run wrote")
+        stamp = datetime.fromtimestamp(record.timestamp, UTC)
+        made_at = stamp if made_at is None else max(made_at, stamp)
+    return StoredEvaluation(sorted(runs), made_at)

@@ -1,0 +1,187 @@
+"""`run` twice with nothing changed: today's stored evaluation stands, and only then.
+
+Tenant domain, local models, the project's own instance settings. Each change that could alter
+a result or a verdict makes the next run evaluate again; a result that holds an unknown (an
+errored test) is never reused; `--force` always evaluates."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import date, timedelta
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline.cli import main
+from eval_pipeline.core.dates import today_utc
+from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.defs.execution import project_instance
+from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
+from eval_pipeline.providers.models import ModelConfig
+from tests.conftest import REPO
+
+DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks"]
+MINILM = "local-minilm"
+STANDS = "up to date:"
+
+
+def _runs() -> list[dg.DagsterRun]:
+    with project_instance() as instance:
+        return list(instance.get_runs())
+
+
+def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, int]:
+    """(exit code, stdout, Dagster runs it made)."""
+    before = len(_runs())
+    code = main(["run", *DATA, "--model", MINILM, *extra])
+    return code, capsys.readouterr().out, len(_runs()) - before
+
+
+def _evaluates(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0) -> None:
+    got, out, made = _run(capsys, *extra)
+    stages = 2 + 1 + extra.count("--model")  # the date's, each model's, the comparison
+    assert (got, STANDS in out, made) == (code, False, stages), out
+
+
+def _stands(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0) -> str:
+    got, out, made = _run(capsys, *extra)
+    assert (got, STANDS in out, made) == (code, True, 0), out
+    return out
+
+
+def test_an_unchanged_rerun_stands_with_the_same_verdict(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    both = ["--model", "local-hybrid"]
+    _evaluates(capsys, *both)
+    results = {m: workdir / "results" / m / today_utc() / "results.json" for m in (MINILM, "local-hybrid")}
+    written = {m: f.read_bytes() for m, f in results.items()}
+    out = _stands(capsys, *both)
+    # The same summary as the run printed, read from the same files, which are untouched.
+    assert f"{MINILM} @ {today_utc()}:" in out and f"local-hybrid @ {today_utc()}:" in out
+    assert {m: f.read_bytes() for m, f in results.items()} == written
+    fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in _runs()}
+    assert len(fingerprints) == 1 and None not in fingerprints
+    assert all(run_id[:8] in out for run_id in {r.run_id for r in _runs()})
+    # --force evaluates again; the stored evaluation it leaves stands too.
+    _evaluates(capsys, *both, "--force")
+    _stands(capsys, *both)
+    # One of the two models is another selection, other inputs (the comparison would differ).
+    _evaluates(capsys)
+
+
+def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _evaluates(capsys)
+    _stands(capsys)
+
+    kb = workdir / "tenant/kb.yaml"
+    text = kb.read_text()
+    assert "Keep copies of every message" in text
+    kb.write_text(text.replace("Keep copies of every message", "Keep a copy of every message"))
+    _evaluates(capsys)
+    _stands(capsys)
+
+    bank = workdir / "tenant/banks/state/tenant_states.json"
+    states = json.loads(bank.read_text())
+    bank.write_text(json.dumps(states, indent=4))  # same tests, other bytes: the bank's hash moved
+    _evaluates(capsys)
+
+    _evaluates(capsys, "--fail-under", "101", code=1)  # a gate is part of the verdict
+    _stands(capsys, "--fail-under", "101", code=1)
+    _evaluates(capsys)
+
+    models = yaml.safe_load((workdir / "models.yaml").read_text())
+    models["models"][MINILM]["description"] = "the same model, described again"
+    (workdir / "models.yaml").write_text(yaml.safe_dump(models))
+    _evaluates(capsys)
+
+    _evaluates(capsys, "--results-dir", str(workdir / "elsewhere"))
+    _evaluates(capsys)  # the earlier results folder's runs are no longer the latest
+
+    results = workdir / "results" / MINILM / today_utc() / "results.json"
+    results.write_text(results.read_text().replace('"health": "', '"health":  "', 1))  # edited by hand
+    _evaluates(capsys)
+    results.unlink()
+    _evaluates(capsys)
+    _stands(capsys)
+
+
+def test_a_result_with_errored_tests_is_never_reused(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A corrupt response cache errors every semantic test: UNKNOWN, exit 3, then again, and
+    # once the cache is mended the run evaluates rather than repeat the unknown.
+    cache = workdir / "corrupt-cache"
+    cache.mkdir()
+    for name in ("embeddings.sqlite3", "responses.sqlite3"):
+        (cache / name).write_text("not a database")
+    _evaluates(capsys, "--cache-dir", str(cache), code=3)
+    _evaluates(capsys, "--cache-dir", str(cache), code=3)
+    shutil.rmtree(cache)
+    _evaluates(capsys, "--cache-dir", str(cache))
+    _stands(capsys, "--cache-dir", str(cache))
+    doc = read_document(workdir / "results" / MINILM / today_utc() / "results.json")
+    assert doc.aggregate.errored_count == 0
+
+
+def test_a_later_evaluation_of_another_date_evaluates_again(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Yesterday's report is today's regression baseline: once it changes, today's diff may too.
+    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
+    _evaluates(capsys)
+    _evaluates(capsys, "--date", yesterday)
+    _evaluates(capsys)
+    _stands(capsys)
+
+
+def test_a_past_date_always_evaluates(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A past date evaluates that day's snapshot of the inputs, which the fingerprint of today's
+    # files does not describe.
+    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
+    _evaluates(capsys, "--date", yesterday)
+    _evaluates(capsys, "--date", yesterday)
+
+
+def test_a_model_running_team_code_always_evaluates(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The team's entry point may change, or answer differently, with no input of ours changed.
+    models = yaml.safe_load((workdir / "models.yaml").read_text())
+    entrypoint = {"state": "tests.system_under_test:async_state"}
+    models["models"]["team-python"] = {
+        "embedder": {"kind": "local"},
+        "reranker": {"kind": "cosine"},
+        "system": {"kind": "python", "entrypoint": entrypoint, "mechanisms": ["state"]},
+    }
+    (workdir / "models.yaml").write_text(yaml.safe_dump(models))
+    monkeypatch.setenv("SUT_KB", str(workdir / "tenant/kb.yaml"))
+    monkeypatch.setenv("SUT_BANKS", str(workdir / "tenant/banks"))
+    monkeypatch.syspath_prepend(str(REPO))
+    for _ in range(2):
+        code = main(["run", *DATA, "--model", "team-python"])
+        assert code == 0 and STANDS not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("stages", "reproducible"),
+    [
+        ({"embedder": {"kind": "local"}, "reranker": {"kind": "hybrid"}}, True),
+        ({"embedder": {"kind": "local"}, "reranker": {"kind": "cosine", "jitter": 0.1, "seed": 3}}, True),
+        (
+            {"embedder": {"kind": "local"}, "reranker": {"kind": "claude", "model_id": "claude-haiku-4-5"}},
+            False,
+        ),
+        ({"embedder": {"kind": "voyage", "model_id": "voyage-3.5"}, "reranker": {"kind": "cosine"}}, False),
+        ({"system": {"kind": "http", "url": "http://127.0.0.1:9/"}}, False),
+    ],
+)
+def test_only_models_of_this_package_alone_are_reproducible(
+    stages: dict[str, object], reproducible: bool
+) -> None:
+    assert ModelConfig.model_validate({"key": "m", **stages}).reproducible is reproducible
