@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from eval_pipeline.core.calibration.files import LOG_FILE, append_log
+from eval_pipeline.core.calibration.records import CalibrationRecord
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.report.run_document import read_document
 from eval_pipeline.defs.execution import project_instance
@@ -185,3 +187,51 @@ def test_only_models_of_this_package_alone_are_reproducible(
     stages: dict[str, object], reproducible: bool
 ) -> None:
     assert ModelConfig.model_validate({"key": "m", **stages}).reproducible is reproducible
+
+
+def _log_calibration(workdir: Path, cost_usd: float) -> None:
+    record = {
+        "calibration_id": "cal-1",
+        "started_at": datetime.now(UTC).isoformat(),
+        "duration_s": 1.0,
+        "scope": "single",
+        "trigger": "manual",
+        "test_ids": [],
+        "model": "claude-opus-4-5",
+        "prompt_version": "v1",
+        "kb_version": "tenant-fixture-1",
+        "kb_hash": "0" * 64,
+        "mode": "sequential",
+        "changed": 0,
+        "unchanged": 1,
+        "usage": {},
+        "cost_usd": cost_usd,
+        "kb_prefix_tokens": 0,
+    }
+    append_log(workdir / "calibration" / LOG_FILE, CalibrationRecord.model_validate(record))
+
+
+def test_a_calibration_that_changed_nothing_still_evaluates_again(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its cost is in every report of the day, though no expectation moved.
+    _evaluates(capsys)
+    _log_calibration(workdir, 0.25)
+    _evaluates(capsys)
+    doc = read_document(workdir / "results" / MINILM / today_utc() / "results.json")
+    assert doc.provenance.calibration_cost_usd == 0.25
+    _stands(capsys)
+
+
+def test_an_unreadable_calibration_log_is_bad_input(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workdir / "calibration").mkdir()
+    (workdir / "calibration" / LOG_FILE).write_text("{not json")
+    code = main(["run", *DATA, "--model", MINILM, "--force"])
+    out, err = capsys.readouterr()
+    assert (code, _runs()) == (2, []) and "Traceback" not in out + err
+    error = err.splitlines()[-1]  # after the tenant banks' warnings
+    assert error.startswith("error: ") and "calibration_log.json: " in error and err.count("error") == 1
+    assert "not a valid calibration log" in error
+    assert not (workdir / "results").exists()

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from upath import UPath
 
     from eval_pipeline.defs.resources import RunScopeResource
+    from eval_pipeline.location import LocationPaths
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
 
@@ -188,7 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # One progress bar per terminal: models running at once would draw over each other.
         show_progress=sys.stderr.isatty() and parallel == 1,
     )
-    inputs = _evaluation_inputs(args, kb, banks, models, date, gates, results, paths.outputs_uri)
+    inputs = _evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     with project_instance() as instance:  # disposed when done: tests run several in one process
         if _stands(args, inputs, instance, output_path(results)):
             return _report(models, date, output_path(results), args, scope, [])
@@ -229,12 +230,17 @@ def _evaluation_inputs(
     date: str,
     gates: RunScopeResource,
     results: str,
-    outputs_uri: str | None,
+    paths: LocationPaths,
 ) -> EvaluationInputs:
     """What this run's results and verdict depend on (its fingerprint tags every run it makes)."""
+    from eval_pipeline.core.calibration.files import CalibrationFileError, calibration_cost
     from eval_pipeline.providers.models import load_models
 
     configs = load_models(args.models_file)
+    try:
+        spent = calibration_cost(paths.calibration_dir, date)
+    except CalibrationFileError as exc:  # every report shows it: no run without it
+        raise UsageError(str(exc)) from None
     return EvaluationInputs(
         code_version=code_version(),
         date=date,
@@ -246,7 +252,9 @@ def _evaluation_inputs(
         settings={
             "storage": str(Path(args.storage_dir).resolve()),
             "results": results if "://" in results else str(Path(results).resolve()),
-            "outputs": outputs_uri,
+            "outputs": paths.outputs_uri,
+            # Reported in every result; a calibration that changed no expectation still cost this.
+            "calibration_cost_usd": spent,
             "pass_threshold": gates.pass_threshold,
             "fail_under": gates.fail_under,
             "max_errored": gates.max_errored,

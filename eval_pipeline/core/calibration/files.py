@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
-from pydantic import ValidationError
 
 from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.expectations.history import append_history, now_utc
-from eval_pipeline.core.fileio import atomic_write_text, publish_new
+from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.report.run_document import (
     RESULTS_FILE,
     RunDocument,
@@ -40,10 +39,7 @@ class CalibrationFileError(Exception):
 def read_log(path: Path) -> CalibrationLog:
     if not path.exists():
         return CalibrationLog()
-    try:
-        return CalibrationLog.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as exc:
-        raise CalibrationFileError(f"{path}: cannot read the calibration log ({exc})") from exc
+    return read_json_model(path, CalibrationLog, CalibrationFileError, "calibration log")
 
 
 def calibration_cost(calibration_dir: Path, date: str) -> float:
