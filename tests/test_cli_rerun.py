@@ -110,6 +110,8 @@ def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
     _evaluates(capsys)
     results.unlink()
     _evaluates(capsys)
+    (results.parent / "report.md").unlink()
+    _evaluates(capsys)
     _stands(capsys)
 
 

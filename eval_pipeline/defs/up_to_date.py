@@ -20,7 +20,7 @@ import dagster as dg
 from upath import UPath
 
 from eval_pipeline.core.inputs.kb import sha256_text
-from eval_pipeline.core.report.run_document import RESULTS_FILE
+from eval_pipeline.core.report.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
 from eval_pipeline.defs.graph import COMPARISON, DATE_STAGE, PER_MODEL
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
@@ -49,11 +49,17 @@ def _latest(
     return records[0] if records else None
 
 
-def _written_by(record: dg.EventLogRecord, path: UPath) -> bool:
-    """Whether the file at `path` is still the results.json this run report's run wrote."""
+def _written_by(record: dg.EventLogRecord, run_dir: UPath) -> bool:
+    """Whether `run_dir` still holds the results.json this run report's run wrote, beside the
+    report and gate people open."""
     materialization = record.asset_materialization
     entry = materialization.metadata.get(RESULTS_SHA256) if materialization is not None else None
-    return entry is not None and path.is_file() and sha256_text(path.read_text()) == entry.value
+    results = run_dir / RESULTS_FILE
+    if entry is None or not all(
+        (run_dir / name).is_file() for name in (RESULTS_FILE, REPORT_FILE, GATE_FILE)
+    ):
+        return False
+    return sha256_text(results.read_text()) == entry.value
 
 
 def stored_evaluation(
@@ -87,9 +93,9 @@ def stored_evaluation(
     made_at = None
     for model in models:
         record = _latest(instance, run_report.key, str(model_date_key(model, date)))
-        path = results_root / model / date / RESULTS_FILE
-        if record is None or not _written_by(record, path):
-            return not_standing(f"{path} is not the file its run wrote")
+        run_dir = results_root / model / date
+        if record is None or not _written_by(record, run_dir):
+            return not_standing(f"{run_dir} no longer holds what its run wrote")
         stamp = datetime.fromtimestamp(record.timestamp, UTC)
         made_at = stamp if made_at is None else max(made_at, stamp)
     return StoredEvaluation(sorted(runs), made_at)
