@@ -167,15 +167,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not scope.is_full:
         return _adhoc(args, kb, banks, scope, models, date, parallel)
 
-    from eval_pipeline.definitions import build_resources
-    from eval_pipeline.defs.execution import project_instance, run_all
-    from eval_pipeline.defs.resources import (
-        InputsResource,
-        ProvidersResource,
-        RunScopeResource,
-        StorageResource,
-    )
-    from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
+    from eval_pipeline.defs.execution import project_instance
+    from eval_pipeline.defs.resources import RunScopeResource
     from eval_pipeline.location import location_paths
     from eval_pipeline.providers.object_store import output_path
 
@@ -193,6 +186,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     with project_instance() as instance:  # disposed when done: tests run several in one process
         if _stands(args, inputs, instance, output_path(results)):
             return _report(models, date, output_path(results), args, scope, [])
+        # Only an evaluation needs the whole code location (the calibration assets import the
+        # Anthropic SDK, a second and a half): a rerun that stands has answered by now.
+        from eval_pipeline.definitions import build_resources
+        from eval_pipeline.defs.execution import run_all
+        from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+        from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
+
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
             StorageResource(
