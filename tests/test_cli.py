@@ -154,16 +154,28 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
     assert diff["baseline_date"] is None and diff["passed_over"] == [shown]
 
 
-def test_a_narrowed_run_needs_no_dagster(workdir: Path) -> None:
+def _heavy_imports_of_a_run(workdir: Path, *args: str) -> set[str]:
+    """Which of Dagster and the provider SDKs a fresh interpreter imported for one `run`."""
+    argv = ["run", "--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", "2026-11-20", *args]
     code = (
-        "import sys; from eval_pipeline.cli import main; "
-        "rc = main(['run', '--kb', 'tenant/kb.yaml', '--banks-dir', 'tenant/banks', '--date', '2026-11-20', "
-        "'--model', 'local-minilm', '--test', 'T-RENT-001']); "
-        "print('dagster imported' if 'dagster' in sys.modules else 'no dagster'); sys.exit(rc)"
+        f"import json, sys; from eval_pipeline.cli import main; rc = main({argv!r}); "
+        "print(json.dumps(sorted({'anthropic', 'voyageai', 'dagster'} & set(sys.modules)))); sys.exit(rc)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("no dagster")
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_a_narrowed_run_needs_no_dagster(workdir: Path) -> None:
+    assert _heavy_imports_of_a_run(workdir, "--model", "local-minilm", "--test", "T-RENT-001") == set()
     assert not (workdir / "dagster_home").exists()  # no Dagster instance was made
+
+
+def test_an_offline_evaluation_never_imports_the_provider_sdks(workdir: Path) -> None:
+    # Through the whole Dagster graph, both local models: the Anthropic and Voyage SDKs are a
+    # second and a half of imports that only API models and calibration use.
+    assert _heavy_imports_of_a_run(workdir, "--model", "local-minilm", "--model", "local-hybrid") == {
+        "dagster"
+    }

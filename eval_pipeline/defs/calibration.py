@@ -17,7 +17,7 @@ for the added or changed entities.
 import asyncio
 import json
 from pathlib import Path
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
@@ -42,21 +42,12 @@ from eval_pipeline.defs.inputs import history_files
 from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.calibration_session import (
-    CalibrationPlan,
-    CalibrationSession,
-    keep,
-    plan_calibration,
-)
-from eval_pipeline.providers.calibrator import (
-    DEFAULT_MODEL,
-    DEFAULT_POLL_S,
-    DEFAULT_RATE_PER_MIN,
-    CalibratorConfigError,
-    api_key_from_env,
-)
+from eval_pipeline.providers.calibrator_pace import DEFAULT_POLL_S, DEFAULT_RATE_PER_MIN
 from eval_pipeline.providers.pricing import PricingError
 from eval_pipeline.providers.ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.calibration_session import CalibrationPlan
 
 GROUP = "calibration"
 
@@ -104,7 +95,14 @@ def _checked(config: CalibrationConfig) -> tuple[Scope, Trigger | None]:
     return scope, trigger
 
 
-def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageResource) -> CalibrationPlan:
+# The calibrator's modules (and the Anthropic SDK) are imported by the calibration op alone: the
+# code location loads this module for every evaluation, offline ones included.
+
+
+def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageResource) -> "CalibrationPlan":
+    from eval_pipeline.providers.calibration_session import plan_calibration
+    from eval_pipeline.providers.calibrator import DEFAULT_MODEL
+
     try:
         kb, banks = load_validated(inputs.kb, inputs.banks)
     except InputError as exc:
@@ -128,7 +126,10 @@ def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageRes
         raise _fail(str(exc)) from None
 
 
-def _calibrate(config: CalibrationConfig, plan: CalibrationPlan) -> CalibrationRun:
+def _calibrate(config: CalibrationConfig, plan: "CalibrationPlan") -> CalibrationRun:
+    from eval_pipeline.providers.calibration_session import CalibrationSession
+    from eval_pipeline.providers.calibrator import CalibratorConfigError, api_key_from_env
+
     try:
         key = api_key_from_env()
     except CalibratorConfigError as exc:
@@ -171,6 +172,8 @@ def opus_calibration(
     if not plan.tests:
         return dg.Output(None, metadata={"applied": False, "tests": 0, "scope": config.scope})
     run = _calibrate(config, plan)
+    from eval_pipeline.providers.calibration_session import keep
+
     kept = keep(run, plan, config.apply, inputs.banks, Path(config.calibration_dir))
     if config.apply:
         # What it changed is the history source: record its new version there at once, so the

@@ -51,6 +51,7 @@ from eval_pipeline.providers.anthropic_client import (
     usage_of,
 )
 from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.calibrator_pace import DEFAULT_POLL_S
 from eval_pipeline.providers.pricing import (
     BATCH_DISCOUNT,
     Price,
@@ -74,9 +75,6 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 MAX_OUTPUT_TOKENS = 16_000
 # Planning figure for estimates only (thinking included); the actual usage is what gets logged.
 TYPICAL_OUTPUT_TOKENS = 2_000
-DEFAULT_RATE_PER_MIN = 48.0
-DEFAULT_CONCURRENCY = 4
-DEFAULT_POLL_S = 10.0
 
 # Undated aliases only: "claude-opus-5-5" -> (5, 5), "claude-opus-5" -> (5, 0). Dated snapshot ids
 # such as claude-opus-4-5-20251101 repeat an alias and are skipped.
