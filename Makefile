@@ -42,7 +42,10 @@ test: lint typecheck defs pytest
 
 # The evaluation itself can end CRITICAL or under a gate (exit 1): that is a result, not a
 # failed `make run`. Bad input (2) or an internal error (3) still fails.
+# The package is installed editable, so its bytecode is compiled here (only what changed), not at
+# install: where PYTHONDONTWRITEBYTECODE is set, every run would compile it again in memory.
 run: install
+	@$(BIN)/python -m compileall -q eval_pipeline
 	@$(BIN)/eval-pipeline run --model local-minilm --model local-hybrid; \
 	status=$$?; \
 	if [ $$status -eq 1 ]; then echo "make run: evaluation finished; its gate failed (see above)"; fi; \
