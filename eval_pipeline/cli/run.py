@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
-from eval_pipeline.core.code_version import code_version
+from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import START_DATE, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks, Problem, history_hash
+from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.report.run_document import (
@@ -27,20 +27,15 @@ from eval_pipeline.core.report.run_document import (
     REPORT_FILE,
     RESULTS_FILE,
     SCOPED_DIR,
-    DocumentError,
     read_document,
 )
-from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
-    from dagster import DagsterInstance
     from upath import UPath
 
-    from eval_pipeline.defs.resources import RunScopeResource
-    from eval_pipeline.location import LocationPaths
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
 
@@ -182,12 +177,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         # One progress bar per terminal: models running at once would draw over each other.
         show_progress=sys.stderr.isatty() and parallel == 1,
     )
-    inputs = _evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
+    inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     with project_instance() as instance:  # disposed when done: tests run several in one process
-        if _stands(args, inputs, instance, output_path(results)):
+        if stands(args, inputs, instance, output_path(results)):
             return _report(models, date, output_path(results), args, scope, [])
-        # Only an evaluation needs the whole code location (the calibration assets import the
-        # Anthropic SDK, a second and a half): a rerun that stands has answered by now.
+        # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
         from eval_pipeline.defs.execution import run_all
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
@@ -220,77 +214,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return _report(models, date, output_path(results), args, scope, errors)
-
-
-def _evaluation_inputs(
-    args: argparse.Namespace,
-    kb: KnowledgeBase,
-    banks: Banks,
-    models: list[str],
-    date: str,
-    gates: RunScopeResource,
-    results: str,
-    paths: LocationPaths,
-) -> EvaluationInputs:
-    """What this run's results and verdict depend on (its fingerprint tags every run it makes)."""
-    from eval_pipeline.core.calibration.files import CalibrationFileError, calibration_cost
-    from eval_pipeline.providers.models import load_models
-
-    configs = load_models(args.models_file)
-    try:
-        spent = calibration_cost(paths.calibration_dir, date)
-    except CalibrationFileError as exc:  # every report shows it: no run without it
-        raise UsageError(str(exc)) from None
-    return EvaluationInputs(
-        code_version=code_version(),
-        date=date,
-        kb_version=kb.kb_version,
-        kb_hash=kb.content_hash,
-        bank_hashes=banks.file_hashes,
-        history_hash=history_hash(banks.history),
-        models={m: configs[m].model_dump(mode="json") for m in models},
-        settings={
-            "storage": str(Path(args.storage_dir).resolve()),
-            "results": results if "://" in results else str(Path(results).resolve()),
-            "outputs": paths.outputs_uri,
-            # Reported in every result; a calibration that changed no expectation still cost this.
-            "calibration_cost_usd": spent,
-            "pass_threshold": gates.pass_threshold,
-            "fail_under": gates.fail_under,
-            "max_errored": gates.max_errored,
-            "reproducible": all(configs[m].reproducible for m in models),
-        },
-    )
-
-
-def _stands(
-    args: argparse.Namespace, inputs: EvaluationInputs, instance: DagsterInstance, results: UPath
-) -> bool:
-    """Whether today's evaluation with exactly these inputs is already stored and complete, so
-    that its verdict may stand without evaluating again (`--force` always evaluates). Never for
-    a past date (its inputs are the snapshot of that day, not today's files), nor for a model
-    that is not reproducible (an API, the team's system)."""
-    from eval_pipeline.defs.up_to_date import stored_evaluation
-
-    if args.force or inputs.date != today_utc() or not inputs.settings["reproducible"]:
-        return False
-    stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint(), results)
-    if not stored.stands:
-        return False
-    for model in inputs.models:
-        try:
-            doc = read_document(results / model / inputs.date / RESULTS_FILE)
-        except DocumentError:
-            return False
-        if stale_reason(doc, inputs) is not None:
-            return False
-    when = f"{stored.made_at:%Y-%m-%d %H:%M} UTC" if stored.made_at else "earlier"
-    runs = ", ".join(run_id[:8] for run_id in stored.run_ids)
-    print(
-        f"  up to date: code, inputs, models and gates are those of the runs made {when} ({runs}); "
-        "their verdict stands (--force evaluates again)"
-    )
-    return True
 
 
 def _adhoc(
