@@ -104,7 +104,8 @@ def prompt_cache_metadata(status: PromptCacheStatus | None, mode: str) -> dict[s
     meta: dict[str, str | int] = {RERANK_MODE: mode}
     if status is not None:
         meta[PROMPT_CACHE] = status.note
-        meta["prompt_cache_prefix_tokens"] = status.prefix_tokens
+        if status.prefix_tokens is not None:
+            meta["prompt_cache_prefix_tokens"] = status.prefix_tokens
         if status.minimum is not None:
             meta["prompt_cache_minimum_tokens"] = status.minimum
     return meta

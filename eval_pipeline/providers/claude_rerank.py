@@ -251,10 +251,21 @@ class ClaudeReranker(ApiProvider):
 
     async def prepare(self, catalogue: Sequence[RerankCandidate]) -> PromptCacheStatus:
         """Put the KB's catalogue in the prefix (not for rerank-v1) and count the prefix: two
-        free count_tokens calls, (tools + system + probe) minus (probe alone)."""
+        free count_tokens calls, (tools + system + probe) minus (probe alone). The count only
+        informs: when it fails (an outage of that endpoint, a gateway without it) the run goes on
+        and says the cache status is unknown, rather than error every test."""
         if self.prompt_version != LEGACY_PROMPT_VERSION:
             self._catalogue = render_catalogue(catalogue)
         self._warmed = False
+        try:
+            return await self._count_prefix()
+        except ProviderError as exc:
+            minimum = minimum_cacheable_tokens(self.model_id)
+            return PromptCacheStatus(
+                model_id=self.model_id, prefix_tokens=None, minimum=minimum, count_error=str(exc)
+            )
+
+    async def _count_prefix(self) -> PromptCacheStatus:
         client = self._client.get()
         probe: list[MessageParam] = [{"role": "user", "content": COUNT_PROBE}]
         with_prefix = await self._api(

@@ -40,15 +40,23 @@ class PromptCacheStatus(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model_id: str
-    prefix_tokens: int
+    prefix_tokens: int | None  # None: the count failed (the run goes on without it)
     minimum: int | None
+    count_error: str | None = None
 
     @property
     def used(self) -> bool:
-        return self.minimum is not None and self.prefix_tokens >= self.minimum
+        return (
+            self.minimum is not None and self.prefix_tokens is not None and self.prefix_tokens >= self.minimum
+        )
 
     @property
     def note(self) -> str:
+        if self.prefix_tokens is None:
+            return (
+                f"prompt cache unknown: the prefix could not be counted ({self.count_error}); "
+                "check usage.cache_read_input_tokens"
+            )
         if self.minimum is None:
             return (
                 f"prompt cache unknown: prefix {self.prefix_tokens} tokens, no known minimum for "

@@ -262,3 +262,20 @@ async def test_more_requests_than_a_batch_holds_go_out_as_several_batches(
     assert [r.selected_ids for r in batched] == [r.selected_ids for r in online]
     sizes = [len(b["requests"]) for b in emulator.requests("/v1/messages/batches")]
     assert sizes == [3, 3, len(items) - 6]
+
+
+async def test_a_failing_token_count_leaves_the_cache_status_unknown_and_every_test_answered(
+    make: Make, emulator: EmulatorHandle
+) -> None:
+    # The count only informs: an outage of count_tokens, or a gateway without it, must not
+    # error tests the reranker can answer.
+    emulator.reconfigure(fault_rate=1.0, faults=("500",), fault_routes=("/v1/messages/count_tokens",))
+    entities, items = tenant()
+    prepared, results = await _run(make(), entities, items)
+    status = prepared.prompt_cache
+    assert status is not None and status.prefix_tokens is None and not status.used
+    assert status.note.startswith("prompt cache unknown: the prefix could not be counted (")
+    assert FAKE_ANTHROPIC_KEY not in status.note
+    assert [r.status for r in results] == ["ok"] * len(items)
+    assert emulator.stats["faults"]["500"] >= 1  # the count was tried, and every try failed
+    assert emulator.stats["requests"]["POST /v1/messages"] == len(items)

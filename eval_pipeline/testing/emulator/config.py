@@ -30,6 +30,7 @@ class EmulatorConfig:
     rpm: float | None = None  # accepted requests per rolling minute, over all model routes
     fault_rate: float = 0.0
     faults: tuple[FaultKind, ...] = ALL_FAULTS
+    fault_routes: tuple[str, ...] = ()  # only these paths (e.g. "/v1/messages/count_tokens"); () = all
     seed: int = 0
     stall_s: float = 5.0  # a `timeout` fault holds the request this long: exceed the client timeout
     retry_after_s: int = 1  # sent with injected 429 faults

@@ -89,6 +89,8 @@ class Emulator:
         config = self.config
         if config.fault_rate <= 0 or not config.faults:
             return None
+        if config.fault_routes and route not in config.fault_routes:
+            return None
         digest = hashlib.sha256(body).hexdigest()
         with self._lock:
             occurrence = self._seen[f"{route}:{digest}"]
@@ -369,6 +371,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rpm", type=float, default=None)
     parser.add_argument("--fault-rate", type=float, default=0.0)
     parser.add_argument("--faults", type=_parse_faults, default=ALL_FAULTS)
+    parser.add_argument(
+        "--fault-routes",
+        type=lambda text: tuple(r.strip() for r in text.split(",") if r.strip()),
+        default=(),
+        help="inject faults only on these paths, comma-separated (default: every path)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stall-s", type=float, default=5.0)
     parser.add_argument("--embed-dim", type=int, default=256)
@@ -385,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
         rpm=args.rpm,
         fault_rate=args.fault_rate,
         faults=args.faults,
+        fault_routes=args.fault_routes,
         seed=args.seed,
         stall_s=args.stall_s,
         embed_dim=args.embed_dim,
