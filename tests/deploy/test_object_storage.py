@@ -18,6 +18,7 @@ from upath import UPath
 
 from eval_pipeline.cli import main
 from eval_pipeline.cli.errors import EXIT_FOR_GATE
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.report.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
@@ -122,3 +123,31 @@ def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
     code = main([*argv, "--banks-dir", str(tenant / "banks"), "--results-dir", str(tmp_path / "mine")])
     assert code == EXIT_FOR_GATE[gate.status]
     assert (tmp_path / "mine" / MODELS[0] / DATE / RESULTS_FILE).is_file()
+
+
+def test_a_rerun_with_nothing_changed_stands_on_the_reports_in_the_bucket(
+    s3: str, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/rerun-results")
+    monkeypatch.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/rerun-outputs")
+    argv = [
+        "run",
+        "--model",
+        MODELS[0],
+        "--kb",
+        str(tenant / "kb.yaml"),
+        "--banks-dir",
+        str(tenant / "banks"),
+    ]
+    first = main(argv)
+    assert "up to date:" not in capsys.readouterr().out
+    assert main(argv) == first
+    assert "up to date:" in capsys.readouterr().out
+    # The bucket's results.json edited: no longer what its run wrote, so the next run evaluates.
+    results = UPath(f"{s3}/rerun-results/{MODELS[0]}/{today_utc()}/{RESULTS_FILE}")
+    results.write_text(results.read_text() + "\n")
+    assert main(argv) == first
+    assert "up to date:" not in capsys.readouterr().out
