@@ -68,8 +68,11 @@ def test_an_unchanged_rerun_stands_with_the_same_verdict(
     fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in _runs()}
     assert len(fingerprints) == 1 and None not in fingerprints
     assert all(run_id[:8] in out for run_id in {r.run_id for r in _runs()})
-    # --force evaluates again; the stored evaluation it leaves stands too.
+    # --force evaluates again, and so do --cache refresh/off (answers computed afresh); the
+    # stored evaluation they leave stands too.
     _evaluates(capsys, *both, "--force")
+    _evaluates(capsys, *both, "--cache", "refresh")
+    _evaluates(capsys, *both, "--cache", "off")
     _stands(capsys, *both)
     # One of the two models is another selection, other inputs (the comparison would differ).
     _evaluates(capsys)

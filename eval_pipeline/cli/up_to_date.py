@@ -74,7 +74,8 @@ def stands(
     that is not reproducible (an API, the team's system)."""
     from eval_pipeline.defs.up_to_date import stored_evaluation
 
-    if args.force or inputs.date != today_utc() or not inputs.settings["reproducible"]:
+    # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
+    if args.force or args.cache != "use" or inputs.date != today_utc() or not inputs.settings["reproducible"]:
         return False
     stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint(), results)
     if not stored.stands:
