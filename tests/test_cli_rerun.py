@@ -42,10 +42,11 @@ def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, int
     return code, capsys.readouterr().out, len(_runs()) - before
 
 
-def _evaluates(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0) -> None:
+def _evaluates(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0, because: str = "") -> None:
     got, out, made = _run(capsys, *extra)
     stages = 2 + 1 + extra.count("--model")  # the date's, each model's, the comparison
     assert (got, STANDS in out, made) == (code, False, stages), out
+    assert f"today's stored evaluation cannot stand ({because}" in out if because else True, out
 
 
 def _stands(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0) -> str:
@@ -88,22 +89,23 @@ def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
     text = kb.read_text()
     assert "Keep copies of every message" in text
     kb.write_text(text.replace("Keep copies of every message", "Keep a copy of every message"))
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"{MINILM}: the KB changed)")
     _stands(capsys)
 
     bank = workdir / "tenant/banks/state/tenant_states.json"
     states = json.loads(bank.read_text())
     bank.write_text(json.dumps(states, indent=4))  # same tests, other bytes: the bank's hash moved
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"{MINILM}: the test banks changed)")
 
-    _evaluates(capsys, "--fail-under", "101", code=1)  # a gate is part of the verdict
+    # A gate is part of the verdict; the results files cannot tell it changed, the runs' tags can.
+    _evaluates(capsys, "--fail-under", "101", code=1, because="always_loads was last made by a run of other")
     _stands(capsys, "--fail-under", "101", code=1)
     _evaluates(capsys)
 
     models = yaml.safe_load((workdir / "models.yaml").read_text())
     models["models"][MINILM]["description"] = "the same model, described again"
     (workdir / "models.yaml").write_text(yaml.safe_dump(models))
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"{MINILM}: the model's configuration changed)")
 
     _evaluates(capsys, "--results-dir", str(workdir / "elsewhere"))
     _evaluates(capsys)  # the earlier results folder's runs are no longer the latest
@@ -128,7 +130,7 @@ def test_a_result_with_errored_tests_is_never_reused(
     for name in ("embeddings.sqlite3", "responses.sqlite3"):
         (cache / name).write_text("not a database")
     _evaluates(capsys, "--cache-dir", str(cache), code=3)
-    _evaluates(capsys, "--cache-dir", str(cache), code=3)
+    _evaluates(capsys, "--cache-dir", str(cache), code=3, because=f"{MINILM}: 8 test(s) errored)")
     shutil.rmtree(cache)
     _evaluates(capsys, "--cache-dir", str(cache))
     _stands(capsys, "--cache-dir", str(cache))

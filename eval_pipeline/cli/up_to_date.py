@@ -77,16 +77,22 @@ def stands(
     # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
     if args.force or args.cache != "use" or inputs.date != today_utc() or not inputs.settings["reproducible"]:
         return False
-    stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint(), results)
-    if not stored.stands:
-        return False
+    docs = []
     for model in inputs.models:
+        path = results / model / inputs.date / RESULTS_FILE
+        if not path.is_file():
+            return False  # nothing stored to stand on: a first evaluation today, nothing to say
         try:
-            doc = read_document(results / model / inputs.date / RESULTS_FILE)
-        except DocumentError:
-            return False
-        if stale_reason(doc, inputs) is not None:
-            return False
+            docs.append(read_document(path))
+        except DocumentError as exc:
+            return _evaluates_because(str(exc))
+    # The files say best what changed (the KB, a model); the instance, what they cannot (gates).
+    stale = next(filter(None, (stale_reason(doc, inputs) for doc in docs)), None)
+    if stale is not None:
+        return _evaluates_because(stale)
+    stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint(), results)
+    if stored.reason is not None:
+        return _evaluates_because(stored.reason)
     when = f"{stored.made_at:%Y-%m-%d %H:%M} UTC" if stored.made_at else "earlier"
     runs = ", ".join(run_id[:8] for run_id in stored.run_ids)
     print(
@@ -94,3 +100,8 @@ def stands(
         "their verdict stands (--force evaluates again)"
     )
     return True
+
+
+def _evaluates_because(reason: str) -> bool:
+    print(f"  evaluating again: today's stored evaluation cannot stand ({reason})")
+    return False

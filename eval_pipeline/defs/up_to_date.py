@@ -26,6 +26,7 @@ from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
 
 FINGERPRINT_TAG = "eval_pipeline/inputs"
+OTHER_RUN = "was last made by a run of other code, inputs, models or gates"
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,13 @@ def stored_evaluation(
     for key in sorted(DATE_STAGE | COMPARISON | PER_MODEL):
         latest = _latest(instance, key)
         if latest is not None and not tagged(latest):
-            return not_standing(f"{key.to_user_string()} was materialised since, from other inputs")
+            return not_standing(f"{key.to_user_string()} {OTHER_RUN}")
     targets = [(key, date) for key in sorted(DATE_STAGE | COMPARISON)]
     targets += [(key, str(model_date_key(m, date))) for key in sorted(PER_MODEL) for m in models]
     for key, partition in targets:
         record = _latest(instance, key, partition)
         if record is None or not tagged(record):
-            return not_standing(f"{key.to_user_string()} [{partition}] was not made from these inputs")
+            return not_standing(f"{key.to_user_string()} [{partition}] {OTHER_RUN}")
     made_at = None
     for model in models:
         record = _latest(instance, run_report.key, str(model_date_key(model, date)))
