@@ -156,6 +156,7 @@ async def test_a_catalogue_above_haikus_minimum_is_read_on_calls_2_to_n(
     prepared, results = await _run(make(), grown(entities, 100), items)
     status = prepared.prompt_cache
     assert status is not None and status.minimum == 4096 and status.used
+    assert status.prefix_tokens is not None
     assert status.note.startswith(f"prompt cache used: prefix {status.prefix_tokens} tokens >= minimum 4096")
     assert all(r.status == "ok" for r in results) and len(results) == 94
     writes = [r.usage.cache_creation_input_tokens for r in results if r.usage.cache_creation_input_tokens]
@@ -177,7 +178,8 @@ async def test_the_sample_kb_is_below_haikus_minimum_and_the_run_says_so(
     entities, items = sample()
     prepared, results = await _run(make(), entities, items)
     status = prepared.prompt_cache
-    assert status is not None and not status.used and 3000 < status.prefix_tokens < 4096
+    assert status is not None and status.prefix_tokens is not None
+    assert not status.used and 3000 < status.prefix_tokens < 4096
     assert status.note == (
         f"prompt cache not used: prefix {status.prefix_tokens} tokens < minimum 4096 for {HAIKU}"
     )
