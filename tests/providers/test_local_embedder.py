@@ -11,11 +11,14 @@ import pytest
 
 from eval_pipeline.providers.base import Vectors
 from eval_pipeline.providers.local_embedder import (
+    BATCH_SIZE,
+    BATCH_TOKENS,
     DIM,
     NAME,
     VENDORED_TOKENIZER,
     LocalMiniLMEmbedder,
     ModelFileError,
+    plan_batches,
 )
 
 
@@ -82,3 +85,22 @@ def test_related_sentences_score_higher_than_unrelated(embedder: LocalMiniLMEmbe
         ],
     )
     assert float(anchor @ close) > float(anchor @ far) + 0.2
+
+
+def test_batches_bound_rows_and_padded_tokens_and_cover_every_text_once() -> None:
+    lengths = [12, 250, 30, 7, 256, 40, 160, 11] + [20] * 40
+    batches = plan_batches(lengths)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        widest = max(lengths[i] for i in batch)
+        assert len(batch) <= BATCH_SIZE and (len(batch) == 1 or len(batch) * widest <= BATCH_TOKENS)
+        assert [lengths[i] for i in batch] == sorted(lengths[i] for i in batch)
+    # Short texts fill a batch by rows; long ones share by tokens; the long ones never widen a
+    # batch of short ones.
+    assert max(len(b) for b in batches) == BATCH_SIZE
+    assert [sorted(lengths[i] for i in b) for b in batches if max(lengths[i] for i in b) > 40] == [
+        [160, 250, 256]
+    ]
+    per = BATCH_TOKENS // 256
+    assert plan_batches([256] * (2 * per + 1)) == [list(range(per)), list(range(per, 2 * per)), [2 * per]]
+    assert plan_batches([]) == []
