@@ -11,9 +11,15 @@ from typing import TYPE_CHECKING
 from eval_pipeline.cli.errors import UsageError
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks, history_hash
-from eval_pipeline.core.report.run_document import RESULTS_FILE, DocumentError, read_document
+from eval_pipeline.core.report.run_document import (
+    GATE_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    DocumentError,
+    parse_document,
+)
 from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
 
 if TYPE_CHECKING:
@@ -77,22 +83,31 @@ def stands(
     # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
     if args.force or args.cache != "use" or inputs.date != today_utc() or not inputs.settings["reproducible"]:
         return False
-    docs = []
+    docs, hashes = [], {}
     for model in inputs.models:
-        path = results / model / inputs.date / RESULTS_FILE
-        if not path.is_file():
+        run_dir = results / model / inputs.date
+        if not (run_dir / RESULTS_FILE).is_file():
             return False  # nothing stored to stand on: a first evaluation today, nothing to say
-        try:
-            docs.append(read_document(path))
-        except DocumentError as exc:
+        if not all((run_dir / name).is_file() for name in (REPORT_FILE, GATE_FILE)):
+            return _evaluates_because(f"{run_dir} no longer holds its report and gate")
+        try:  # read once: hashed here, compared with what its run recorded below
+            text = (run_dir / RESULTS_FILE).read_text(encoding="utf-8")
+            docs.append(parse_document(text, run_dir / RESULTS_FILE))
+        except (OSError, UnicodeDecodeError, DocumentError) as exc:
             return _evaluates_because(str(exc))
+        hashes[model] = sha256_text(text)
     # The files say best what changed (the KB, a model); the instance, what they cannot (gates).
     stale = next(filter(None, (stale_reason(doc, inputs) for doc in docs)), None)
     if stale is not None:
         return _evaluates_because(stale)
-    stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint(), results)
+    stored = stored_evaluation(instance, inputs.date, list(inputs.models), inputs.fingerprint())
     if stored.reason is not None:
         return _evaluates_because(stored.reason)
+    edited = [m for m in inputs.models if stored.results_sha256[m] != hashes[m]]
+    if edited:
+        return _evaluates_because(
+            f"{results / edited[0] / inputs.date / RESULTS_FILE} is not the file its run wrote"
+        )
     when = f"{stored.made_at:%Y-%m-%d %H:%M} UTC" if stored.made_at else "earlier"
     runs = ", ".join(run_id[:8] for run_id in stored.run_ids)
     print(

@@ -89,9 +89,14 @@ def read_json_model(path: TextFile, model: type[M], error: type[Exception], what
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read {what} ({type(exc).__name__})") from None
+    return parse_json_model(text, path, model, error, what)
+
+
+def parse_json_model(text: str, source: object, model: type[M], error: type[Exception], what: str) -> M:
+    """JSON text already read from `source` as `model`, or `error` with one line naming it."""
     try:
         return model.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise error(f"{path}: {where}: {first['msg']} (not a valid {what})") from None
+        raise error(f"{source}: {where}: {first['msg']} (not a valid {what})") from None

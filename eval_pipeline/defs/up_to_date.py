@@ -6,21 +6,19 @@ may stand on those runs instead of evaluating again when, for every asset of its
 - the latest materialisation of its partition came from a run with that fingerprint, and
 - nothing materialised the asset since, in any partition (another date's report is a
   regression baseline, another model's a comparison input: either may change what this
-  date's diffs would say), by a run with any other fingerprint, a UI launch or automation;
-and each run report's results.json is still the file that run wrote.
+  date's diffs would say), by a run with any other fingerprint, a UI launch or automation.
+The run reports' recorded results-file hashes go back to `run`, which checks them against the
+files it reads (cli/up_to_date.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import dagster as dg
-from upath import UPath
 
-from eval_pipeline.core.inputs.kb import sha256_text
-from eval_pipeline.core.report.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
 from eval_pipeline.defs.graph import COMPARISON, DATE_STAGE, PER_MODEL
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
@@ -34,6 +32,8 @@ class StoredEvaluation:
     run_ids: list[str]  # the runs that made it; empty when it cannot stand
     made_at: datetime | None = None  # when the last of its reports was written
     reason: str | None = None  # why it cannot stand
+    # model -> the sha256 of the results.json its run wrote (checked against the file by `run`)
+    results_sha256: dict[str, str] = field(default_factory=dict)
 
     @property
     def stands(self) -> bool:
@@ -50,25 +50,11 @@ def _latest(
     return records[0] if records else None
 
 
-def _written_by(record: dg.EventLogRecord, run_dir: UPath) -> bool:
-    """Whether `run_dir` still holds the results.json this run report's run wrote, beside the
-    report and gate people open."""
-    materialization = record.asset_materialization
-    entry = materialization.metadata.get(RESULTS_SHA256) if materialization is not None else None
-    results = run_dir / RESULTS_FILE
-    if entry is None or not all(
-        (run_dir / name).is_file() for name in (RESULTS_FILE, REPORT_FILE, GATE_FILE)
-    ):
-        return False
-    return sha256_text(results.read_text()) == entry.value
-
-
 def stored_evaluation(
     instance: dg.DagsterInstance,
     date: str,
     models: Sequence[str],
     fingerprint: str,
-    results_root: UPath,
 ) -> StoredEvaluation:
     runs: dict[str, bool] = {}
 
@@ -91,12 +77,14 @@ def stored_evaluation(
         record = _latest(instance, key, partition)
         if record is None or not tagged(record):
             return not_standing(f"{key.to_user_string()} [{partition}] {OTHER_RUN}")
-    made_at = None
+    made_at, written = None, {}
     for model in models:
         record = _latest(instance, run_report.key, str(model_date_key(model, date)))
-        run_dir = results_root / model / date
-        if record is None or not _written_by(record, run_dir):
-            return not_standing(f"{run_dir} no longer holds what its run wrote")
+        materialization = record.asset_materialization if record is not None else None
+        entry = materialization.metadata.get(RESULTS_SHA256) if materialization is not None else None
+        if record is None or entry is None:
+            return not_standing(f"run_report [{model}] recorded no results file hash")
+        written[model] = str(entry.value)
         stamp = datetime.fromtimestamp(record.timestamp, UTC)
         made_at = stamp if made_at is None else max(made_at, stamp)
-    return StoredEvaluation(sorted(runs), made_at)
+    return StoredEvaluation(sorted(runs), made_at, results_sha256=written)

@@ -98,16 +98,21 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
     assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
 
 
+def _cli_on_the_bucket(s3: str, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI in `tmp_path`, its code location's reports and values under `<prefix>-*` in the bucket."""
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/{prefix}-results")
+    monkeypatch.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/{prefix}-outputs")
+
+
 def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
     s3: str, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A team that points the code location at a bucket gets the CLI's reports there too, and the
     # exit code from what was written there: never a local copy, never "no results".
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/cli-results")
-    monkeypatch.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/cli-outputs")
+    _cli_on_the_bucket(s3, "cli", tmp_path, monkeypatch)
     argv = ["run", "--model", MODELS[0], "--date", DATE, "--kb", str(tenant / "kb.yaml")]
     code = main([*argv, "--banks-dir", str(tenant / "banks")])
     out, err = capsys.readouterr()
@@ -128,11 +133,7 @@ def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
 def test_a_rerun_with_nothing_changed_stands_on_the_reports_in_the_bucket(
     s3: str, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/rerun-results")
-    monkeypatch.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/rerun-outputs")
+    _cli_on_the_bucket(s3, "rerun", tmp_path, monkeypatch)
     argv = [
         "run",
         "--model",

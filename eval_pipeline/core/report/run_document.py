@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
-from eval_pipeline.core.fileio import TextFile, read_json_model
+from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
 from eval_pipeline.core.scoring.results import (
@@ -111,6 +111,11 @@ class DocumentError(ValueError):
 
 def read_document(path: TextFile) -> RunDocument:
     return read_json_model(path, RunDocument, DocumentError, "results document")
+
+
+def parse_document(text: str, source: object) -> RunDocument:
+    """A results document whose text the caller has read (and hashed, say) already."""
+    return parse_json_model(text, source, RunDocument, DocumentError, "results document")
 
 
 def model_dirs(results_dir: Path) -> list[Path]:
