@@ -11,7 +11,7 @@ export no_proxy := 127.0.0.1,localhost
 # dg runs in the project's environment; saying so keeps it from warning about a mismatch.
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
-.PHONY: install test lint typecheck defs pytest run ui bench lock clean
+.PHONY: install test lint typecheck defs docs pytest run ui bench lock clean
 
 install: $(STAMP)
 
@@ -35,10 +35,15 @@ typecheck: install
 defs: install
 	$(BIN)/dg check defs
 
+# The documentation site; --strict turns a broken link or anchor, or a page missing from the nav,
+# into a failure (not with --quiet: it hides the warnings that --strict counts).
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site
+
 pytest: install
 	$(BIN)/pytest
 
-test: lint typecheck defs pytest
+test: lint typecheck defs docs pytest
 
 # The evaluation itself can end CRITICAL or under a gate (exit 1): that is a result, not a
 # failed `make run`. Bad input (2) or an internal error (3) still fails.
@@ -54,7 +59,7 @@ run: install
 ui: install
 	$(BIN)/dg dev -h 127.0.0.1 -p 3000
 
-# Every benchmark, one table: benchmarks/results.md (a few minutes; see README, Benchmarks).
+# Every benchmark, one table: benchmarks/results.md (a few minutes; see docs/performance.md).
 bench: install
 	$(BIN)/python -m benchmarks
 
@@ -63,4 +68,4 @@ lock:
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache site

@@ -1,7 +1,7 @@
 """Exit codes are a contract: every command's failure paths, outages included, on real runs.
 
-Each case is a row of the README's exit-code table (`| command | situation | code |`): the test
-runs it and checks both the code and that the README says the same.
+Each case is a row of the exit-code table in docs/verdicts.md (`| command | situation | code |`):
+the test runs it and checks both the code and that the page says the same.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.run_docs import doc, sem
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+VERDICTS_PAGE = (REPO / "docs" / "verdicts.md").read_text(encoding="utf-8")
 D1, D2 = "2026-11-19", "2026-11-20"
 FAKE_ANTHROPIC_KEY = "sk-ant-test-0000-not-a-real-key"
 FAKE_VOYAGE_KEY = "pa-test-0000-not-a-real-key"
@@ -106,9 +106,9 @@ def _gate(root: Path, model: str, date: str) -> GateDecision:
     return GateDecision.model_validate_json((root / "results" / model / date / "gate.json").read_text())
 
 
-def _in_readme(command: str, situation: str, code: int) -> None:
+def _in_docs(command: str, situation: str, code: int) -> None:
     row = f"| `{command}` | {situation} | {code} |"
-    assert row in README, f"README's exit-code table lacks: {row}"
+    assert row in VERDICTS_PAGE, f"docs/verdicts.md's exit-code table lacks: {row}"
 
 
 def _expect(
@@ -117,7 +117,7 @@ def _expect(
     out, err = capsys.readouterr()
     assert actual == code, f"{command}: {situation}: exit {actual}\n{out}\n{err}"
     assert "Traceback" not in out + err
-    _in_readme(command, situation, code)
+    _in_docs(command, situation, code)
     return out, err
 
 
@@ -285,7 +285,7 @@ def test_a_closed_pipe_keeps_the_verdict(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         code = proc.wait(timeout=120)
     assert code == 1 and err == ""
-    _in_readme("diff … \\| head", "the reader closes the pipe early", 1)  # \| : a pipe inside a table
+    _in_docs("diff … \\| head", "the reader closes the pipe early", 1)  # \| : a pipe inside a table
 
 
 def test_a_model_with_its_own_key_variables_runs_end_to_end(

@@ -2,7 +2,7 @@
 
 The sample's semantic bank runs through the real local pipeline (bundled MiniLM embeddings) with
 a seeded, jittered cosine reranker and five trials per test: a "slightly noisy" model. Each of
-101 seeded runs is diffed with the next (100 same-model pairs). The README reports both rates.
+101 seeded runs is diffed with the next (100 same-model pairs). docs/verdicts.md reports both rates.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Each vocabulary token's vector is what the bundled model gives for that token al
 the model and tokenizer hashes and the onnxruntime version, so a different runtime never reuses
 another's table. A text's vector is the mean of its tokens' vectors, L2-normalised: no transformer
 at query time. It is its own model, with its own name and embedding-cache entries, never a silent
-stand-in for the contextual one; it retrieves worse (the README's benchmark says by how much on
+stand-in for the contextual one; it retrieves worse (docs/models.md says by how much on
 the sample) and is offered for KBs where the contextual model's time is the bottleneck.
 """
 
