@@ -84,8 +84,8 @@ def _plain_parse(root: Path) -> None:
 
 def _core_full_run(root: Path) -> None:
     """Both models' full evaluation and their comparison, through the core and providers only."""
+    from eval_pipeline.core.dates import now_utc
     from eval_pipeline.core.diff.comparison import compare_models
-    from eval_pipeline.core.expectations.history import now_utc
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.inputs.banks import Mechanism
     from eval_pipeline.core.inputs.validation import load_validated

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.cli import main
-from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.core.scoring.run_document import read_document
 
 REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"

@@ -13,25 +13,24 @@ from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
-from eval_pipeline.core.dates import START_DATE, today_utc
+from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
+from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
+from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.scoring.run_document import (
     REGRESSION_DIFF_FILE,
     REPORT_FILE,
     RESULTS_FILE,
     SCOPED_DIR,
     read_document,
 )
-from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
-from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
-from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from upath import UPath

@@ -14,25 +14,25 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.code_version import code_version
-from eval_pipeline.core.expectations.history import now_utc
+from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.report.build import assemble_document, scope_record
 from eval_pipeline.core.report.markdown import render_markdown
-from eval_pipeline.core.report.run_document import (
-    GATE_FILE,
-    REPORT_FILE,
-    RESULTS_FILE,
-    Provenance,
-    RunDocument,
-)
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.results import SemanticResult
+from eval_pipeline.core.scoring.run_document import (
+    GATE_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    Provenance,
+    RunDocument,
+)
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata

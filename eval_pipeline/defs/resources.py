@@ -12,7 +12,7 @@ from pydantic import Field
 from upath import UPath
 
 from eval_pipeline.core.calibration.files import calibration_cost
-from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
 from eval_pipeline.core.inputs.loading import (
     Banks,
@@ -26,10 +26,10 @@ from eval_pipeline.core.inputs.loading import (
     load_kb,
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models

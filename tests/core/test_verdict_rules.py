@@ -7,9 +7,9 @@ import pytest
 from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.model import DeltaKind
-from eval_pipeline.core.diff.report import render_diff_text
 from eval_pipeline.core.diff.statistics import holm, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.diffs import render_diff_text
 from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
 from eval_pipeline.core.scoring.gate import GateStatus, gate_decision

@@ -16,7 +16,6 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.run_document import Provenance, RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
@@ -31,6 +30,7 @@ from eval_pipeline.core.scoring.evaluation import (
 )
 from eval_pipeline.core.scoring.implementations import Implementations, score_system
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
 
 
 def scope_record(scope: Scope) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Health
+from eval_pipeline.core.scoring.run_document import RunDocument
 
 DEFAULT_MAX_ERRORED = 0
 
