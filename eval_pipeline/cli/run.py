@@ -22,7 +22,6 @@ from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
-from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.scoring.run_document import (
     REGRESSION_DIFF_FILE,
@@ -31,6 +30,7 @@ from eval_pipeline.core.scoring.run_document import (
     SCOPED_DIR,
     read_document,
 )
+from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, gate_decision
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from upath import UPath

@@ -23,7 +23,6 @@ from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
-from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import (
@@ -33,6 +32,7 @@ from eval_pipeline.core.scoring.run_document import (
     Provenance,
     RunDocument,
 )
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata

@@ -27,9 +27,9 @@ from eval_pipeline.core.inputs.loading import (
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
-from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
