@@ -67,8 +67,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError("--timeout: must be more than 0 minutes")
     from eval_pipeline.definitions import location
-    from eval_pipeline.defs.backfill import backfill_targets, daemon, progress, submit_backfill
-    from eval_pipeline.defs.execution import project_instance
+    from eval_pipeline.orchestration.backfill import backfill_targets, daemon, progress, submit_backfill
+    from eval_pipeline.orchestration.execution import project_instance
 
     with project_instance() as instance:
         total = len(backfill_targets(dates, models))

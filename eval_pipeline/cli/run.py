@@ -162,9 +162,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not scope.is_full:
         return _adhoc(args, kb, banks, scope, models, date, parallel)
 
-    from eval_pipeline.defs.execution import project_instance
     from eval_pipeline.defs.resources import RunScopeResource
     from eval_pipeline.location import location_paths
+    from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.providers.object_store import output_path
 
     # Reports and asset values go where the code location sends them (an object store's URI
@@ -183,9 +183,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _report(models, date, output_path(results), args, scope, [])
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
-        from eval_pipeline.defs.execution import run_all
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-        from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
+        from eval_pipeline.orchestration.execution import run_all
+        from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),

@@ -1,6 +1,6 @@
 """`run`'s side of "nothing changed": what an evaluation rests on, and whether today's stored
 one may answer instead (the rule: core/report/up_to_date.py; the instance's side:
-defs/up_to_date.py)."""
+orchestration/up_to_date.py)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def stands(
     that its verdict may stand without evaluating again (`--force` always evaluates). Never for
     a past date (its inputs are the snapshot of that day, not today's files), nor for a model
     that is not reproducible (an API, the team's system)."""
-    from eval_pipeline.defs.up_to_date import stored_evaluation
+    from eval_pipeline.orchestration.up_to_date import stored_evaluation
 
     # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
     if args.force or args.cache != "use" or inputs.date != today_utc() or not inputs.settings["reproducible"]:
