@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.history import HISTORY_GLOB, HistoryFile
 from eval_pipeline.core.expectations.resolution import LoadedHistory
 from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
@@ -55,7 +56,7 @@ class Problem:
         return f"{where}: {self.item}: {self.field}: {self.message}"
 
 
-class InputError(Exception):
+class InputError(BadInput):
     """Bad user input; carries every problem found."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import regex
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import PatternRules, PatternTest, PatternType
 from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
 from eval_pipeline.core.scoring.results import PatternMatch, PatternResult, TestStatus
@@ -33,7 +34,7 @@ _PROBES = tuple(
 _PROBE = "import re, sys\np = re.compile(sys.argv[1], re.IGNORECASE)\nfor s in sys.argv[2:]:\n    p.search(s)"
 
 
-class PatternTimeout(Exception):
+class PatternTimeout(CouldNotEvaluate):
     """A crisis pattern took longer than MATCH_TIMEOUT_S on one message."""
 
 
