@@ -32,7 +32,9 @@ from eval_pipeline.core.calibration.files import (
 from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
 from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
+from eval_pipeline.core.inputs.loading import history_dir
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.writable import require_writable
 
 if TYPE_CHECKING:  # the SDK is imported only by the commands that call it
     from eval_pipeline.providers.anthropic_client import BatchProgress
@@ -130,6 +132,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not plan.tests:
         print("no tests in scope: nothing to calibrate")
         return EXIT_OK
+    if not args.estimate_only:  # where the proposals go, checked before the first API call
+        folders = [("calibration folder", args.calibration_dir)]
+        if args.apply:
+            folders.append(("history folder", history_dir(args.banks_dir)))
+        require_writable(folders)
     return asyncio.run(_session(args, plan, key))
 
 

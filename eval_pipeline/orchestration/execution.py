@@ -14,6 +14,7 @@ import dagster as dg
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.defs.automation import comparison_job, date_job
 from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.instance_storage import STORAGE_MODULE, STORAGE_YAML
 from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
@@ -38,7 +39,7 @@ EARLIER_DEFAULTS = (
 
 def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     """The instance under $DAGSTER_HOME, defaulting to the project's `.dagster_home`."""
-    path = Path(home or os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
+    path = Path(home).resolve() if home is not None else instance_home()
     path.mkdir(parents=True, exist_ok=True)
     config = path / "dagster.yaml"
     if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
