@@ -8,7 +8,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.errors import UsageError
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
@@ -41,14 +40,11 @@ def evaluation_inputs(
     paths: LocationPaths,
 ) -> EvaluationInputs:
     """What this run's results and verdict depend on (its fingerprint tags every run it makes)."""
-    from eval_pipeline.core.calibration.files import CalibrationFileError, calibration_cost
+    from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.providers.models import load_models
 
     configs = load_models(args.models_file)
-    try:
-        spent = calibration_cost(paths.calibration_dir, date)
-    except CalibrationFileError as exc:  # every report shows it: no run without it
-        raise UsageError(str(exc)) from None
+    spent = calibration_cost(paths.calibration_dir, date)
     return EvaluationInputs(
         code_version=code_version(),
         date=date,

@@ -1,6 +1,10 @@
-"""Folders a command will write into, checked before it spends anything: each is created when
-missing and a file is made and removed in it, so a results folder that is a file, read-only or
-on a full disk stops the command at once instead of after a whole evaluation and its API spend."""
+"""Folders a command will write into, checked before it spends anything, so a results folder that
+is a file, read-only or on a full disk stops the command at once instead of after a whole
+evaluation and its API spend.
+
+A folder that does not exist yet is not created here (bad input found later must leave nothing
+behind): its nearest existing ancestor is probed instead, the folder the command would create
+it in, on the same file system."""
 
 from __future__ import annotations
 
@@ -30,19 +34,26 @@ def _refusal(role: str, path: Path, exc: OSError) -> BadInput | CouldNotEvaluate
     return NotWritable(f"{role} {path}: not writable ({exc.strerror or exc})")
 
 
+def _probe(folder: Path) -> None:
+    """A small file made, written to disk and removed in `folder`."""
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+    try:
+        # A full disk may accept the file and refuse only its first block, on sync.
+        os.write(fd, b"\0" * 4096)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(probe)
+
+
 def require_writable(folders: Iterable[tuple[str, Path]]) -> None:
-    """Each (role, folder): created when missing, then a small file written to disk in it and
-    removed. Raises NotWritable or NoSpace naming the first that fails."""
+    """Each (role, folder), or the nearest existing folder above it, takes a new file. Raises
+    NotWritable or NoSpace naming the first that fails."""
     for role, path in folders:
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            fd, probe = tempfile.mkstemp(dir=path, prefix=".write-check-")
-            try:
-                # A full disk may accept the file and refuse only its first block, on sync.
-                os.write(fd, b"\0" * 4096)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-                os.unlink(probe)
+            existing = next(p for p in (path, *path.absolute().parents) if p.exists())
+            if not existing.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+            _probe(existing)
         except OSError as exc:
             raise _refusal(role, path, exc) from None

@@ -1,5 +1,6 @@
-"""The writability check: a missing folder is made, a probe file leaves no trace, and each way a
-folder can refuse becomes one line naming it with the exit code of its kind."""
+"""The writability check: a missing folder is not made (its nearest existing ancestor is probed),
+a probe file leaves no trace, and each way a folder can refuse becomes one line naming it with the
+exit code of its kind."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ import pytest
 from eval_pipeline.core.writable import NoSpace, NotWritable, _refusal, require_writable
 
 
-def test_missing_folders_are_made_and_left_empty(tmp_path: Path) -> None:
-    nested = tmp_path / "results" / "deep"
+def test_checked_folders_are_left_as_they_were(tmp_path: Path) -> None:
     existing = tmp_path / "cache"
     existing.mkdir()
-    require_writable([("results folder", nested), ("cache folder", existing)])
-    assert nested.is_dir() and list(nested.iterdir()) == [] and list(existing.iterdir()) == []
+    require_writable([("results folder", tmp_path / "results" / "deep"), ("cache folder", existing)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"] and list(existing.iterdir()) == []
 
 
 def test_the_first_folder_that_refuses_is_named(tmp_path: Path) -> None:
