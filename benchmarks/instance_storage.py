@@ -1,6 +1,6 @@
 """Evaluation wall time with the instance on Dagster's own SQLite storage, on the project's SQLite
 storage (what `run` writes into a new .dagster_home: pooled connections, no fsync per event,
-defs/instance_storage.py) and on Postgres (deploy/dagster.yaml), side by side: the same run of
+orchestration/instance_storage.py) and on Postgres (deploy/dagster.yaml), side by side: the same run of
 the sample (kb/, test_banks/, the two offline models of models.yaml) on copies in a temp dir,
 after one untimed warm-up run that fills the embedding cache the timed runs then share; three
 runs each, interleaved, best of three.
@@ -22,8 +22,8 @@ import dagster as dg
 
 from benchmarks.table import Row, load_average, machine, render
 from eval_pipeline.definitions import build_resources
-from eval_pipeline.defs.execution import DAGSTER_YAML, run_all
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+from eval_pipeline.orchestration.execution import DAGSTER_YAML, run_all
 from eval_pipeline.testing.postgres import new_database, postgres_server
 
 REPO = Path(__file__).resolve().parents[1]

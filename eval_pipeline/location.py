@@ -52,3 +52,8 @@ def location_paths() -> LocationPaths:
         for name, default in vars(DEFAULTS).items()
     }
     return LocationPaths(**values)  # type: ignore[arg-type]
+
+
+def instance_home() -> Path:
+    """The Dagster instance's folder: $DAGSTER_HOME, defaulting to the project's `.dagster_home`."""
+    return Path(os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()

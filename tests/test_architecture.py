@@ -180,3 +180,41 @@ def test_the_layering_check_reads_a_planted_file(tmp_path: Path) -> None:
     before = set(_upward_edges(graph))
     graph[src] = graph[src] | {m for m in _imports(planted) if m in graph}
     assert set(_upward_edges(graph)) - before == {f"{src} -> eval_pipeline.core.report.markdown"}
+
+
+# The package's layers, highest first: a layer imports only the layers after it.
+LAYERS = ("cli", "orchestration", "defs", "providers", "core")
+
+
+def _package_layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "eval_pipeline" and parts[1] in LAYERS else None
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> set[str]:
+    out = set()
+    for module, imported in graph.items():
+        if (here := _package_layer(module)) is None:
+            continue
+        for name in imported:
+            there = _package_layer(name)
+            if there is not None and LAYERS.index(there) < LAYERS.index(here):
+                out.add(f"{module} -> {name}")
+    return out
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    # Among them: defs/ imports nothing from orchestration/ or cli/, orchestration/ nothing from cli/.
+    assert _upward_imports(_import_graph()) == set()
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    graph = {
+        "eval_pipeline.defs.assets": {"eval_pipeline.orchestration.stages"},
+        "eval_pipeline.orchestration.stages": {"eval_pipeline.cli.run", "eval_pipeline.defs.graph"},
+        "eval_pipeline.cli.run": {"eval_pipeline.orchestration.stages"},
+    }
+    assert _upward_imports(graph) == {
+        "eval_pipeline.defs.assets -> eval_pipeline.orchestration.stages",
+        "eval_pipeline.orchestration.stages -> eval_pipeline.cli.run",
+    }

@@ -37,7 +37,13 @@ from eval_pipeline.core.scoring.run_document import (
     RESULTS_FILE,
 )
 from eval_pipeline.definitions import location
-from eval_pipeline.defs.backfill import BACKFILL_TAG, ENDED, backfill_targets, progress, submit_backfill
+from eval_pipeline.orchestration.backfill import (
+    BACKFILL_TAG,
+    ENDED,
+    backfill_targets,
+    progress,
+    submit_backfill,
+)
 from tests.defs.observations import observed_on
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,11 +15,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_INPUT, UsageError
+from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
 from eval_pipeline.core.inputs.loading import InputError
-from eval_pipeline.core.scoring.run_document import DocumentError
-from eval_pipeline.providers.models import ConfigError
-from eval_pipeline.providers.pricing import PricingError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,10 +87,10 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
-        return EXIT_INPUT
-    except (UsageError, ConfigError, PricingError, DocumentError) as exc:
+        return exc.exit_code
+    except EvalPipelineError as exc:  # every deliberate error: its class says the exit code
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_ERROR

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
+from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.run import parse_date, select_models
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
@@ -66,9 +67,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     models = select_models(args.model, paths.models_file)
     if args.timeout <= 0:
         raise UsageError("--timeout: must be more than 0 minutes")
+    check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location
-    from eval_pipeline.defs.backfill import backfill_targets, daemon, progress, submit_backfill
-    from eval_pipeline.defs.execution import project_instance
+    from eval_pipeline.orchestration.backfill import backfill_targets, daemon, progress, submit_backfill
+    from eval_pipeline.orchestration.execution import project_instance
 
     with project_instance() as instance:
         total = len(backfill_targets(dates, models))

@@ -25,14 +25,13 @@ from eval_pipeline.cli.arguments import (
 )
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
-from eval_pipeline.core.calibration.files import (
-    CalibrationFileError,
-    latest_documents,
-)
+from eval_pipeline.core.calibration.files import latest_documents
 from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
 from eval_pipeline.core.calibration.records import CalibrationRun
-from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
+from eval_pipeline.core.calibration.scope import retrieved_entities
+from eval_pipeline.core.inputs.loading import history_dir
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.writable import require_writable
 
 if TYPE_CHECKING:  # the SDK is imported only by the commands that call it
     from eval_pipeline.providers.anthropic_client import BatchProgress
@@ -87,7 +86,7 @@ def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from eval_pipeline.providers.calibration_session import plan_calibration
-    from eval_pipeline.providers.calibrator import DEFAULT_MODEL, CalibratorConfigError, api_key_from_env
+    from eval_pipeline.providers.calibrator import DEFAULT_MODEL, api_key_from_env
 
     if args.review is not None:
         return cmd_review(args)
@@ -104,22 +103,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.kb_version is not None and args.kb_version != kb.kb_version:
         raise UsageError(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")
     tests = semantic_tests_of(banks)
-    try:
-        # PricingError (a model without a price): one line, exit 2 (cli.main)
-        plan = plan_calibration(
-            kb,
-            tests,
-            banks.history,
-            scope=args.scope,
-            test_ids=args.test_ids,
-            added_entities=args.added_entities,
-            retrieved=_retrieved(args),
-            model=args.model or DEFAULT_MODEL,
-            batch=args.batch,
-        )
-        key = api_key_from_env()
-    except (ScopeError, CalibratorConfigError) as exc:
-        raise UsageError(str(exc)) from None
+    # A scope, calibrator or price problem is one line, exit 2 (cli.main)
+    plan = plan_calibration(
+        kb,
+        tests,
+        banks.history,
+        scope=args.scope,
+        test_ids=args.test_ids,
+        added_entities=args.added_entities,
+        retrieved=_retrieved(args),
+        model=args.model or DEFAULT_MODEL,
+        batch=args.batch,
+    )
+    key = api_key_from_env()
     print(
         f"calibrate: scope {args.scope}, {len(plan.tests)} of {len(tests)} semantic tests, "
         f"model {plan.model} ({PROMPT_VERSION}), KB {kb.kb_version} ({kb.content_hash[:12]}), "
@@ -130,6 +126,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not plan.tests:
         print("no tests in scope: nothing to calibrate")
         return EXIT_OK
+    if not args.estimate_only:  # where the proposals go, checked before the first API call
+        folders = [("calibration folder", args.calibration_dir)]
+        if args.apply:
+            folders.append(("history folder", history_dir(args.banks_dir)))
+        require_writable(folders)
     return asyncio.run(_session(args, plan, key))
 
 
@@ -180,10 +181,7 @@ def _progress() -> tuple[Progress, BatchProgress]:
 def _keep(args: argparse.Namespace, run: CalibrationRun, plan: CalibrationPlan) -> None:
     from eval_pipeline.providers.calibration_session import keep
 
-    try:
-        kept = keep(run, plan, args.apply, args.banks_dir, args.calibration_dir)
-    except CalibrationFileError as exc:
-        raise UsageError(str(exc)) from None
+    kept = keep(run, plan, args.apply, args.banks_dir, args.calibration_dir)
     if args.apply:
         print(f"applied: history {kept.history or '(none: no valid proposal)'}")
         print(f"         responses {kept.responses}\n         log {kept.log}")

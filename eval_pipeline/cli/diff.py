@@ -13,7 +13,6 @@ from typing import Any
 from eval_pipeline.cli.arguments import results_dir
 from eval_pipeline.cli.errors import EXIT_FOR_GATE, UsageError
 from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
-from eval_pipeline.core.diff.model import DiffError
 from eval_pipeline.core.report.diffs import render_diff_markdown, render_diff_text
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
@@ -49,19 +48,13 @@ def resolve(ref: str, results_dir: Path) -> Path:
 
 
 def _load(ref: str, results_dir: Path) -> RunDocument:
-    try:
-        return load_for_diff(resolve(ref, results_dir))
-    except DiffError as exc:
-        raise UsageError(str(exc)) from None
+    return load_for_diff(resolve(ref, results_dir))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     root = results_dir(args)
     base, head = _load(args.base, root), _load(args.head, root)
-    try:
-        diff = diff_documents(base, head)
-    except DiffError as exc:
-        raise UsageError(str(exc)) from None
+    diff = diff_documents(base, head)
     gate = diff_gate(diff, strict=args.strict)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: render_diff_text(diff, gate),

@@ -3,16 +3,17 @@
 import sys
 from collections.abc import Sequence
 
+# The codes live with the error classes that carry them (core/errors.py).
+from eval_pipeline.core.errors import EXIT_ERROR as EXIT_ERROR
+from eval_pipeline.core.errors import EXIT_GATE as EXIT_GATE
+from eval_pipeline.core.errors import EXIT_INPUT as EXIT_INPUT
+from eval_pipeline.core.errors import EXIT_OK as EXIT_OK
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.loading import Problem
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
-EXIT_OK = 0  # done, gates met
-EXIT_GATE = 1  # a gate failed (CRITICAL, --fail-under, a regression in `diff`)
-EXIT_INPUT = 2  # bad input or configuration: one clear line, no traceback
-EXIT_ERROR = 3  # an internal or API error after retries
 
-
-class UsageError(Exception):
+class UsageError(BadInput):
     """A user mistake in flags or configuration: one clear line, exit 2."""
 
 

@@ -22,7 +22,7 @@ from eval_pipeline.cli.arguments import (
     validate_entry,
 )
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.calibration.files import LOG_FILE, CalibrationFileError, append_log
+from eval_pipeline.core.calibration.files import LOG_FILE, append_log
 from eval_pipeline.core.calibration.review import (
     AppliedReview,
     ReviewError,
@@ -68,13 +68,6 @@ def review_flags_used(args: argparse.Namespace) -> bool:
 
 def _scripted(args: argparse.Namespace) -> bool:
     return bool(args.accept_all or args.accept or args.reject or args.edit)
-
-
-def _read(path: Path) -> ReviewFile:
-    try:
-        return read_review(path)
-    except ReviewError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _already_applied(path: Path, review: ReviewFile) -> UsageError:
@@ -227,7 +220,7 @@ def _summary(review: ReviewFile) -> str:
 def cmd_review(args: argparse.Namespace) -> int:
     path: Path = args.review
     with review_lock(path):
-        review = _read(path)
+        review = read_review(path)
         if review.applied is not None and _scripted(args):
             raise _already_applied(path, review)
         before = review
@@ -264,7 +257,7 @@ def cmd_apply_from(args: argparse.Namespace) -> int:
     tests = semantic_tests_of(banks)
     history = history_dir(args.banks_dir)
     with review_lock(path):
-        review = _read(path)
+        review = read_review(path)
         if review.applied is not None:
             raise _already_applied(path, review)
         earlier = next((h.path for h in banks.history if h.entry.review_id == review.review_id), None)
@@ -294,10 +287,7 @@ def cmd_apply_from(args: argparse.Namespace) -> int:
             "reviewed_by": by,
         }
     )
-    try:
-        append_log(args.calibration_dir / LOG_FILE, record)
-    except CalibrationFileError as exc:
-        raise UsageError(str(exc)) from None
+    append_log(args.calibration_dir / LOG_FILE, record)
     now = resolve(tests, load_history(history, []))
     print(f"applied review {review.review_id} by {by}: {len(entry.changes)} change(s), no API call")
     for change in entry.changes:

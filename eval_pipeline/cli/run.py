@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -32,10 +33,12 @@ from eval_pipeline.core.scoring.run_document import (
     read_document,
 )
 from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates, read_gate
+from eval_pipeline.core.writable import require_writable
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from upath import UPath
 
+    from eval_pipeline.location import LocationPaths
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
 
@@ -144,6 +147,26 @@ def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
     return scope
 
 
+def _results_location(args: argparse.Namespace, paths: LocationPaths) -> str:
+    """--results-dir, else where the code location sends reports (an object store's URI included)."""
+    return str(args.results_dir) if args.results_dir is not None else paths.results_root
+
+
+def _check_folders(args: argparse.Namespace, scope: Scope) -> None:
+    """Every folder the run writes into, before it evaluates or calls an API: a narrowed run
+    writes only its ad-hoc results and the caches."""
+    from eval_pipeline.location import location_paths
+
+    if not scope.is_full:
+        scoped = local_results_dir(args) / SCOPED_DIR / scope.label
+        require_writable([("results folder", scoped), ("cache folder", args.cache_dir)])
+        return
+    paths = location_paths()
+    check_evaluation_folders(
+        _results_location(args, paths), args.storage_dir, args.cache_dir, paths.outputs_uri
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
@@ -155,6 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel: must be 1 or more")
     parallel = min(args.parallel or default_parallel(models, args.models_file), len(models))
+    _check_folders(args, scope)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
@@ -162,15 +186,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not scope.is_full:
         return _adhoc(args, kb, banks, scope, models, date, parallel)
 
-    from eval_pipeline.defs.execution import project_instance
     from eval_pipeline.defs.resources import RunScopeResource
     from eval_pipeline.location import location_paths
+    from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.providers.object_store import output_path
 
     # Reports and asset values go where the code location sends them (an object store's URI
     # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
     paths = location_paths()
-    results = str(args.results_dir) if args.results_dir is not None else paths.results_root
+    results = _results_location(args, paths)
     gates = RunScopeResource(
         fail_under=args.fail_under,
         max_errored=args.max_errored,
@@ -183,9 +207,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _report(models, date, output_path(results), scope, [])
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
-        from eval_pipeline.defs.execution import run_all
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-        from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
+        from eval_pipeline.orchestration.execution import run_all
+        from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),

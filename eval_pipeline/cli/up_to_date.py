@@ -1,6 +1,6 @@
 """`run`'s side of "nothing changed": what an evaluation rests on, and whether today's stored
 one may answer instead (the rule: core/report/up_to_date.py; the instance's side:
-defs/up_to_date.py)."""
+orchestration/up_to_date.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.errors import UsageError
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
@@ -41,14 +40,11 @@ def evaluation_inputs(
     paths: LocationPaths,
 ) -> EvaluationInputs:
     """What this run's results and verdict depend on (its fingerprint tags every run it makes)."""
-    from eval_pipeline.core.calibration.files import CalibrationFileError, calibration_cost
+    from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.providers.models import load_models
 
     configs = load_models(args.models_file)
-    try:
-        spent = calibration_cost(paths.calibration_dir, date)
-    except CalibrationFileError as exc:  # every report shows it: no run without it
-        raise UsageError(str(exc)) from None
+    spent = calibration_cost(paths.calibration_dir, date)
     return EvaluationInputs(
         code_version=code_version(),
         date=date,
@@ -78,7 +74,7 @@ def stands(
     that its verdict may stand without evaluating again (`--force` always evaluates). Never for
     a past date (its inputs are the snapshot of that day, not today's files), nor for a model
     that is not reproducible (an API, the team's system)."""
-    from eval_pipeline.defs.up_to_date import stored_evaluation
+    from eval_pipeline.orchestration.up_to_date import stored_evaluation
 
     # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
     if args.force or args.cache != "use" or inputs.date != today_utc() or not inputs.settings["reproducible"]:

@@ -40,7 +40,7 @@ from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
 from eval_pipeline.providers.object_store import write_text
 
 GROUP = "reports"
-# What `run` checks before it lets a stored report stand for a new run (defs/up_to_date.py).
+# What `run` checks before it lets a stored report stand for a new run (orchestration/up_to_date.py).
 RESULTS_SHA256 = "results_sha256"
 
 

@@ -9,6 +9,7 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
@@ -16,7 +17,7 @@ InputType = Literal["query", "document"]
 Vectors = npt.NDArray[np.float32]
 
 
-class ProviderError(Exception):
+class ProviderError(CouldNotEvaluate):
     """A call to the system under test failed for good (after retries); the test is errored.
 
     `usage` and `api_calls` say what was billed before it failed, so cost is never under-reported;

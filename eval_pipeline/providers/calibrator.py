@@ -39,6 +39,7 @@ from anthropic.types.model import Model
 from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text
 from eval_pipeline.core.calibration.proposals import CallRecord, Scope, judge
 from eval_pipeline.core.calibration.records import CalibrationRun
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
@@ -95,7 +96,7 @@ DEFAULT_MODEL = newest_opus(SDK_MODEL_IDS)
 # List prices the built-in table (providers/pricing.py) does not carry yet; $EVAL_PIPELINE_PRICES
 # still wins. Claude Opus 5.5: $4 / $20 per MTok, 5-minute cache writes $5, cache reads $0.20
 # (platform.claude.com/docs/en/models/opus-5-5/overview).
-class CalibratorConfigError(Exception):
+class CalibratorConfigError(BadInput):
     """The calibrator cannot be set up (no key, no price): one line for the user."""
 
 

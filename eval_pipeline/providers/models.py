@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
@@ -37,7 +38,7 @@ _LOCAL_MODEL_IDS = {"local": LOCAL_EMBEDDER_NAME, "cosine": "cosine", "hybrid": 
 _LOCAL_ALTERNATIVES = {"local": frozenset({STATIC_EMBEDDER_NAME})}
 
 
-class ConfigError(Exception):
+class ConfigError(BadInput):
     """The models file or the environment cannot support a requested model (one-line message)."""
 
 

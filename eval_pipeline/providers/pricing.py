@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.mechanisms.retrieval import Usage
 
 PRICES_ENV = "EVAL_PIPELINE_PRICES"
@@ -20,7 +21,7 @@ _PER_TOKEN = 1e-6
 BATCH_DISCOUNT = 0.5  # Message Batches bill every kind of token at half the online price
 
 
-class PricingError(Exception):
+class PricingError(BadInput):
     """A price is unknown, or a price file is unreadable or invalid."""
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
 from eval_pipeline.providers.base import ProviderError
@@ -30,7 +31,7 @@ Handler = Callable[[SystemRequest], Any]
 MAX_REASON = 200
 
 
-class EntrypointError(Exception):
+class EntrypointError(BadInput):
     """The entry point cannot be imported or does not answer the mechanisms it is given."""
 
 

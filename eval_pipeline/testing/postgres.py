@@ -14,8 +14,10 @@ from urllib.parse import parse_qs, urlparse
 
 import psycopg2
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 
-class PostgresUnavailable(RuntimeError):
+
+class PostgresUnavailable(CouldNotEvaluate):
     """The embedded server cannot run on this platform (package or binaries missing)."""
 
 

@@ -14,7 +14,7 @@ from dagster._core.definitions.observe import observe
 
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG
 from eval_pipeline.defs.graph import ALL_ASSETS, SOURCES
-from eval_pipeline.defs.stages import QUIET_LOGS
+from eval_pipeline.orchestration.stages import QUIET_LOGS
 
 SOURCE_NAMES = {s.key.to_user_string() for s in SOURCES}
 

@@ -9,10 +9,10 @@ from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison, regression_diff
-from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.partitions import model_date_key
-from eval_pipeline.defs.stages import QUIET_LOGS
+from eval_pipeline.orchestration.execution import run_all
+from eval_pipeline.orchestration.stages import QUIET_LOGS
 from tests.defs.conftest import Env
 
 D1, D2 = "2026-11-20", "2026-11-21"

@@ -10,11 +10,11 @@ from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import SENSORS
-from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.resources import ProvidersResource
-from eval_pipeline.defs.stages import StageOutcome
+from eval_pipeline.orchestration.execution import run_all
+from eval_pipeline.orchestration.stages import StageOutcome
 from tests.defs.conftest import REPO, Env
 
 DATE = "2026-11-20"

@@ -28,8 +28,8 @@ from eval_pipeline.core.scoring.run_document import (
 )
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import build_resources
-from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+from eval_pipeline.orchestration.execution import run_all
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "eval-outputs"

@@ -17,9 +17,9 @@ import pytest
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
 from eval_pipeline.core.scoring.run_document import GATE_FILE, RESULTS_FILE
-from eval_pipeline.defs.backfill import BACKFILL_TAG
-from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.orchestration.backfill import BACKFILL_TAG
+from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.testing.postgres import new_database
 from tests.defs.automation_driver import Driver
 from tests.defs.conftest import Env

@@ -22,7 +22,7 @@ from eval_pipeline.defs.automation import date_job, model_job
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.pools import provider_pools
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-from eval_pipeline.defs.stages import evaluation_definitions, run_stage
+from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
 from eval_pipeline.providers.models import load_models
 from eval_pipeline.testing.emulator.server import start_emulator
 

@@ -17,6 +17,7 @@ from filelock import FileLock
 
 from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.scoring.run_document import (
@@ -33,7 +34,7 @@ LOCK_NAME = ".calibration.lock"
 LOCK_TIMEOUT_S = 60
 
 
-class CalibrationFileError(Exception):
+class CalibrationFileError(BadInput):
     """A calibration file exists but cannot be read; nothing was written over it."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.calibration.prompt import LISTS, PROMPT_VERSION
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, same_expectations
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck
 from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
@@ -70,7 +71,7 @@ class _RawProposal(BaseModel):
     rank_check: list[RankCheck]
 
 
-class NoAnswer(Exception):
+class NoAnswer(CouldNotEvaluate):
     """The response holds no answer to parse (truncated, refused, or no text block)."""
 
 

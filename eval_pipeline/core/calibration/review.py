@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.calibration.proposals import CallRecord, ProposalDiff, Scope
 from eval_pipeline.core.calibration.records import CalibrationRecord, CalibrationRun
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
@@ -36,7 +37,7 @@ LOCK_TIMEOUT_S = 60
 Decision = Literal["pending", "accepted", "rejected", "edited"]
 
 
-class ReviewError(ValueError):
+class ReviewError(BadInput, ValueError):
     """A review file cannot be read, decided or applied as asked (one line, nothing written)."""
 
 

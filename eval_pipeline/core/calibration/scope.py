@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from eval_pipeline.core.calibration.proposals import Scope
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
@@ -52,7 +53,7 @@ def affected_tests(
     return out
 
 
-class ScopeError(ValueError):
+class ScopeError(BadInput, ValueError):
     """The requested scope names unknown tests or entities, or lacks what it needs (one line)."""
 
 

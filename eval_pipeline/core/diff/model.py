@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.diff.statistics import PairedComparison
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.metrics import (
     StageAttribution,
@@ -14,7 +15,7 @@ from eval_pipeline.core.scoring.metrics import (
 from eval_pipeline.core.scoring.trials import Outcome
 
 
-class DiffError(ValueError):
+class DiffError(BadInput, ValueError):
     """Two documents that cannot be compared, or a document that cannot be read for a diff."""
 
 

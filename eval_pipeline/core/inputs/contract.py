@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import Mechanism
 
 # How many entities each semantic stage keeps: the embedding's candidates, the reranker's picks.
@@ -28,7 +29,7 @@ ANSWER_FIELD: dict[Mechanism, str] = {
 }
 
 
-class ContractViolation(ValueError):
+class ContractViolation(CouldNotEvaluate, ValueError):
     """An answer that does not keep the contract (one line, naming the first problem)."""
 
 

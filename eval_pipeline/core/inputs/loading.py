@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.inputs.banks import (
     AlwaysBank,
@@ -54,7 +55,7 @@ class Problem:
         return f"{where}: {self.item}: {self.field}: {self.message}"
 
 
-class InputError(Exception):
+class InputError(BadInput):
     """Bad user input; carries every problem found."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import atomic_write_text, read_json_model
 from eval_pipeline.core.inputs.kb import sha256_text
 from eval_pipeline.core.inputs.loading import bank_files, files_hash, kb_files
@@ -26,7 +27,7 @@ from eval_pipeline.core.inputs.loading import bank_files, files_hash, kb_files
 MANIFEST = "snapshot.json"
 
 
-class SnapshotError(ValueError):
+class SnapshotError(BadInput, ValueError):
     """A stored snapshot that cannot be read (one line)."""
 
 

@@ -18,6 +18,7 @@ from typing import Literal
 import regex
 from pydantic import BaseModel, ConfigDict
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import PatternRules
 
 # Far above any sane pattern on a chat message (microseconds), far below a hang.
@@ -37,7 +38,7 @@ class PatternMatch(BaseModel):
     is_critical: bool = False
 
 
-class PatternTimeout(Exception):
+class PatternTimeout(CouldNotEvaluate):
     """A crisis pattern took longer than MATCH_TIMEOUT_S on one message."""
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
 from eval_pipeline.core.scoring.aggregate import Aggregate
@@ -105,7 +106,7 @@ COMPARISON_DIR = "_comparison"  # results/_comparison/<date>/: the date's compar
 SCOPED_DIR = "_scoped"
 
 
-class DocumentError(ValueError):
+class DocumentError(BadInput, ValueError):
     """A results document that cannot be read or does not validate: one line naming the file."""
 
 

@@ -4,6 +4,7 @@ nothing committed lost when a process dies without closing.
 No `from __future__ import annotations`: Dagster reads the asset's context annotation itself.
 """
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
+from eval_pipeline.orchestration.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
 
 DAYS = dg.StaticPartitionsDefinition(["d1", "d2"])
 
@@ -82,8 +83,8 @@ def test_what_a_process_committed_survives_it_dying_without_closing(home: Path) 
     child = textwrap.dedent(
         """
         import os, dagster as dg
-        from eval_pipeline.defs.execution import project_instance
-        from tests.defs.test_instance_storage import numbers
+        from eval_pipeline.orchestration.execution import project_instance
+        from tests.orchestration.test_instance_storage import numbers
         instance = project_instance()
         assert dg.materialize([numbers], instance=instance, partition_key="d2").success
         os._exit(0)
@@ -109,10 +110,34 @@ def test_wiping_the_instance_closes_the_files_it_deletes(home: Path) -> None:
         assert _materialised_days(instance) == ["d2"]
 
 
-def test_an_instance_on_an_earlier_default_is_brought_up_to_date(tmp_path: Path) -> None:
+@pytest.mark.parametrize("earlier", EARLIER_DEFAULTS)
+def test_an_instance_on_an_earlier_default_is_brought_up_to_date(tmp_path: Path, earlier: str) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(EARLIER_DEFAULTS[0])
+    (home / "dagster.yaml").write_text(earlier)
     with project_instance(home) as instance:
         assert _storage_classes(instance)[1] == "ProjectEventLogStorage"
     assert (home / "dagster.yaml").read_text() == DAGSTER_YAML
+
+
+def test_a_home_naming_the_storage_by_its_old_module_path_still_opens(tmp_path: Path) -> None:
+    # As `dg dev` opens a home the previous version wrote: straight from its dagster.yaml, in a
+    # fresh interpreter that has imported nothing of the package yet.
+    old = next(text for text in EARLIER_DEFAULTS if "eval_pipeline.defs.instance_storage" in text)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(old)
+    child = (
+        "import dagster as dg\n"
+        f"with dg.DagsterInstance.from_config({str(home)!r}) as instance:\n"
+        "    print(type(instance.event_log_storage).__module__, type(instance.run_storage).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["eval_pipeline.orchestration.instance_storage", "ProjectRunStorage"]

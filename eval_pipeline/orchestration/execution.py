@@ -13,14 +13,15 @@ import dagster as dg
 
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.defs.automation import comparison_job, date_job
-from eval_pipeline.defs.instance_storage import STORAGE_YAML
-from eval_pipeline.defs.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.defs.partitions import sync_model_partitions
-from eval_pipeline.defs.stages import StageOutcome, evaluation_definitions, run_stage
+from eval_pipeline.location import instance_home
+from eval_pipeline.orchestration.instance_storage import STORAGE_MODULE, STORAGE_YAML
+from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
+from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 
 # Debug lines (every IO-manager load and write) would be a third of a run's stored events; INFO
 # and up, and every Dagster event, are still recorded. SQLite storage that commits an event
-# without an fsync of its own (defs/instance_storage.py). One run at a time calls each API
+# without an fsync of its own (orchestration/instance_storage.py). One run at a time calls each API
 # provider (defs/pools.py): models on other providers, or none, still evaluate at once.
 DAGSTER_YAML = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
@@ -28,12 +29,17 @@ DAGSTER_YAML = (
     + "concurrency:\n  pools:\n    default_limit: 1\n"
 )
 # What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
-EARLIER_DEFAULTS = ("telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",)
+# The storage module's old path still loads (eval_pipeline/moved_modules.py) for homes not yet
+# opened by this version, e.g. by `dg dev`.
+EARLIER_DEFAULTS = (
+    "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
+    DAGSTER_YAML.replace(STORAGE_MODULE, "eval_pipeline.defs.instance_storage"),
+)
 
 
 def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     """The instance under $DAGSTER_HOME, defaulting to the project's `.dagster_home`."""
-    path = Path(home or os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
+    path = Path(home).resolve() if home is not None else instance_home()
     path.mkdir(parents=True, exist_ok=True)
     config = path / "dagster.yaml"
     if not config.exists() or config.read_text() in EARLIER_DEFAULTS:

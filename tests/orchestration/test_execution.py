@@ -10,7 +10,7 @@ import pytest
 
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import date_job
-from eval_pipeline.defs.execution import project_instance
+from eval_pipeline.orchestration.execution import project_instance
 
 
 def test_a_new_instance_records_info_and_up_and_an_existing_one_is_left_alone(

@@ -152,10 +152,11 @@ class ProjectSqliteStorage(DagsterSqliteStorage):
         return cls.from_local(inst_data=inst_data, base_dir=config_value["base_dir"])
 
 
+STORAGE_MODULE = __name__
 # The instance's home, wherever it is moved: `base_dir` is read from the environment at load.
 STORAGE_YAML = f"""storage:
   custom:
-    module: {__name__}
+    module: {STORAGE_MODULE}
     class: {ProjectSqliteStorage.__name__}
     config:
       base_dir:

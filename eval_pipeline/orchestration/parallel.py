@@ -32,7 +32,7 @@ from dagster._core.instance.ref import InstanceRef
 
 from eval_pipeline.defs.automation import model_job
 from eval_pipeline.defs.partitions import model_date_key
-from eval_pipeline.defs.stages import StageOutcome, evaluation_definitions, run_stage
+from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload([__name__])
