@@ -17,6 +17,7 @@ from typing import TextIO
 
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_INPUT, UsageError
 from eval_pipeline.core.inputs.loading import InputError
+from eval_pipeline.core.inputs.text import one_line
 from eval_pipeline.core.report.run_document import DocumentError
 from eval_pipeline.providers.models import ConfigError
 from eval_pipeline.providers.pricing import PricingError
@@ -92,7 +93,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
         return EXIT_INPUT
     except (UsageError, ConfigError, PricingError, DocumentError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import START_DATE, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -145,6 +146,7 @@ def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    check_number("--fail-under", args.fail_under, low=0, high=100)
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
     scope = _scope(args, banks)
