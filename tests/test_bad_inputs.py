@@ -547,6 +547,12 @@ CASES: list[tuple[str, Mutation, int, str]] = [
     ("bank-fifo", _fifo("banks/" + STATE), 2, "tenant_states.json: -: -: cannot read file: it is a FIFO"),
     ("kb-fifo", _fifo("kb.yaml"), 2, "kb.yaml: -: -: cannot read file: it is a FIFO"),
     (
+        "diff-fifo",
+        _fifo("kb.yaml", lambda root: ["diff", str(root / "kb.yaml"), str(root / "kb.yaml")]),
+        2,
+        "kb.yaml: no results found",  # a FIFO is not a results file: refused before any read
+    ),
+    (
         "bank-10mb-string",
         _edit_json(SEMANTIC, lambda d: _test(d, "T-RENT-001").update(prompt="a" * 10_000_000)),
         2,

@@ -21,6 +21,9 @@ import yaml
 # One cap for every input file: far above any real KB entity, bank or models file (the sample's
 # largest is ~100 kB), far below what would exhaust memory when parsed.
 MAX_INPUT_BYTES = 5 * 1024 * 1024
+# Documents this tool wrote (results, reviews, logs) grow with the banks: a looser cap, the same
+# refusal of FIFOs and devices.
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
 # Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
 # far too few for an alias bomb.
 MAX_YAML_NODES = 1_000_000
