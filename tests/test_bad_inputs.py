@@ -201,6 +201,15 @@ def _calibrate(*flags: str) -> Mutation:
     return mutate
 
 
+BLANK_REASON = {
+    "test_id": "T-RENT-001",
+    "human_override": {
+        "expected_primary": ["rent_arrears"],
+        "override_date": "2026-11-01",
+        "by": "a",
+        "reason": "\t",
+    },
+}
 CHANGE = {"test_id": "T-GHOST-9", "opus_reasoning": "r", "updated": {"expected_primary": ["rent_arrears"]}}
 
 # (case id, mutation, exit code, fragment of the one line that names file, id and field)
@@ -605,6 +614,27 @@ CASES: list[tuple[str, Mutation, int, str]] = [
         _history({"version": "2026-11-05T10:00:00Z"}),
         2,
         "expectations_2026-11-01.json: -: version: the version's UTC date is 2026-11-05, the file name",
+    ),
+    (
+        "history-override-blank-reason",
+        _history({"version": "2026-11-01T10:00:00Z", "changes": [BLANK_REASON]}),
+        2,
+        "T-RENT-001: human_override.reason: Value error, is blank",
+    ),
+    (
+        "override-blank-by",
+        lambda root: [
+            "override",
+            "T-RENT-001",
+            "--withdraw",
+            "--by",
+            " ",
+            "--reason",
+            "r",
+            *_validate(root)[1:],
+        ],
+        2,
+        "--by and --reason must not be empty",
     ),
     (
         "regex-ambiguous-alternation",

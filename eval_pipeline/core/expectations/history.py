@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from eval_pipeline.core.fileio import publish_new
 from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.text import Note
 
 HISTORY_GLOB = "expectations_*.json"
 # What the writer names a file: the UTC date of its version, then _2, _3 … for more that day.
@@ -45,8 +46,8 @@ class HumanOverride(BaseModel):
     not_expected: list[str] = Field(default_factory=list)
     rank_check: list[dict[str, str]] = Field(default_factory=list)
     override_date: str
-    by: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    by: Note
+    reason: Note
     withdraw: StrictBool = False
 
     @model_validator(mode="after")

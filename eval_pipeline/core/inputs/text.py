@@ -20,6 +20,8 @@ MAX_TITLE_CHARS = 300
 MAX_SUMMARY_CHARS = 2_000
 # An entity's content: embedded and shown to calibrators; a book chapter, not a book.
 MAX_CONTENT_CHARS = 200_000
+# Who made a human decision and why, recorded in the history.
+MAX_NOTE_CHARS = 10_000
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -33,6 +35,7 @@ def _not_blank(value: str) -> str:
 Prompt = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_not_blank)]
 Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS), AfterValidator(_not_blank)]
 Summary = Annotated[str, Field(min_length=1, max_length=MAX_SUMMARY_CHARS), AfterValidator(_not_blank)]
+Note = Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS), AfterValidator(_not_blank)]
 Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(_not_blank)]
 
 
