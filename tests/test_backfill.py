@@ -172,7 +172,8 @@ def test_backfill_evaluates_diffs_and_compares_two_past_dates(
         (["--from", "2026-13-01"], "--from: '2026-13-01' is not YYYY-MM-DD"),
         (["--from", "2020-01-01"], "--from: must be between"),
         (["--from", D1, "--model", "nope"], "--model: unknown model(s) nope"),
-        (["--from", D1, "--timeout", "0"], "--timeout: must be more than 0"),
+        (["--from", D1, "--timeout", "0"], "--timeout: 0 is out of range (must be > 0)"),
+        (["--from", D1, "--timeout", "nan"], "--timeout: nan is not a finite number"),
     ],
 )
 def test_backfill_input_errors_are_one_line_and_submit_nothing(

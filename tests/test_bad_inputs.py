@@ -127,10 +127,11 @@ def _corrupt_results(command: str) -> Mutation:
     return mutate
 
 
-def _models(text: str) -> Mutation:
+def _models(text: str | bytes) -> Mutation:
     def mutate(root: Path) -> list[str]:
-        (root / "models.yaml").write_text(text)
-        return ["models", "--models-file", str(root / "models.yaml")]
+        path = root / "models.yaml"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return ["models", "--models-file", str(path)]
 
     return mutate
 
@@ -141,6 +142,9 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 SEMANTIC = "semantic/tenant_questions.json"
 RULES = "pattern/pattern_rules.json"
 HISTORY = "semantic/history/expectations_2026-11-01.json"
+STATE = "state/tenant_states.json"
+PATTERN = "pattern/pattern_tests.json"
+LOCAL = "{embedder: {kind: local}, reranker: {kind: cosine}}"
 
 
 def _rank(checks: list[dict[str, str]], not_expected: list[str] | None = None) -> Mutation:
@@ -159,11 +163,53 @@ def _conditions(**cond: Any) -> Mutation:
     )
 
 
-def _history(entry: dict[str, Any]) -> Mutation:
+def _history(entry: dict[str, Any], rel: str = HISTORY) -> Mutation:
     base = {"calibration_trigger": "manual", "changes": []}
-    return _write(HISTORY, json.dumps({**base, **entry}))
+    return _write(rel, json.dumps({**base, **entry}))
 
 
+def _raw(rel: str, old: str, new: str) -> Mutation:
+    """Edit a bank's text where JSON cannot say it (NaN, 1e400)."""
+
+    def mutate(root: Path) -> list[str]:
+        path = _bank(root, rel)
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new))
+        return _validate(root)
+
+    return mutate
+
+
+def _fifo(rel: str, argv: Callable[[Path], list[str]] = _validate) -> Mutation:
+    """The file replaced by a named pipe: reading it would block until a writer came."""
+
+    def mutate(root: Path) -> list[str]:
+        path = root / rel
+        path.unlink()
+        os.mkfifo(path)
+        return argv(root)
+
+    return mutate
+
+
+def _calibrate(*flags: str) -> Mutation:
+    def mutate(root: Path) -> list[str]:
+        data = ["--kb", str(root / "kb.yaml"), "--banks-dir", str(root / "banks")]
+        return ["calibrate", "--scope", "full", "--dry-run", *data, *flags]
+
+    return mutate
+
+
+BLANK_REASON = {
+    "test_id": "T-RENT-001",
+    "human_override": {
+        "expected_primary": ["rent_arrears"],
+        "override_date": "2026-11-01",
+        "by": "a",
+        "reason": "\t",
+    },
+}
 CHANGE = {"test_id": "T-GHOST-9", "opus_reasoning": "r", "updated": {"expected_primary": ["rent_arrears"]}}
 
 # (case id, mutation, exit code, fragment of the one line that names file, id and field)
@@ -383,7 +429,7 @@ CASES: list[tuple[str, Mutation, int, str]] = [
     ),
     (
         "history-future",
-        _history({"version": "2999-01-01T00:00:00Z"}),
+        _history({"version": "2999-01-01T00:00:00Z"}, "semantic/history/expectations_2999-01-01.json"),
         0,
         "version: dated in the future (2999-01-01T00:00:00+00:00)",
     ),
@@ -417,6 +463,185 @@ CASES: list[tuple[str, Mutation, int, str]] = [
         "embedder.kind",
     ),
     ("models-not-yaml", _models("models: [\n"), 2, "models.yaml"),
+    # Issue 27 item 4: each of these was accepted, hung, or failed without naming the file.
+    ("models-binary", _models(b"\xff\xfe\x00\x01binary"), 2, "models.yaml: not UTF-8 text"),
+    (
+        "models-dup-model-key",
+        _models(f"models:\n  x: {LOCAL}\n  x: {LOCAL}\n"),
+        2,
+        "models.yaml:3: duplicate key 'x'",
+    ),
+    (
+        "models-enabled-yes",
+        _models(f"models:\n  x: {{enabled: 'yes', {LOCAL[1:]}\n"),
+        2,
+        "models.yaml: model 'x': field 'enabled': Input should be a valid boolean",
+    ),
+    (
+        "models-rate-inf",
+        _models(f"models:\n  x: {{rate_limit_per_min: .inf, {LOCAL[1:]}\n"),
+        2,
+        "models.yaml: model 'x': field 'rate_limit_per_min': inf is not a finite number",
+    ),
+    (
+        "models-rate-1e400-text",
+        _models(f"models:\n  x: {{rate_limit_per_min: '1e400', {LOCAL[1:]}\n"),
+        2,
+        "model 'x': field 'rate_limit_per_min': Input should be a finite number",
+    ),
+    (
+        "models-fifo",
+        _fifo("models.yaml", lambda root: ["models", "--models-file", str(root / "models.yaml")]),
+        2,
+        "models.yaml: cannot read file: it is a FIFO, not a regular file",
+    ),
+    (
+        "pattern-critical-yes",
+        _edit_json(PATTERN, lambda d: d["tests"][0].update(is_critical="yes")),
+        2,
+        "T-PAT-CRISIS-001: is_critical: Input should be a valid boolean",
+    ),
+    (
+        "rule-critical-one",
+        _edit_json(RULES, lambda d: d["crisis_patterns"][0].update(is_critical=1)),
+        2,
+        "crisis_patterns.0.is_critical: Input should be a valid boolean",
+    ),
+    (
+        "test-id-newline",
+        _edit_json(SEMANTIC, lambda d: _test(d, "T-RENT-001").update(test_id="T-RENT-001\n")),
+        2,
+        "T-RENT-001\\n: test_id: String should match pattern",
+    ),
+    (
+        "entity-ref-escape",
+        _edit_json(SEMANTIC, lambda d: _test(d, "T-RENT-001").update(expected_primary=["rent\x1b[2J"])),
+        2,
+        "T-RENT-001: expected_primary: unknown entity 'rent\\x1b[2J'",
+    ),
+    (
+        "run-test-id-newline",
+        _flags("--model", "local-minilm", "--test", "NOPE\nerror: forged"),
+        2,
+        "--test: unknown test id(s) NOPE\\nerror: forged",
+    ),
+    (
+        "run-fail-under-150",
+        _flags("--fail-under", "150"),
+        2,
+        "--fail-under: 150 is out of range (must be >= 0",
+    ),
+    ("run-fail-under-nan", _flags("--fail-under", "nan"), 2, "--fail-under: nan is not a finite number"),
+    ("run-fail-under-1e400", _flags("--fail-under", "1e400"), 2, "--fail-under: inf is not a finite number"),
+    ("calibrate-rate-nan", _calibrate("--rate-per-min", "nan"), 2, "--rate-per-min: nan is not a finite"),
+    ("calibrate-cost-negative", _calibrate("--max-cost", "-1"), 2, "--max-cost: -1 is out of range"),
+    (
+        "state-value-nan",
+        _raw(STATE, '"days_since_last": 10', '"days_since_last": NaN'),
+        2,
+        "T-STATE-002: user_state.days_since_last: nan is not a finite number",
+    ),
+    (
+        "state-value-1e400",
+        _raw(STATE, '"days_since_last": 10', '"days_since_last": 1e400'),
+        2,
+        "T-STATE-002: user_state.days_since_last: inf is not a finite number",
+    ),
+    (
+        "conditions-nan",
+        _conditions(gte=float("nan")),
+        2,
+        "handler_returning_user: state_conditions.days_since_last.gte: nan is not a finite number",
+    ),
+    ("bank-fifo", _fifo("banks/" + STATE), 2, "tenant_states.json: -: -: cannot read file: it is a FIFO"),
+    ("kb-fifo", _fifo("kb.yaml"), 2, "kb.yaml: -: -: cannot read file: it is a FIFO"),
+    (
+        "diff-fifo",
+        _fifo("kb.yaml", lambda root: ["diff", str(root / "kb.yaml"), str(root / "kb.yaml")]),
+        2,
+        "kb.yaml: no results found",  # a FIFO is not a results file: refused before any read
+    ),
+    (
+        "bank-10mb-string",
+        _edit_json(SEMANTIC, lambda d: _test(d, "T-RENT-001").update(prompt="a" * 10_000_000)),
+        2,
+        "tenant_questions.json: -: -: file is 10,00",
+    ),
+    (
+        "prompt-too-long",
+        _edit_json(SEMANTIC, lambda d: _test(d, "T-RENT-001").update(prompt="a" * 10_001)),
+        2,
+        "T-RENT-001: prompt: String should have at most 10000 characters",
+    ),
+    (
+        "prompt-whitespace",
+        _edit_json(SEMANTIC, lambda d: _test(d, "T-RENT-001").update(prompt=" \n\t ")),
+        2,
+        "T-RENT-001: prompt: Value error, is blank (empty or only whitespace)",
+    ),
+    (
+        "pattern-prompt-whitespace",
+        _edit_json(PATTERN, lambda d: d["tests"][0].update(prompt="   ")),
+        2,
+        "T-PAT-CRISIS-001: prompt: Value error, is blank",
+    ),
+    (
+        "entity-summary-whitespace",
+        _edit_kb(lambda d: _entity(d, "rent_arrears").update(summary="\n")),
+        2,
+        "rent_arrears: summary: Value error, is blank",
+    ),
+    (
+        "history-is-a-file",
+        _replace_with("banks/semantic/history", lambda p: p.write_text("x")),
+        2,
+        "history: -: -: history folder is not a directory",
+    ),
+    (
+        "history-misnamed",
+        _history({"version": "2026-11-01T10:00:00Z"}, "semantic/history/expectation_2026-11-01.json"),
+        2,
+        "expectation_2026-11-01.json: -: -: not a history file name (expected expectations_YYYY-MM-DD",
+    ),
+    (
+        "history-name-not-a-date",
+        _history({"version": "2026-11-01T10:00:00Z"}, "semantic/history/expectations_2026-13-01.json"),
+        2,
+        "expectations_2026-13-01.json: -: -: '2026-13-01' in the file name is not a date",
+    ),
+    (
+        "history-out-of-order",
+        _history({"version": "2026-11-05T10:00:00Z"}),
+        2,
+        "expectations_2026-11-01.json: -: version: the version's UTC date is 2026-11-05, the file name",
+    ),
+    (
+        "history-override-blank-reason",
+        _history({"version": "2026-11-01T10:00:00Z", "changes": [BLANK_REASON]}),
+        2,
+        "T-RENT-001: human_override.reason: Value error, is blank",
+    ),
+    (
+        "override-blank-by",
+        lambda root: [
+            "override",
+            "T-RENT-001",
+            "--withdraw",
+            "--by",
+            " ",
+            "--reason",
+            "r",
+            *_validate(root)[1:],
+        ],
+        2,
+        "--by and --reason must not be empty",
+    ),
+    (
+        "regex-ambiguous-alternation",
+        _edit_json(RULES, lambda d: d["crisis_patterns"][0].update(pattern="(x|x)*y")),
+        2,
+        "crisis_patterns[0]: pattern: backtracks catastrophically",
+    ),
 ]
 
 

@@ -130,7 +130,7 @@ def test_run(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "run",
         "`--fail-under` not met",
         1,
-        _run("--date", D1, "--banks", "state", "--fail-under", "101"),
+        _run("--date", D1, "--banks", "semantic", "--fail-under", "100"),  # scores below 100
     )
     _, err = _expect(capsys, "run", UNKNOWN_FLAG, 2, _run("--topic", "nosuch"))
     assert err.startswith("error: --topic: unknown topic 'nosuch'")

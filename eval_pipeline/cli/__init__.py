@@ -17,6 +17,7 @@ from typing import TextIO
 
 from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
 from eval_pipeline.core.inputs.loading import InputError
+from eval_pipeline.core.inputs.text import one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +90,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         print(f"{len(exc.problems)} problem(s) found", file=sys.stderr)
         return exc.exit_code
     except EvalPipelineError as exc:  # every deliberate error: its class says the exit code
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
 from eval_pipeline.cli.folders import check_evaluation_folders
+from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run import parse_date, select_models
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
@@ -65,8 +66,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     paths = location_paths()
     dates = _dates(args.start, args.end)
     models = select_models(args.model, paths.models_file)
-    if args.timeout <= 0:
-        raise UsageError("--timeout: must be more than 0 minutes")
+    check_number("--timeout", args.timeout, above=0)
     check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location
     from eval_pipeline.orchestration.backfill import backfill_targets, daemon, progress, submit_backfill

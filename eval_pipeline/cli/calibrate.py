@@ -24,6 +24,7 @@ from eval_pipeline.cli.arguments import (
     semantic_tests_of,
 )
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
+from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
 from eval_pipeline.core.calibration.files import latest_documents
 from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
@@ -97,8 +98,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if review_flags_used(args) or args.primary or args.secondary or args.not_expected or args.rank:
         raise UsageError("review decisions go with --review FILE")
 
-    if args.rate_per_min <= 0 or args.concurrency < 1 or args.poll_seconds <= 0:
-        raise UsageError("--rate-per-min and --poll-seconds must be positive, --concurrency at least 1")
+    check_number("--rate-per-min", args.rate_per_min, above=0)
+    check_number("--poll-seconds", args.poll_seconds, above=0)
+    check_number("--max-cost", args.max_cost, low=0)
+    if args.concurrency < 1:
+        raise UsageError("--concurrency: must be at least 1")
     kb, banks = load_validated(args.kb, args.banks_dir)
     if args.kb_version is not None and args.kb_version != kb.kb_version:
         raise UsageError(f"--kb-version {args.kb_version}: the KB at {args.kb} is version {kb.kb_version}")

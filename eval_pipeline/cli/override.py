@@ -36,6 +36,8 @@ def add_override_command(sub: Any) -> None:
 
 def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOverride:
     today = now_utc().date().isoformat()
+    if not args.by.strip() or not args.reason.strip():
+        raise UsageError("--by and --reason must not be empty")
     if args.withdraw:
         if args.primary or args.secondary or args.not_expected or args.rank:
             raise UsageError("--withdraw takes no expectations")
@@ -46,8 +48,6 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
         return HumanOverride(override_date=today, by=args.by, reason=args.reason, withdraw=True)
     if not args.primary:
         raise UsageError("an override needs --primary (or --withdraw)")
-    if not args.by.strip() or not args.reason.strip():
-        raise UsageError("--by and --reason must not be empty")
     return HumanOverride(
         expected_primary=args.primary,
         expected_secondary=args.secondary,

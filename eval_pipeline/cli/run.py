@@ -13,6 +13,7 @@ from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
 from eval_pipeline.cli.folders import check_evaluation_folders
+from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -168,6 +169,7 @@ def _check_folders(args: argparse.Namespace, scope: Scope) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    check_number("--fail-under", args.fail_under, low=0, high=100)
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
     scope = _scope(args, banks)

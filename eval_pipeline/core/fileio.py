@@ -11,6 +11,8 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from eval_pipeline.core.inputs.reading import MAX_DOCUMENT_BYTES, BadFile, read_input_text
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -86,7 +88,13 @@ def atomic_write_json(path: Path, data: object) -> None:
 def read_json_model(path: TextFile, model: type[M], error: type[Exception], what: str) -> M:
     """A JSON file as `model`, or `error` with one line naming the file and the first bad field."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # A local path is checked first (a FIFO would block the read); an object store has none.
+        if isinstance(path, Path):
+            text = read_input_text(path, MAX_DOCUMENT_BYTES)
+        else:
+            text = path.read_text(encoding="utf-8")
+    except BadFile as exc:
+        raise error(f"{path}: cannot read {what} ({exc.message})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"{path}: cannot read {what} ({type(exc).__name__})") from None
     return parse_json_model(text, path, model, error, what)

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.reading import BadFile, load_input
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
@@ -43,7 +43,8 @@ class ConfigError(BadInput):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan: a number written as text ("1e400", "nan") must not pass as infinity or NaN.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _resolve_model_id(kind: str, model_id: str, where: str) -> str:
@@ -152,11 +153,11 @@ def _legacy_http(data: Any) -> Any:
 class ModelConfig(_Strict):
     key: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)
     description: str = ""
-    enabled: bool = True
-    automate: bool = Field(
+    enabled: StrictBool = True
+    automate: StrictBool = Field(
         default=False, description="Paid models only: let Dagster's automation evaluate it daily"
     )
-    cost_incurring: bool = Field(
+    cost_incurring: StrictBool = Field(
         default=False, description="Derived from the kinds unless set; API models always are"
     )
     embedder: EmbedderConfig | None = Field(default=None, description="Unless system: runs semantic")
@@ -280,15 +281,16 @@ def _one_line(exc: ValidationError) -> str:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the models file: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        problem = getattr(exc, "problem", None)
-        detail = f": {problem}" if problem else ""
-        raise ConfigError(f"{path}: not valid YAML{line}{detail}") from exc
+        return load_input(path)
+    except BadFile as exc:
+        line = f":{exc.line}" if exc.line is not None else ""
+        # A value's path is models.<key>.<field>: name the model as every other problem does.
+        section, _, rest = exc.field.partition(".")
+        key, _, fld = rest.partition(".")
+        where = f" field '{exc.field}':" if exc.field != "-" else ""
+        if section == "models" and fld:
+            where = f" model '{key}': field '{fld}':"
+        raise ConfigError(f"{path}{line}:{where} {exc.message}") from None
 
 
 def _model_entries(path: Path, doc: Any) -> dict[str, Any]:

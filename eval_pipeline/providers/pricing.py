@@ -6,7 +6,6 @@ that undercounts is worse than none. Local models carry explicit zero prices.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.inputs.reading import BadFile, parse_input_text, read_input_text
 from eval_pipeline.core.mechanisms.retrieval import Usage
 
 PRICES_ENV = "EVAL_PIPELINE_PRICES"
@@ -32,7 +32,7 @@ class Price(BaseModel):
     then raises instead of being counted as free.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     input: float = Field(ge=0)
     output: float | None = Field(default=None, ge=0)
@@ -109,9 +109,9 @@ def batch_cost_usd(usage: Usage, price: Price) -> float:
 
 def _parse_price_file(path: Path) -> dict[str, Price]:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PricingError(f"{PRICES_ENV} file {path}: cannot read JSON: {exc}") from exc
+        raw = parse_input_text(read_input_text(path), ".json")  # JSON whatever its name
+    except BadFile as exc:
+        raise PricingError(f"{PRICES_ENV} file {path}: {exc.message}") from None
     if not isinstance(raw, dict):
         raise PricingError(f"{PRICES_ENV} file {path}: expected an object of model id -> price")
     out: dict[str, Price] = {}

@@ -15,14 +15,25 @@ RUNAWAY = r"(.*){1,32000}[bc]"  # runs away even in the regex engine
 
 
 @pytest.mark.timeout(120)  # a hang guard for the suite, not a speed assertion
-@pytest.mark.parametrize("pattern", [CATASTROPHIC, r"(\w+\s?)+$", RUNAWAY, r"(x+x+)+y"])
+@pytest.mark.parametrize(
+    "pattern",
+    # The last three: alternatives that match the same text inside a repeated group.
+    [CATASTROPHIC, r"(\w+\s?)+$", RUNAWAY, r"(x+x+)+y", "(x|x)*y", "(ab|a?b)*c", r"(?:help|hel+p)+\bme"],
+)
 def test_catastrophic_patterns_are_refused_at_validation(pattern: str) -> None:
     risk = backtracking_risk(pattern)
     assert risk is not None and risk.startswith("backtracks catastrophically")
 
 
 @pytest.mark.parametrize(
-    "pattern", [r"\bwant to die\b", r"(?:end|take) (?:it|my life)", r"(\s+\w+)?", r"kill(ing)? (my|him)self"]
+    "pattern",
+    [
+        r"\bwant to die\b",
+        r"(?:end|take) (?:it|my life)",
+        r"(\s+\w+)?",
+        r"kill(ing)? (my|him)self",
+        r"(?:very |really )*(?:sad|hopeless)",  # repeated alternatives, but never the same text
+    ],
 )
 def test_ordinary_patterns_pass_the_screen(pattern: str) -> None:
     assert backtracking_risk(pattern) is None

@@ -172,7 +172,7 @@ def test_bad_model_names_file_model_and_field(tmp_path: Path, body: str, expecte
         ("models: [1, 2]", "expected a mapping"),
         ("schema_version: 2\nmodels: {}", "schema_version 2"),
         ("models: {}\nextra: 1", "unknown top-level field"),
-        ("models:\n  m1: [oops", r"not valid YAML \(line"),
+        ("models:\n  m1: [oops", r"models.yaml:3: invalid YAML"),
         ("models:\n  Bad Key!: {}", "field 'key'"),
     ],
 )

@@ -82,7 +82,8 @@ def test_no_override_file_means_no_overrides(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ("{not json", "cannot read JSON"),
+        ("{not json", "invalid JSON"),
+        ('{"m1": {"input": NaN}}', "not a finite number"),
         ("[1, 2]", "expected an object"),
         ('{"m1": {"input": -1}}', r"model 'm1': input: .*greater than or equal"),
         ('{"m1": {"input": 1, "outptu": 2}}', r"model 'm1': outptu: "),

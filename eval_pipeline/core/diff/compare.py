@@ -35,6 +35,7 @@ from eval_pipeline.core.diff.explain import (
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.reading import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
@@ -53,9 +54,11 @@ SUPPORTED_MAJOR = int(RESULT_SCHEMA_VERSION.split(".")[0])
 def load_for_diff(path: Path) -> RunDocument:
     """Read a results.json, refusing another schema major before trying to parse it."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_input_text(path, MAX_DOCUMENT_BYTES))
         version = str(raw["provenance"]["schema_version"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except BadFile as exc:
+        raise DiffError(f"{path}: not a readable results document ({exc.message})") from None
+    except (ValueError, KeyError, TypeError) as exc:
         raise DiffError(f"{path}: not a readable results document ({type(exc).__name__})") from None
     require_major(version, str(path))
     try:

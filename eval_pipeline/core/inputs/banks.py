@@ -5,9 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from eval_pipeline.core.inputs.kb import Label, UserType
+from eval_pipeline.core.inputs.text import Prompt
 
 TestId = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")]
 # User state is open-ended (a second domain may add fields); values are JSON scalars or lists.
@@ -54,7 +55,7 @@ class SemanticTest(_Strict):
     name: str = ""
     category: Label
     topics: list[Label] = Field(default_factory=list)
-    prompt: str = Field(min_length=1)
+    prompt: Prompt
     expected_primary: list[str] = Field(min_length=1)
     expected_secondary: list[str] = Field(default_factory=list)
     not_expected: list[str] = Field(default_factory=list)
@@ -82,12 +83,12 @@ class StateTest(_Strict):
 class PatternTest(_Strict):
     test_id: TestId
     name: str = ""
-    prompt: str = Field(min_length=1)
+    prompt: Prompt
     expected_matches: list[str] = Field(default_factory=list)
     expected_secondary: list[str] = Field(default_factory=list)
     not_expected_matches: list[str] = Field(default_factory=list)
     pattern_type: PatternType
-    is_critical: bool = False
+    is_critical: StrictBool = False
 
 
 class AlwaysTest(_Strict):
@@ -127,7 +128,7 @@ class AlwaysBank(_BankHeader):
 class CrisisPattern(_Strict):
     pattern: str = Field(min_length=1, description="Python regex, matched case-insensitively")
     entities: list[str] = Field(min_length=1)
-    is_critical: bool = False
+    is_critical: StrictBool = False
 
 
 class KeywordBoost(_Strict):

@@ -7,15 +7,20 @@ resolution (expectations/resolution.py) replays them in order.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.text import Note
 
 HISTORY_GLOB = "expectations_*.json"
+# What the writer names a file: the UTC date of its version, then _2, _3 … for more that day.
+HISTORY_NAME = re.compile(r"expectations_(\d{4}-\d{2}-\d{2})(?:_([2-9]|[1-9]\d+))?\.json")
+HISTORY_NAME_SHAPE = "expectations_YYYY-MM-DD.json or expectations_YYYY-MM-DD_N.json"
 
 Trigger = Literal[
     "manual",
@@ -39,9 +44,9 @@ class HumanOverride(BaseModel):
     not_expected: list[str] = Field(default_factory=list)
     rank_check: list[dict[str, str]] = Field(default_factory=list)
     override_date: str
-    by: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
-    withdraw: bool = False
+    by: Note
+    reason: Note
+    withdraw: StrictBool = False
 
     @model_validator(mode="after")
     def _primary_unless_withdrawal(self) -> HumanOverride:
@@ -114,3 +119,19 @@ def history_sort_key(entry: HistoryFile, path: Path) -> tuple[datetime, str]:
     parts = path.stem.split("_")
     seq = int(parts[-1]) if len(parts) > 2 and parts[-1].isdigit() else 1
     return (entry.version, f"{seq:06d}")
+
+
+def name_problem(name: str, entry: HistoryFile | None = None) -> str | None:
+    """Why `name` cannot hold a history file (or, given its content, this one), or None. The
+    replay order comes from the versions; a name that disagrees with its version means a file
+    was renamed or hand-made, and its place in the history is unclear."""
+    found = HISTORY_NAME.fullmatch(name)
+    if found is None:
+        return f"not a history file name (expected {HISTORY_NAME_SHAPE})"
+    try:
+        named = date.fromisoformat(found.group(1)).isoformat()
+    except ValueError:
+        return f"'{found.group(1)}' in the file name is not a date"
+    if entry is not None and entry.date != named:
+        return f"the version's UTC date is {entry.date}, the file name says {named}: out of order"
+    return None

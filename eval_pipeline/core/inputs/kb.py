@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from eval_pipeline.core.inputs.text import Content, Summary, Title
+
 EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=120)]
 
 
@@ -69,9 +71,9 @@ class Entity(BaseModel):
     entity_id: EntityId
     entity_type: EntityType
     load_mode: LoadMode
-    title: str = Field(min_length=1)
-    summary: str = Field(min_length=1, description="One line, shown to rerankers")
-    content: str = Field(min_length=1)
+    title: Title
+    summary: Summary = Field(description="One line, shown to rerankers")
+    content: Content
     topics: list[Label] = Field(default_factory=list)
     user_types: list[UserType] = Field(
         default_factory=list, description="ALWAYS entities: who gets them; empty means everyone"

@@ -6,13 +6,11 @@ field. Callers print them one per line and exit 2; nothing here raises for a use
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import BadInput
@@ -30,13 +28,12 @@ from eval_pipeline.core.inputs.banks import (
     StateBank,
     StateTest,
 )
-from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory
+from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory, name_problem
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
+from eval_pipeline.core.inputs.reading import BadFile, load_input, read_input_text
+from eval_pipeline.core.inputs.text import one_line
 
 KB_MANIFEST = "manifest.yaml"
-# Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
-# far too few for an alias bomb.
-MAX_YAML_NODES = 1_000_000
 KB_ENTITIES_DIR = "entities"
 
 M = TypeVar("M", bound=BaseModel)
@@ -52,7 +49,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.item}: {self.field}: {self.message}"
+        return one_line(f"{where}: {self.item}: {self.field}: {self.message}")
 
 
 class InputError(BadInput):
@@ -114,103 +111,14 @@ class Banks(BaseModel):
         return {m: len(getattr(b, "tests", [])) for m, b in banks.items() if b is not None}
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(f"duplicate key '{key}'")
-        out[key] = value
-    return out
-
-
-# libyaml's parser is an order of magnitude faster than the pure-Python one on a KB of thousands
-# of files; PyYAML wheels ship it, the fallback keeps a source build working.
-_SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictYamlLoader(_SafeBase):  # type: ignore[misc]
-    """Safe YAML that refuses duplicate keys."""
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                line = key_node.start_mark.line + 1
-                raise _DuplicateKey(f"duplicate key '{key}' (line {line})")
-            seen.add(key)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
-
-
-def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many nodes `node` stands for once every alias is expanded (memoised: no expansion)."""
-    known = sizes.get(id(node))
-    if known is not None:
-        return known
-    sizes[id(node)] = 1  # a recursive alias counts once rather than looping
-    children: list[yaml.Node] = []
-    if isinstance(node, yaml.SequenceNode):
-        children = list(node.value)
-    elif isinstance(node, yaml.MappingNode):
-        children = [part for pair in node.value for part in pair]
-    total = 1 + sum(_expanded_size(child, sizes) for child in children)
-    sizes[id(node)] = total
-    return total
-
-
-def _parse_text(path: Path, text: str) -> Any:
-    if path.suffix == ".json":
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    loader = _StrictYamlLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        # Aliases make a small file stand for a huge tree (a "billion laughs"): refuse it before
-        # anything walks it.
-        if _expanded_size(node, {}) > MAX_YAML_NODES:
-            raise yaml.YAMLError(
-                f"expands to more than {MAX_YAML_NODES:,} nodes through aliases (an alias bomb?)"
-            )
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
 def read_structured(path: Path, shown: str, problems: list[Problem]) -> Any:
-    """Parse JSON or YAML by extension; on failure record one problem (with line), return None.
-
-    An empty (or `null`) file is a problem too: a file that is there means to say something.
-    """
+    """Parse JSON or YAML by extension (strictly: see reading.py); on failure record one problem,
+    return None. An empty (or `null`) file is a problem too: a file that is there means to say
+    something."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        problems.append(Problem(shown, "-", "-", f"not UTF-8 text (byte {exc.start}): save it as UTF-8"))
-        return None
-    except OSError as exc:
-        problems.append(Problem(shown, "-", "-", f"cannot read file: {exc.strerror or exc}"))
-        return None
-    try:
-        data = _parse_text(path, text)
-    except _DuplicateKey as exc:
-        problems.append(Problem(shown, "-", "-", str(exc)))
-        return None
-    except json.JSONDecodeError as exc:
-        problems.append(Problem(shown, "-", "-", f"invalid JSON: {exc.msg}", exc.lineno))
-        return None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        problems.append(Problem(shown, "-", "-", f"invalid YAML: {reason}", line))
-        return None
-    except RecursionError:
-        problems.append(Problem(shown, "-", "-", "nested too deeply to read"))
+        data = load_input(path)
+    except BadFile as exc:
+        problems.append(Problem(shown, exc.item, exc.field, exc.message, exc.line))
         return None
     if data is None:
         problems.append(Problem(shown, "-", "-", "file is empty (or null)"))
@@ -290,8 +198,8 @@ def _list_item_type(annotation: Any) -> type[BaseModel]:
 
 def _file_hash(path: Path) -> str:
     try:
-        return sha256_text(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
+        return sha256_text(read_input_text(path))
+    except BadFile:
         return "unreadable"  # reported when the file itself is read
 
 
@@ -397,10 +305,24 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
 def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory]:
     """The history files in `directory` (for a banks root: `history_dir(root)`)."""
     out: list[LoadedHistory] = []
-    for file in sorted(directory.glob(HISTORY_GLOB)):
+    if not directory.is_dir():
+        if _present(directory):  # absent is no history yet; anything else there is a mistake
+            problems.append(Problem(str(directory), "-", "-", "history folder is not a directory"))
+        return out
+    # Every visible entry is a history file: a misnamed one must not be silently left out.
+    # Hidden ones are the writers' lock and temp files.
+    for file in sorted(p for p in directory.iterdir() if not p.name.startswith(".")):
+        misnamed = name_problem(file.name)
+        if misnamed:
+            problems.append(Problem(str(file), "-", "-", misnamed))
+            continue
         entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)
-        if entry is not None:
-            out.append(LoadedHistory(path=file, entry=entry))
+        if entry is None:
+            continue
+        out_of_order = name_problem(file.name, entry)
+        if out_of_order:
+            problems.append(Problem(str(file), "-", "version", out_of_order))
+        out.append(LoadedHistory(path=file, entry=entry))
     return out
 
 

@@ -9,8 +9,10 @@ import sys
 
 SCREEN_TIMEOUT_S = 2.0
 # A quantified group that itself holds a quantifier, e.g. (a+)+ or (\w+\s?)*: the shape that can
-# backtrack exponentially. Only such patterns are probed at validation.
+# backtrack exponentially; and a quantified group of alternatives, e.g. (x|x)*y. Only such patterns
+# are probed at validation.
 _NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,\d*\})")
+_ALTERNATION = re.compile(r"\((?:[^()\\]|\\.)*\|(?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,\d*\})")
 _PROBES = tuple(
     unit * n + "!" for unit, n in (("a", 28), ("x", 28), ("1", 28), (" ", 28), ("a ", 16), ("ab", 14))
 )
@@ -20,19 +22,28 @@ _PROBE = "import re, sys\np = re.compile(sys.argv[1], re.IGNORECASE)\nfor s in s
 
 def backtracking_risk(pattern: str) -> str | None:
     """Why `pattern` can hang a matcher, or None. Our own matching is time-bounded anyway, but the
-    team's production detector may use Python's `re`, where such a pattern hangs on one message."""
-    if not _NESTED_QUANTIFIER.search(pattern):
+    team's production detector may use Python's `re`, where such a pattern hangs on one message.
+
+    Two shapes are probed: a quantified group holding a quantifier, and a quantified group holding
+    alternatives, which backtracks the same way when two alternatives can match the same text,
+    e.g. (x|x)*y. The probes are the fixed ones plus the literal runs of those groups repeated,
+    so an ambiguity over any word (say (ab|a?b)*c) meets text it can match."""
+    groups = [m.group(0) for shape in (_NESTED_QUANTIFIER, _ALTERNATION) for m in shape.finditer(pattern)]
+    if not groups:
         return None
+    words = {w for g in groups for w in re.findall(r"[^\W_]{1,20}", re.sub(r"\\.", " ", g))}
+    probes = [*_PROBES, *(word * 28 + "!" for word in sorted(words)[:8])]
     try:
         subprocess.run(
-            [sys.executable, "-c", _PROBE, pattern, *_PROBES],
+            [sys.executable, "-c", _PROBE, pattern, *probes],
             timeout=SCREEN_TIMEOUT_S,
             capture_output=True,
             check=False,
         )
     except subprocess.TimeoutExpired:
         return (
-            f"backtracks catastrophically (a quantified group holds a quantifier; Python's re took over "
-            f"{SCREEN_TIMEOUT_S:g} s on a 30-character message): rewrite it without the nesting"
+            f"backtracks catastrophically (a repeated group can match the same text in more than one "
+            f"way; Python's re took over {SCREEN_TIMEOUT_S:g} s on a short message): rewrite it so "
+            "the repeated part is unambiguous"
         )
     return None

@@ -1,0 +1,185 @@
+"""Reading one input file (KB, bank, rules, history, models, prices) into plain data, strictly.
+
+Every input file goes through here, so every loader refuses the same things: anything but a
+regular file (a FIFO would block the read forever, a device never ends), a file over
+MAX_INPUT_BYTES, text that is not UTF-8, duplicate mapping keys (JSON or YAML: the last one would
+silently win), YAML aliases that expand to a huge tree, and non-finite numbers (NaN, ±Infinity,
+or 1e400, which parses to infinity) anywhere in the document.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# One cap for every input file: far above any real KB entity, bank or models file (the sample's
+# largest is ~100 kB), far below what would exhaust memory when parsed.
+MAX_INPUT_BYTES = 5 * 1024 * 1024
+# Documents this tool wrote (results, reviews, logs) grow with the banks: a looser cap, the same
+# refusal of FIFOs and devices.
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+# Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
+# far too few for an alias bomb.
+MAX_YAML_NODES = 1_000_000
+# Keys that name the item (test or entity) a value belongs to, for error lines.
+_ID_KEYS = ("test_id", "entity_id")
+
+Loc = tuple[int | str, ...]
+
+
+class BadFile(ValueError):
+    """Why a file cannot be taken as input; `item` and `field` say where inside it, if anywhere."""
+
+    def __init__(self, message: str, line: int | None = None, item: str = "-", field: str = "-") -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.item = item
+        self.field = field
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    found = [name for test, name in kinds.items() if test(mode)]
+    return found[0] if found else "a device"
+
+
+def read_input_text(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, else BadFile naming why."""
+    try:
+        # stat before open: opening a FIFO for reading blocks until a writer comes.
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise BadFile(f"cannot read file: it is {_kind(info.st_mode)}, not a regular file")
+        if info.st_size > limit:
+            raise BadFile(f"file is {info.st_size:,} bytes, over the {limit:,}-byte input limit")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)  # the file may grow between the stat and the read
+    except OSError as exc:
+        raise BadFile(f"cannot read file: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise BadFile(f"file is over the {limit:,}-byte input limit")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadFile(f"not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise BadFile(f"duplicate key '{key}'")
+        out[key] = value
+    return out
+
+
+# libyaml's parser is an order of magnitude faster than the pure-Python one on a KB of thousands
+# of files; PyYAML wheels ship it, the fallback keeps a source build working.
+_SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictYamlLoader(_SafeBase):  # type: ignore[misc]
+    """Safe YAML that refuses duplicate keys."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise BadFile(f"duplicate key '{key}'", line)
+            seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes `node` stands for once every alias is expanded (memoised: no expansion)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a recursive alias counts once rather than looping
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    total = 1 + sum(_expanded_size(child, sizes) for child in children)
+    sizes[id(node)] = total
+    return total
+
+
+def _parse_yaml(text: str) -> Any:
+    loader = _StrictYamlLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        # Aliases make a small file stand for a huge tree (a "billion laughs"): refuse it before
+        # anything walks it.
+        if _expanded_size(node, {}) > MAX_YAML_NODES:
+            raise BadFile(f"invalid YAML: expands to more than {MAX_YAML_NODES:,} nodes through aliases")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _first_non_finite(data: Any) -> tuple[Loc, float] | None:
+    """The location of the first NaN or infinite number in `data` (iterative: no recursion)."""
+    stack: list[tuple[Loc, Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return loc, value
+        if isinstance(value, dict):
+            stack.extend(((*loc, str(k)), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(((*loc, i), v) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def _owner(data: Any, loc: Loc) -> tuple[str, str]:
+    """(id of the innermost test or entity holding `loc`, the field path inside it)."""
+    item, start, node = "-", 0, data
+    for depth, step in enumerate(loc):
+        if isinstance(node, dict):
+            found = next((node[k] for k in _ID_KEYS if isinstance(node.get(k), str)), None)
+            if found is not None:
+                item, start = found, depth
+            node = node.get(step)
+        else:
+            node = node[step] if isinstance(node, list) and isinstance(step, int) else None
+    return item, ".".join(str(p) for p in loc[start:]) or "-"
+
+
+def parse_input_text(text: str, suffix: str) -> Any:
+    """JSON (`.json`) or YAML text as plain data, or BadFile (with the line where known)."""
+    try:
+        data = (
+            json.loads(text, object_pairs_hook=_no_duplicate_keys) if suffix == ".json" else _parse_yaml(text)
+        )
+    except json.JSONDecodeError as exc:
+        raise BadFile(f"invalid JSON: {exc.msg}", exc.lineno) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadFile(f"invalid YAML: {reason}", mark.line + 1 if mark is not None else None) from None
+    except RecursionError:
+        raise BadFile("nested too deeply to read") from None
+    bad = _first_non_finite(data)
+    if bad is not None:
+        item, fld = _owner(data, bad[0])
+        raise BadFile(f"{bad[1]} is not a finite number (NaN and infinity are refused)", item=item, field=fld)
+    return data
+
+
+def load_input(path: Path, limit: int = MAX_INPUT_BYTES) -> Any:
+    """A regular JSON or YAML file (by extension) as plain data, or BadFile naming why not."""
+    return parse_input_text(read_input_text(path, limit), path.suffix)
