@@ -1,19 +1,64 @@
-"""Atomic file writes (a reader sees the old file or the new one, never a partial one) and reads
-of JSON files into models with one-line errors."""
+"""Atomic file writes (a reader sees the old file or the new one, never a partial one), reads of
+regular files only, under a size cap (a FIFO would block a read forever, a device never ends), and
+reads of JSON files into models with one-line errors."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from eval_pipeline.core.inputs.reading import MAX_DOCUMENT_BYTES, BadFile, read_input_text
-
 M = TypeVar("M", bound=BaseModel)
+
+# One cap for every input file: far above any real KB entity, bank or models file (the sample's
+# largest is ~100 kB), far below what would exhaust memory when parsed.
+MAX_INPUT_BYTES = 5 * 1024 * 1024
+# Documents this tool wrote (results, reviews, logs) grow with the banks: a looser cap, the same
+# refusal of FIFOs and devices.
+MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+
+
+class BadFile(ValueError):
+    """Why a file cannot be taken as input; `item` and `field` say where inside it, if anywhere."""
+
+    def __init__(self, message: str, line: int | None = None, item: str = "-", field: str = "-") -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.item = item
+        self.field = field
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    found = [name for test, name in kinds.items() if test(mode)]
+    return found[0] if found else "a device"
+
+
+def read_input_text(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, else BadFile naming why."""
+    try:
+        # stat before open: opening a FIFO for reading blocks until a writer comes.
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise BadFile(f"cannot read file: it is {_kind(info.st_mode)}, not a regular file")
+        if info.st_size > limit:
+            raise BadFile(f"file is {info.st_size:,} bytes, over the {limit:,}-byte input limit")
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)  # the file may grow between the stat and the read
+    except OSError as exc:
+        raise BadFile(f"cannot read file: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise BadFile(f"file is over the {limit:,}-byte input limit")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadFile(f"not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
 
 
 class TextFile(Protocol):

@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.reading import BadFile, load_input
+from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights

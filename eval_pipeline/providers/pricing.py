@@ -13,7 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.inputs.reading import BadFile, parse_input_text, read_input_text
+from eval_pipeline.core.fileio import BadFile, read_input_text
+from eval_pipeline.core.inputs.reading import parse_input_text
 from eval_pipeline.core.mechanisms.retrieval import Usage
 
 PRICES_ENV = "EVAL_PIPELINE_PRICES"

@@ -34,8 +34,8 @@ from eval_pipeline.core.diff.explain import (
 )
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
+from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.reading import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
