@@ -29,6 +29,12 @@ from eval_pipeline.core.report.run_document import (
     SCOPED_DIR,
     read_document,
 )
+from eval_pipeline.core.report.run_output import (
+    REGRESSION_DIFF_MD,
+    failure_lines,
+    regression_gate,
+    since_lines,
+)
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
@@ -50,6 +56,11 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument("--kb", type=Path, default=Path("kb"))
     p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
     p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
+    p.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when the comparison with the model's previous evaluation fails `diff`'s gate",
+    )
     p.add_argument(
         "--max-errored",
         type=int,
@@ -150,6 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
+    if args.fail_on_regression and not scope.is_full:
+        raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
     models = select_models(args.model, args.models_file)
     date = parse_date(args.date)
     if args.parallel is not None and args.parallel < 1:
@@ -337,10 +350,14 @@ def _report(
             continue
         doc = read_document(run_dir / RESULTS_FILE)
         diff_file = run_dir / REGRESSION_DIFF_FILE
+        regression = None
         if scope.is_full and diff_file.is_file():
-            for skipped in RegressionDiff.model_validate_json(diff_file.read_text()).passed_over:
+            regression = RegressionDiff.model_validate_json(diff_file.read_text())
+            for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
+        code = max(code, _since(regression, run_dir, scope, args.fail_on_regression))
+        print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         # The same decision `release_gate` wrote, re-derived so that a narrowed run gets one too.
         gate = gate_decision(doc, args.fail_under, args.max_errored, scope.label)
@@ -348,3 +365,14 @@ def _report(
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, EXIT_FOR_GATE[gate.status])
     return code
+
+
+def _since(regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool) -> int:
+    """Print what changed since the previous evaluation; the exit code its gate asks for."""
+    if regression is None:
+        reason = "a narrowed run is not compared" if not scope.is_full else "no regression diff was written"
+        print(f"  since: {reason}")
+        return EXIT_ERROR if gating else EXIT_OK
+    print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating)))
+    gate = regression_gate(regression)
+    return EXIT_FOR_GATE[gate.status] if gating and gate is not None else EXIT_OK
