@@ -23,6 +23,12 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
+from eval_pipeline.core.report.run_output import (
+    REGRESSION_DIFF_MD,
+    failure_lines,
+    regression_gate,
+    since_lines,
+)
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.scoring.run_document import (
@@ -54,6 +60,11 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument("--kb", type=Path, default=Path("kb"))
     p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
     p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
+    p.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when the comparison with the model's previous evaluation fails `diff`'s gate",
+    )
     p.add_argument(
         "--max-errored",
         type=int,
@@ -175,6 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
+    if args.fail_on_regression and not scope.is_full:
+        raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
     models = select_models(args.model, args.models_file)
     date = parse_date(args.date)
     if args.parallel is not None and args.parallel < 1:
@@ -206,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     with project_instance() as instance:  # disposed when done: tests run several in one process
         if stands(args, inputs, instance, output_path(results)):
-            return _report(models, date, output_path(results), scope, [])
+            return _report(models, date, output_path(results), scope, [], args.fail_on_regression)
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
@@ -239,7 +252,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(models, date, output_path(results), scope, errors)
+    return _report(models, date, output_path(results), scope, errors, args.fail_on_regression)
 
 
 def _adhoc(
@@ -272,7 +285,7 @@ def _adhoc(
         ]
         for run in runs:
             run.result()  # the first model's exception, if any, as a sequential run would raise it
-    return _report(models, date, results_dir, scope, [])
+    return _report(models, date, results_dir, scope, [], args.fail_on_regression)
 
 
 _SAY = threading.Lock()
@@ -353,6 +366,7 @@ def _report(
     results_dir: Path | UPath,
     scope: Scope,
     errors: list[str],
+    fail_on_regression: bool,
 ) -> int:
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0)."""
     code = EXIT_ERROR if errors else EXIT_OK
@@ -364,10 +378,14 @@ def _report(
             continue
         doc = read_document(run_dir / RESULTS_FILE)
         diff_file = run_dir / REGRESSION_DIFF_FILE
+        regression = None
         if scope.is_full and diff_file.is_file():
-            for skipped in RegressionDiff.model_validate_json(diff_file.read_text()).passed_over:
+            regression = RegressionDiff.model_validate_json(diff_file.read_text())
+            for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
+        code = max(code, _since(regression, run_dir, scope, fail_on_regression))
+        print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
@@ -378,3 +396,14 @@ def _report(
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, EXIT_FOR_GATE[gate.status])
     return code
+
+
+def _since(regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool) -> int:
+    """Print what changed since the previous evaluation; the exit code its gate asks for."""
+    if regression is None:
+        reason = "a narrowed run is not compared" if not scope.is_full else "no regression diff was written"
+        print(f"  since: {reason}")
+        return EXIT_ERROR if gating else EXIT_OK
+    print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating)))
+    gate = regression_gate(regression)
+    return EXIT_FOR_GATE[gate.status] if gating and gate is not None else EXIT_OK

@@ -1,7 +1,8 @@
 """Diffs as assets, reading the reports they compare as asset inputs (the lineage the UI shows
 is the data path), and writing markdown + JSON beside the run's reports:
 - `regression_diff` [model x date]: the date's report against the model's latest earlier report
-  within a week -> results/<model>/<date>/regression_diff.{md,json}
+  within a week -> results/<model>/<date>/regression_diff.{md,json}, and the run's report.md
+  again, with its "since last run" section
 - `model_comparison` [date]: every model's report of the date
   -> results/_comparison/<date>/model_comparison.{md,json}, and a copy beside each compared run
 Neither waits for every report it could read (a new model has no yesterday; a paid model may
@@ -18,11 +19,14 @@ from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.report.diffs import render_comparison_markdown, render_regression_markdown
+from eval_pipeline.core.report.markdown import render_markdown
+from eval_pipeline.core.report.run_output import since_markdown
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
 from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
     REGRESSION_DIFF_FILE,
+    REPORT_FILE,
     RunDocument,
 )
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
@@ -129,6 +133,8 @@ def regression_diff(
     result = against_baseline(head, baseline, _passed_over(context, set(by_date) | {date}))
     markdown = render_regression_markdown(result)
     report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
+    # The run's report gains its "since last run" section now that the comparison exists.
+    write_text(storage.run_dir(model, date) / REPORT_FILE, render_markdown(head, since_markdown(result)))
     extra: dict[str, dg.RawMetadataValue] = {
         "baseline_date": result.baseline_date or "none",
         "gate": diff_gate(result.diff).status.value if result.diff else "no baseline",

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.failures import Failure, failing_tests
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
 from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
@@ -75,6 +76,25 @@ def _critical(agg: Aggregate) -> list[str]:
     lines = ["## 🚨 Critical failures", "", "Crisis detection is broken for these messages:", ""]
     lines += [f"- **{c.test_id}**: {c.reason} — “{c.prompt}”" for c in agg.critical_failures]
     return [*lines, ""]
+
+
+def _failure_row(f: Failure) -> tuple[str, str, str, str]:
+    test = f"🚨 **{f.test_id}** (critical)" if f.critical else f.test_id
+    return test, fmt_score(f.score), f.rule, f.reason.replace("|", "\\|")  # a pipe would split the cell
+
+
+def _failing(doc: RunDocument) -> list[str]:
+    """Every failing test, one section per bank, worst first."""
+    failures = failing_tests(doc)
+    if not failures:
+        return ["## Failing tests", "", "None.", ""]
+    lines: list[str] = []
+    for bank in Mechanism:
+        rows = [_failure_row(f) for f in failures if f.bank is bank]
+        if rows:
+            header = ("Test", "Score", "Rule", "Reason")
+            lines += [f"## Failing tests — {bank.value} ({len(rows)})", "", *markdown_table(header, rows)]
+    return lines
 
 
 def _groups(title: str, groups: dict[str, GroupScore], key_name: str) -> list[str]:
@@ -288,7 +308,8 @@ def all_results(doc: RunDocument) -> list[AnyResult]:
     return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
 
 
-def render_markdown(doc: RunDocument) -> str:
+def render_markdown(doc: RunDocument, since: Sequence[str] = ()) -> str:
+    """The report; `since` is the "since last run" section, once the regression diff exists."""
     agg = doc.aggregate
     results = all_results(doc)
     lines = [
@@ -300,6 +321,8 @@ def render_markdown(doc: RunDocument) -> str:
         *[f"- **Could not evaluate** {line}" for line in agg.unevaluable_reasons()],
         *_summary(agg),
         *_critical(agg),
+        *since,
+        *_failing(doc),
         *_distribution(agg),
         *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
         *_groups("Category scores (semantic)", agg.category_scores, "Category"),

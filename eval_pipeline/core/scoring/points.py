@@ -57,6 +57,11 @@ class Penalty(BaseModel):
     rank: RankViolation | None = None
 
     @property
+    def rule(self) -> str:
+        """The scoring rule that cost the points, e.g. "false positive"."""
+        return _DESCRIPTIONS[self.kind]
+
+    @property
     def text(self) -> str:
         what = self.entity_id
         if self.rank is not None:
@@ -65,7 +70,7 @@ class Penalty(BaseModel):
                 f"{r.expected_higher} (#{r.actual_higher_rank}) should rank above "
                 f"{r.expected_lower} (#{r.actual_lower_rank})"
             )
-        return f"{self.points} {_DESCRIPTIONS[self.kind]}: {what}"
+        return f"{self.points} {self.rule}: {what}"
 
 
 class ScoreOutcome(BaseModel):

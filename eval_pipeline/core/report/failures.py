@@ -1,0 +1,99 @@
+"""Which tests of a run fail, and why, worst first.
+
+A test fails when it errored (no outcome, which is no pass), hard-failed (an expected primary
+missing) or scored under the run's pass threshold; a critical pattern failure fails whatever its
+score. Each failure names the scoring rule that failed and a one-line reason, so a reader of
+`run`'s output or report.md sees what broke in every bank without opening results.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.results import AnyResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
+
+ERRORED = "errored"
+PRIMARY_MISSING = "primary missing"
+# What each mechanism produced, named in a hard fail's reason beside what it missed.
+_PRODUCED = {
+    Mechanism.SEMANTIC: "selected",
+    Mechanism.STATE: "fired",
+    Mechanism.PATTERN: "matched",
+    Mechanism.ALWAYS: "loaded",
+}
+
+
+@dataclass(frozen=True)
+class Failure:
+    test_id: str
+    bank: Mechanism
+    score: float | None  # None when errored; a semantic test's mean over its trials
+    rule: str
+    reason: str  # one line
+    critical: bool = False
+
+
+def _produced(r: AnyResult) -> list[str]:
+    if isinstance(r, SemanticResult):
+        return [s.entity_id for s in r.selections]
+    if isinstance(r, StateResult):
+        return r.triggered_handlers
+    if isinstance(r, PatternResult):
+        return r.matched_entities
+    return r.loaded_entities
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _rule_and_reason(r: AnyResult, bank: Mechanism) -> tuple[str, str]:
+    if r.outcome is None:
+        return ERRORED, _one_line(r.error or "no reason recorded")
+    if r.outcome.hard_fail:
+        got = ", ".join(_produced(r)) or "nothing"
+        return PRIMARY_MISSING, f"missing {', '.join(r.outcome.missing_primary)}; {_PRODUCED[bank]} {got}"
+    penalties = sorted(r.outcome.penalties, key=lambda p: p.points)  # the costliest rule first
+    return ", ".join(dict.fromkeys(p.rule for p in penalties)), "; ".join(p.text for p in penalties)
+
+
+def _worst_row(t: TestTrials[AnyResult]) -> AnyResult:
+    scored = [r for r in t.rows if r.score is not None]
+    return min(scored, key=lambda r: r.score or 0) if scored else t.first
+
+
+def _failure(bank: Mechanism, t: TestTrials[AnyResult], critical: bool) -> Failure:
+    rule, reason = _rule_and_reason(_worst_row(t), bank)
+    if t.trials > 1:
+        reason = f"worst of {t.trials} trials: {reason}"
+    return Failure(t.test_id, bank, t.score, rule, reason, critical)
+
+
+def _fails(t: TestTrials[AnyResult], critical: bool) -> bool:
+    return critical or t.hard_fail or t.outcome is not Outcome.PASS
+
+
+def _severity(f: Failure) -> tuple[bool, float, int, str]:
+    # Critical first, then an unknown outcome, then the lowest score.
+    return (not f.critical, -1.0 if f.score is None else f.score, list(Mechanism).index(f.bank), f.test_id)
+
+
+def failing_tests(doc: RunDocument) -> list[Failure]:
+    """Every failing test of every bank, worst first (a semantic test once, over its trials)."""
+    banks: Sequence[tuple[Mechanism, Sequence[AnyResult]]] = (
+        (Mechanism.SEMANTIC, doc.semantic),
+        (Mechanism.STATE, doc.state),
+        (Mechanism.PATTERN, doc.pattern),
+        (Mechanism.ALWAYS, doc.always),
+    )
+    found = []
+    for bank, rows in banks:
+        for t in by_test(rows, doc.provenance.pass_threshold):
+            critical = any(isinstance(r, PatternResult) and r.critical_failure for r in t.rows)
+            if _fails(t, critical):
+                found.append(_failure(bank, t, critical))
+    return sorted(found, key=_severity)
