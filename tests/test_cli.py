@@ -162,12 +162,12 @@ def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
 ) -> None:
     from eval_pipeline.cli.run import _report
 
-    assert _run("--model", "local-minilm", "--banks", "state,always", "--fail-under", "100.5") == 1
-    scope = Scope(banks=frozenset({Mechanism.STATE, Mechanism.ALWAYS}))
+    assert _run("--model", "local-minilm", "--banks", "semantic,state", "--fail-under", "99.5") == 1
+    scope = Scope(banks=frozenset({Mechanism.SEMANTIC, Mechanism.STATE}))
     scoped = workdir / "results/_scoped" / scope.label
     run_dir = scoped / "local-minilm" / DATE
     gate = read_gate(run_dir / GATE_FILE)
-    assert gate.status is GateStatus.FAILED and gate.scope == scope.label and gate.fail_under == 100.5
+    assert gate.status is GateStatus.FAILED and gate.scope == scope.label and gate.fail_under == 99.5
     assert f"gate failed: {'; '.join(gate.reasons)}" in capsys.readouterr().out
     # The verdict printed and the exit code come from the stored decision, not a second derivation.
     planted = gate.model_copy(update={"status": GateStatus.PASSED, "passed": True, "reasons": []})
