@@ -9,9 +9,16 @@ from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.arguments import allow_removed_arg, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.cli.errors import (
+    EXIT_ERROR,
+    EXIT_FOR_GATE,
+    EXIT_GATE,
+    EXIT_OK,
+    UsageError,
+    print_warnings,
+)
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import START_DATE, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -32,6 +39,8 @@ from eval_pipeline.core.report.run_document import (
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.verdicts.coverage import coverage_verdict
+from eval_pipeline.core.verdicts.identity import incomparable_reasons
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from upath import UPath
@@ -78,6 +87,7 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
     p.add_argument("--storage-dir", type=Path, default=Path("storage"))
     results_args(p)
+    allow_removed_arg(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -144,6 +154,30 @@ def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
     return scope
 
 
+def _claim_locations(args: argparse.Namespace, kb: KnowledgeBase) -> None:
+    """The results and storage folders this run writes into belong to its KB's project."""
+    from eval_pipeline.cli.project import claim
+    from eval_pipeline.location import location_paths
+    from eval_pipeline.providers.object_store import output_path
+
+    results = args.results_dir if args.results_dir is not None else location_paths().results_root
+    claim(
+        kb,
+        [
+            ("results folder " + str(results), output_path(results)),
+            ("storage folder " + str(args.storage_dir), output_path(args.storage_dir)),
+        ],
+    )
+
+
+def _lost_coverage(regression: RegressionDiff | None, allow_removed: bool) -> list[str]:
+    """What the run's own comparison with the previous evaluation says was lost."""
+    if regression is None or regression.diff is None:
+        return []
+    lost, _ = coverage_verdict(regression.diff, allow_removed)
+    return incomparable_reasons(regression.diff) + lost
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
@@ -155,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel: must be 1 or more")
     parallel = min(args.parallel or default_parallel(models, args.models_file), len(models))
+    _claim_locations(args, kb)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
@@ -337,8 +372,10 @@ def _report(
             continue
         doc = read_document(run_dir / RESULTS_FILE)
         diff_file = run_dir / REGRESSION_DIFF_FILE
+        regression = None
         if scope.is_full and diff_file.is_file():
-            for skipped in RegressionDiff.model_validate_json(diff_file.read_text()).passed_over:
+            regression = RegressionDiff.model_validate_json(diff_file.read_text())
+            for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
@@ -347,4 +384,8 @@ def _report(
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, EXIT_FOR_GATE[gate.status])
+        lost = _lost_coverage(regression, args.allow_removed)
+        if lost and regression is not None:
+            print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(lost)}")
+            code = max(code, EXIT_GATE)
     return code

@@ -15,6 +15,7 @@ import pandas as pd
 
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.expectations.history import now_utc
+from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
@@ -114,6 +115,9 @@ def run_report(
             calibration_cost_usd=storage.calibration_cost(date),
             rerank_mode="batch" if mode is not None and mode.value == "batch" else "online",
             prompt_cache=None if cache_note is None else str(cache_note.value),
+            identity=evaluation_identity(
+                knowledge_base, test_banks, expectation_history.content_hash, scored_aggregate.implementations
+            ),
         ),
         scored_aggregate,
         semantic=from_frame(semantic_results, SemanticResult),

@@ -32,6 +32,7 @@ from eval_pipeline.core.diff.explain import (
     reason_drift,
     same_but_numbers,
 )
+from eval_pipeline.core.diff.kb_change import incomparable, kb_change
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -93,12 +94,14 @@ def _difference(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else round(after - before, 2)
 
 
-def _kind(base: Side, head: Side, moved: bool, cosmetic: bool) -> DeltaKind:
+def _kind(base: Side, head: Side, moved: bool, cosmetic: bool, collapse: bool) -> DeltaKind:
     if head.critical_failure and not base.critical_failure:
         return DeltaKind.CRITICAL
     was, now = base.outcome is Outcome.PASS, head.outcome is Outcome.PASS
     if was and not now:
         return DeltaKind.REGRESSED
+    if collapse:
+        return DeltaKind.CONTENT_COLLAPSE
     if now and not was:
         return DeltaKind.FIXED
     if moved:
@@ -129,7 +132,8 @@ def _delta(
         test_id=h.test_id,
         mechanism=h.first.mechanism,
         name=h.first.name,
-        kind=_kind(base, head, moved, bool(cosmetic)),
+        kind=_kind(base, head, moved, bool(cosmetic), collapse=bool(alerts)),
+        critical=_critical(h),
         causes=causes,
         base=base,
         head=head,
@@ -145,6 +149,10 @@ def _delta(
     )
 
 
+def _critical(t: TestTrials[AnyResult]) -> bool:
+    return isinstance(t.first, PatternResult) and t.first.is_critical
+
+
 def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
     side = _side(t)
     return TestDelta(
@@ -152,6 +160,7 @@ def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
         mechanism=t.first.mechanism,
         name=t.first.name,
         kind=kind,
+        critical=_critical(t),
         causes=[],
         base=side if kind is DeltaKind.REMOVED else None,
         head=side if kind is DeltaKind.ADDED else None,
@@ -256,4 +265,9 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         head_unevaluable=head.aggregate.unevaluable_reasons(),
         statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
         deltas=deltas,
+        removed_banks=[
+            m.value for m in Mechanism if m in base.aggregate.banks and m not in head.aggregate.banks
+        ],
+        kb_change=kb_change(base.provenance.identity, head.provenance.identity),
+        incomparable=incomparable(base.provenance.identity, head.provenance.identity),
     )

@@ -13,6 +13,7 @@ from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
@@ -100,6 +101,7 @@ def build_document(
             calibration_cost_usd=calibration_cost_usd,
             rerank_mode=rerank_mode,
             prompt_cache=prompt_cache,
+            identity=evaluation_identity(kb, banks, history_hash(banks.history), implementations),
         ),
         agg,
         semantic=semantic,
