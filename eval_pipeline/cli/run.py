@@ -120,7 +120,8 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     from eval_pipeline.providers.models import load_models, require_keys
     from eval_pipeline.providers.python_target import require_entrypoint
 
-    models = load_models(models_file)
+    notices: list[str] = []
+    models = load_models(models_file, notices=notices)
     keys = requested or [k for k, m in models.items() if m.enabled]
     unknown = [k for k in keys if k not in models]
     if unknown:
@@ -128,6 +129,8 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     for key in keys:
         require_keys(models[key])
         require_entrypoint(models[key], models_file)
+    for line in notices:
+        print(f"notice: {line}", file=sys.stderr)
     return list(dict.fromkeys(keys))
 
 
