@@ -255,7 +255,8 @@ def test_model_comparison_pairs_models_in_the_given_order() -> None:
         ("two", "three"),
     ]
     assert comparison.verdicts[0].startswith(
-        "one@2026-11-19 → two@2026-11-19: health GOOD → CRITICAL; 1 critical, 0 content_collapse, 2 regressed, 1 fixed"
+        "one@2026-11-19 → two@2026-11-19: health GOOD → CRITICAL; "
+        "1 critical, 0 content_collapse, 2 regressed, 1 fixed"
     )
     md = render_comparison_markdown(comparison)
     assert "| Model | Health | Combined | semantic | state | pattern | always |" in md

@@ -64,7 +64,9 @@ def test_a_deleted_pattern_bank_fails_run_and_diff_naming_the_bank_and_its_criti
     assert "bank no longer run: pattern" in out and "critical test, was" in out
 
 
-def test_removed_ordinary_tests_fail_unless_allowed(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_removed_ordinary_tests_fail_unless_allowed(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _run(TENANT, D1) == 0
     bank = workdir / "tenant/banks/semantic/tenant_questions.json"
     data = json.loads(bank.read_text())
@@ -113,16 +115,20 @@ def test_another_projects_evaluation_into_this_location_is_refused(
     assert "  - incomparable: different projects: base is " in capsys.readouterr().out
 
 
-def test_a_kb_edit_is_the_same_project_and_summarised(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_kb_edit_is_the_same_project_and_summarised(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _run(TENANT, D1) == 0
     kb = workdir / "tenant/kb.yaml"
     data = yaml.safe_load(kb.read_text())
-    data["entities"] = [e for e in data["entities"] if e["entity_id"] != "lease_renewal"]
+    for e in data["entities"]:
+        if e["entity_id"] == "lease_renewal":
+            e["content"] = "Ask for the renewal terms in writing."
     kb.write_text(yaml.safe_dump(data))
     capsys.readouterr()
     assert _run(TENANT, D2) in (0, 1)
     _diff("local-minilm")
-    assert "KB change: entities removed (1): lease_renewal" in capsys.readouterr().out
+    assert "KB change: entities content changed (1): lease_renewal" in capsys.readouterr().out
 
 
 def test_a_gutted_but_boosted_primary_fails_diff_as_content_collapse(

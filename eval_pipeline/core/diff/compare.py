@@ -173,6 +173,12 @@ def _tests(doc: RunDocument, threshold: int) -> dict[tuple[str, str], TestTrials
     return {(t.first.mechanism, t.test_id): t for t in by_test(rows, threshold)}
 
 
+def _banks_run(doc: RunDocument) -> set[str]:
+    """The banks with at least one test in the document (a bank with no file has none)."""
+    rows: list[AnyResult] = [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
+    return {r.mechanism for r in rows}
+
+
 def _ref(doc: RunDocument) -> RunRef:
     p = doc.provenance
     return RunRef(
@@ -265,9 +271,7 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         head_unevaluable=head.aggregate.unevaluable_reasons(),
         statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
         deltas=deltas,
-        removed_banks=[
-            m.value for m in Mechanism if m in base.aggregate.banks and m not in head.aggregate.banks
-        ],
+        removed_banks=[m.value for m in Mechanism if m.value in _banks_run(base) - _banks_run(head)],
         kb_change=kb_change(base.provenance.identity, head.provenance.identity),
         incomparable=incomparable(base.provenance.identity, head.provenance.identity),
     )
