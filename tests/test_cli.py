@@ -172,10 +172,10 @@ def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
     # The verdict printed and the exit code come from the stored decision, not a second derivation.
     planted = gate.model_copy(update={"status": GateStatus.PASSED, "passed": True, "reasons": []})
     (run_dir / GATE_FILE).write_text(planted.model_dump_json())
-    assert _report(["local-minilm"], DATE, scoped, scope, [], False) == 0
+    assert _report(["local-minilm"], DATE, scoped, scope, [], False, False) == 0
     assert "gate failed" not in capsys.readouterr().out
     (run_dir / GATE_FILE).unlink()
-    assert _report(["local-minilm"], DATE, scoped, scope, [], False) == 3
+    assert _report(["local-minilm"], DATE, scoped, scope, [], False, False) == 3
     assert "no gate decision was written" in capsys.readouterr().err
 
 

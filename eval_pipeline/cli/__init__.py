@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     from eval_pipeline.cli.backfill import add_backfill_command
     from eval_pipeline.cli.calibrate import add_calibrate_commands
     from eval_pipeline.cli.diff import add_diff_commands
+    from eval_pipeline.cli.init import add_init_command
     from eval_pipeline.cli.models import add_models_command
     from eval_pipeline.cli.override import add_override_command
     from eval_pipeline.cli.run import add_run_commands
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_override_command(sub)
     add_agreement_commands(sub)
     add_validate_commands(sub)
+    add_init_command(sub)
     return parser
 
 

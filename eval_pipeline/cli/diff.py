@@ -1,6 +1,7 @@
 """`diff BASE HEAD`: compare two stored runs test by test; the exit code follows the diff gate
-(`core.diff_gate`): 1 for a new critical failure, a deterministic or errored regression, or a
-semantic regression beyond noise; 3 when the head could not be evaluated."""
+(`core.diff_gate`): 1 for two different projects, a new critical failure, a content collapse, lost
+coverage (removed banks or tests, unless --allow-removed), a deterministic or errored regression,
+or a semantic regression beyond noise; 3 when the head could not be evaluated."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.arguments import results_dir
+from eval_pipeline.cli.arguments import allow_removed_arg, results_dir
 from eval_pipeline.cli.errors import EXIT_FOR_GATE, UsageError
 from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
 from eval_pipeline.core.report.diffs import render_diff_markdown, render_diff_text
@@ -29,6 +30,7 @@ def add_diff_commands(sub: Any) -> None:
     p.add_argument("--results-dir", type=Path, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
     p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
+    allow_removed_arg(p)
     p.set_defaults(func=cmd_diff)
 
 
@@ -55,7 +57,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     root = results_dir(args)
     base, head = _load(args.base, root), _load(args.head, root)
     diff = diff_documents(base, head)
-    gate = diff_gate(diff, strict=args.strict)
+    gate = diff_gate(diff, strict=args.strict, allow_removed=args.allow_removed)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: render_diff_text(diff, gate),
         "markdown": lambda: render_diff_markdown(diff, gate),

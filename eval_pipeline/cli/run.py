@@ -9,9 +9,15 @@ from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import results_args
+from eval_pipeline.cli.arguments import allow_removed_arg, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
+from eval_pipeline.cli.errors import (
+    EXIT_ERROR,
+    EXIT_FOR_GATE,
+    EXIT_OK,
+    UsageError,
+    print_warnings,
+)
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
@@ -26,7 +32,6 @@ from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.report.run_output import (
     REGRESSION_DIFF_MD,
     failure_lines,
-    regression_gate,
     since_lines,
 )
 from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
@@ -40,6 +45,7 @@ from eval_pipeline.core.scoring.run_document import (
     read_document,
 )
 from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates, read_gate
+from eval_pipeline.core.verdicts.since import since_verdict
 from eval_pipeline.core.writable import require_writable
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
@@ -93,6 +99,7 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
     p.add_argument("--storage-dir", type=Path, default=Path("storage"))
     results_args(p)
+    allow_removed_arg(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -125,7 +132,8 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     from eval_pipeline.providers.models import load_models, require_keys
     from eval_pipeline.providers.python_target import require_entrypoint
 
-    models = load_models(models_file)
+    notices: list[str] = []
+    models = load_models(models_file, notices=notices)
     keys = requested or [k for k, m in models.items() if m.enabled]
     unknown = [k for k in keys if k not in models]
     if unknown:
@@ -133,6 +141,8 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     for key in keys:
         require_keys(models[key])
         require_entrypoint(models[key], models_file)
+    for line in notices:
+        print(f"notice: {line}", file=sys.stderr)
     return list(dict.fromkeys(keys))
 
 
@@ -179,6 +189,22 @@ def _check_folders(args: argparse.Namespace, scope: Scope) -> None:
     )
 
 
+def _claim_locations(args: argparse.Namespace, kb: KnowledgeBase) -> None:
+    """The results and storage folders this run writes into belong to its KB's project."""
+    from eval_pipeline.cli.project import claim
+    from eval_pipeline.location import location_paths
+    from eval_pipeline.providers.object_store import output_path
+
+    results = args.results_dir if args.results_dir is not None else location_paths().results_root
+    claim(
+        kb,
+        [
+            ("results folder " + str(results), output_path(results)),
+            ("storage folder " + str(args.storage_dir), output_path(args.storage_dir)),
+        ],
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     check_number("--fail-under", args.fail_under, low=0, high=100)
     warnings: list[Problem] = []
@@ -194,6 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--parallel: must be 1 or more")
     parallel = min(args.parallel or default_parallel(models, args.models_file), len(models))
     _check_folders(args, scope)
+    _claim_locations(args, kb)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
@@ -219,7 +246,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     with project_instance() as instance:  # disposed when done: tests run several in one process
         if stands(args, inputs, instance, output_path(results)):
-            return _report(models, date, output_path(results), scope, [], args.fail_on_regression)
+            return _report(
+                models, date, output_path(results), scope, [], args.fail_on_regression, args.allow_removed
+            )
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
@@ -252,7 +281,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(models, date, output_path(results), scope, errors, args.fail_on_regression)
+    return _report(
+        models, date, output_path(results), scope, errors, args.fail_on_regression, args.allow_removed
+    )
 
 
 def _adhoc(
@@ -285,7 +316,7 @@ def _adhoc(
         ]
         for run in runs:
             run.result()  # the first model's exception, if any, as a sequential run would raise it
-    return _report(models, date, results_dir, scope, [], args.fail_on_regression)
+    return _report(models, date, results_dir, scope, [], args.fail_on_regression, args.allow_removed)
 
 
 _SAY = threading.Lock()
@@ -367,6 +398,7 @@ def _report(
     scope: Scope,
     errors: list[str],
     fail_on_regression: bool,
+    allow_removed: bool,
 ) -> int:
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0)."""
     code = EXIT_ERROR if errors else EXIT_OK
@@ -384,7 +416,7 @@ def _report(
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
-        code = max(code, _since(regression, run_dir, scope, fail_on_regression))
+        code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if not (run_dir / GATE_FILE).is_file():
@@ -398,12 +430,18 @@ def _report(
     return code
 
 
-def _since(regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool) -> int:
-    """Print what changed since the previous evaluation; the exit code its gate asks for."""
+def _since(
+    regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
+) -> int:
+    """Print what changed since the previous evaluation; the exit code its verdict asks for."""
+    if not scope.is_full:
+        print("  since: a narrowed run is not compared")
+        return EXIT_OK
+    verdict = since_verdict(regression, fail_on_regression=gating, allow_removed=allow_removed)
     if regression is None:
-        reason = "a narrowed run is not compared" if not scope.is_full else "no regression diff was written"
-        print(f"  since: {reason}")
-        return EXIT_ERROR if gating else EXIT_OK
-    print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating)))
-    gate = regression_gate(regression)
-    return EXIT_FOR_GATE[gate.status] if gating and gate is not None else EXIT_OK
+        print("  since: no regression diff was written")
+    else:
+        print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating, allow_removed)))
+        if not gating and verdict.reasons:
+            print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(verdict.reasons)}")
+    return EXIT_FOR_GATE[verdict.status]

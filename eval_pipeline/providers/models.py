@@ -306,13 +306,30 @@ def _model_entries(path: Path, doc: Any) -> dict[str, Any]:
     return dict(doc["models"])
 
 
-def _build(path: Path, key: str, body: Any, overrides: Mapping[str, Price]) -> ModelConfig:
+def legacy_notice(path: Path, cfg: ModelConfig) -> str:
+    """What the older `kind: http` form means, said once at load, with its replacement."""
+    system = cfg.system
+    url = system.url if system is not None else ""
+    reference = ", ".join(m.value for m in Mechanism if cfg.implementation(m) == REFERENCE)
+    return (
+        f"{path}: model '{cfg.key}': the older 'embedder/reranker: {{kind: http}}' form is read as "
+        f"'system: {{kind: http, url: {url}, mechanisms: [semantic]}}': your service answers semantic "
+        f"only and {reference} use eval_pipeline's reference rules; write that system: line instead "
+        "(add mechanisms your service answers)"
+    )
+
+
+def _build(
+    path: Path, key: str, body: Any, overrides: Mapping[str, Price], notices: list[str]
+) -> ModelConfig:
     if not isinstance(body, dict):
         raise ConfigError(f"{path}: model '{key}': expected a mapping of fields")
     try:
         cfg = ModelConfig.model_validate({**body, "key": key})
     except ValidationError as exc:
         raise ConfigError(f"{path}: model '{key}': {_one_line(exc)}") from exc
+    if "http" in body:
+        notices.append(legacy_notice(path, cfg))
     if not cfg.uses_api:
         return cfg
     embedder, reranker = cfg.stages()
@@ -326,13 +343,17 @@ def _build(path: Path, key: str, body: Any, overrides: Mapping[str, Price]) -> M
     return cfg
 
 
-def load_models(path: Path, price_overrides: Mapping[str, Price] | None = None) -> dict[str, ModelConfig]:
+def load_models(
+    path: Path, price_overrides: Mapping[str, Price] | None = None, notices: list[str] | None = None
+) -> dict[str, ModelConfig]:
     """All models in file order. Prices: `price_overrides` (default: $EVAL_PIPELINE_PRICES) win
     over the file's `prices:`, which win over the built-in table; every API model must be priced.
+    A model in an older form that loads as a newer one adds a line to `notices`.
     """
     try:
         overrides = load_price_overrides() if price_overrides is None else price_overrides
     except PricingError as exc:
         raise ConfigError(str(exc)) from exc
     entries = _model_entries(path, _read_yaml(path))
-    return {str(key): _build(path, str(key), body, overrides) for key, body in entries.items()}
+    said = [] if notices is None else notices
+    return {str(key): _build(path, str(key), body, overrides, said) for key, body in entries.items()}

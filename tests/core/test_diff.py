@@ -67,6 +67,7 @@ m@2026-11-19 → m@2026-11-20 (pass: score ≥ 60)
 health: GOOD → CRITICAL
 gate: FAILED
   - 1 new critical failure(s): P-1
+  - coverage lost: 1 test(s) removed: S-GONE (semantic) (--allow-removed accepts it)
   - 1 test(s) errored that passed before: S-ERR
   - 1 stable semantic regression(s): S-REG
 warning: KB differs: kb-1 (k1k1k1k1k1k1) → kb-1 (k2k2k2k2k2k2); system changes may come from the KB
@@ -136,6 +137,7 @@ def test_every_kind_and_cause_with_exact_console_output(diff: RunDiff) -> None:
 def test_kinds_counts_and_causes(diff: RunDiff) -> None:
     assert {k.value: n for k, n in diff.counts.items()} == {
         "critical": 1,
+        "content_collapse": 0,
         "regressed": 2,
         "fixed": 1,
         "changed": 3,
@@ -253,7 +255,8 @@ def test_model_comparison_pairs_models_in_the_given_order() -> None:
         ("two", "three"),
     ]
     assert comparison.verdicts[0].startswith(
-        "one@2026-11-19 → two@2026-11-19: health GOOD → CRITICAL; 1 critical, 2 regressed, 1 fixed"
+        "one@2026-11-19 → two@2026-11-19: health GOOD → CRITICAL; "
+        "1 critical, 0 content_collapse, 2 regressed, 1 fixed"
     )
     md = render_comparison_markdown(comparison)
     assert "| Model | Health | Combined | semantic | state | pattern | always |" in md

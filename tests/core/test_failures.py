@@ -19,13 +19,13 @@ from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
 from eval_pipeline.core.report.run_output import (
     failure_lines,
     fold,
-    regression_gate,
     since_lines,
     since_markdown,
 )
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.verdicts.run_gate import Gates, GateStatus
+from eval_pipeline.core.verdicts.since import regression_gate
 from tests.conftest import REPO, TENANT
 from tests.run_docs import always, doc, negative, pattern, sem, state
 

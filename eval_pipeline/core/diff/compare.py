@@ -32,6 +32,7 @@ from eval_pipeline.core.diff.explain import (
     reason_drift,
     same_but_numbers,
 )
+from eval_pipeline.core.diff.kb_change import incomparable, kb_change
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
@@ -96,12 +97,14 @@ def _difference(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else round(after - before, 2)
 
 
-def _kind(base: Side, head: Side, moved: bool, cosmetic: bool) -> DeltaKind:
+def _kind(base: Side, head: Side, moved: bool, cosmetic: bool, collapse: bool) -> DeltaKind:
     if head.critical_failure and not base.critical_failure:
         return DeltaKind.CRITICAL
     was, now = base.outcome is Outcome.PASS, head.outcome is Outcome.PASS
     if was and not now:
         return DeltaKind.REGRESSED
+    if collapse:
+        return DeltaKind.CONTENT_COLLAPSE
     if now and not was:
         return DeltaKind.FIXED
     if moved:
@@ -132,7 +135,8 @@ def _delta(
         test_id=h.test_id,
         mechanism=h.first.mechanism,
         name=h.first.name,
-        kind=_kind(base, head, moved, bool(cosmetic)),
+        kind=_kind(base, head, moved, bool(cosmetic), collapse=bool(alerts)),
+        critical=_critical(h),
         causes=causes,
         base=base,
         head=head,
@@ -148,6 +152,10 @@ def _delta(
     )
 
 
+def _critical(t: TestTrials[AnyResult]) -> bool:
+    return isinstance(t.first, PatternResult) and t.first.is_critical
+
+
 def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
     side = _side(t)
     return TestDelta(
@@ -155,6 +163,7 @@ def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
         mechanism=t.first.mechanism,
         name=t.first.name,
         kind=kind,
+        critical=_critical(t),
         causes=[],
         base=side if kind is DeltaKind.REMOVED else None,
         head=side if kind is DeltaKind.ADDED else None,
@@ -165,6 +174,12 @@ def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
 def _tests(doc: RunDocument, threshold: int) -> dict[tuple[str, str], TestTrials[AnyResult]]:
     rows: list[AnyResult] = [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
     return {(t.first.mechanism, t.test_id): t for t in by_test(rows, threshold)}
+
+
+def _banks_run(doc: RunDocument) -> set[str]:
+    """The banks with at least one test in the document (a bank with no file has none)."""
+    rows: list[AnyResult] = [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
+    return {r.mechanism for r in rows}
 
 
 def _ref(doc: RunDocument) -> RunRef:
@@ -259,4 +274,7 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         head_unevaluable=head.aggregate.unevaluable_reasons(),
         statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
         deltas=deltas,
+        removed_banks=[m.value for m in Mechanism if m.value in _banks_run(base) - _banks_run(head)],
+        kb_change=kb_change(base.provenance.identity, head.provenance.identity),
+        incomparable=incomparable(base.provenance.identity, head.provenance.identity),
     )

@@ -24,6 +24,7 @@ from eval_pipeline.core.scoring.trials import trial_of
 # A selected primary whose cosine fell by this much still passes, but no longer for a reason the
 # embedding can see (e.g. its content was gutted and a keyword boost kept it in).
 SIMILARITY_COLLAPSE = 0.2
+COLLAPSE_ALERT = "similarity collapse"
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 View = dict[str, Any]
@@ -201,5 +202,5 @@ def collapse_alerts(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> lis
         for e in h.expectations.expected_primary:
             if e in selected and e in before and e in after and before[e] - after[e] >= SIMILARITY_COLLAPSE:
                 cosine = f"cosine {before[e]:.2f} → {after[e]:.2f}"
-                alerts[f"similarity collapse: primary {e} still selected, {cosine}"] = None
+                alerts[f"{COLLAPSE_ALERT}: primary {e} still selected, {cosine}"] = None
     return list(alerts)

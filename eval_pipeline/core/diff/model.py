@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_pipeline.core.diff.kb_change import KbChange
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -21,6 +22,8 @@ class DiffError(BadInput, ValueError):
 
 class DeltaKind(StrEnum):
     CRITICAL = "critical"  # a new critical failure: reported first, a regression whatever the score
+    # A still-selected primary whose similarity collapsed: a regression the score hides.
+    CONTENT_COLLAPSE = "content_collapse"
     REGRESSED = "regressed"
     FIXED = "fixed"
     CHANGED = "changed"
@@ -79,6 +82,7 @@ class TestDelta(FrozenModel):
     mechanism: str
     name: str
     kind: DeltaKind
+    critical: bool = Field(default=False, description="The test is marked critical")
     causes: list[Cause]
     base: Side | None
     head: Side | None
@@ -114,6 +118,9 @@ class RunDiff(FrozenModel):
         description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
     )
     deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
+    removed_banks: list[str] = Field(default_factory=list, description="Banks the base ran, the head not")
+    kb_change: KbChange | None = Field(default=None, description="Entities that differ, by id")
+    incomparable: str | None = Field(default=None, description="Why the sides are different projects")
 
     @property
     def health_changed(self) -> bool:
@@ -124,4 +131,5 @@ class RunDiff(FrozenModel):
 
     @property
     def regressed(self) -> bool:
-        return self.counts[DeltaKind.REGRESSED] + self.counts[DeltaKind.CRITICAL] > 0
+        kinds = (DeltaKind.REGRESSED, DeltaKind.CRITICAL, DeltaKind.CONTENT_COLLAPSE)
+        return sum(self.counts.get(k, 0) for k in kinds) > 0

@@ -96,6 +96,9 @@ class KnowledgeBase(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kb_version: str = Field(min_length=1, description="Human label; results also carry the hash")
+    name: str | None = Field(
+        default=None, min_length=1, description="The project's declared name: what makes it this project"
+    )
     vocabulary: Vocabulary = Field(default_factory=Vocabulary)
     entities: list[Entity]
 

@@ -264,7 +264,10 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         entities.append(entity)
     if version is None or not entities or vocabulary is None:
         return None
-    return KnowledgeBase(kb_version=str(version), vocabulary=vocabulary, entities=entities)
+    name = manifest.get("name") if isinstance(manifest, dict) else None
+    return KnowledgeBase(
+        kb_version=str(version), name=str(name) if name else None, vocabulary=vocabulary, entities=entities
+    )
 
 
 def load_banks(root: Path, problems: list[Problem]) -> Banks:

@@ -21,6 +21,7 @@ from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 
 DETAILED = (
     DeltaKind.CRITICAL,
+    DeltaKind.CONTENT_COLLAPSE,
     DeltaKind.REGRESSED,
     DeltaKind.FIXED,
     DeltaKind.CHANGED,
@@ -54,7 +55,8 @@ def detail_lines(d: TestDelta) -> list[str]:
     if d.kind is DeltaKind.ADDED:
         return [f"new test ({d.head.label if d.head else ''})"]
     if d.kind is DeltaKind.REMOVED:
-        return [f"no longer run (was {d.base.label if d.base else ''})"]
+        critical = "critical test, " if d.critical else ""
+        return [f"no longer run ({critical}was {d.base.label if d.base else ''})"]
     lines = [f"ALERT {a}" for a in d.alerts]
     lines += [f"new penalty: {p}" for p in d.penalties_added]
     lines += [f"penalty gone: {p}" for p in d.penalties_removed]
@@ -96,6 +98,16 @@ def implementation_lines(diff: RunDiff) -> list[str]:
     return [f"implementations: {head}" if base == head else f"implementations: {base} → {head}"]
 
 
+def span_lines(diff: RunDiff) -> list[str]:
+    """What the comparison spans beyond the system: a KB change, banks no longer run."""
+    lines = [diff.kb_change.line] if diff.kb_change else []
+    return lines + [f"bank no longer run: {b}" for b in diff.removed_banks]
+
+
+def kind_title(kind: DeltaKind) -> str:
+    return kind.value.replace("_", " ")
+
+
 def health_line(diff: RunDiff) -> str:
     if diff.health_changed:
         return f"health: {diff.base_health} → {diff.head_health}"
@@ -113,12 +125,12 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
     gate = gate or diff_gate(diff)
     lines = [f"{diff.base.label} → {diff.head.label} (pass: score ≥ {diff.pass_threshold})"]
     lines += [*implementation_lines(diff), health_line(diff), *gate_lines(gate)]
-    lines += [f"warning: {w}" for w in diff.warnings]
+    lines += [f"warning: {w}" for w in diff.warnings] + span_lines(diff)
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
         if not deltas:
             continue
-        lines.append(f"== {kind.value} ({len(deltas)}) ==")
+        lines.append(f"== {kind_title(kind)} ({len(deltas)}) ==")
         for d in deltas:
             lines += [headline(d), *(f"    {line}" for line in detail_lines(d))]
     lines += [
@@ -137,15 +149,16 @@ def _diff_body(diff: RunDiff, level: int, gate: DiffGate | None = None) -> list[
     gate = gate or diff_gate(diff)
     lines = [f"**{health_line(diff)}**", "", *(f"{line}\n" for line in implementation_lines(diff))]
     lines += [*(f"- {line.strip()}" for line in gate_lines(gate)), ""]
-    lines += [*(f"- ⚠️ {w}" for w in diff.warnings), *([""] if diff.warnings else [])]
-    lines += markdown_table(("Kind", "Tests"), ((k.value, diff.counts[k]) for k in DeltaKind))
+    spans = [*diff.warnings, *span_lines(diff)]
+    lines += [*(f"- ⚠️ {w}" for w in spans), *([""] if spans else [])]
+    lines += markdown_table(("Kind", "Tests"), ((kind_title(k), diff.counts.get(k, 0)) for k in DeltaKind))
     lines += [f"{h} Statistics (semantic tests)", "", f"**{diff.statistics.verdict}**", ""]
     lines += markdown_table(("", ""), _statistics_rows(diff.statistics))
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
         if not deltas:
             continue
-        lines += [f"{h} {kind.value.capitalize()} ({len(deltas)})", ""]
+        lines += [f"{h} {kind_title(kind).capitalize()} ({len(deltas)})", ""]
         for d in deltas:
             lines += [f"{h}# {headline(d)}", *(f"- {line}" for line in detail_lines(d)), ""]
     cosmetic = diff.counts[DeltaKind.COSMETIC]

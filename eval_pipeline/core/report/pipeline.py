@@ -20,6 +20,7 @@ from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
@@ -87,6 +88,7 @@ class RunSetup:
             calibration_cost_usd=self.calibration_cost_usd,
             rerank_mode=self.rerank_mode,
             prompt_cache=self.prompt_cache,
+            identity=evaluation_identity(self.kb, self.banks, history, self.implementations),
         )
 
 

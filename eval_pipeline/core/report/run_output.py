@@ -17,7 +17,7 @@ from eval_pipeline.core.report.diffs import gate_lines, headline, health_line
 from eval_pipeline.core.report.failures import Failure, failing_tests
 from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.scoring.run_document import REGRESSION_DIFF_FILE, RunDocument
-from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
+from eval_pipeline.core.verdicts.since import regression_gate
 
 FOLD_AFTER = 40
 # What the since block lists, as `diff` orders them: a new critical failure first.
@@ -34,11 +34,6 @@ def fold(lines: Sequence[str], what: str, where: str, limit: int = FOLD_AFTER) -
     return [*lines[:kept], f"… {len(lines) - kept} more {what} in {where}"]
 
 
-def regression_gate(regression: RegressionDiff) -> DiffGate | None:
-    """`diff`'s gate on the stored comparison; None when there was nothing earlier to compare."""
-    return diff_gate(regression.diff) if regression.diff is not None else None
-
-
 def _counts(diff: RunDiff) -> str:
     return ", ".join(
         f"{diff.counts[k]} {'new critical' if k is DeltaKind.CRITICAL else k.value}" for k in SINCE_KINDS
@@ -49,9 +44,11 @@ def _changes(diff: RunDiff) -> list[str]:
     return [f"{d.kind.value}: {headline(d)}" for k in SINCE_KINDS for d in diff.of_kind(k)]
 
 
-def since_lines(regression: RegressionDiff, details: str, gating: bool) -> list[str]:
+def since_lines(
+    regression: RegressionDiff, details: str, gating: bool, allow_removed: bool = False
+) -> list[str]:
     """The console's "since <previous date>" block; `details` names the full regression diff."""
-    gate = regression_gate(regression)
+    gate = regression_gate(regression, allow_removed)
     if regression.diff is None or gate is None:
         return [f"  since: {regression.verdict}"]
     diff = regression.diff

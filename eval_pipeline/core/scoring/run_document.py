@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
+from eval_pipeline.core.inputs.identity import EvaluationIdentity
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
 from eval_pipeline.core.scoring.results import (
@@ -57,6 +58,9 @@ class Provenance(BaseModel):
     prompt_cache: str | None = Field(
         default=None,
         description="Whether the reranker's stable prefix reached the model's minimum cacheable length",
+    )
+    identity: EvaluationIdentity | None = Field(
+        default=None, description="The project, KB, banks and mechanism sources evaluated (1.6+)"
     )
 
 

@@ -1,0 +1,1 @@
+"""Verdicts: the run gate, the regression gate, coverage and identity."""

@@ -9,6 +9,9 @@
   reported as within noise. With one trial flakiness cannot be seen, so every semantic
   regression counts as stable: run trials ≥ 3 to let the noise model excuse noise.
 - The head could not be evaluated (a bank with too few scored tests): the verdict is unknown.
+- Two different projects are incomparable: that fails, first. A still-selected primary whose
+  similarity collapsed (content collapse) fails, named right after new critical failures.
+  Removed banks and tests (coverage) fail unless `allow_removed`.
 `strict` restores "any regression fails".
 """
 
@@ -16,8 +19,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from eval_pipeline.core.diff.collapse import content_collapses
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.verdicts.coverage import coverage_verdict
+from eval_pipeline.core.verdicts.identity import incomparable_reasons
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
@@ -46,12 +52,16 @@ def _stable(d: TestDelta) -> bool:
     return not ((d.base is not None and d.base.flaky) or (d.head is not None and d.head.flaky))
 
 
-def diff_gate(diff: RunDiff, strict: bool = False) -> DiffGate:
-    reasons: list[str] = []
-    notes: list[str] = []
+def diff_gate(diff: RunDiff, strict: bool = False, allow_removed: bool = False) -> DiffGate:
+    reasons = incomparable_reasons(diff)
     critical = diff.of_kind(DeltaKind.CRITICAL)
     if critical:
         reasons.append(f"{len(critical)} new critical failure(s): {_ids(critical)}")
+    collapsed = content_collapses(diff)
+    if collapsed:
+        reasons.append(f"content collapse in {len(collapsed)} test(s): {_ids(collapsed)}")
+    lost, notes = coverage_verdict(diff, allow_removed)
+    reasons += lost
     regressed = diff.of_kind(DeltaKind.REGRESSED)
     errored = [d for d in regressed if _errored_now(d)]
     scored = [d for d in regressed if not _errored_now(d)]

@@ -1,0 +1,41 @@
+"""Which project a results folder and a storage folder hold: a run claims them for its KB's
+project (a small `_project.json` in each) and is refused where another project's evaluations
+are, so two projects never share results folders or model x date partitions by accident."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+from upath import UPath
+
+from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.core.inputs.identity import ProjectIdentity, project_identity
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.verdicts.identity import location_conflict
+from eval_pipeline.providers.object_store import write_text
+
+PROJECT_FILE = "_project.json"
+
+
+def _held(marker: UPath) -> ProjectIdentity | None:
+    if not marker.is_file():
+        return None
+    try:
+        return ProjectIdentity.model_validate_json(marker.read_text(encoding="utf-8"))
+    except (OSError, ValidationError) as exc:
+        kind = type(exc).__name__
+        raise UsageError(f"{marker}: not a readable project record ({kind}); restore or remove it") from None
+
+
+def claim(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath]]) -> None:
+    """Refuse (one line, nothing written) if any location holds another project; else record
+    this one in each, its entity ids brought up to date (a KB edit stays the same project)."""
+    running = project_identity(kb)
+    for where, root in locations:
+        held = _held(root / PROJECT_FILE)
+        conflict = None if held is None else location_conflict(held, running, where)
+        if conflict:
+            raise UsageError(conflict)
+    for _, root in locations:
+        write_text(root / PROJECT_FILE, running.model_dump_json(indent=2))

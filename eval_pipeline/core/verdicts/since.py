@@ -1,0 +1,47 @@
+"""The run's verdict on what changed since the model's previous evaluation.
+
+Lost coverage (a removed bank or test) and another project are always part of the run's exit
+code: a run must never pass because its critical tests vanished. The rest of the comparison
+(regressions, new critical failures, content collapse) is the same decision `diff` makes on the
+stored regression diff, and gates the run only when asked (`--fail-on-regression`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.verdicts.coverage import coverage_verdict
+from eval_pipeline.core.verdicts.identity import incomparable_reasons
+from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
+from eval_pipeline.core.verdicts.run_gate import GateStatus
+
+
+class SinceVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: GateStatus
+    reasons: list[str]
+
+
+def regression_gate(regression: RegressionDiff, allow_removed: bool = False) -> DiffGate | None:
+    """`diff`'s gate on the stored comparison; None when there was nothing earlier to compare."""
+    if regression.diff is None:
+        return None
+    return diff_gate(regression.diff, allow_removed=allow_removed)
+
+
+def since_verdict(
+    regression: RegressionDiff | None, *, fail_on_regression: bool, allow_removed: bool
+) -> SinceVerdict:
+    if regression is None:
+        if fail_on_regression:
+            return SinceVerdict(status=GateStatus.UNEVALUABLE, reasons=["no regression diff was written"])
+        return SinceVerdict(status=GateStatus.PASSED, reasons=[])
+    gate = regression_gate(regression, allow_removed)
+    if gate is None or regression.diff is None:
+        return SinceVerdict(status=GateStatus.PASSED, reasons=[])
+    if fail_on_regression:
+        return SinceVerdict(status=gate.status, reasons=gate.reasons)
+    lost = incomparable_reasons(regression.diff) + coverage_verdict(regression.diff, allow_removed)[0]
+    return SinceVerdict(status=GateStatus.FAILED if lost else GateStatus.PASSED, reasons=lost)
