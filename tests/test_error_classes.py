@@ -55,7 +55,7 @@ def _not_derived(classes: list[type[BaseException]]) -> list[str]:
 def test_every_error_the_cli_catches_derives_from_the_one_base() -> None:
     errors = _package_errors()
     caught = [errors[name] for name in _caught_by_cli() if name in errors]
-    assert {"InputError", "DiffError", "ReviewError", "CalibrationFileError", "ProviderError"} <= {
+    assert {"EvalPipelineError", "InputError", "DocumentError", "ProviderError"} <= {
         c.__name__ for c in caught
     }
     assert _not_derived(caught) == []
