@@ -39,6 +39,7 @@ from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
+from eval_pipeline.core.scoring.reevaluation import decisions_against
 from eval_pipeline.core.scoring.results import (
     RESULT_SCHEMA_VERSION,
     AnyResult,
@@ -256,4 +257,5 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         head_unevaluable=head.aggregate.unevaluable_reasons(),
         statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
         deltas=deltas,
+        noise_decisions=decisions_against(head.provenance.reevaluations, _ref(base).label),
     )

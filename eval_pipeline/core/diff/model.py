@@ -11,6 +11,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.metrics import (
     StageAttribution,
 )
+from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.scoring.trials import Outcome
 
 
@@ -113,6 +114,10 @@ class RunDiff(FrozenModel):
         description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
     )
     deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
+    noise_decisions: dict[str, Decision] = Field(
+        default_factory=dict,
+        description="Semantic regressions the head's re-trials confirmed or dismissed against this base",
+    )
 
     @property
     def health_changed(self) -> bool:

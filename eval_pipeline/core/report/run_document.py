@@ -16,6 +16,7 @@ from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
+from eval_pipeline.core.scoring.reevaluation import Reevaluation
 from eval_pipeline.core.scoring.results import (
     RESULT_SCHEMA_VERSION,
     AlwaysResult,
@@ -56,6 +57,9 @@ class Provenance(BaseModel):
     prompt_cache: str | None = Field(
         default=None,
         description="Whether the reranker's stable prefix reached the model's minimum cacheable length",
+    )
+    reevaluations: list[Reevaluation] = Field(
+        default_factory=list, description="Tests evaluated again after the day's evaluation, and why (1.6+)"
     )
 
 

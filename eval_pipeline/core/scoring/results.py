@@ -19,7 +19,8 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 # 1.1: aggregate.unevaluable_banks, unrounded scores; 1.2: provenance.inputs_snapshot;
 # 1.3: aggregate.implementations
 # 1.4: provenance.rerank_mode and provenance.prompt_cache; 1.5: provenance.code_version
-RESULT_SCHEMA_VERSION = "1.5"
+# 1.6: provenance.reevaluations
+RESULT_SCHEMA_VERSION = "1.6"
 
 
 class TestStatus(StrEnum):
