@@ -101,6 +101,8 @@ class RunDocument(BaseModel):
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
 GATE_FILE = "gate.json"
+# Tests evaluated again into the run (retries, re-trials), re-applied whenever its report is rebuilt.
+REEVALUATIONS_FILE = "reevaluations.json"
 # Written beside the run by the diff assets (markdown twins share the stem).
 REGRESSION_DIFF_FILE = "regression_diff.json"
 COMPARISON_FILE = "model_comparison.json"

@@ -69,9 +69,16 @@ class StoredReevaluation(BaseModel):
 
 
 class StoredReevaluations(BaseModel):
+    """Every re-evaluation into one evaluation: the run that made its retrievals, since a fresh
+    evaluation of the same model and date starts without them."""
+
     model_config = ConfigDict(extra="forbid")
 
+    evaluation_id: str
     reevaluations: list[StoredReevaluation] = Field(default_factory=list)
+
+    def for_evaluation(self, evaluation_id: str | None) -> list[StoredReevaluation]:
+        return self.reevaluations if evaluation_id == self.evaluation_id else []
 
 
 def decisions_against(records: Sequence[Reevaluation], base: str) -> dict[str, Decision]:
