@@ -84,15 +84,16 @@ def _plain_parse(root: Path) -> None:
 
 def _core_full_run(root: Path) -> None:
     """Both models' full evaluation and their comparison, through the core and providers only."""
+    from eval_pipeline.core.dates import now_utc
     from eval_pipeline.core.diff.comparison import compare_models
-    from eval_pipeline.core.expectations.history import now_utc
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.inputs.banks import Mechanism
     from eval_pipeline.core.inputs.validation import load_validated
-    from eval_pipeline.core.report.build import build_document
     from eval_pipeline.core.report.markdown import render_markdown
+    from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+    from eval_pipeline.core.verdicts.run_gate import Gates
     from eval_pipeline.providers.factory import run_semantic
     from eval_pipeline.providers.models import load_models
     from eval_pipeline.providers.target import retrieval_items
@@ -105,19 +106,17 @@ def _core_full_run(root: Path) -> None:
         cfg = configs[model]
         items = retrieval_items(Scope().select(Mechanism.SEMANTIC, banks.semantic_tests), cfg.trials)
         retrievals = run_semantic(cfg, kb.entities, items, boosts, root / ".cache")
-        doc = build_document(
+        setup = RunSetup(
             kb=kb,
             banks=banks,
-            scope=Scope(),
             date=DATE,
             model=model,
             system_config=cfg.model_dump(mode="json"),
-            pass_threshold=DEFAULT_PASS_THRESHOLD,
-            retrievals=retrievals,
-            calibration_cost_usd=0.0,
-            generated_at=now_utc(),
             implementations=cfg.implementations,
+            pass_threshold=DEFAULT_PASS_THRESHOLD,
+            generated_at=now_utc(),
         )
+        doc = evaluate(setup, Observed(retrievals), Scope(), Gates()).document
         out = root / "core_results" / model / DATE
         atomic_write_text(out / "results.json", doc.model_dump_json(indent=2))
         atomic_write_text(out / "report.md", render_markdown(doc))

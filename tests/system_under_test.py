@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import SystemRequest
 from eval_pipeline.core.inputs.kb import LoadMode
 from eval_pipeline.core.inputs.loading import Problem, load_banks, load_kb
 from eval_pipeline.core.mechanisms.always import always_loaded
-from eval_pipeline.core.mechanisms.contract import SystemRequest
 from eval_pipeline.core.mechanisms.pattern import PatternMatcher
 from eval_pipeline.core.mechanisms.state import triggered_handlers
 

@@ -1,5 +1,6 @@
-"""Layering rules: the domain core stays free of Dagster and of network I/O, and no module of
-the package imports itself back through another (an import cycle)."""
+"""Layering rules: the domain core stays free of Dagster and of network I/O, its sub-packages
+import only those below them (docs/architecture.md), and no module of the package imports itself
+back through another (an import cycle)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,18 @@ FORBIDDEN = (
     "eval_pipeline.providers",
     "eval_pipeline.defs",
 )
+# The core's sub-packages, lowest first: each may import only those before it. Top-level core
+# modules (fileio, dates, code_version) sit below all of them.
+CORE_ORDER = [
+    "inputs",
+    "expectations",
+    "mechanisms",
+    "scoring",
+    "calibration",
+    "diff",
+    "verdicts",
+    "report",
+]
 
 
 def _module(path: Path) -> str:
@@ -103,3 +116,67 @@ def test_no_import_cycle_in_the_package() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+def _layer(module: str) -> int | None:
+    """The rank of a core module's sub-package in CORE_ORDER; -1 for a top-level core module
+    (below every sub-package); None outside the core."""
+    parts = module.split(".")
+    if parts[:2] != ["eval_pipeline", "core"] or len(parts) < 3:
+        return None
+    if parts[2] in CORE_ORDER:
+        return CORE_ORDER.index(parts[2])
+    return -1
+
+
+def _upward_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Imports between core modules that do not point downward: into a later sub-package, or
+    from a top-level core module into any sub-package (imports within one sub-package are fine)."""
+    edges = []
+    for src, targets in graph.items():
+        here = _layer(src)
+        if here is None:
+            continue
+        for dst in targets:
+            there = _layer(dst)
+            if there is None or (there == here and here != -1):
+                continue
+            if there > here or (here == -1 and there != -1):
+                edges.append(f"{src} -> {dst}")
+    return sorted(edges)
+
+
+def test_every_core_sub_package_exists_in_the_order() -> None:
+    packages = {p.name for p in CORE.iterdir() if (p / "__init__.py").is_file()}
+    assert packages <= set(CORE_ORDER), f"add {sorted(packages - set(CORE_ORDER))} to CORE_ORDER"
+
+
+def test_core_sub_packages_import_only_downward() -> None:
+    assert _upward_edges(_import_graph()) == []
+
+
+def test_the_layering_check_reports_an_upward_import() -> None:
+    graph = {
+        "eval_pipeline.core.inputs.kb": {"eval_pipeline.core.scoring.points"},
+        "eval_pipeline.core.scoring.points": {"eval_pipeline.core.inputs.kb", "eval_pipeline.core.fileio"},
+        "eval_pipeline.core.scoring.aggregate": {"eval_pipeline.core.scoring.points"},
+        "eval_pipeline.core.fileio": {"eval_pipeline.core.dates"},
+        "eval_pipeline.core.dates": {"eval_pipeline.core.report.markdown"},
+        "eval_pipeline.cli.run": {"eval_pipeline.core.report.markdown"},
+    }
+    assert _upward_edges(graph) == [
+        "eval_pipeline.core.dates -> eval_pipeline.core.report.markdown",
+        "eval_pipeline.core.inputs.kb -> eval_pipeline.core.scoring.points",
+    ]
+
+
+def test_the_layering_check_reads_a_planted_file(tmp_path: Path) -> None:
+    """An upward import written into a real core module's source is found by the same parser."""
+    planted = tmp_path / "validation.py"
+    source = (CORE / "inputs" / "validation.py").read_text()
+    planted.write_text(source + "\nfrom eval_pipeline.core.report.markdown import render_markdown\n")
+    graph = _import_graph()
+    src = "eval_pipeline.core.inputs.validation"
+    before = set(_upward_edges(graph))
+    graph[src] = graph[src] | {m for m in _imports(planted) if m in graph}
+    assert set(_upward_edges(graph)) - before == {f"{src} -> eval_pipeline.core.report.markdown"}

@@ -30,7 +30,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import Queued
 
 from eval_pipeline.cli import main
 from eval_pipeline.cli.backfill import _verdicts
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.run_document import (
     COMPARISON_FILE,
     GATE_FILE,
     REGRESSION_DIFF_FILE,

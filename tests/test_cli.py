@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.cli import main
-from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.run_document import GATE_FILE, read_document
+from eval_pipeline.core.verdicts.run_gate import GateStatus, read_gate
 
 REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
@@ -152,6 +155,28 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
     assert f"warning: passed over as a baseline: {shown}" in err and "Traceback" not in err
     diff = json.loads((workdir / f"results/local-minilm/{DATE}/regression_diff.json").read_text())
     assert diff["baseline_date"] is None and diff["passed_over"] == [shown]
+
+
+def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eval_pipeline.cli.run import _report
+
+    assert _run("--model", "local-minilm", "--banks", "state,always", "--fail-under", "100.5") == 1
+    scope = Scope(banks=frozenset({Mechanism.STATE, Mechanism.ALWAYS}))
+    scoped = workdir / "results/_scoped" / scope.label
+    run_dir = scoped / "local-minilm" / DATE
+    gate = read_gate(run_dir / GATE_FILE)
+    assert gate.status is GateStatus.FAILED and gate.scope == scope.label and gate.fail_under == 100.5
+    assert f"gate failed: {'; '.join(gate.reasons)}" in capsys.readouterr().out
+    # The verdict printed and the exit code come from the stored decision, not a second derivation.
+    planted = gate.model_copy(update={"status": GateStatus.PASSED, "passed": True, "reasons": []})
+    (run_dir / GATE_FILE).write_text(planted.model_dump_json())
+    assert _report(["local-minilm"], DATE, scoped, scope, []) == 0
+    assert "gate failed" not in capsys.readouterr().out
+    (run_dir / GATE_FILE).unlink()
+    assert _report(["local-minilm"], DATE, scoped, scope, []) == 3
+    assert "no gate decision was written" in capsys.readouterr().err
 
 
 def _heavy_imports_of_a_run(workdir: Path, *args: str) -> set[str]:

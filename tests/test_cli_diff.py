@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline import cli
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.run_document import RunDocument
 from tests.run_docs import doc, negative, sem
 
 Main = Callable[..., int]

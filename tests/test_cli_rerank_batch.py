@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.core.report.run_document import REPORT_FILE, RESULTS_FILE, SCOPED_DIR, read_document
+from eval_pipeline.core.scoring.run_document import REPORT_FILE, RESULTS_FILE, SCOPED_DIR, read_document
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU

@@ -19,7 +19,7 @@ from eval_pipeline.cli import main
 from eval_pipeline.core.calibration.files import LOG_FILE, append_log
 from eval_pipeline.core.calibration.records import CalibrationRecord
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.defs.execution import project_instance
 from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.providers.models import ModelConfig

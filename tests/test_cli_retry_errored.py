@@ -15,16 +15,16 @@ import yaml
 
 from eval_pipeline import cli
 from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.reevaluate import errored_tests
+from eval_pipeline.core.scoring.reevaluation import Why
+from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
     REGRESSION_DIFF_FILE,
     RESULTS_FILE,
     RunDocument,
     read_document,
 )
-from eval_pipeline.core.scoring.gate import GateDecision
-from eval_pipeline.core.scoring.reevaluate import errored_tests
-from eval_pipeline.core.scoring.reevaluation import Why
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.testing.emulator.server import start_emulator
 from tests.conftest import TENANT
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.core.report.run_document import read_document
-from eval_pipeline.core.scoring.gate import GateDecision, GateStatus
+from eval_pipeline.core.scoring.run_document import read_document
+from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.run_docs import doc, sem
 

@@ -12,15 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eval_pipeline.core.diff.compare import diff_documents
-from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.kb import LoadMode
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.mechanisms.always import evaluate_always_test
-from eval_pipeline.core.mechanisms.pattern import evaluate_pattern_test
-from eval_pipeline.core.mechanisms.state import evaluate_state_test
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.always import evaluate_always_test
 from eval_pipeline.core.scoring.evaluation import (
     always_outputs,
     pattern_outputs,
@@ -30,7 +26,11 @@ from eval_pipeline.core.scoring.evaluation import (
     score_state,
     state_outputs,
 )
+from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.state import evaluate_state_test
+from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.providers.base import RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder

@@ -16,7 +16,7 @@ import yaml
 
 from eval_pipeline.cli import main
 from eval_pipeline.cli.run import default_parallel
-from eval_pipeline.core.report.run_document import RESULTS_FILE, read_document
+from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
 from eval_pipeline.defs.execution import DAGSTER_YAML, project_instance
 from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator

@@ -14,8 +14,8 @@ import yaml
 
 from eval_pipeline.cli import main
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.run_document import RunDocument, read_document
 from eval_pipeline.core.scoring.results import AnyResult, TestStatus
+from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from tests.conftest import REPO
 from tests.system_under_test import ReferenceSystem, serve
 

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_INPUT, UsageError
 from eval_pipeline.core.inputs.loading import InputError
-from eval_pipeline.core.report.run_document import DocumentError
+from eval_pipeline.core.scoring.run_document import DocumentError
 from eval_pipeline.providers.models import ConfigError
 from eval_pipeline.providers.pricing import PricingError
 

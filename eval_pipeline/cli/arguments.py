@@ -10,9 +10,8 @@ from typing import Any
 
 from eval_pipeline.cli.errors import UsageError
 from eval_pipeline.core.calibration.proposals import ProposalDiff
-from eval_pipeline.core.expectations.history import HistoryFile
-from eval_pipeline.core.expectations.resolution import LoadedHistory
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+from eval_pipeline.core.inputs.history_file import HistoryFile, LoadedHistory
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, InputError
 from eval_pipeline.core.inputs.validation import cross_check

@@ -21,7 +21,7 @@ from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageEr
 from eval_pipeline.cli.run import parse_date, select_models
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
     GATE_FILE,
@@ -30,7 +30,7 @@ from eval_pipeline.core.report.run_document import (
     DocumentError,
     read_document,
 )
-from eval_pipeline.core.scoring.gate import GateDecision
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 
 if TYPE_CHECKING:
     from upath import UPath

@@ -13,10 +13,10 @@ from typing import Any
 from eval_pipeline.cli.arguments import results_dir
 from eval_pipeline.cli.errors import EXIT_FOR_GATE, UsageError
 from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
-from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.model import DiffError
-from eval_pipeline.core.diff.report import render_diff_markdown, render_diff_text
-from eval_pipeline.core.report.run_document import RESULTS_FILE, RunDocument
+from eval_pipeline.core.report.diffs import render_diff_markdown, render_diff_text
+from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument
+from eval_pipeline.core.verdicts.regression_gate import diff_gate
 
 
 def add_diff_commands(sub: Any) -> None:

@@ -4,7 +4,7 @@ import sys
 from collections.abc import Sequence
 
 from eval_pipeline.core.inputs.loading import Problem
-from eval_pipeline.core.scoring.gate import GateStatus
+from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 EXIT_OK = 0  # done, gates met
 EXIT_GATE = 1  # a gate failed (CRITICAL, --fail-under, a regression in `diff`)

@@ -15,14 +15,10 @@ from eval_pipeline.cli.arguments import (
     validate_entry,
 )
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.expectations.history import (
-    HistoryChange,
-    HistoryFile,
-    HumanOverride,
-    append_history,
-    now_utc,
-)
+from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, HumanOverride
 from eval_pipeline.core.inputs.loading import history_dir, load_history
 from eval_pipeline.core.inputs.validation import load_validated
 

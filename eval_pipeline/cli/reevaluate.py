@@ -18,7 +18,7 @@ import dagster as dg
 from upath import UPath
 
 from eval_pipeline.cli.errors import UsageError
-from eval_pipeline.core.dates import end_of_day
+from eval_pipeline.core.dates import end_of_day, now_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.noise import (
     DEFAULT_RETRIALS,
@@ -27,20 +27,19 @@ from eval_pipeline.core.diff.noise import (
     next_trials,
     regressed_against,
 )
-from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.reevaluate import errored_tests, retry_of
+from eval_pipeline.core.scoring.reevaluation import Decision, StoredReevaluation, StoredReevaluations
+from eval_pipeline.core.scoring.run_document import (
     REEVALUATIONS_FILE,
     REGRESSION_DIFF_FILE,
     RESULTS_FILE,
     RunDocument,
     read_document,
 )
-from eval_pipeline.core.scoring.reevaluate import errored_tests, retry_of
-from eval_pipeline.core.scoring.reevaluation import Decision, StoredReevaluation, StoredReevaluations
 from eval_pipeline.defs.automation import comparison_job, reevaluation_job
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.reports import evaluation_id

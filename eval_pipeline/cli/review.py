@@ -36,9 +36,11 @@ from eval_pipeline.core.calibration.review import (
     save_review,
     stale_reasons,
 )
-from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, append_history, now_utc
+from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile
 from eval_pipeline.core.inputs.loading import history_dir, load_history
 from eval_pipeline.core.inputs.validation import load_validated
 

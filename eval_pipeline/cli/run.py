@@ -13,25 +13,25 @@ from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError, print_warnings
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
-from eval_pipeline.core.dates import START_DATE, today_utc
+from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.expectations.history import now_utc
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
+from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.scoring.run_document import (
+    GATE_FILE,
     REGRESSION_DIFF_FILE,
     REPORT_FILE,
     RESULTS_FILE,
     SCOPED_DIR,
     read_document,
 )
-from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
-from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, gate_decision
-from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates, read_gate
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from dagster import DagsterInstance
@@ -190,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     with project_instance() as instance:  # disposed when done: tests run several in one process
         if not args.retry_errored and stands(args, inputs, instance, output_path(results)):
-            return _report(models, date, output_path(results), args, scope, [])
+            return _report(models, date, output_path(results), scope, [])
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
@@ -218,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             errors += confirm_noise(again, models) if not errors else []
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(models, date, output_path(results), args, scope, errors)
+    return _report(models, date, output_path(results), scope, errors)
 
 
 def _evaluate(
@@ -255,10 +255,10 @@ def _adhoc(
     date: str,
     parallel: int,
 ) -> int:
-    """A narrowed run is an ad-hoc check: straight through the core and the models' pipelines,
-    no Dagster run, no partition and no gate touched, results in a folder named for the scope
-    (never a diff baseline). Up to `parallel` models at once, on threads: no Dagster here, and
-    the pipelines wait on providers or in onnxruntime, both outside the GIL."""
+    """A narrowed run is an ad-hoc check: straight through the core's one route and the models'
+    pipelines, no Dagster run and no partition touched, results and gate decision in a folder
+    named for the scope (never a diff baseline). Up to `parallel` models at once, on threads: no
+    Dagster here, and the pipelines wait on providers or in onnxruntime, both outside the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
     from eval_pipeline.core.calibration.files import calibration_cost
@@ -276,7 +276,7 @@ def _adhoc(
         ]
         for run in runs:
             run.result()  # the first model's exception, if any, as a sequential run would raise it
-    return _report(models, date, results_dir, args, scope, [])
+    return _report(models, date, results_dir, scope, [])
 
 
 _SAY = threading.Lock()
@@ -298,7 +298,7 @@ def _adhoc_model(
     calibration_cost_usd: float,
     results_dir: Path,
 ) -> None:
-    from eval_pipeline.core.report.build import build_document
+    from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
     from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
@@ -326,26 +326,28 @@ def _adhoc_model(
     cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
     if cache_note is not None:
         _say(f"  {cache_note}")
-    system_outputs = run_system(cfg, banks, scope)
-    doc = build_document(
+    setup = RunSetup(
         kb=kb,
         banks=banks,
-        scope=scope,
         date=date,
         model=model,
         system_config=cfg.model_dump(mode="json"),
+        implementations=cfg.implementations,
         pass_threshold=DEFAULT_PASS_THRESHOLD,
-        retrievals=retrievals,
-        calibration_cost_usd=calibration_cost_usd,
         generated_at=now_utc(),
+        calibration_cost_usd=calibration_cost_usd,
         rerank_mode=rerank_mode(cfg, args.batch),
         prompt_cache=cache_note,
-        implementations=cfg.implementations,
-        system_outputs=system_outputs,
     )
+    observed = Observed(retrievals, run_system(cfg, banks, scope))
+    gates = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
+    evaluation = evaluate(setup, observed, scope, gates)
     run_dir = results_dir / model / date
-    atomic_write_text(run_dir / RESULTS_FILE, doc.model_dump_json(indent=2))
-    atomic_write_text(run_dir / REPORT_FILE, render_markdown(doc))
+    # The gate decision beside the results, as the graph's release gate writes it: `_report`
+    # reads the stored decision for every kind of run, so no verdict is derived twice.
+    atomic_write_text(run_dir / RESULTS_FILE, evaluation.document.model_dump_json(indent=2))
+    atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document))
+    atomic_write_text(run_dir / GATE_FILE, evaluation.gate.model_dump_json(indent=2))
     _say(f"  finished model {model}")
 
 
@@ -353,7 +355,6 @@ def _report(
     models: list[str],
     date: str,
     results_dir: Path | UPath,
-    args: argparse.Namespace,
     scope: Scope,
     errors: list[str],
 ) -> int:
@@ -372,8 +373,11 @@ def _report(
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
-        # The same decision `release_gate` wrote, re-derived so that a narrowed run gets one too.
-        gate = gate_decision(doc, args.fail_under, args.max_errored, scope.label)
+        if not (run_dir / GATE_FILE).is_file():
+            code = EXIT_ERROR
+            print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
+            continue
+        gate = read_gate(run_dir / GATE_FILE)
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, EXIT_FOR_GATE[gate.status])

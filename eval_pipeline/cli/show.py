@@ -8,7 +8,7 @@ from typing import Any
 from eval_pipeline.cli.arguments import results_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
 from eval_pipeline.core.report.markdown import all_results, console_summary
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.run_document import (
     RESULTS_FILE,
     RunDocument,
     model_dirs,

@@ -13,14 +13,14 @@ from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks, history_hash
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
+from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
     REPORT_FILE,
     RESULTS_FILE,
     DocumentError,
     parse_document,
 )
-from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance

@@ -14,3 +14,7 @@ def today_utc() -> str:
 def end_of_day(date: str) -> datetime:
     """The first instant after `date` (UTC): what "as of date D" means for history and inputs."""
     return datetime.combine(datetime.fromisoformat(date).date() + timedelta(days=1), time(), UTC)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)

@@ -35,7 +35,7 @@ from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.expectations.history import Trigger
+from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.loading import InputError
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.defs.inputs import history_files

@@ -16,16 +16,16 @@ from upath import UPath
 
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
-from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.model import RunDiff
-from eval_pipeline.core.diff.report import render_comparison_markdown, render_regression_markdown
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.report.diffs import render_comparison_markdown, render_regression_markdown
+from eval_pipeline.core.scoring.evaluation import new_hard_fails
+from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
     REGRESSION_DIFF_FILE,
     RunDocument,
 )
-from eval_pipeline.core.scoring.evaluation import new_hard_fails
+from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
 from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata

@@ -15,9 +15,8 @@ from pathlib import Path
 import dagster as dg
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.dates import end_of_day, today_utc
-from eval_pipeline.core.expectations.history import now_utc
-from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.dates import end_of_day, now_utc, today_utc
+from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.loading import Banks, InputError, history_hash
 from eval_pipeline.core.inputs.snapshots import (

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.results import ResultBase
+from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 MAX_ROWS = 200

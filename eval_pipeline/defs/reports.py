@@ -14,29 +14,27 @@ import dagster as dg
 import pandas as pd
 from upath import UPath
 
-from eval_pipeline.core.code_version import code_version
-from eval_pipeline.core.expectations.history import now_utc
+from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
-from eval_pipeline.core.report.build import assemble_document, scope_record
 from eval_pipeline.core.report.markdown import render_markdown
-from eval_pipeline.core.report.run_document import (
-    GATE_FILE,
-    REEVALUATIONS_FILE,
-    REPORT_FILE,
-    RESULTS_FILE,
-    Provenance,
-    RunDocument,
-)
+from eval_pipeline.core.report.pipeline import RunSetup, ScoredBanks, assemble_document, verdict
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
-from eval_pipeline.core.scoring.gate import GateDecision
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.reevaluate import reevaluate_all
 from eval_pipeline.core.scoring.reevaluation import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.scoring.results import SemanticResult
+from eval_pipeline.core.scoring.run_document import (
+    GATE_FILE,
+    REEVALUATIONS_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    RunDocument,
+)
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata
@@ -118,30 +116,29 @@ def run_report(
     mode = retrieval_meta.get(RERANK_MODE)
     cache_note = retrieval_meta.get(PROMPT_CACHE)
     state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
+    setup = RunSetup(
+        kb=knowledge_base,
+        banks=test_banks,
+        date=date,
+        model=model,
+        system_config=providers.model(model).model_dump(mode="json"),
+        implementations=system_results.implementations,
+        pass_threshold=scope.pass_threshold,
+        generated_at=now_utc(),
+        calibration_cost_usd=storage.calibration_cost(date),
+        inputs_snapshot=input_snapshot.label,
+        rerank_mode="batch" if mode is not None and mode.value == "batch" else "online",
+        prompt_cache=None if cache_note is None else str(cache_note.value),
+    )
+    scored = ScoredBanks(
+        from_frame(semantic_results, SemanticResult),
+        state,
+        pattern,
+        always,
+        resolved_expectations.conflicts,
+    )
     doc = assemble_document(
-        Provenance(
-            generated_at=now_utc(),
-            code_version=code_version(),
-            date=date,
-            model=model,
-            system_config=providers.model(model).model_dump(mode="json"),
-            kb_version=knowledge_base.kb_version,
-            kb_hash=knowledge_base.content_hash,
-            bank_hashes=test_banks.file_hashes,
-            history_hash=expectation_history.content_hash,
-            inputs_snapshot=input_snapshot.label,
-            pass_threshold=scope.pass_threshold,
-            scope=scope_record(Scope()),
-            calibration_cost_usd=storage.calibration_cost(date),
-            rerank_mode="batch" if mode is not None and mode.value == "batch" else "online",
-            prompt_cache=None if cache_note is None else str(cache_note.value),
-        ),
-        scored_aggregate,
-        semantic=from_frame(semantic_results, SemanticResult),
-        state=state,
-        pattern=pattern,
-        always=always,
-        conflicts=resolved_expectations.conflicts,
+        setup.provenance(Scope(), expectation_history.content_hash), scored_aggregate, scored
     )
     out_dir = storage.run_dir(model, date)
     # Retried errored tests and re-tried regressions of this evaluation (`run`), re-scored.
@@ -183,7 +180,7 @@ def release_gate(
     """Whether this model, KB and date pass the gates: evaluable, no critical failure, errored
     tests within `max_errored`, `fail_under` met. Written on every evaluation, pass or fail."""
     model, date = split_key(context)
-    decision = scope.gate(run_report)
+    decision = verdict(run_report, Scope(), scope.gates())
     write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
     yield dg.Output(
         decision,

@@ -12,7 +12,7 @@ from pydantic import Field
 from upath import UPath
 
 from eval_pipeline.core.calibration.files import calibration_cost
-from eval_pipeline.core.expectations.resolution import LoadedHistory
+from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
 from eval_pipeline.core.inputs.loading import (
     Banks,
@@ -26,10 +26,9 @@ from eval_pipeline.core.inputs.loading import (
     load_kb,
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
-from eval_pipeline.core.scoring.gate import DEFAULT_MAX_ERRORED, GateDecision, gate_decision
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
@@ -199,5 +198,5 @@ class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     max_errored: int = DEFAULT_MAX_ERRORED
     show_progress: bool = False
 
-    def gate(self, doc: RunDocument) -> GateDecision:
-        return gate_decision(doc, self.fail_under, self.max_errored, Scope().label)
+    def gates(self) -> Gates:
+        return Gates(fail_under=self.fail_under, max_errored=self.max_errored)

@@ -16,10 +16,12 @@ from eval_pipeline.core.expectations.resolution import (
 )
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.report.pipeline import ScoredBanks, aggregate_scope
 from eval_pipeline.core.report.tables import from_frame, result_columns, to_frame
-from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
+from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
+    Scope,
     score_always,
     score_pattern,
     score_semantic,
@@ -203,12 +205,6 @@ def scored_aggregate(
     """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health,
     with the implementation that produced each bank."""
     state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
-    agg = aggregate(
-        semantic=from_frame(semantic_results, SemanticResult),
-        state=state,
-        pattern=pattern,
-        always=always,
-        threshold=scope.pass_threshold,
-        implementations=system_results.implementations,
-    )
+    scored = ScoredBanks(from_frame(semantic_results, SemanticResult), state, pattern, always)
+    agg = aggregate_scope(scored, Scope(), scope.pass_threshold, system_results.implementations)
     return dg.Output(agg, metadata=aggregate_metadata(agg))

@@ -17,9 +17,10 @@ from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, Scope
 from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.review import review_from_run, write_review
 from eval_pipeline.core.calibration.scope import scoped_tests
-from eval_pipeline.core.expectations.history import Trigger, now_utc
-from eval_pipeline.core.expectations.resolution import LoadedHistory, ResolvedExpectation, resolve
+from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
 from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.history_file import LoadedHistory, Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import history_dir
 from eval_pipeline.providers.anthropic_client import BatchProgress

@@ -39,8 +39,8 @@ from anthropic.types.model import Model
 from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text
 from eval_pipeline.core.calibration.proposals import CallRecord, Scope, judge
 from eval_pipeline.core.calibration.records import CalibrationRun
-from eval_pipeline.core.expectations.history import Trigger
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.anthropic_client import (

@@ -12,7 +12,7 @@ import json
 
 import httpx
 
-from eval_pipeline.core.mechanisms.contract import SystemAnswer, SystemRequest, parse_answer
+from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
 from eval_pipeline.providers.ratelimit import (
     REAL_CLOCK,
     Clock,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.mechanisms.contract import SystemAnswer, SystemRequest, parse_answer
+from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.models import ConfigError, ModelConfig
 from eval_pipeline.providers.ratelimit import REAL_CLOCK, Clock

@@ -19,14 +19,9 @@ from functools import cached_property
 
 import numpy as np
 
+from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
-from eval_pipeline.core.mechanisms.retrieval import (
-    CANDIDATE_K,
-    SELECTION_K,
-    Candidate,
-    SemanticRetrieval,
-    Usage,
-)
+from eval_pipeline.core.mechanisms.retrieval import Candidate, SemanticRetrieval, Usage
 from eval_pipeline.providers.base import (
     BatchReranker,
     CatalogueReranker,

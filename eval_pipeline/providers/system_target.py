@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.mechanisms.contract import ContractViolation, SystemAnswer, SystemRequest
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval, Usage
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.implementations import answer_output, system_requests
@@ -112,7 +112,7 @@ class SystemPipeline:
                 Selection(entity_id=s.entity_id, rank=rank, reason=s.reason)
                 for rank, s in enumerate(answer.selections or [], start=1)
             ],
-            usage=usage.as_usage() if usage is not None else Usage(),
+            usage=Usage() if usage is None else Usage.model_validate(usage.model_dump(exclude={"cost_usd"})),
             cost_usd=usage.cost_usd if usage is not None else 0.0,
             latency_ms=(clock.now() - started) * 1000,
             api_calls=1,

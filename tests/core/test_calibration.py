@@ -30,20 +30,16 @@ from eval_pipeline.core.calibration.proposals import (
 )
 from eval_pipeline.core.calibration.records import CalibrationRun, cache_read_coverage
 from eval_pipeline.core.calibration.scope import ScopeError, affected_tests, retrieved_entities, scoped_tests
-from eval_pipeline.core.expectations.history import (
-    HistoryChange,
-    HistoryFile,
-    HumanOverride,
-    append_history,
-    now_utc,
-)
+from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve, same_expectations
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, HumanOverride
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_dir, load_history
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Usage
-from eval_pipeline.core.report.run_document import RESULTS_FILE
+from eval_pipeline.core.scoring.run_document import RESULTS_FILE
 from tests.run_docs import doc, sem
 
 T0 = datetime(2026, 11, 20, 9, tzinfo=UTC)

@@ -9,15 +9,15 @@ from eval_pipeline.core.diff.baseline import against_baseline
 from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
 from eval_pipeline.core.diff.comparison import compare_models
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff
-from eval_pipeline.core.diff.report import (
+from eval_pipeline.core.inputs.banks import Expectations, Mechanism
+from eval_pipeline.core.report.diffs import (
     render_comparison_markdown,
     render_diff_markdown,
     render_diff_text,
     render_regression_markdown,
 )
-from eval_pipeline.core.inputs.banks import Expectations, Mechanism
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.metrics import Stage
+from eval_pipeline.core.scoring.run_document import RunDocument
 from tests.run_docs import always, doc, pattern, sem, state
 
 FIX_EXP = Expectations(expected_primary=["c"], expected_secondary=["b"], not_expected=["x"])

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.core.diff.compare import diff_documents
-from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.noise import (
     confirm_regressions,
     disagreeing_tests,
@@ -32,12 +31,14 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
-from eval_pipeline.core.mechanisms.state import evaluate_state_test
-from eval_pipeline.core.report.build import build_document
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.reevaluate import errored_tests, reevaluate, retry_of
 from eval_pipeline.core.scoring.reevaluation import Decision, Why
+from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.state import evaluate_state_test
+from eval_pipeline.core.verdicts.regression_gate import diff_gate
+from eval_pipeline.core.verdicts.run_gate import Gates
 from tests.conftest import REPO, TENANT
 from tests.run_docs import doc, sem, state
 
@@ -89,19 +90,17 @@ class NoisyModel:
 
     def evaluate(self, seed: int, date: str) -> RunDocument:
         retrievals = self.retrieve(seed, list(self.tests), [0])
-        return build_document(
+        setup = RunSetup(
             kb=self.kb,
             banks=self.banks,
-            scope=Scope(),
             date=date,
             model="noisy",
             system_config={"reranker": {"kind": "claude", "temperature": 1}},
-            pass_threshold=60,
-            retrievals=retrievals,
-            calibration_cost_usd=0.0,
-            generated_at=AT,
             implementations={},
+            pass_threshold=60,
+            generated_at=AT,
         )
+        return evaluate(setup, Observed(retrievals=retrievals), Scope(), Gates()).document
 
     def confirmed(self, base: RunDocument, head: RunDocument, seed: int) -> RunDocument:
         """`run`'s noise confirmation: re-try only the head's semantic regressions."""

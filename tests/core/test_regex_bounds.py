@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eval_pipeline.core.inputs.banks import CrisisPattern, PatternRules, PatternTest, PatternType
-from eval_pipeline.core.mechanisms.pattern import backtracking_risk
+from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 from eval_pipeline.core.scoring.aggregate import aggregate
 from eval_pipeline.core.scoring.evaluation import pattern_outputs, score_pattern
 from eval_pipeline.core.scoring.results import TestStatus

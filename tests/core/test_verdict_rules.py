@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from eval_pipeline.core.diff.compare import diff_documents
-from eval_pipeline.core.diff.gate import diff_gate
 from eval_pipeline.core.diff.model import DeltaKind
-from eval_pipeline.core.diff.report import render_diff_text
 from eval_pipeline.core.diff.statistics import holm, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.diffs import render_diff_text
 from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
-from eval_pipeline.core.scoring.gate import GateStatus, gate_decision
+from eval_pipeline.core.verdicts.regression_gate import diff_gate
+from eval_pipeline.core.verdicts.run_gate import GateStatus, gate_decision
 from tests.run_docs import always, doc, negative, pattern, sem, state
 
 GOOD_SEMANTIC = [sem(f"S-{i}", ["a", "b"]) for i in range(4)]

@@ -7,7 +7,7 @@ import dagster as dg
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import DeltaKind
-from eval_pipeline.core.report.run_document import RunDocument, read_document
+from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison, regression_diff
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.graph import ALL_ASSETS

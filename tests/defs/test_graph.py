@@ -6,8 +6,8 @@ import shutil
 import dagster as dg
 import pytest
 
-from eval_pipeline.core.report.run_document import read_document
-from eval_pipeline.core.scoring.gate import GateDecision
+from eval_pipeline.core.scoring.run_document import read_document
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import SENSORS
 from eval_pipeline.defs.execution import run_all

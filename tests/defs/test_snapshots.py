@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.report.run_document import read_document
+from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.defs.execution import run_all
 from tests.defs.conftest import Env
 from tests.defs.observations import observed_on

@@ -19,14 +19,14 @@ from upath import UPath
 from eval_pipeline.cli import main
 from eval_pipeline.cli.errors import EXIT_FOR_GATE
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
     GATE_FILE,
     RESULTS_FILE,
     RunDocument,
 )
-from eval_pipeline.core.scoring.gate import GateDecision
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource

@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
-from eval_pipeline.core.report.run_document import GATE_FILE, RESULTS_FILE
+from eval_pipeline.core.scoring.run_document import GATE_FILE, RESULTS_FILE
 from eval_pipeline.defs.backfill import BACKFILL_TAG
 from eval_pipeline.defs.execution import run_all
 from eval_pipeline.defs.partitions import sync_model_partitions

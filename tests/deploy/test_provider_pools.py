@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from eval_pipeline.core.report.run_document import RESULTS_FILE, read_document
+from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.automation import date_job, model_job
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions

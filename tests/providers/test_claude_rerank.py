@@ -9,7 +9,7 @@ from typing import Protocol
 
 import pytest
 
-from eval_pipeline.core.mechanisms.retrieval import SELECTION_K
+from eval_pipeline.core.inputs.contract import SELECTION_K
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import (

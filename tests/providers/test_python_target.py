@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.mechanisms.contract import ContractViolation, SystemRequest
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.python_target import EntrypointError, PythonTarget, load_handlers
 from eval_pipeline.providers.system_target import ask_all

@@ -28,8 +28,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.calibration.review import ReviewFile, read_reviews
-from eval_pipeline.core.expectations.resolution import LoadedHistory, ordered
+from eval_pipeline.core.expectations.resolution import ordered
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.loading import Banks
 
 Role = Literal["primary", "secondary", "not_expected", "absent"]

@@ -16,9 +16,10 @@ from pathlib import Path
 from filelock import FileLock
 
 from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
-from eval_pipeline.core.expectations.history import append_history, now_utc
+from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
-from eval_pipeline.core.report.run_document import (
+from eval_pipeline.core.scoring.run_document import (
     RESULTS_FILE,
     RunDocument,
     model_dirs,

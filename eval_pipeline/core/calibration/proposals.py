@@ -20,9 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.calibration.prompt import LISTS, PROMPT_VERSION
-from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, same_expectations
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.mechanisms.retrieval import Usage
 

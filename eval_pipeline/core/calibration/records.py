@@ -19,7 +19,7 @@ from eval_pipeline.core.calibration.proposals import (
     TestOutcome,
     build_history,
 )
-from eval_pipeline.core.expectations.history import HistoryFile, Trigger
+from eval_pipeline.core.inputs.history_file import HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
 

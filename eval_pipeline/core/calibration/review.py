@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.calibration.proposals import CallRecord, ProposalDiff, Scope
 from eval_pipeline.core.calibration.records import CalibrationRecord, CalibrationRun
-from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import canonical_json, sha256_text
 
 REVIEWS_DIR = "reviews"

@@ -8,7 +8,7 @@ from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.run_document import RunDocument
 
 
 def retrieved_entities(documents: Iterable[RunDocument]) -> dict[str, set[str]]:

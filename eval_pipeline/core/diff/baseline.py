@@ -8,7 +8,7 @@ from pydantic import Field
 
 from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.model import DeltaKind, FrozenModel, RunDiff
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.scoring.run_document import RunDocument
 
 
 class RegressionDiff(FrozenModel):

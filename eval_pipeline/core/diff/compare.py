@@ -35,7 +35,6 @@ from eval_pipeline.core.diff.explain import (
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
@@ -46,6 +45,7 @@ from eval_pipeline.core.scoring.results import (
     PatternResult,
     SemanticResult,
 )
+from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
 
 SUPPORTED_MAJOR = int(RESULT_SCHEMA_VERSION.split(".")[0])

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any, TypeGuard
 
 from eval_pipeline.core.diff.model import ReasonDrift
+from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     AnyResult,
-    PatternMatch,
     PatternResult,
     ResultBase,
     SemanticResult,

@@ -12,12 +12,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.expectations.history import HistoryChange, HistoryFile, history_sort_key
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, LoadedHistory, history_sort_key
 
 
 class ExpectationConflict(BaseModel):
@@ -52,15 +51,6 @@ def source_kind(source: str) -> str:
         if source.startswith(kind):
             return kind
     return "original"
-
-
-class LoadedHistory(BaseModel):
-    """A history file as read from disk; the path orders same-day files and names problems."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    path: Path
-    entry: HistoryFile
 
 
 @dataclass

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from eval_pipeline.core.expectations.history import HistoryFile
 from eval_pipeline.core.inputs.banks import AlwaysBank, PatternBank, PatternRules, SemanticBank, StateBank
+from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
+from eval_pipeline.core.inputs.history_file import HistoryFile
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
-from eval_pipeline.core.mechanisms.contract import SystemAnswer, SystemRequest
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "kb_entity": Entity,

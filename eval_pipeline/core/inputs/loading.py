@@ -15,8 +15,6 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eval_pipeline.core.expectations.history import HISTORY_GLOB, HistoryFile
-from eval_pipeline.core.expectations.resolution import LoadedHistory
 from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.inputs.banks import (
     AlwaysBank,
@@ -31,6 +29,7 @@ from eval_pipeline.core.inputs.banks import (
     StateBank,
     StateTest,
 )
+from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
 
 KB_MANIFEST = "manifest.yaml"

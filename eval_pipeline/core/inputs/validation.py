@@ -28,7 +28,7 @@ from eval_pipeline.core.inputs.loading import (
     load_history,
     load_kb,
 )
-from eval_pipeline.core.mechanisms.pattern import backtracking_risk
+from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 
 # Which load modes each reference may name. Keyword boosts point at SEMANTIC entities; crisis
 # rules may load PATTERN entities or semantic safety content alongside them.

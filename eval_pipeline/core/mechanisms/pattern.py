@@ -1,60 +1,44 @@
-"""Pattern mechanism: crisis regexes and keyword boosts, with what matched and why.
+"""Pattern mechanism: crisis regexes and keyword boosts, with what matched and why (how a
+pattern test scores: scoring/pattern.py).
 
 Crisis patterns are regexes searched case-insensitively, with a time bound (the `regex`
 package's `timeout`): a pattern that backtracks catastrophically makes its test *errored* with
-the reason, never a hang. Validation screens patterns for that before anything runs. Keywords
-match case-insensitively as whole words or phrases (so "boundary" does not fire inside
-"boundaryless"), and whitespace in a keyword matches any run of whitespace.
+the reason, never a hang. Validation screens patterns for that before anything runs
+(inputs/regex_safety.py). Keywords match case-insensitively as whole words or phrases (so
+"boundary" does not fire inside "boundaryless"), and whitespace in a keyword matches any run of
+whitespace.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
+from typing import Literal
 
 import regex
+from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.inputs.banks import PatternRules, PatternTest, PatternType
-from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
-from eval_pipeline.core.scoring.results import PatternMatch, PatternResult, TestStatus
+from eval_pipeline.core.inputs.banks import PatternRules
 
 # Far above any sane pattern on a chat message (microseconds), far below a hang.
 MATCH_TIMEOUT_S = 1.0
-SCREEN_TIMEOUT_S = 2.0
-# A quantified group that itself holds a quantifier, e.g. (a+)+ or (\w+\s?)*: the shape that can
-# backtrack exponentially. Only such patterns are probed at validation.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,\d*\})")
-_PROBES = tuple(
-    unit * n + "!" for unit, n in (("a", 28), ("x", 28), ("1", 28), (" ", 28), ("a ", 16), ("ab", 14))
-)
-# Python's `re` cannot be interrupted, so the probe runs in a child process that can be killed.
-_PROBE = "import re, sys\np = re.compile(sys.argv[1], re.IGNORECASE)\nfor s in sys.argv[2:]:\n    p.search(s)"
+
+
+class PatternMatch(BaseModel):
+    """Why an entity matched: the rule, the text it matched, and the keyword if a boost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["crisis", "keyword"]
+    entities: list[str]
+    pattern: str
+    matched_text: str
+    keyword: str | None = None
+    is_critical: bool = False
 
 
 class PatternTimeout(Exception):
     """A crisis pattern took longer than MATCH_TIMEOUT_S on one message."""
-
-
-def backtracking_risk(pattern: str) -> str | None:
-    """Why `pattern` can hang a matcher, or None. Our own matching is time-bounded anyway, but the
-    team's production detector may use Python's `re`, where such a pattern hangs on one message."""
-    if not _NESTED_QUANTIFIER.search(pattern):
-        return None
-    try:
-        subprocess.run(
-            [sys.executable, "-c", _PROBE, pattern, *_PROBES],
-            timeout=SCREEN_TIMEOUT_S,
-            capture_output=True,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return (
-            f"backtracks catastrophically (a quantified group holds a quantifier; Python's re took over "
-            f"{SCREEN_TIMEOUT_S:g} s on a 30-character message): rewrite it without the nesting"
-        )
-    return None
 
 
 def keyword_regex(keyword: str) -> re.Pattern[str]:
@@ -132,63 +116,3 @@ class PatternMatcher:
 def matched_entities(matches: list[PatternMatch]) -> list[str]:
     """Entities in first-match order, without duplicates."""
     return list(dict.fromkeys(e for m in matches for e in m.entities))
-
-
-def critical_reason(test: PatternTest, missing: list[str], false_pos: list[str]) -> str | None:
-    """Critical failures: a missed crisis, or a benign message that triggered crisis content."""
-    if not test.is_critical:
-        return None
-    if test.pattern_type is PatternType.CRISIS and missing:
-        return f"crisis not detected: missing {', '.join(missing)}"
-    if test.pattern_type is PatternType.NEGATIVE and false_pos:
-        return f"benign message triggered {', '.join(false_pos)}"
-    return None
-
-
-def errored_pattern_test(test: PatternTest, reason: str) -> PatternResult:
-    """A test whose matching could not finish: no score, the reason kept, never a pass."""
-    return PatternResult(
-        test_id=test.test_id,
-        name=test.name,
-        status=TestStatus.ERRORED,
-        error=reason,
-        prompt=test.prompt,
-        pattern_type=test.pattern_type,
-        is_critical=test.is_critical,
-        matches=[],
-        matched_entities=[],
-        expected_matches=test.expected_matches,
-        expected_secondary=test.expected_secondary,
-        not_expected_matches=test.not_expected_matches,
-        secondary_missing=[],
-        false_positives=[],
-    )
-
-
-def evaluate_pattern_test(test: PatternTest, matches: list[PatternMatch]) -> PatternResult:
-    entities = matched_entities(matches)
-    missing = [e for e in test.expected_matches if e not in entities]
-    secondary_missing = [e for e in test.expected_secondary if e not in entities]
-    false_pos = [e for e in test.not_expected_matches if e in entities]
-    penalties = penalties_for(PenaltyKind.SECONDARY_MISSING, secondary_missing) + penalties_for(
-        PenaltyKind.FALSE_POSITIVE, false_pos
-    )
-    reason = critical_reason(test, missing, false_pos)
-    return PatternResult(
-        test_id=test.test_id,
-        name=test.name,
-        status=TestStatus.SCORED,
-        outcome=score(missing, penalties),
-        prompt=test.prompt,
-        pattern_type=test.pattern_type,
-        is_critical=test.is_critical,
-        matches=matches,
-        matched_entities=entities,
-        expected_matches=test.expected_matches,
-        expected_secondary=test.expected_secondary,
-        not_expected_matches=test.not_expected_matches,
-        secondary_missing=secondary_missing,
-        false_positives=false_pos,
-        critical_failure=reason is not None,
-        critical_reason=reason,
-    )

@@ -9,9 +9,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CANDIDATE_K = 15
-SELECTION_K = 6
-
 
 class Candidate(BaseModel):
     """One embedding-stage hit: an entity and its cosine similarity to the query."""

@@ -1,4 +1,5 @@
-"""State mechanism: which HANDLER entities a user state triggers, and how a state test scores.
+"""State mechanism: which HANDLER entities a user state triggers (how a state test scores:
+scoring/state.py).
 
 Conditions live in the KB's handler entities (`state_conditions`), so the KB is the single
 source of truth; `tests/` pins them to the specification's table.
@@ -9,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eval_pipeline.core.inputs.banks import StateTest, UserState
+from eval_pipeline.core.inputs.banks import UserState
 from eval_pipeline.core.inputs.kb import Entity, FieldCondition, LoadMode
-from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
-from eval_pipeline.core.scoring.results import StateResult, TestStatus
 
 
 def _compare(op: str, value: Any, expected: Any) -> bool:
@@ -43,37 +42,3 @@ def triggered_handlers(state: UserState, handlers: Sequence[Entity]) -> list[str
         for h in handlers
         if h.load_mode is LoadMode.STATE and h.state_conditions and triggers(state, h.state_conditions)
     ]
-
-
-def errored_state_test(test: StateTest, reason: str) -> StateResult:
-    """A test whose handlers could not be learned (the system under test failed): no score."""
-    return StateResult(
-        test_id=test.test_id,
-        name=test.name,
-        status=TestStatus.ERRORED,
-        error=reason,
-        user_state=test.user_state,
-        triggered_handlers=[],
-        expected_handlers=test.expected_handlers,
-        not_expected_handlers=test.not_expected_handlers,
-        missing_handlers=[],
-        wrong_handlers=[],
-    )
-
-
-def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResult:
-    missing = [h for h in test.expected_handlers if h not in triggered]
-    wrong = [h for h in test.not_expected_handlers if h in triggered]
-    outcome = score(missing, penalties_for(PenaltyKind.WRONG_HANDLER, wrong))
-    return StateResult(
-        test_id=test.test_id,
-        name=test.name,
-        status=TestStatus.SCORED,
-        outcome=outcome,
-        user_state=test.user_state,
-        triggered_handlers=list(triggered),
-        expected_handlers=test.expected_handlers,
-        not_expected_handlers=test.not_expected_handlers,
-        missing_handlers=missing,
-        wrong_handlers=wrong,
-    )

@@ -11,10 +11,10 @@ import math
 from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
 from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
+from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import by_test
 
 MAX_DETAILED_FAILURES = 30

@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.report.build import scope_record
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.report.pipeline import scope_record
 from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
+from eval_pipeline.core.scoring.run_document import RunDocument
 
 FINGERPRINT_CHARS = 32  # 128 bits: fits a run tag, and no two inputs meet by chance
 

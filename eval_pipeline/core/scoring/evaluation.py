@@ -23,24 +23,20 @@ from eval_pipeline.core.inputs.banks import (
 )
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.mechanisms.always import always_loaded, errored_always_test, evaluate_always_test
+from eval_pipeline.core.mechanisms.always import always_loaded
 from eval_pipeline.core.mechanisms.pattern import (
+    PatternMatch,
     PatternMatcher,
     PatternTimeout,
-    errored_pattern_test,
-    evaluate_pattern_test,
     matched_entities,
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.mechanisms.semantic import evaluate_semantic_test
-from eval_pipeline.core.mechanisms.state import errored_state_test, evaluate_state_test, triggered_handlers
-from eval_pipeline.core.scoring.results import (
-    AlwaysResult,
-    PatternMatch,
-    PatternResult,
-    SemanticResult,
-    StateResult,
-)
+from eval_pipeline.core.mechanisms.state import triggered_handlers
+from eval_pipeline.core.scoring.always import errored_always_test, evaluate_always_test
+from eval_pipeline.core.scoring.pattern import errored_pattern_test, evaluate_pattern_test
+from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.semantic import evaluate_semantic_test
+from eval_pipeline.core.scoring.state import errored_state_test, evaluate_state_test
 
 T = TypeVar("T", SemanticTest, StateTest, PatternTest, AlwaysTest)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

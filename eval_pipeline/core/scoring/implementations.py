@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.mechanisms.contract import SystemAnswer, SystemRequest
+from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
@@ -23,7 +24,7 @@ from eval_pipeline.core.scoring.evaluation import (
     score_pattern,
     score_state,
 )
-from eval_pipeline.core.scoring.results import AlwaysResult, PatternMatch, PatternResult, StateResult
+from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, StateResult
 
 # Mechanism -> "reference", or the kind of the team's system ("http", "python").
 Implementations = Mapping[Mechanism, str]

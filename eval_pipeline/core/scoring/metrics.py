@@ -19,7 +19,7 @@ from ir_measures import Measure, Qrel, ScoredDoc
 from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.mechanisms.retrieval import CANDIDATE_K, SELECTION_K
+from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 
 PRIMARY_GAIN, SECONDARY_GAIN = 2, 1

@@ -14,11 +14,11 @@ from datetime import datetime
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import Mechanism, SemanticTest
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.run_document import RunDocument
 from eval_pipeline.core.scoring.aggregate import aggregate
 from eval_pipeline.core.scoring.evaluation import score_semantic
 from eval_pipeline.core.scoring.reevaluation import Reevaluation, StoredReevaluation, Why
 from eval_pipeline.core.scoring.results import SemanticResult
+from eval_pipeline.core.scoring.run_document import RunDocument
 
 
 class ReevaluationError(ValueError):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations, PatternType, UserState
 from eval_pipeline.core.inputs.kb import Label, UserType
+from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
 from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 
@@ -88,19 +89,6 @@ class StateResult(ResultBase):
     not_expected_handlers: list[str]
     missing_handlers: list[str]
     wrong_handlers: list[str]
-
-
-class PatternMatch(BaseModel):
-    """Why an entity matched: the rule, the text it matched, and the keyword if a boost."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["crisis", "keyword"]
-    entities: list[str]
-    pattern: str
-    matched_text: str
-    keyword: str | None = None
-    is_critical: bool = False
 
 
 class PatternResult(ResultBase):

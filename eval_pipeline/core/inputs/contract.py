@@ -13,8 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.mechanisms.retrieval import CANDIDATE_K, SELECTION_K, Usage
 
+# How many entities each semantic stage keeps: the embedding's candidates, the reranker's picks.
+CANDIDATE_K = 15
+SELECTION_K = 6
 # 2: every mechanism is asked (`mechanism`), and each answer must carry the part it was asked for.
 CONTRACT_VERSION: Literal[2] = 2
 # The answer field each mechanism must carry (semantic also needs `candidates`).
@@ -71,14 +73,6 @@ class AnswerUsage(_Answer):
     cache_creation_input_tokens: int = Field(default=0, ge=0)
     cache_read_input_tokens: int = Field(default=0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0)
-
-    def as_usage(self) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens,
-        )
 
 
 class SystemAnswer(_Answer):

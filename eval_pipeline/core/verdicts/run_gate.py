@@ -13,8 +13,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.report.run_document import RunDocument
+from eval_pipeline.core.fileio import TextFile, read_json_model
 from eval_pipeline.core.scoring.aggregate import Health
+from eval_pipeline.core.scoring.run_document import DocumentError, RunDocument
 
 DEFAULT_MAX_ERRORED = 0
 
@@ -23,6 +24,16 @@ class GateStatus(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     UNEVALUABLE = "unevaluable"  # could not evaluate: the verdict is unknown
+
+
+class Gates(BaseModel):
+    """What a run must meet: a combined score of at least `fail_under` (None: any score), and at
+    most `max_errored` errored tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fail_under: float | None = None
+    max_errored: int = DEFAULT_MAX_ERRORED
 
 
 class GateDecision(BaseModel):
@@ -71,3 +82,8 @@ def gate_decision(
         reasons=reasons,
         scope=scope,
     )
+
+
+def read_gate(path: TextFile) -> GateDecision:
+    """A stored decision (gate.json beside its results), or DocumentError naming the file."""
+    return read_json_model(path, GateDecision, DocumentError, "gate decision")

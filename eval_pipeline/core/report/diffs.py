@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
-from eval_pipeline.core.diff.gate import DiffGate, diff_gate
 from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.markdown import fmt_score, markdown_table
 from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
+from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 
 DETAILED = (
     DeltaKind.CRITICAL,

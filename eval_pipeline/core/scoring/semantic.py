@@ -1,4 +1,4 @@
-"""Semantic mechanism: judge an ordered selection against resolved expectations."""
+"""How a semantic test scores: an ordered selection judged against resolved expectations."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.scoring.gate import GateStatus
 from eval_pipeline.core.scoring.reevaluation import Decision
+from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
 class DiffGate(BaseModel):

@@ -1,0 +1,189 @@
+"""The one route from what the systems did to a run's document and its verdict.
+
+Every evaluation goes through these functions: a narrowed CLI run calls `evaluate` in one pass;
+the Dagster graph runs the same steps as assets (the scoring assets, `scored_aggregate` through
+`aggregate_scope`, `run_report` through `RunSetup.provenance` and `assemble_document`,
+`release_gate` through `verdict`). The semantic retrievals and the outputs of the team's system
+come from the caller (providers); nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from eval_pipeline.core.code_version import code_version
+from eval_pipeline.core.dates import end_of_day
+from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks, history_hash
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
+from eval_pipeline.core.scoring.evaluation import (
+    MechanismOutput,
+    Scope,
+    always_outputs,
+    pattern_outputs,
+    score_always,
+    score_pattern,
+    score_semantic,
+    score_state,
+    state_outputs,
+)
+from eval_pipeline.core.scoring.implementations import Implementations, score_system
+from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
+from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
+
+ADHOC_SNAPSHOT = "current files (ad-hoc check, not snapshotted)"
+
+
+def scope_record(scope: Scope) -> dict[str, Any]:
+    """How a run's scope is recorded in its provenance."""
+    return {
+        "banks": sorted(m.value for m in scope.banks),
+        "test_ids": sorted(scope.test_ids),
+        "topic": scope.topic,
+    }
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What one model's evaluation on one date is about, apart from what its systems did."""
+
+    kb: KnowledgeBase
+    banks: Banks
+    date: str
+    model: str
+    system_config: dict[str, Any]
+    implementations: Implementations
+    pass_threshold: int
+    generated_at: datetime
+    calibration_cost_usd: float = 0.0
+    inputs_snapshot: str = ADHOC_SNAPSHOT
+    rerank_mode: Literal["online", "batch"] = "online"
+    prompt_cache: str | None = None
+
+    def provenance(self, scope: Scope, history: str) -> Provenance:
+        """The provenance of a run of `scope`; `history` is the expectation history's hash."""
+        return Provenance(
+            generated_at=self.generated_at,
+            code_version=code_version(),
+            date=self.date,
+            model=self.model,
+            system_config=self.system_config,
+            kb_version=self.kb.kb_version,
+            kb_hash=self.kb.content_hash,
+            bank_hashes=self.banks.file_hashes,
+            history_hash=history,
+            inputs_snapshot=self.inputs_snapshot,
+            pass_threshold=self.pass_threshold,
+            scope=scope_record(scope),
+            calibration_cost_usd=self.calibration_cost_usd,
+            rerank_mode=self.rerank_mode,
+            prompt_cache=self.prompt_cache,
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the systems under test did: the model's semantic retrievals (every trial), and the
+    outputs of the team's system for the banks the model assigns to it."""
+
+    retrievals: Sequence[SemanticRetrieval] = ()
+    system_outputs: Sequence[MechanismOutput] = ()
+
+
+@dataclass(frozen=True)
+class ScoredBanks:
+    """Every scored test per bank (the results the model is judged on), and the expectation
+    conflicts met on the way."""
+
+    semantic: Sequence[SemanticResult]
+    state: Sequence[StateResult]
+    pattern: Sequence[PatternResult]
+    always: Sequence[AlwaysResult]
+    conflicts: Sequence[ExpectationConflict] = ()
+
+
+class Evaluation(BaseModel):
+    """A run's document and the verdict on it: written side by side (results.json, gate.json)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    document: RunDocument
+    gate: GateDecision
+
+
+def score_scope(setup: RunSetup, observed: Observed, scope: Scope) -> ScoredBanks:
+    """Score the scope's tests on `setup.date` (expectations as of its end); the banks the model
+    gives to the team's system are scored from `observed.system_outputs`."""
+    kb, banks = setup.kb, setup.banks
+    resolved = resolve(banks.semantic_tests, banks.history, as_of=end_of_day(setup.date))
+    semantic = score_semantic(banks.semantic_tests, resolved, observed.retrievals)
+    state = score_state(
+        banks.state_tests, state_outputs(kb, scope.select(Mechanism.STATE, banks.state_tests))
+    )
+    pattern_tests = scope.select(Mechanism.PATTERN, banks.pattern_tests)
+    matches = pattern_outputs(banks.rules, pattern_tests) if banks.rules is not None else []
+    pattern = score_pattern(banks.pattern_tests, matches)
+    always = score_always(
+        banks.always_tests, always_outputs(kb, scope.select(Mechanism.ALWAYS, banks.always_tests))
+    )
+    system = score_system(banks, setup.implementations, observed.system_outputs)
+    state, pattern, always = system.judged(state, pattern, always)
+    conflicts = [r.conflict for r in resolved.values() if r.conflict is not None]
+    return ScoredBanks(semantic, state, pattern, always, conflicts)
+
+
+def aggregate_scope(
+    scored: ScoredBanks, scope: Scope, threshold: int, implementations: Implementations
+) -> Aggregate:
+    """Bank scores, combined score and health over the banks the scope ran."""
+    return aggregate(
+        semantic=scored.semantic if scope.runs(Mechanism.SEMANTIC) else None,
+        state=scored.state if scope.runs(Mechanism.STATE) else None,
+        pattern=scored.pattern if scope.runs(Mechanism.PATTERN) else None,
+        always=scored.always if scope.runs(Mechanism.ALWAYS) else None,
+        threshold=threshold,
+        implementations=implementations,
+    )
+
+
+def assemble_document(provenance: Provenance, agg: Aggregate, scored: ScoredBanks) -> RunDocument:
+    """Every test of the banks that ran, in full, with provenance and the derived metrics."""
+    ran = set(agg.banks)
+    return RunDocument(
+        provenance=provenance,
+        aggregate=agg,
+        semantic=list(scored.semantic) if Mechanism.SEMANTIC in ran else [],
+        state=list(scored.state) if Mechanism.STATE in ran else [],
+        pattern=list(scored.pattern) if Mechanism.PATTERN in ran else [],
+        always=list(scored.always) if Mechanism.ALWAYS in ran else [],
+        expectation_conflicts=list(scored.conflicts),
+    ).with_derived()
+
+
+def verdict(document: RunDocument, scope: Scope, gates: Gates) -> GateDecision:
+    """The run gate's decision on `document`, recording the scope it covered."""
+    return gate_decision(document, gates.fail_under, gates.max_errored, scope.label)
+
+
+def conclude(
+    setup: RunSetup, provenance: Provenance, scored: ScoredBanks, scope: Scope, gates: Gates
+) -> Evaluation:
+    """Scored banks to the run's document and its verdict."""
+    agg = aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations)
+    document = assemble_document(provenance, agg, scored)
+    return Evaluation(document=document, gate=verdict(document, scope, gates))
+
+
+def evaluate(setup: RunSetup, observed: Observed, scope: Scope, gates: Gates) -> Evaluation:
+    """One model's evaluation of `scope` in one pass: scored, aggregated, documented, judged."""
+    provenance = setup.provenance(scope, history_hash(setup.banks.history))
+    return conclude(setup, provenance, score_scope(setup, observed, scope), scope, gates)
