@@ -16,7 +16,7 @@ from eval_pipeline import cli
 from eval_pipeline.core.scoring.run_document import REPORT_FILE, RESULTS_FILE, SCOPED_DIR, read_document
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
-from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY
+from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
 
 DATE = "2026-11-19"
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE]
@@ -29,11 +29,7 @@ NOTE = "prompt cache not used: prefix 514 tokens < minimum 4096 for claude-haiku
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHandle]:
     shutil.copytree(TENANT, tmp_path / "tenant")
     models = yaml.safe_load((REPO / "models.yaml").read_text())
-    models["models"][MODEL] = {
-        "embedder": {"kind": "voyage", "model_id": "voyage-3.5"},
-        "reranker": {"kind": "claude", "model_id": "claude-haiku-4-5"},
-        "rate_limit_per_min": 6000,
-    }
+    models["models"][MODEL] = VOYAGE_HAIKU
     (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))

@@ -49,6 +49,7 @@ from eval_pipeline.core.verdicts.since import since_verdict
 from eval_pipeline.core.writable import require_writable
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
+    from dagster import DagsterInstance
     from upath import UPath
 
     from eval_pipeline.location import LocationPaths
@@ -94,6 +95,11 @@ def add_run_commands(sub: Any) -> None:
         "--force",
         action="store_true",
         help="evaluate even when today's stored evaluation has the same code, inputs, models and gates",
+    )
+    p.add_argument(
+        "--retry-errored",
+        action="store_true",
+        help="call again only the errored semantic tests of the date's evaluation and merge them into it",
     )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
@@ -225,6 +231,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )
+    if args.retry_errored and not scope.is_full:
+        raise UsageError(
+            "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
+        )
     if not scope.is_full:
         return _adhoc(args, kb, banks, scope, models, date, parallel)
 
@@ -245,15 +255,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     with project_instance() as instance:  # disposed when done: tests run several in one process
-        if stands(args, inputs, instance, output_path(results)):
+        if not args.retry_errored and stands(args, inputs, instance, output_path(results)):
             return _report(
                 models, date, output_path(results), scope, [], args.fail_on_regression, args.allow_removed
             )
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-        from eval_pipeline.orchestration.execution import run_all
-        from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
@@ -268,22 +276,44 @@ def cmd_run(args: argparse.Namespace) -> int:
             ),
             gates,
         )
-        outcomes = run_all(
-            date,
-            models,
-            resources,
-            instance,
-            lambda stage: print(f"  running {stage} …", flush=True),
-            parallel=parallel,
-            on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
-            tags={FINGERPRINT_TAG: inputs.fingerprint()},
-        )
-    errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
+        from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
+
+        again = Evaluation(args, kb, banks, date, output_path(results), instance, resources)
+        if args.retry_errored:
+            errors = retry_errored(again, models)
+        else:
+            errors = _evaluate(date, models, resources, instance, parallel, inputs.fingerprint())
+            errors += confirm_noise(again, models) if not errors else []
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return _report(
         models, date, output_path(results), scope, errors, args.fail_on_regression, args.allow_removed
     )
+
+
+def _evaluate(
+    date: str,
+    models: list[str],
+    resources: dict[str, object],
+    instance: DagsterInstance,
+    parallel: int,
+    fingerprint: str,
+) -> list[str]:
+    """The date's evaluation through the asset graph; the failures of its runs."""
+    from eval_pipeline.orchestration.execution import run_all
+    from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
+
+    outcomes = run_all(
+        date,
+        models,
+        resources,
+        instance,
+        lambda stage: print(f"  running {stage} …", flush=True),
+        parallel=parallel,
+        on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
+        tags={FINGERPRINT_TAG: fingerprint},
+    )
+    return [f"{o.name}: {f}" for o in outcomes for f in o.failures]
 
 
 def _adhoc(

@@ -20,6 +20,13 @@ date_job = dg.define_asset_job("evaluate_date", selection=sorted(DATE_STAGE), pa
 model_job = dg.define_asset_job(
     "evaluate_model", selection=sorted(PER_MODEL), partitions_def=model_date_partitions
 )
+# A model's report rebuilt with what was evaluated again into it (`run --retry-errored`, and the
+# re-trials of a model that is not reproducible), then its gate and regression diff.
+reevaluation_job = dg.define_asset_job(
+    "reevaluate_model",
+    selection=["run_report", "release_gate", "regression_diff"],
+    partitions_def=model_date_partitions,
+)
 comparison_job = dg.define_asset_job(
     "compare_models", selection=sorted(COMPARISON), partitions_def=date_partitions
 )
@@ -52,5 +59,5 @@ def model_partitions(
     )
 
 
-JOBS = [date_job, model_job, comparison_job]
+JOBS = [date_job, model_job, reevaluation_job, comparison_job]
 SENSORS: list[dg.SensorDefinition] = [evaluation_automation, model_partitions]

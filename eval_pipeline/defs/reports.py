@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 
 import dagster as dg
 import pandas as pd
+from upath import UPath
 
 from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
@@ -23,9 +24,12 @@ from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import SystemResults
+from eval_pipeline.core.scoring.reevaluate import reevaluate_all
+from eval_pipeline.core.scoring.reevaluation import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
+    REEVALUATIONS_FILE,
     REPORT_FILE,
     RESULTS_FILE,
     RunDocument,
@@ -44,16 +48,33 @@ GROUP = "reports"
 RESULTS_SHA256 = "results_sha256"
 
 
-def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
-    """What `semantic_retrievals` recorded for this partition (how the reranker ran)."""
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey("semantic_retrievals"), asset_partitions=[context.partition_key]
-        ),
+def _retrievals_record(instance: dg.DagsterInstance, partition_key: str) -> dg.EventLogRecord | None:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("semantic_retrievals"), asset_partitions=[partition_key]),
         limit=1,
     ).records
-    materialization = records[0].asset_materialization if records else None
+    return records[0] if records else None
+
+
+def evaluation_id(instance: dg.DagsterInstance, partition_key: str) -> str | None:
+    """The run whose retrievals the partition's report scores: what re-evaluations apply to."""
+    record = _retrievals_record(instance, partition_key)
+    return record.run_id if record is not None else None
+
+
+def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
+    """What `semantic_retrievals` recorded for this partition (how the reranker ran)."""
+    record = _retrievals_record(context.instance, context.partition_key)
+    materialization = record.asset_materialization if record is not None else None
     return materialization.metadata if materialization is not None else {}
+
+
+def _stored_reevaluations(context: dg.AssetExecutionContext, run_dir: UPath) -> list[StoredReevaluation]:
+    path = run_dir / REEVALUATIONS_FILE
+    if not path.exists():
+        return []
+    stored = StoredReevaluations.model_validate_json(path.read_bytes())
+    return stored.for_evaluation(evaluation_id(context.instance, context.partition_key))
 
 
 @dg.asset(
@@ -119,9 +140,16 @@ def run_report(
     doc = assemble_document(
         setup.provenance(Scope(), expectation_history.content_hash), scored_aggregate, scored
     )
+    out_dir = storage.run_dir(model, date)
+    # Retried errored tests and re-tried regressions of this evaluation (`run`), re-scored.
+    doc = reevaluate_all(
+        doc,
+        test_banks.semantic_tests,
+        resolved_expectations.resolved,
+        _stored_reevaluations(context, out_dir),
+    )
     markdown = render_markdown(doc)
     results_json = doc.model_dump_json(indent=2)
-    out_dir = storage.run_dir(model, date)
     write_text(out_dir / RESULTS_FILE, results_json)
     write_text(out_dir / REPORT_FILE, markdown)
     return dg.Output(

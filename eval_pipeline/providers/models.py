@@ -168,6 +168,13 @@ class ModelConfig(_Strict):
     )
     concurrency: int = Field(default=4, ge=1, le=64)
     trials: int = Field(default=1, ge=1, le=20)
+    reproducible: bool = Field(
+        default=True,
+        description="Whether the same inputs always give the same answer. Derived unless set: only "
+        "this package's local stages (no remote service, no team code whose source no fingerprint "
+        "covers). false: `run` re-tries each semantic regression before it may fail a gate, and "
+        "never lets a stored evaluation stand for a rerun",
+    )
     prices: dict[str, Price] = Field(default_factory=dict, description="model id -> Price")
     system: SystemConfig | None = Field(default=None, description="The team's own system")
     retry: RetryConfig = Field(default_factory=RetryConfig)
@@ -184,12 +191,6 @@ class ModelConfig(_Strict):
         than on this machine's CPU: what makes running it beside another model pay."""
         remote_system = self.system is not None and self.system.kind == "http"
         return remote_system or bool(self.kinds & _API_KINDS)
-
-    @property
-    def reproducible(self) -> bool:
-        """Whether the same inputs always give it the same answer: only this package's local
-        stages, no remote service and no team code (whose source no fingerprint covers)."""
-        return self.system is None and not self.kinds & _API_KINDS
 
     def implementation(self, mechanism: Mechanism) -> str:
         """What produces `mechanism`'s bank: the team's system kind, or the reference."""
@@ -235,6 +236,8 @@ class ModelConfig(_Strict):
                 raise ValueError(f"{name}: the team's system runs semantic (system.mechanisms); remove it")
             if not by_system and stage is None:
                 raise ValueError(f"{name}: required unless system.mechanisms includes semantic")
+        if "reproducible" not in self.model_fields_set:
+            self.reproducible = self.system is None and not self.kinds & _API_KINDS
         if "cost_incurring" not in self.model_fields_set:
             self.cost_incurring = self.uses_api
         elif self.uses_api and not self.cost_incurring:

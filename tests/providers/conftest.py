@@ -21,6 +21,12 @@ from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 T = TypeVar("T")
 FAKE_ANTHROPIC_KEY = "sk-ant-test-0000-not-a-real-key"
 FAKE_VOYAGE_KEY = "pa-test-0000-not-a-real-key"
+# Voyage embeddings and a Claude Haiku reranker, paced fast enough for a test against the emulator.
+VOYAGE_HAIKU = {
+    "embedder": {"kind": "voyage", "model_id": "voyage-3.5"},
+    "reranker": {"kind": "claude", "model_id": "claude-haiku-4-5"},
+    "rate_limit_per_min": 6000,
+}
 # Tests of `timeout` faults use a short client timeout, below the emulator's stall; the others a
 # generous one, so a slow moment on a busy machine cannot turn into an extra (retried) call.
 CLIENT_TIMEOUT_S = 0.3

@@ -40,6 +40,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
+from eval_pipeline.core.scoring.reevaluation import decisions_against
 from eval_pipeline.core.scoring.results import (
     RESULT_SCHEMA_VERSION,
     AnyResult,
@@ -277,4 +278,5 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         removed_banks=[m.value for m in Mechanism if m.value in _banks_run(base) - _banks_run(head)],
         kb_change=kb_change(base.provenance.identity, head.provenance.identity),
         incomparable=incomparable(base.provenance.identity, head.provenance.identity),
+        noise_decisions=decisions_against(head.provenance.reevaluations, _ref(base).label),
     )

@@ -13,6 +13,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.metrics import (
     StageAttribution,
 )
+from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.scoring.trials import Outcome
 
 
@@ -121,6 +122,10 @@ class RunDiff(FrozenModel):
     removed_banks: list[str] = Field(default_factory=list, description="Banks the base ran, the head not")
     kb_change: KbChange | None = Field(default=None, description="Entities that differ, by id")
     incomparable: str | None = Field(default=None, description="Why the sides are different projects")
+    noise_decisions: dict[str, Decision] = Field(
+        default_factory=dict,
+        description="Semantic regressions the head's re-trials confirmed or dismissed against this base",
+    )
 
     @property
     def health_changed(self) -> bool:

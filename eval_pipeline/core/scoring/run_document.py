@@ -18,6 +18,7 @@ from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_mode
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
+from eval_pipeline.core.scoring.reevaluation import Reevaluation
 from eval_pipeline.core.scoring.results import (
     RESULT_SCHEMA_VERSION,
     AlwaysResult,
@@ -62,6 +63,9 @@ class Provenance(BaseModel):
     identity: EvaluationIdentity | None = Field(
         default=None, description="The project, KB, banks and mechanism sources evaluated (1.6+)"
     )
+    reevaluations: list[Reevaluation] = Field(
+        default_factory=list, description="Tests evaluated again after the day's evaluation, and why (1.7+)"
+    )
 
 
 class RunDocument(BaseModel):
@@ -102,6 +106,8 @@ class RunDocument(BaseModel):
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
 GATE_FILE = "gate.json"
+# Tests evaluated again into the run (retries, re-trials), re-applied whenever its report is rebuilt.
+REEVALUATIONS_FILE = "reevaluations.json"
 # Written beside the run by the diff assets (markdown twins share the stem).
 REGRESSION_DIFF_FILE = "regression_diff.json"
 COMPARISON_FILE = "model_comparison.json"

@@ -8,6 +8,9 @@
   A regression that is flaky across trials while the paired test sees no significant decline is
   reported as within noise. With one trial flakiness cannot be seen, so every semantic
   regression counts as stable: run trials ≥ 3 to let the noise model excuse noise.
+- A semantic regression the head's re-trials decided against this base (`run` re-tries the
+  regressions of a model that is not reproducible: core/diff/noise.py) follows that decision:
+  confirmed fails, dismissed is excused with a note.
 - The head could not be evaluated (a bank with too few scored tests): the verdict is unknown.
 - Two different projects are incomparable: that fails, first. A still-selected primary whose
   similarity collapsed (content collapse) fails, named right after new critical failures.
@@ -22,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from eval_pipeline.core.diff.collapse import content_collapses
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
 from eval_pipeline.core.verdicts.identity import incomparable_reasons
 from eval_pipeline.core.verdicts.run_gate import GateStatus
@@ -52,6 +56,23 @@ def _stable(d: TestDelta) -> bool:
     return not ((d.base is not None and d.base.flaky) or (d.head is not None and d.head.flaky))
 
 
+def _by_retrials(
+    semantic: list[TestDelta], diff: RunDiff, reasons: list[str], notes: list[str]
+) -> list[TestDelta]:
+    """Decide the regressions the head's re-trials decided; return the others. A dismissed one
+    is noted even when its re-trials lifted the test's mean back over the threshold."""
+    decided = diff.noise_decisions
+    confirmed = [d for d in semantic if decided.get(d.test_id) is Decision.CONFIRMED]
+    dismissed = sorted(t for t, d in decided.items() if d is Decision.DISMISSED)
+    if confirmed:
+        reasons.append(f"{len(confirmed)} semantic regression(s) confirmed by re-trials: {_ids(confirmed)}")
+    if dismissed:
+        notes.append(
+            f"{len(dismissed)} semantic regression(s) dismissed by re-trials as noise: {', '.join(dismissed)}"
+        )
+    return [d for d in semantic if d.test_id not in decided]
+
+
 def diff_gate(diff: RunDiff, strict: bool = False, allow_removed: bool = False) -> DiffGate:
     reasons = incomparable_reasons(diff)
     critical = diff.of_kind(DeltaKind.CRITICAL)
@@ -73,6 +94,8 @@ def diff_gate(diff: RunDiff, strict: bool = False, allow_removed: bool = False) 
         reasons.append(f"{len(deterministic)} deterministic regression(s): {_ids(deterministic)}")
     stats = diff.statistics
     declined = stats.significant and stats.mean_difference < 0
+    if not strict:
+        semantic = _by_retrials(semantic, diff, reasons, notes)
     if strict and semantic:
         reasons.append(f"{len(semantic)} semantic regression(s) (--strict): {_ids(semantic)}")
     elif semantic:

@@ -1,0 +1,134 @@
+"""`run --retry-errored` after a seeded partial outage: only the errored tests are called again,
+the day's evaluation ends with none errored (results, gate, regression diff and the Dagster
+report all agree), and the earlier evaluation and the expectation history are untouched.
+Tenant domain, the real SDKs against the loopback emulator."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline import cli
+from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.scoring.reevaluate import errored_tests
+from eval_pipeline.core.scoring.reevaluation import Why
+from eval_pipeline.core.scoring.run_document import (
+    GATE_FILE,
+    REGRESSION_DIFF_FILE,
+    RESULTS_FILE,
+    RunDocument,
+    read_document,
+)
+from eval_pipeline.core.verdicts.run_gate import GateDecision
+from eval_pipeline.testing.emulator.server import start_emulator
+from tests.conftest import TENANT
+from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
+
+BEFORE, DAY = "2026-11-18", "2026-11-19"
+DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks"]
+MODEL = "tenant-haiku"
+MESSAGES = "POST /v1/messages"
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    shutil.copytree(TENANT, tmp_path / "tenant")
+    # An outage errors the test at once: one attempt per call.
+    models = {"schema_version": 1, "models": {MODEL: {**VOYAGE_HAIKU, "retry": {"max_attempts": 1}}}}
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
+    monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
+    yield tmp_path
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, argv: list[str], **emulator: object) -> dict[str, int]:
+    """One command against a fresh emulator; the requests it received, by route, and its exit
+    code under "exit"."""
+    with start_emulator(**emulator) as emu:  # type: ignore[arg-type]
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
+        monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+        code = cli.main(["run", *DATA, "--model", MODEL, *argv])
+        return {**emu.stats["requests"], "exit": code}
+
+
+def _doc(date: str) -> RunDocument:
+    return read_document(Path("results") / MODEL / date / RESULTS_FILE)
+
+
+def test_retry_errored_calls_only_the_errored_tests_and_merges_them(
+    work: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _run(monkeypatch, ["--date", BEFORE])
+    earlier = (work / "results" / MODEL / BEFORE / RESULTS_FILE).read_bytes()
+    history = sorted((p.name, p.read_bytes()) for p in (work / "tenant/banks/semantic/history").iterdir())
+    outage = {"fault_rate": 0.5, "faults": ("500",), "fault_routes": ("/v1/messages",), "seed": 3}
+    # The day's calls are made afresh (a cached answer would hide the outage), and so are the retries.
+    _run(monkeypatch, ["--date", DAY, "--cache", "refresh"], **outage)
+    hurt = _doc(DAY)
+    errored = errored_tests(hurt)
+    assert errored and len(errored) < len(hurt.semantic)  # a partial outage
+    assert not GateDecision.model_validate_json(
+        (work / "results" / MODEL / DAY / GATE_FILE).read_text()
+    ).passed
+    capsys.readouterr()
+
+    requests = _run(monkeypatch, ["--date", DAY, "--retry-errored", "--cache", "refresh"])
+    out = capsys.readouterr().out
+    assert requests["exit"] == 0  # the day's gate passes now that nothing is errored
+    assert requests.get(MESSAGES) == sum(len(t) for t in errored.values())  # only they were called
+    assert f"retried {len(errored)} errored test(s)" in out
+    fixed = _doc(DAY)
+    assert errored_tests(fixed) == {} and fixed.aggregate.errored_count == 0
+    assert [r.test_id for r in fixed.semantic] == [r.test_id for r in hurt.semantic]
+    unchanged = [r for r in hurt.semantic if r.test_id not in errored]
+    assert all(r in fixed.semantic for r in unchanged)  # what passed stayed as it was
+    [record] = fixed.provenance.reevaluations
+    assert record.why is Why.RETRY_ERRORED and record.test_ids == sorted(errored)
+    # Its cost is recorded: every rerank call of the retry, and the query embeddings it made.
+    assert requests[MESSAGES] <= record.api_calls <= sum(requests.values()) and record.cost_usd > 0
+    assert (fixed.provenance.model, fixed.provenance.date, fixed.provenance.kb_hash) == (
+        hurt.provenance.model,
+        hurt.provenance.date,
+        hurt.provenance.kb_hash,
+    )
+    gate = GateDecision.model_validate_json((work / "results" / MODEL / DAY / GATE_FILE).read_text())
+    assert gate.errored == 0
+    diff = RegressionDiff.model_validate_json(
+        (work / "results" / MODEL / DAY / REGRESSION_DIFF_FILE).read_text()
+    )
+    assert diff.diff is not None and diff.baseline_date == BEFORE
+    assert all(d.head is None or d.head.score is not None for d in diff.diff.deltas)
+    # The Dagster report is the merged document: the UI and `run` show the same evaluation.
+    instance = dg.DagsterInstance.get()
+    key = dg.MultiPartitionKey({"model": MODEL, "date": DAY})
+    stored = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("run_report"), asset_partitions=[str(key)]), limit=1
+    ).records[0]
+    assert stored.asset_materialization is not None
+    assert str(stored.asset_materialization.metadata["results_json"].value).endswith(f"{DAY}/{RESULTS_FILE}")
+    # History unchanged: the earlier evaluation and the expectation history files.
+    assert (work / "results" / MODEL / BEFORE / RESULTS_FILE).read_bytes() == earlier
+    assert (
+        sorted((p.name, p.read_bytes()) for p in (work / "tenant/banks/semantic/history").iterdir())
+        == history
+    )
+
+    again = _run(monkeypatch, ["--date", DAY, "--retry-errored"])
+    assert MESSAGES not in again and "no errored semantic test to retry" in capsys.readouterr().out
+
+
+def test_retry_errored_without_an_evaluation_is_a_usage_error(
+    work: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = _run(monkeypatch, ["--date", DAY, "--retry-errored", "--cache", "refresh"])
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("warning:")]
+    assert requests == {"exit": 2} and len(err) == 1
+    assert f"no evaluation of {MODEL} on {DAY}" in err[0]
+    assert not (work / "results" / MODEL / DAY).exists()
