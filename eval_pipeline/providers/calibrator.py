@@ -47,11 +47,13 @@ from eval_pipeline.providers.anthropic_client import (
     BatchProgress,
     MessageBatches,
     classify,
+    service_url,
     unanswered,
     usage_of,
 )
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.calibrator_pace import DEFAULT_POLL_S
+from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
 from eval_pipeline.providers.pricing import (
     BATCH_DISCOUNT,
     Price,
@@ -64,7 +66,6 @@ from eval_pipeline.providers.ratelimit import (
     LoopLocal,
     RateLimiter,
     RetryPolicy,
-    call_with_retry,
 )
 
 T = TypeVar("T")
@@ -242,6 +243,7 @@ class Calibrator:
         timeout_s: float = 600.0,
         max_tokens: int = MAX_OUTPUT_TOKENS,
         poll_interval_s: float = DEFAULT_POLL_S,
+        faults: FaultSettings | None = None,
     ) -> None:
         self.model_id = model_id
         self.max_tokens = max_tokens
@@ -249,7 +251,7 @@ class Calibrator:
         self._api_key = api_key
         self._limiter = limiter
         self._clock = clock or limiter.clock
-        self._policy = policy or RetryPolicy()
+        self._guard = CallGuard.build(service_url(base_url), self._clock, policy, faults, api_key)
         # One client per event loop, closed inside its own loop (see ratelimit.LoopLocal).
         self._client = LoopLocal(
             lambda: anthropic.AsyncAnthropic(
@@ -321,14 +323,7 @@ class Calibrator:
             return await self._client.get().messages.create(**params)
 
         try:
-            message = await call_with_retry(
-                attempt,
-                classify,
-                limiter=self._limiter,
-                clock=self._clock,
-                policy=self._policy,
-                secret=self._api_key,
-            )
+            message = await self._guard.call(attempt, classify, self._limiter)
         except ProviderError as exc:
             return CallRecord(test_id=prompt.test_id, error=str(exc))
         return _record(prompt.test_id, None, message)
@@ -342,9 +337,7 @@ class Calibrator:
         system = system_blocks(kb, long_ttl=True)
         # Custom ids allow [A-Za-z0-9_-]{1,64}; test ids may hold dots and be longer.
         by_custom_id = {f"test-{i:05d}": p for i, p in enumerate(prompts)}
-        batches = MessageBatches(
-            self._client.get(), self._clock, self._policy, self._api_key, self.poll_interval_s
-        )
+        batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
         results = await batches.run(
             {cid: self.params(system, p) for cid, p in by_custom_id.items()}, on_progress
         )
@@ -357,9 +350,7 @@ class Calibrator:
 
     async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
         """A non-model endpoint (counting): retried by the shared policy, not rate-limited."""
-        return await call_with_retry(
-            call, classify, limiter=None, clock=self._clock, policy=self._policy, secret=self._api_key
-        )
+        return await self._guard.call(call, classify)
 
 
 def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord:

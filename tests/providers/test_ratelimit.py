@@ -18,6 +18,7 @@ from eval_pipeline.providers.ratelimit import (
     parse_retry_after,
     redact,
 )
+from eval_pipeline.providers.waits import WaitBudget
 from tests.providers.conftest import LoopClock, RecordingClock, run_virtual
 
 pytestmark = pytest.mark.anyio
@@ -132,9 +133,9 @@ async def test_each_retry_takes_a_new_limiter_slot(clock: RecordingClock) -> Non
 
     class CountingLimiter(RateLimiter):
         @asynccontextmanager
-        async def slot(self) -> AsyncIterator[None]:
+        async def slot(self, waits: WaitBudget | None = None) -> AsyncIterator[None]:
             entered[0] += 1
-            async with super().slot():
+            async with super().slot(waits):
                 yield
 
     limiter = CountingLimiter(60_000, 4, clock=clock)
