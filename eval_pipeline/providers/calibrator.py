@@ -67,8 +67,12 @@ from eval_pipeline.providers.ratelimit import (
     RateLimiter,
     RetryPolicy,
 )
+from eval_pipeline.providers.waits import WaitLimits
 
 T = TypeVar("T")
+
+# A calibration batch may take up to the API's 24 hours to end: its run deadline allows that.
+CALIBRATION_FAULTS = FaultSettings(waits=WaitLimits(run_deadline_s=25 * 3600))
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 # Adaptive thinking plus the JSON. The SDK refuses non-streaming calls whose max_tokens implies
@@ -251,6 +255,7 @@ class Calibrator:
         self._api_key = api_key
         self._limiter = limiter
         self._clock = clock or limiter.clock
+        faults = faults or CALIBRATION_FAULTS
         self._guard = CallGuard.build(service_url(base_url), self._clock, policy, faults, api_key)
         # One client per event loop, closed inside its own loop (see ratelimit.LoopLocal).
         self._client = LoopLocal(

@@ -354,6 +354,8 @@ async def call_with_retry(
 
     async def tried() -> T:
         nonlocal attempts
+        if waits is not None:
+            waits.check_deadline()
         attempts += 1
         try:
             return await paced()

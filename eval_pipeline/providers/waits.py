@@ -63,6 +63,11 @@ class WaitBudget:
             )
         return None
 
+    def check_deadline(self) -> None:
+        """No call starts once the run deadline has passed."""
+        if self.time_left() <= 0:
+            raise WaitRefused(f"the run deadline ({self.limits.run_deadline_s:g} s) has passed")
+
     def check(self, seconds: float, demand: str) -> None:
         reason = self.refusal(seconds, demand)
         if reason is not None:

@@ -67,6 +67,18 @@ async def test_no_backoff_may_pass_the_run_deadline(clock: RecordingClock) -> No
     assert str(info.value) == "backoff of 8 s, more than the 3 s left before the run deadline (10 s)"
 
 
+@pytest.mark.anyio
+async def test_no_call_starts_after_the_run_deadline(clock: RecordingClock) -> None:
+    service = Service()
+    waits = WaitBudget(WaitLimits(run_deadline_s=10), clock)
+    clock.t = 10.0
+    with pytest.raises(WaitRefused, match=r"^the run deadline \(10 s\) has passed$"):
+        await call_with_retry(
+            service.attempt, classify, limiter=None, clock=clock, policy=RetryPolicy(), waits=waits
+        )
+    assert service.attempts == 0
+
+
 def test_a_rate_limit_slot_is_not_waited_for_beyond_the_cap() -> None:
     clock = LoopClock()
     limiter = RateLimiter(1, 2, clock=clock)  # one request a minute
