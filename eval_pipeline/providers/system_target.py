@@ -42,9 +42,7 @@ def retry_policy(cfg: ModelConfig) -> RetryPolicy:
 
 
 def make_target(
-    system: SystemConfig,
-    policy: RetryPolicy,
-    faults: FaultSettings | None = None,
+    system: SystemConfig, policy: RetryPolicy, faults: FaultSettings | None = None
 ) -> SystemTarget:
     """The client for `system`. A Python entry point is imported here (EntrypointError)."""
     if system.kind == "http":
