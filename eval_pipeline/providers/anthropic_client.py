@@ -8,6 +8,7 @@ price and ends within 24 hours; the emulator ends one at once or after its `batc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -19,11 +20,13 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 
 from eval_pipeline.core.mechanisms.retrieval import Usage
-from eval_pipeline.providers.ratelimit import Clock, Failure, RetryPolicy, call_with_retry, failure_for_status
+from eval_pipeline.providers.call_guard import CallGuard
+from eval_pipeline.providers.ratelimit import Failure, failure_for_status, unreachable
 
 T = TypeVar("T")
 
 MAX_BATCH_REQUESTS = 10_000  # the API's cap on requests per batch
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 BatchProgress = Callable[[str, int, int], None]  # (batch id, ended requests, total)
 
@@ -31,12 +34,17 @@ BatchProgress = Callable[[str, int, int], None]  # (batch id, ended requests, to
 def classify(exc: BaseException) -> Failure | None:
     """The retry policy's view of an anthropic exception (None: not an API failure)."""
     if isinstance(exc, anthropic.APITimeoutError):
-        return Failure("timeout", retryable=True)
+        return unreachable("timeout")
     if isinstance(exc, anthropic.APIConnectionError):
-        return Failure("connection error", retryable=True)
+        return unreachable("connection error")
     if isinstance(exc, anthropic.APIStatusError):
         return failure_for_status(exc.status_code, exc.response.headers, exc.api_message)
     return None
+
+
+def service_url(base_url: str | None) -> str:
+    """Where the SDK sends requests: the argument, else `ANTHROPIC_BASE_URL`, else the API."""
+    return base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
 
 
 def usage_of(message: Message) -> Usage:
@@ -64,18 +72,15 @@ def unanswered(result: MessageBatchIndividualResponse) -> str | None:
 @dataclass(frozen=True)
 class MessageBatches:
     """Batch calls through one client; retried by the shared policy, never rate-limited (the
-    batch endpoints do not count against the model's request pace)."""
+    batch endpoints do not count against the model's request pace). Polling stops, and the
+    batch fails, when the next poll would pass the run deadline of the guard's wait caps."""
 
     client: anthropic.AsyncAnthropic
-    clock: Clock
-    policy: RetryPolicy
-    secret: str
+    guard: CallGuard
     poll_interval_s: float
 
     async def api(self, call: Callable[[], Awaitable[T]]) -> T:
-        return await call_with_retry(
-            call, classify, limiter=None, clock=self.clock, policy=self.policy, secret=self.secret
-        )
+        return await self.guard.call(call, classify)
 
     async def run(
         self,
@@ -109,5 +114,6 @@ class MessageBatches:
                 on_progress(batch.id, total - counts.processing, total)
             if batch.processing_status == "ended":
                 return batch
-            await self.clock.sleep(self.poll_interval_s)
+            demand = f"message batch {batch.id} in progress: next poll in {self.poll_interval_s:g} s"
+            await self.guard.waits.sleep(self.poll_interval_s, demand)
             batch = await self.api(partial(self.client.messages.batches.retrieve, batch.id))

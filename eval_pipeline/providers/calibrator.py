@@ -48,11 +48,13 @@ from eval_pipeline.providers.anthropic_client import (
     BatchProgress,
     MessageBatches,
     classify,
+    service_url,
     unanswered,
     usage_of,
 )
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.calibrator_pace import DEFAULT_POLL_S
+from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
 from eval_pipeline.providers.pricing import (
     BATCH_DISCOUNT,
     Price,
@@ -65,10 +67,13 @@ from eval_pipeline.providers.ratelimit import (
     LoopLocal,
     RateLimiter,
     RetryPolicy,
-    call_with_retry,
 )
+from eval_pipeline.providers.waits import WaitLimits
 
 T = TypeVar("T")
+
+# A calibration batch may take up to the API's 24 hours to end: its run deadline allows that.
+CALIBRATION_FAULTS = FaultSettings(waits=WaitLimits(run_deadline_s=25 * 3600))
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 # Adaptive thinking plus the JSON. The SDK refuses non-streaming calls whose max_tokens implies
@@ -243,6 +248,7 @@ class Calibrator:
         timeout_s: float = 600.0,
         max_tokens: int = MAX_OUTPUT_TOKENS,
         poll_interval_s: float = DEFAULT_POLL_S,
+        faults: FaultSettings | None = None,
     ) -> None:
         self.model_id = model_id
         self.max_tokens = max_tokens
@@ -250,7 +256,8 @@ class Calibrator:
         self._api_key = api_key
         self._limiter = limiter
         self._clock = clock or limiter.clock
-        self._policy = policy or RetryPolicy()
+        faults = faults or CALIBRATION_FAULTS
+        self._guard = CallGuard.build(service_url(base_url), self._clock, policy, faults, api_key)
         # One client per event loop, closed inside its own loop (see ratelimit.LoopLocal).
         self._client = LoopLocal(
             lambda: anthropic.AsyncAnthropic(
@@ -322,14 +329,7 @@ class Calibrator:
             return await self._client.get().messages.create(**params)
 
         try:
-            message = await call_with_retry(
-                attempt,
-                classify,
-                limiter=self._limiter,
-                clock=self._clock,
-                policy=self._policy,
-                secret=self._api_key,
-            )
+            message = await self._guard.call(attempt, classify, self._limiter)
         except ProviderError as exc:
             return CallRecord(test_id=prompt.test_id, error=str(exc))
         return _record(prompt.test_id, None, message)
@@ -343,9 +343,7 @@ class Calibrator:
         system = system_blocks(kb, long_ttl=True)
         # Custom ids allow [A-Za-z0-9_-]{1,64}; test ids may hold dots and be longer.
         by_custom_id = {f"test-{i:05d}": p for i, p in enumerate(prompts)}
-        batches = MessageBatches(
-            self._client.get(), self._clock, self._policy, self._api_key, self.poll_interval_s
-        )
+        batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
         results = await batches.run(
             {cid: self.params(system, p) for cid, p in by_custom_id.items()}, on_progress
         )
@@ -358,9 +356,7 @@ class Calibrator:
 
     async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
         """A non-model endpoint (counting): retried by the shared policy, not rate-limited."""
-        return await call_with_retry(
-            call, classify, limiter=None, clock=self._clock, policy=self._policy, secret=self._api_key
-        )
+        return await self._guard.call(call, classify)
 
 
 def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord:

@@ -42,19 +42,14 @@ from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.anthropic_client import MessageBatches, classify, usage_of
+from eval_pipeline.providers.anthropic_client import MessageBatches, classify, service_url, usage_of
 from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
+from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus, minimum_cacheable_tokens
-from eval_pipeline.providers.ratelimit import (
-    Clock,
-    LoopLocal,
-    RateLimiter,
-    RetryPolicy,
-    call_with_retry,
-)
+from eval_pipeline.providers.ratelimit import Clock, LoopLocal, RateLimiter, RetryPolicy
 
 T = TypeVar("T")
 
@@ -230,8 +225,10 @@ class ClaudeReranker(ApiProvider):
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
         poll_interval_s: float = DEFAULT_POLL_S,
+        faults: FaultSettings | None = None,
     ) -> None:
-        super().__init__(model_id, api_key, cache, limiter, clock, policy)
+        url = service_url(base_url)
+        super().__init__(model_id, api_key, cache, limiter, clock, policy, service_url=url, faults=faults)
         self.price = price
         self.prompt_version = prompt_version
         self.poll_interval_s = poll_interval_s
@@ -363,9 +360,7 @@ class ClaudeReranker(ApiProvider):
             else:
                 todo[f"rerank-{i:06d}"] = (i, key, request)
         if todo:
-            batches = MessageBatches(
-                self._client.get(), self._clock, self._policy, self._api_key, self.poll_interval_s
-            )
+            batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
             answers = await batches.run(
                 {
                     cid: self._params(_first_turn(r.query, r.candidates, r.top_k), long_ttl=True)
@@ -439,20 +434,11 @@ class ClaudeReranker(ApiProvider):
         async def attempt() -> Message:
             return await self._client.get().messages.create(**params)
 
-        return await call_with_retry(
-            attempt,
-            classify,
-            limiter=self._limiter,
-            clock=self._clock,
-            policy=self._policy,
-            secret=self._api_key,
-        )
+        return await self._guard.call(attempt, classify, self._limiter)
 
     async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
         """Token counting: retried by the shared policy, not paced as a model call."""
-        return await call_with_retry(
-            call, classify, limiter=None, clock=self._clock, policy=self._policy, secret=self._api_key
-        )
+        return await self._guard.call(call, classify)
 
 
 def _first_turn(query: str, candidates: Sequence[RerankCandidate], top_k: int) -> list[MessageParam]:

@@ -57,6 +57,7 @@ def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) ->
         cache=cache,
         limiter=_limiter(embedder.rate_limit_per_min, cfg.concurrency),
         policy=_policy(cfg),
+        faults=cfg.faults,
     )
 
 
@@ -85,6 +86,7 @@ def _reranker(
             price=cfg.price(model_id),
             prompt_version=reranker.prompt_version,
             policy=_policy(cfg),
+            faults=cfg.faults,
         )
     from eval_pipeline.providers.voyage import VoyageReranker
 
@@ -96,6 +98,7 @@ def _reranker(
         limiter=limiter,
         price=cfg.price(model_id),
         policy=_policy(cfg),
+        faults=cfg.faults,
     )
 
 
@@ -125,7 +128,8 @@ def build_pipeline(
     if cfg.system is not None and cfg.system.runs(Mechanism.SEMANTIC):
         from eval_pipeline.providers.system_target import SystemPipeline, make_target
 
-        return SystemPipeline(cfg.key, make_target(cfg.system, _policy(cfg)), cfg.concurrency)
+        target = make_target(cfg.system, _policy(cfg), cfg.faults)
+        return SystemPipeline(cfg.key, target, cfg.concurrency)
     embedder, reranker = cfg.stages()
     return SemanticPipeline(
         cfg.key,

@@ -13,6 +13,7 @@ import json
 import httpx
 
 from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
+from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
 from eval_pipeline.providers.ratelimit import (
     REAL_CLOCK,
     Clock,
@@ -20,8 +21,8 @@ from eval_pipeline.providers.ratelimit import (
     LoopLocal,
     RateLimiter,
     RetryPolicy,
-    call_with_retry,
     failure_for_status,
+    unreachable,
 )
 
 
@@ -37,9 +38,9 @@ class _Unparseable(Exception):
 
 def classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, httpx.TimeoutException):
-        return Failure("timeout", retryable=True)
+        return unreachable("timeout")
     if isinstance(exc, httpx.TransportError):
-        return Failure("connection error", retryable=True)
+        return unreachable("connection error")
     if isinstance(exc, _HttpStatus):
         response = exc.response
         return failure_for_status(response.status_code, response.headers, response.text[:200])
@@ -59,11 +60,12 @@ class HttpTarget:
         limiter: RateLimiter | None = None,
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
+        faults: FaultSettings | None = None,
     ) -> None:
         self.url = url
         self._limiter = limiter
         self.clock = clock or (limiter.clock if limiter is not None else REAL_CLOCK)
-        self._policy = policy or RetryPolicy()
+        self._guard = CallGuard.build(url, self.clock, policy, faults)
         self._client = LoopLocal(
             lambda: httpx.AsyncClient(timeout=timeout_s), close=lambda client: client.aclose()
         )
@@ -88,7 +90,5 @@ class HttpTarget:
             except ValueError as exc:  # a truncated body: transient, retry it
                 raise _Unparseable(str(exc)) from exc
 
-        payload = await call_with_retry(
-            attempt, classify, limiter=self._limiter, clock=self.clock, policy=self._policy
-        )
+        payload = await self._guard.call(attempt, classify, self._limiter)
         return parse_answer(payload, request.mechanism)

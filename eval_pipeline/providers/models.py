@@ -21,10 +21,13 @@ from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.scoring.aggregate import REFERENCE
+from eval_pipeline.providers.call_guard import FaultSettings
+from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
 from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
+from eval_pipeline.providers.waits import WaitLimits
 
 EmbedderKind = Literal["local", "voyage"]
 RerankerKind = Literal["cosine", "hybrid", "claude", "voyage"]
@@ -178,8 +181,16 @@ class ModelConfig(_Strict):
     prices: dict[str, Price] = Field(default_factory=dict, description="model id -> Price")
     system: SystemConfig | None = Field(default=None, description="The team's own system")
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    waits: WaitLimits = Field(default_factory=WaitLimits, description="Caps on every wait")
+    breaker: BreakerSettings = Field(
+        default_factory=BreakerSettings, description="When a remote service is declared down"
+    )
     anthropic_api_key_env: str = "ANTHROPIC_API_KEY"
     voyage_api_key_env: str = "VOYAGE_API_KEY"
+
+    @property
+    def faults(self) -> FaultSettings:
+        return FaultSettings(self.waits, self.breaker)
 
     @property
     def kinds(self) -> frozenset[str]:

@@ -7,6 +7,9 @@ retries 429/500/502/503/504/529, timeouts and connection errors with exponential
 a `ProviderError` with a short reason such as "HTTP 503 after 5 attempts". Every retry goes back
 through the limiter, so retries are paced and counted like first attempts.
 
+Every wait is capped and bounded by the run deadline (`waits`), and calls to a service that
+cannot be reached stop after a few (`circuit`).
+
 Time is spent through a `Clock` so that tests can make backoff and polling waits nearly free: with
 `ScaledClock(20)` a 1.25 s gap takes 62.5 ms of real time and `clock.now()` reports clock seconds.
 (The pace benchmark runs on real time, so client CPU cannot leak into its ratios.)
@@ -29,6 +32,8 @@ from aiolimiter import AsyncLimiter
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.circuit import CircuitBreaker, Outcome
+from eval_pipeline.providers.waits import WaitBudget, WaitRefused
 
 T = TypeVar("T")
 
@@ -151,22 +156,44 @@ class RateLimiter:
         period_s = capacity * 60.0 / requests_per_min / clock.speed
         self._gates = LoopLocal(lambda: (AsyncLimiter(capacity, period_s), asyncio.Semaphore(concurrency)))
         self._resume_at = 0.0  # clock time before which no request may start (see `pause`)
+        self._demand = ""  # what set `_resume_at`, for a refused wait's reason
 
-    def pause(self, seconds: float) -> None:
+    def pause(self, seconds: float, demand: str = "") -> None:
         """Hold every request of this model for `seconds` (a 429's retry-after is the server
         speaking about the whole account, not the one request that heard it)."""
-        self._resume_at = max(self._resume_at, self.clock.now() + seconds)
+        resume_at = self.clock.now() + seconds
+        if resume_at > self._resume_at:
+            self._resume_at = resume_at
+            self._demand = demand or f"provider asked to wait {seconds:g} s"
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self, waits: WaitBudget | None = None) -> AsyncIterator[None]:
+        """A request slot; with `waits`, a pause past its cap or the run deadline is refused at
+        once and a rate-limit slot not free within them is given up (`WaitRefused`)."""
         bucket, slots = self._gates.get()
         # Concurrency first: a rate token taken while queueing for a slot would go unused and
         # let a burst through later.
         async with slots:
             while (wait := self._resume_at - self.clock.now()) > 0:
+                if waits is not None:
+                    waits.check(wait, self._demand)
                 await self.clock.sleep(wait)
-            await bucket.acquire()
+            if waits is None:
+                await bucket.acquire()
+            else:
+                await self._acquire_within(bucket, waits)
             yield
+
+    async def _acquire_within(self, bucket: AsyncLimiter, waits: WaitBudget) -> None:
+        longest = waits.longest()
+        try:
+            # aiolimiter waits on the loop's real clock: a faster clock shortens the bound too.
+            await asyncio.wait_for(bucket.acquire(), longest / self.clock.speed)
+        except TimeoutError:
+            raise WaitRefused(
+                f"no rate-limit slot ({self.requests_per_min:g} requests/min) within {longest:.0f} s, "
+                f"the longest wait allowed (cap {waits.limits.max_wait_s:g} s)"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -176,6 +203,12 @@ class Failure:
     reason: str  # short, safe to show: "HTTP 503", "timeout", "connection error", ...
     retryable: bool
     retry_after_s: float | None = None
+    unreachable: bool = False  # no answer from the service at all (counts toward its breaker)
+
+
+def unreachable(reason: str) -> Failure:
+    """A connection refused or reset, or no answer in time: retried, and counted as an outage."""
+    return Failure(reason, retryable=True, unreachable=True)
 
 
 @dataclass(frozen=True)
@@ -244,16 +277,34 @@ class _Wait:
 
 
 class _Stop:
-    """Stop after the last attempt, or when the coming wait would pass the deadline."""
+    """Stop after the last attempt, when the coming wait would pass the call's deadline or the
+    waits' cap or run deadline (`refused` says which), or when the service is declared down."""
 
-    def __init__(self, policy: RetryPolicy, clock: Clock, started: float) -> None:
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        clock: Clock,
+        started: float,
+        waits: WaitBudget | None,
+        breaker: CircuitBreaker | None,
+    ) -> None:
         self._policy = policy
         self._clock = clock
         self._started = started
+        self._waits = waits
+        self._breaker = breaker
+        self.refused: str | None = None
 
     def __call__(self, state: RetryCallState) -> bool:
         if state.attempt_number >= self._policy.max_attempts:
             return True
+        if self._breaker is not None and self._breaker.is_open:
+            return True
+        if self._waits is not None:
+            backoff = state.upcoming_sleep
+            self.refused = self._waits.refusal(backoff, f"backoff of {backoff:.0f} s")
+            if self.refused is not None:
+                return True
         elapsed = self._clock.now() - self._started
         return elapsed + state.upcoming_sleep > self._policy.deadline_s
 
@@ -271,33 +322,57 @@ async def call_with_retry(
     clock: Clock,
     policy: RetryPolicy,
     secret: str | None = None,
+    breaker: CircuitBreaker | None = None,
+    waits: WaitBudget | None = None,
 ) -> T:
     """Run `attempt` under the limiter until it succeeds or the policy gives up.
 
     `classify` maps a provider's exception to a `Failure` (None: not an API failure, re-raised as
-    is). The final failure becomes `ProviderError(reason)`, with `secret` redacted.
+    is). The final failure becomes `ProviderError(reason)`, with `secret` redacted. With a
+    `breaker`, a service declared down gets no attempt (`ServiceDown`); with `waits`, a
+    demanded or chosen wait beyond the cap or the run deadline is not started (`WaitRefused`).
     """
     attempts = 0
 
+    async def paced() -> T:
+        if limiter is None:
+            return await attempt()
+        async with limiter.slot(waits):
+            return await attempt()
+
     async def once() -> T:
+        if breaker is None:
+            return await tried()
+        async with breaker.attempt() as admitted:
+            try:
+                result = await tried()
+            except _AttemptFailed as exc:
+                admitted.outcome = Outcome.UNREACHABLE if exc.failure.unreachable else Outcome.ANSWERED
+                raise
+            admitted.outcome = Outcome.ANSWERED
+            return result
+
+    async def tried() -> T:
         nonlocal attempts
+        if waits is not None:
+            waits.check_deadline()
         attempts += 1
         try:
-            if limiter is None:
-                return await attempt()
-            async with limiter.slot():
-                return await attempt()
+            return await paced()
+        except WaitRefused:
+            raise
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise
-            if limiter is not None and failure.retry_after_s is not None:
-                limiter.pause(failure.retry_after_s)
+            if failure.retry_after_s is not None:
+                _heed_retry_after(failure.retry_after_s, limiter, waits)
             raise _AttemptFailed(failure) from exc
 
+    stop = _Stop(policy, clock, clock.now(), waits, breaker)
     retrying = AsyncRetrying(
         sleep=clock.sleep,
-        stop=_Stop(policy, clock, clock.now()),
+        stop=stop,
         wait=_Wait(policy),
         retry=retry_if_exception(lambda e: isinstance(e, _AttemptFailed) and e.failure.retryable),
         reraise=True,
@@ -305,8 +380,20 @@ async def call_with_retry(
     try:
         return await retrying(once)
     except _AttemptFailed as exc:
-        reason = _final_reason(exc.failure, attempts, policy)
+        if breaker is not None and breaker.is_open:
+            raise breaker.down() from None
+        reason = stop.refused or _final_reason(exc.failure, attempts, policy)
         raise ProviderError(redact(reason, secret)) from None
+
+
+def _heed_retry_after(seconds: float, limiter: RateLimiter | None, waits: WaitBudget | None) -> None:
+    """Hold the model's requests as the server asked; a demand beyond the caps fails this call
+    at once, and the limiter keeps it so that the model's other calls fail at once too."""
+    demand = f"provider asked to wait {seconds:g} s (retry-after)"
+    if limiter is not None:
+        limiter.pause(seconds, demand)
+    if waits is not None:
+        waits.check(seconds, demand)
 
 
 def _final_reason(failure: Failure, attempts: int, policy: RetryPolicy) -> str:

@@ -19,6 +19,7 @@ from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Semant
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.implementations import answer_output, system_requests
 from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.models import ModelConfig, SystemConfig
 from eval_pipeline.providers.ratelimit import Clock, RetryPolicy
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
@@ -40,13 +41,15 @@ def retry_policy(cfg: ModelConfig) -> RetryPolicy:
     return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
 
 
-def make_target(system: SystemConfig, policy: RetryPolicy) -> SystemTarget:
+def make_target(
+    system: SystemConfig, policy: RetryPolicy, faults: FaultSettings | None = None
+) -> SystemTarget:
     """The client for `system`. A Python entry point is imported here (EntrypointError)."""
     if system.kind == "http":
         from eval_pipeline.providers.http_target import HttpTarget
 
         assert system.url is not None  # validated with the kind
-        return HttpTarget(url=system.url, timeout_s=system.timeout_s, policy=policy)
+        return HttpTarget(url=system.url, timeout_s=system.timeout_s, policy=policy, faults=faults)
     from eval_pipeline.providers.python_target import PythonTarget
 
     assert system.entrypoint is not None  # validated with the kind
@@ -154,5 +157,5 @@ def run_system(cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOu
     requests = system_requests(banks, scope, mechanisms)
     if cfg.system is None or not requests:
         return []
-    target = make_target(cfg.system, retry_policy(cfg))
+    target = make_target(cfg.system, retry_policy(cfg), cfg.faults)
     return asyncio.run(ask_all(target, requests, cfg.concurrency))

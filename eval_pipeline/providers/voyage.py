@@ -36,6 +36,7 @@ from eval_pipeline.providers.base import (
     Vectors,
 )
 from eval_pipeline.providers.cache import ResponseCache
+from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import (
     Clock,
@@ -43,11 +44,12 @@ from eval_pipeline.providers.ratelimit import (
     LoopLocal,
     RateLimiter,
     RetryPolicy,
-    call_with_retry,
     failure_for_status,
+    unreachable,
 )
 
 BASE_URL_ENV = "VOYAGE_BASE_URL"
+DEFAULT_BASE_URL = "https://api.voyageai.com/v1"
 PROVIDER = "voyage"
 # Bump when the request sent or the shape stored in the response cache changes.
 _WIRE_VERSION = "voyage-1"
@@ -101,9 +103,9 @@ def plan_batches(
 def classify(exc: BaseException) -> Failure | None:
     """The retry policy's view of a voyageai exception (None: not an API failure)."""
     if isinstance(exc, voyageai.error.Timeout):
-        return Failure("timeout", retryable=True)
+        return unreachable("timeout")
     if isinstance(exc, voyageai.error.APIConnectionError):
-        return Failure("connection error", retryable=True)
+        return unreachable("connection error")
     if isinstance(exc, voyageai.error.VoyageError):
         status = exc.http_status
         if status is None:
@@ -122,13 +124,12 @@ class _UnreadableResponse(Exception):
     there); such a reply is retried like a malformed one."""
 
 
+def service_url(base_url: str | None) -> str:
+    return base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+
+
 def make_client(api_key: str, base_url: str | None, timeout_s: float) -> AsyncClient:
-    return AsyncClient(
-        api_key=api_key,
-        max_retries=1,
-        timeout=timeout_s,
-        base_url=base_url or os.environ.get(BASE_URL_ENV),
-    )
+    return AsyncClient(api_key=api_key, max_retries=1, timeout=timeout_s, base_url=service_url(base_url))
 
 
 class _VoyageBase(ApiProvider):
@@ -143,8 +144,10 @@ class _VoyageBase(ApiProvider):
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
+        faults: FaultSettings | None = None,
     ) -> None:
-        super().__init__(model_id, api_key, cache, limiter, clock, policy)
+        url = service_url(base_url)
+        super().__init__(model_id, api_key, cache, limiter, clock, policy, service_url=url, faults=faults)
         self._client = make_client(api_key, base_url, timeout_s)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
         # it through `voyageai.aiosession`; reusing one saves a handshake and ~2 ms CPU a call.
@@ -164,14 +167,7 @@ class _VoyageBase(ApiProvider):
             finally:
                 voyageai.aiosession.reset(lent)
 
-        return await call_with_retry(
-            attempt,
-            classify,
-            limiter=self._limiter,
-            clock=self._clock,
-            policy=self._policy,
-            secret=self._api_key,
-        )
+        return await self._guard.call(attempt, classify, self._limiter)
 
 
 class VoyageEmbedder(_VoyageBase):
@@ -188,6 +184,7 @@ class VoyageEmbedder(_VoyageBase):
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
+        faults: FaultSettings | None = None,
         max_batch_tokens: int | None = None,
     ) -> None:
         super().__init__(
@@ -199,6 +196,7 @@ class VoyageEmbedder(_VoyageBase):
             clock=clock,
             policy=policy,
             timeout_s=timeout_s,
+            faults=faults,
         )
         self.max_batch_tokens = max_batch_tokens or token_cap(model_id)
 
@@ -252,6 +250,7 @@ class VoyageReranker(_VoyageBase):
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
         timeout_s: float = 60.0,
+        faults: FaultSettings | None = None,
     ) -> None:
         super().__init__(
             model_id,
@@ -262,6 +261,7 @@ class VoyageReranker(_VoyageBase):
             clock=clock,
             policy=policy,
             timeout_s=timeout_s,
+            faults=faults,
         )
         self.price = price
 

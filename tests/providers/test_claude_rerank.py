@@ -202,7 +202,8 @@ async def test_repair_shows_the_error_then_gives_up(
         ("500", "HTTP 500 after 5 attempts"),
         ("529", "HTTP 529 after 5 attempts"),
         ("429", "HTTP 429 after 5 attempts"),
-        ("timeout", "timeout after 5 attempts"),
+        # Five timeouts in a row are the breaker's default: the service is declared down.
+        ("timeout", "service down: {url} (5 calls in a row unreachable)"),
     ],
 )
 async def test_each_fault_kind_is_retried_then_reported(
@@ -213,7 +214,7 @@ async def test_each_fault_kind_is_retried_then_reported(
             reranker = make_reranker(emu, clock, timeout_s=CLIENT_TIMEOUT_S)
             await reranker.rerank("q", _candidates(), SELECTION_K)
         assert emu.stats["requests"]["POST /v1/messages"] == 5
-    assert str(info.value) == reason and FAKE_ANTHROPIC_KEY not in str(info.value)
+    assert str(info.value) == reason.format(url=emu.base_url) and FAKE_ANTHROPIC_KEY not in str(info.value)
     if fault == "429":  # retry-after: 1 honoured, plus at most 1 s of jitter
         # …but never sooner than the backoff: max(1, 1·2^k) + jitter.
         assert len(clock.sleeps) == 4

@@ -18,19 +18,11 @@ from eval_pipeline.providers.ratelimit import (
     parse_retry_after,
     redact,
 )
+from eval_pipeline.providers.waits import WaitBudget
 from tests.providers.conftest import LoopClock, RecordingClock, run_virtual
+from tests.providers.fakes import Fault, classify
 
 pytestmark = pytest.mark.anyio
-
-
-class _Flaky(Exception):
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.reason)
-        self.failure = failure
-
-
-def _classify(exc: BaseException) -> Failure | None:
-    return exc.failure if isinstance(exc, _Flaky) else None
 
 
 def _failing(*failures: Failure, result: str = "ok") -> tuple[list[int], Callable[[], Awaitable[str]]]:
@@ -40,7 +32,7 @@ def _failing(*failures: Failure, result: str = "ok") -> tuple[list[int], Callabl
     async def attempt() -> str:
         calls[0] += 1
         if calls[0] <= len(failures):
-            raise _Flaky(failures[calls[0] - 1])
+            raise Fault(failures[calls[0] - 1])
         return result
 
     return calls, attempt
@@ -76,7 +68,7 @@ def test_redact_removes_the_key() -> None:
 async def test_retries_then_succeeds_with_exponential_backoff(clock: RecordingClock) -> None:
     calls, attempt = _failing(Failure("HTTP 503", True), Failure("timeout", True))
     policy = RetryPolicy(backoff_s=1.0, jitter_s=0.5)
-    result = await call_with_retry(attempt, _classify, limiter=None, clock=clock, policy=policy)
+    result = await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=policy)
     assert result == "ok" and calls[0] == 3
     assert 1.0 <= clock.sleeps[0] <= 1.5 and 2.0 <= clock.sleeps[1] <= 2.5
 
@@ -84,21 +76,21 @@ async def test_retries_then_succeeds_with_exponential_backoff(clock: RecordingCl
 async def test_retry_after_is_honoured(clock: RecordingClock) -> None:
     calls, attempt = _failing(Failure("HTTP 429", True, retry_after_s=7.0))
     policy = RetryPolicy(jitter_s=0.25)
-    await call_with_retry(attempt, _classify, limiter=None, clock=clock, policy=policy)
+    await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=policy)
     assert calls[0] == 2 and 7.0 <= clock.sleeps[0] <= 7.25
 
 
 async def test_gives_up_after_max_attempts_with_short_reason(clock: RecordingClock) -> None:
     calls, attempt = _failing(*[Failure("HTTP 503", True)] * 9)
     with pytest.raises(ProviderError, match=r"^HTTP 503 after 5 attempts$"):
-        await call_with_retry(attempt, _classify, limiter=None, clock=clock, policy=RetryPolicy())
+        await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=RetryPolicy())
     assert calls[0] == 5 and len(clock.sleeps) == 4
 
 
 async def test_non_retryable_fails_at_once(clock: RecordingClock) -> None:
     calls, attempt = _failing(Failure("HTTP 401: invalid key", False))
     with pytest.raises(ProviderError, match=r"^HTTP 401: invalid key$"):
-        await call_with_retry(attempt, _classify, limiter=None, clock=clock, policy=RetryPolicy())
+        await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=RetryPolicy())
     assert calls[0] == 1 and clock.sleeps == []
 
 
@@ -106,7 +98,7 @@ async def test_deadline_stops_before_attempts_run_out(clock: RecordingClock) -> 
     _, attempt = _failing(*[Failure("HTTP 429", True, retry_after_s=30.0)] * 9)
     policy = RetryPolicy(deadline_s=70.0, jitter_s=0.0)
     with pytest.raises(ProviderError, match=r"HTTP 429 after 3 attempts \(retry deadline 70 s\)"):
-        await call_with_retry(attempt, _classify, limiter=None, clock=clock, policy=policy)
+        await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=policy)
     assert clock.sleeps == [30.0, 30.0]
 
 
@@ -115,14 +107,14 @@ async def test_unclassified_errors_propagate_unchanged(clock: RecordingClock) ->
         raise KeyError("bug")
 
     with pytest.raises(KeyError):
-        await call_with_retry(attempt, _classify, limiter=None, clock=clock, policy=RetryPolicy())
+        await call_with_retry(attempt, classify, limiter=None, clock=clock, policy=RetryPolicy())
 
 
 async def test_secret_is_redacted_from_the_reason(clock: RecordingClock) -> None:
     _, attempt = _failing(Failure("HTTP 400: bad key sk-abcdef", False))
     with pytest.raises(ProviderError) as info:
         await call_with_retry(
-            attempt, _classify, limiter=None, clock=clock, policy=RetryPolicy(), secret="sk-abcdef"
+            attempt, classify, limiter=None, clock=clock, policy=RetryPolicy(), secret="sk-abcdef"
         )
     assert "sk-abcdef" not in str(info.value)
 
@@ -132,14 +124,14 @@ async def test_each_retry_takes_a_new_limiter_slot(clock: RecordingClock) -> Non
 
     class CountingLimiter(RateLimiter):
         @asynccontextmanager
-        async def slot(self) -> AsyncIterator[None]:
+        async def slot(self, waits: WaitBudget | None = None) -> AsyncIterator[None]:
             entered[0] += 1
-            async with super().slot():
+            async with super().slot(waits):
                 yield
 
     limiter = CountingLimiter(60_000, 4, clock=clock)
     calls, attempt = _failing(Failure("HTTP 500", True), Failure("HTTP 502", True))
-    await call_with_retry(attempt, _classify, limiter=limiter, clock=clock, policy=RetryPolicy())
+    await call_with_retry(attempt, classify, limiter=limiter, clock=clock, policy=RetryPolicy())
     assert entered[0] == calls[0] == 3
 
 

@@ -119,7 +119,8 @@ async def test_warm_cache_makes_no_calls(
         ("500", "HTTP 500 after 5 attempts"),
         ("529", "malformed response after 5 attempts"),  # voyageai reads a 529 as a success
         ("429", "HTTP 429 after 5 attempts"),
-        ("timeout", "timeout after 5 attempts"),
+        # Five timeouts in a row are the breaker's default: the service is declared down.
+        ("timeout", "service down: {url} (5 calls in a row unreachable)"),
         ("malformed", "malformed response after 5 attempts"),
     ],
 )
@@ -130,7 +131,7 @@ async def test_each_fault_kind_is_retried_then_reported(
         with pytest.raises(ProviderError) as info:
             await _embedder(emu, cache, clock, CLIENT_TIMEOUT_S).embed(["q"], "query")
         assert emu.stats["requests"]["POST /v1/embeddings"] == 5
-    assert str(info.value) == reason
+    assert str(info.value) == reason.format(url=emu.voyage_base_url)
     assert FAKE_VOYAGE_KEY not in str(info.value)
     if fault == "429":  # the emulator sends retry-after: 1; jitter adds at most 1 s
         # …but never sooner than the backoff: max(1, 1·2^k) + jitter.

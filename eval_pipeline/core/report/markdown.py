@@ -8,6 +8,7 @@ tests with reasons, handler and pattern-type tables, expectation conflicts, cost
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -245,6 +246,18 @@ def _errored(results: Sequence[AnyResult]) -> list[str]:
     return ["## Errored tests (not scored)", "", *markdown_table(("Bank", "Test", "Reason"), rows)]
 
 
+MAX_ERROR_REASONS = 5
+
+
+def error_reasons(results: Sequence[AnyResult]) -> list[str]:
+    """Errored tests grouped by reason, most frequent first: an outage or a KB that could not be
+    indexed reads as one cause, not as one line per test."""
+    counts = Counter(r.error or "no reason given" for r in results if r.status is TestStatus.ERRORED)
+    lines = [f"ERRORED {n} test(s): {reason}" for reason, n in counts.most_common(MAX_ERROR_REASONS)]
+    others = sum(counts.values()) - sum(n for _, n in counts.most_common(MAX_ERROR_REASONS))
+    return lines + ([f"ERRORED {others} more test(s) for other reasons"] if others else [])
+
+
 def _handlers(agg: Aggregate) -> list[str]:
     if not agg.handler_scores:
         return []
@@ -356,5 +369,6 @@ def console_summary(doc: RunDocument) -> str:
         [f"  implementations: {describe_implementations(agg.implementations)}"] if agg.implementations else []
     )
     lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
+    lines += [f"  {line}" for line in error_reasons(all_results(doc))]
     lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
     return "\n".join(lines)

@@ -34,6 +34,9 @@ class EmulatorConfig:
     seed: int = 0
     stall_s: float = 5.0  # a `timeout` fault holds the request this long: exceed the client timeout
     retry_after_s: int = 1  # sent with injected 429 faults
+    # Faults at fixed places, whatever `fault_rate` draws: (path, n, kind) injects `kind` into the
+    # n-th request (1-based) to that path, e.g. ("/v1/embeddings", 1, "malformed").
+    fault_at: tuple[tuple[str, int, FaultKind], ...] = ()
     embed_dim: int = 256
     embed_max_texts: int = 1000
     embed_max_tokens: int = 120_000  # tokens estimated as chars / 4

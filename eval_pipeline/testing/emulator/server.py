@@ -19,7 +19,8 @@ Routes
   Control    GET /_stats, POST /_reset
 
 Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + retry-after),
-seeded fault injection over `500`, `529`, `timeout` (stall longer than the client's timeout),
+seeded fault injection (or faults placed at the n-th request to a path, `fault_at`) over
+`500`, `529`, `timeout` (stall longer than the client's timeout),
 `malformed` (tool input that fails validation or is not JSON; a calibration answer naming an
 unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere)
 and `429`; a `barrier` over request model names (each waits until all of them were asked
@@ -72,6 +73,7 @@ class Emulator:
         self.voyage = VoyageApi(self)
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
+        self._arrivals: Counter[str] = Counter()  # requests per path, for `fault_at`
         self._accepted: deque[float] = deque()
         self._arrived = threading.Condition()
         self._models_seen: set[str] = set()
@@ -81,12 +83,20 @@ class Emulator:
         self.anthropic.reset()
         with self._lock:
             self._seen.clear()
+            self._arrivals.clear()
             self._accepted.clear()
         with self._arrived:
             self._models_seen.clear()
 
     def plan_fault(self, route: str, body: bytes) -> FaultKind | None:
         config = self.config
+        with self._lock:
+            self._arrivals[route] += 1
+            nth = self._arrivals[route]
+        placed = [kind for path, n, kind in config.fault_at if (path, n) == (route, nth)]
+        if placed:
+            self.stats.fault(placed[0])
+            return placed[0]
         if config.fault_rate <= 0 or not config.faults:
             return None
         if config.fault_routes and route not in config.fault_routes:

@@ -1,0 +1,162 @@
+"""Provider faults stay bounded, through the real command line on both domains: a team system on a
+closed port or one that never answers is declared down after a few calls and the run ends with
+the outage verdict; a provider demanding a day's wait errors the tests that needed it at once; a
+truncated embeddings reply while indexing the KB is retried. Calls are counted, never timed."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+
+from eval_pipeline.cli import main
+from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.run_document import RunDocument, read_document
+from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
+from eval_pipeline.providers.ratelimit import REAL_CLOCK
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
+from eval_pipeline.testing.hanging import hanging_server
+from tests.conftest import REPO
+from tests.providers.conftest import FAKE_VOYAGE_KEY
+
+DATE = "2026-11-21"
+DOWN = "service down: {url} (5 calls in a row unreachable)"
+
+
+class Project(NamedTuple):
+    root: Path  # where the run writes: models.yaml, results, storage, cache
+    kb: Path
+    banks: Path
+
+
+@pytest.fixture(params=["sample", "tenant"])
+def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    """Copies of the sample project or of the tenant-domain fixture."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    if request.param == "tenant":
+        tenant = request.getfixturevalue("tenant")
+        return Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
+    shutil.copytree(REPO / "kb", tmp_path / "kb")
+    shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
+    return Project(tmp_path, tmp_path / "kb", tmp_path / "test_banks")
+
+
+def _evaluate(project: Project, model: dict[str, Any]) -> tuple[int, RunDocument | None]:
+    """`eval-pipeline run` of `model` alone; the exit code and the run document, if written."""
+    root = project.root
+    (root / "models.yaml").write_text(yaml.safe_dump({"schema_version": 1, "models": {"faulty": model}}))
+    flags = {
+        "--model": "faulty",
+        "--date": DATE,
+        "--kb": project.kb,
+        "--banks-dir": project.banks,
+        "--models-file": root / "models.yaml",
+        "--results-dir": root / "results",
+        "--storage-dir": root / "storage",
+        "--cache-dir": root / ".cache",
+    }
+    code = main(["run", *(str(part) for pair in flags.items() for part in pair)])
+    results = root / "results/faulty" / DATE / "results.json"
+    return code, read_document(results) if results.is_file() else None
+
+
+def _all_results(doc: RunDocument) -> list[Any]:
+    return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as probe:  # bound then closed: nothing listens there afterwards
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/retrieve"
+
+
+def test_a_team_service_on_a_closed_port_is_declared_down_after_five_calls(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _closed_port_url()
+    code, doc = _evaluate(project, {"system": {"kind": "http", "url": url}})  # default settings
+    assert code == 3
+    assert doc is not None
+    results = _all_results(doc)
+    assert {str(r.mechanism) for r in results} == {"semantic", "state", "pattern", "always"}
+    reason = "target: " + DOWN.format(url=url)
+    assert {(r.status, r.error) for r in results} == {(TestStatus.ERRORED, reason)}
+    # The breaker let exactly five attempts through for all four mechanisms; the rest never left.
+    breaker = breaker_for(url, BreakerSettings(), REAL_CLOCK)
+    assert (breaker.calls, breaker.is_open) == (5, True)
+    out = capsys.readouterr().out
+    assert f"ERRORED {len(results)} test(s): {reason}" in out
+    assert "COULD NOT EVALUATE semantic" in out
+
+
+def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(project: Project) -> None:
+    with hanging_server() as hung:
+        system = {"kind": "http", "url": hung.url, "timeout_s": 0.2}
+        code, doc = _evaluate(project, {"system": system})
+        assert hung.requests == 5
+    assert code == 3
+    assert doc is not None
+    reason = "target: " + DOWN.format(url=hung.url)
+    assert {(r.status, r.error) for r in _all_results(doc)} == {(TestStatus.ERRORED, reason)}
+
+
+def _voyage_model(**extra: Any) -> dict[str, Any]:
+    return {
+        "embedder": {"kind": "voyage", "model_id": "voyage-3.5"},
+        "reranker": {"kind": "voyage", "model_id": "rerank-2.5"},
+        "rate_limit_per_min": 60_000,
+        **extra,
+    }
+
+
+@pytest.fixture
+def emulated_voyage(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHandle]:
+    handle = start_emulator()
+    monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
+    monkeypatch.setenv("VOYAGE_BASE_URL", handle.voyage_base_url)
+    yield handle
+    handle.stop()
+
+
+def test_a_day_long_retry_after_is_never_waited(
+    project: Project, emulated_voyage: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The third rerank call hears "429, retry-after: 86400"; one call at a time, so it is the third test.
+    emulated_voyage.reconfigure(retry_after_s=86_400, fault_at=(("/v1/rerank", 3, "429"),))
+    code, doc = _evaluate(project, _voyage_model(concurrency=1))
+    assert doc is not None and code in (1, 3)  # the run completed and wrote its verdict
+    demand = "rerank: provider asked to wait 86400 s (retry-after), more than the 120 s cap"
+    semantic = doc.semantic
+    assert [r.status for r in semantic[:2]] == [TestStatus.SCORED] * 2
+    assert {(r.status, r.error) for r in semantic[2:]} == {(TestStatus.ERRORED, demand)}
+    # The demand was heard once; the model's later rerank calls were never sent.
+    assert emulated_voyage.stats["requests"]["POST /v1/rerank"] == 3
+    assert f"ERRORED {len(semantic) - 2} test(s): {demand}" in capsys.readouterr().out
+
+
+def test_a_truncated_embeddings_reply_while_indexing_is_retried(
+    project: Project, emulated_voyage: EmulatorHandle
+) -> None:
+    emulated_voyage.reconfigure(fault_at=(("/v1/embeddings", 1, "malformed"),))
+    code, doc = _evaluate(project, _voyage_model(retry={"backoff_s": 0}))
+    assert doc is not None and code in (0, 1)
+    assert emulated_voyage.stats["faults"] == {"malformed": 1}
+    assert doc.semantic and all(r.status is TestStatus.SCORED for r in doc.semantic)
+
+
+def test_an_indexing_failure_is_reported_once_as_such(
+    project: Project, emulated_voyage: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    emulated_voyage.reconfigure(fault_at=tuple(("/v1/embeddings", n, "500") for n in range(1, 3)))
+    code, doc = _evaluate(project, _voyage_model(retry={"max_attempts": 2, "backoff_s": 0}))
+    assert code == 3 and doc is not None
+    reason = "indexing the KB failed: HTTP 500 after 2 attempts"
+    assert {(r.status, r.error) for r in doc.semantic} == {(TestStatus.ERRORED, reason)}
+    out = capsys.readouterr().out
+    assert out.count(reason) == 1 and f"ERRORED {len(doc.semantic)} test(s): {reason}" in out
