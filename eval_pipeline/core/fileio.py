@@ -13,6 +13,8 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from eval_pipeline.core.errors import BadInput
+
 M = TypeVar("M", bound=BaseModel)
 
 # One cap for every input file: far above any real KB entity, bank or models file (the sample's
@@ -23,7 +25,7 @@ MAX_INPUT_BYTES = 5 * 1024 * 1024
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
 
 
-class BadFile(ValueError):
+class BadFile(BadInput, ValueError):
     """Why a file cannot be taken as input; `item` and `field` say where inside it, if anywhere."""
 
     def __init__(self, message: str, line: int | None = None, item: str = "-", field: str = "-") -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import Mechanism, SemanticTest
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
@@ -21,7 +22,7 @@ from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 
 
-class ReevaluationError(ValueError):
+class ReevaluationError(BadInput, ValueError):
     """A re-evaluation that does not fit the document (it ran no semantic bank)."""
 
 
