@@ -28,14 +28,20 @@ def _held(marker: UPath) -> ProjectIdentity | None:
         raise UsageError(f"{marker}: not a readable project record ({kind}); restore or remove it") from None
 
 
-def claim(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath]]) -> None:
-    """Refuse (one line, nothing written) if any location holds another project; else record
-    this one in each, its entity ids brought up to date (a KB edit stays the same project)."""
+def refuse_other_project(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath]]) -> None:
+    """Refuse (one line, nothing written) if any location holds another project's evaluations."""
     running = project_identity(kb)
     for where, root in locations:
         held = _held(root / PROJECT_FILE)
         conflict = None if held is None else location_conflict(held, running, where)
         if conflict:
             raise UsageError(conflict)
+
+
+def record_project(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath]]) -> None:
+    """Record this KB's project in each location, its entity ids brought up to date (a KB edit
+    stays the same project); called once every input has been accepted, so bad input later in
+    the checks still leaves nothing written."""
+    running = project_identity(kb).model_dump_json(indent=2)
     for _, root in locations:
-        write_text(root / PROJECT_FILE, running.model_dump_json(indent=2))
+        write_text(root / PROJECT_FILE, running)

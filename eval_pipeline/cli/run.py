@@ -20,6 +20,7 @@ from eval_pipeline.cli.errors import (
 )
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.numbers import check_number
+from eval_pipeline.cli.project import record_project, refuse_other_project
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -195,20 +196,16 @@ def _check_folders(args: argparse.Namespace, scope: Scope) -> None:
     )
 
 
-def _claim_locations(args: argparse.Namespace, kb: KnowledgeBase) -> None:
-    """The results and storage folders this run writes into belong to its KB's project."""
-    from eval_pipeline.cli.project import claim
+def _project_locations(args: argparse.Namespace) -> list[tuple[str, UPath]]:
+    """The results and storage folders this run writes into: they belong to its KB's project."""
     from eval_pipeline.location import location_paths
     from eval_pipeline.providers.object_store import output_path
 
     results = args.results_dir if args.results_dir is not None else location_paths().results_root
-    claim(
-        kb,
-        [
-            ("results folder " + str(results), output_path(results)),
-            ("storage folder " + str(args.storage_dir), output_path(args.storage_dir)),
-        ],
-    )
+    return [
+        ("results folder " + str(results), output_path(results)),
+        ("storage folder " + str(args.storage_dir), output_path(args.storage_dir)),
+    ]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -225,18 +222,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel: must be 1 or more")
     parallel = min(args.parallel or default_parallel(models, args.models_file), len(models))
-    _check_folders(args, scope)
-    _claim_locations(args, kb)
-    print_warnings(warnings)  # only once the run will happen: a usage error stays one line
-    print(
-        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
-    )
     if args.retry_errored and not scope.is_full:
         raise UsageError(
             "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
         )
+    _check_folders(args, scope)
+    locations = _project_locations(args)
+    refuse_other_project(kb, locations)
+    print_warnings(warnings)  # only once the run will happen: a usage error stays one line
+    print(
+        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
+    )
     if not scope.is_full:
-        return _adhoc(args, kb, banks, scope, models, date, parallel)
+        return _adhoc(args, kb, banks, scope, models, date, parallel, locations)
 
     from eval_pipeline.defs.resources import RunScopeResource
     from eval_pipeline.location import location_paths
@@ -254,6 +252,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         show_progress=sys.stderr.isatty() and parallel == 1,
     )
     inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
+    record_project(kb, locations)
     with project_instance() as instance:  # disposed when done: tests run several in one process
         if not args.retry_errored and stands(args, inputs, instance, output_path(results)):
             return _report(
@@ -324,6 +323,7 @@ def _adhoc(
     models: list[str],
     date: str,
     parallel: int,
+    locations: list[tuple[str, UPath]],
 ) -> int:
     """A narrowed run is an ad-hoc check: straight through the core's one route and the models'
     pipelines, no Dagster run and no partition touched, results and gate decision in a folder
@@ -339,6 +339,7 @@ def _adhoc(
     print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
     configs = load_models(args.models_file)
     cost = calibration_cost(location_paths().calibration_dir, date)
+    record_project(kb, locations)
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool:
         runs = [
             pool.submit(_adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir)

@@ -145,7 +145,7 @@ def test_a_primary_kept_selected_while_its_similarity_collapsed_is_flagged() -> 
     candidates = [c.model_copy(update={"score": 0.2}) if c.entity_id == "a" else c for c in gutted.candidates]
     head = doc([gutted.model_copy(update={"candidates": candidates})], date="2026-11-20")
     (delta,) = diff_documents(base, head).deltas
-    assert delta.kind is DeltaKind.CHANGED
+    assert delta.kind is DeltaKind.CONTENT_COLLAPSE
     assert delta.alerts == ["similarity collapse: primary a still selected, cosine 0.90 → 0.20"]
     assert "ALERT similarity collapse" in render_diff_text(diff_documents(base, head))
 
