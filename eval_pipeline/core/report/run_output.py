@@ -9,6 +9,7 @@ terminal or CI log stays readable; the file named holds them in full.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
@@ -81,8 +82,13 @@ def since_markdown(regression: RegressionDiff) -> list[str]:
     return [*lines, "", f"The whole comparison: [{REGRESSION_DIFF_MD}]({REGRESSION_DIFF_MD}).", ""]
 
 
-def _failure_line(f: Failure) -> str:
-    return f"{f.test_id} [{f.bank.value}] {fmt_score(f.score)} {f.rule}: {f.reason}"
+def _failure_line(f: Failure, shared: set[str]) -> str:
+    # An errored test whose reason many share (an outage, a KB that could not be indexed) points
+    # at the summary's ERRORED line instead of repeating one cause per test.
+    reason = (
+        "(the reason is in the ERRORED line above)" if f.score is None and f.reason in shared else f.reason
+    )
+    return f"{f.test_id} [{f.bank.value}] {fmt_score(f.score)} {f.rule}: {reason}"
 
 
 def failure_lines(doc: RunDocument, details: str) -> list[str]:
@@ -92,7 +98,10 @@ def failure_lines(doc: RunDocument, details: str) -> list[str]:
     if not others:
         return ["  failing tests: none" + (" besides the critical failures above" if failures else "")]
     head = f"  failing tests ({len(others)}, worst first): test [bank] score rule: reason"
+    errored = Counter(f.reason for f in others if f.score is None)
+    shared = {reason for reason, n in errored.items() if n > 1}
+    lines = [_failure_line(f, shared) for f in others]
     return [
         head,
-        *(f"    {line}" for line in fold([_failure_line(f) for f in others], "failing tests", details)),
+        *(f"    {line}" for line in fold(lines, "failing tests", details)),
     ]
