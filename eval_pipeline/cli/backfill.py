@@ -69,8 +69,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.definitions import location
     from eval_pipeline.defs.backfill import backfill_targets, daemon, progress, submit_backfill
     from eval_pipeline.defs.execution import project_instance
+    from eval_pipeline.orchestration.run_monitor import end_orphaned_runs
 
     with project_instance() as instance:
+        for line in end_orphaned_runs(instance):
+            print(f"  {line}")
         total = len(backfill_targets(dates, models))
         backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")

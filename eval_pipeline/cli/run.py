@@ -186,6 +186,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from eval_pipeline.defs.execution import run_all
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
         from eval_pipeline.defs.up_to_date import FINGERPRINT_TAG
+        from eval_pipeline.orchestration.run_monitor import end_orphaned_runs
+
+        for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
+            print(f"  {line}")
 
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),

@@ -17,18 +17,25 @@ from eval_pipeline.defs.instance_storage import STORAGE_YAML
 from eval_pipeline.defs.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.defs.partitions import sync_model_partitions
 from eval_pipeline.defs.stages import StageOutcome, evaluation_definitions, run_stage
+from eval_pipeline.orchestration.instance_lock import initialise, instance_lock
+from eval_pipeline.orchestration.run_monitor import RUN_MONITORING_YAML
 
 # Debug lines (every IO-manager load and write) would be a third of a run's stored events; INFO
 # and up, and every Dagster event, are still recorded. SQLite storage that commits an event
 # without an fsync of its own (defs/instance_storage.py). One run at a time calls each API
-# provider (defs/pools.py): models on other providers, or none, still evaluate at once.
+# provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs
+# the daemon launches are monitored (orchestration/run_monitor.py for in-process ones).
 DAGSTER_YAML = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
     + STORAGE_YAML
     + "concurrency:\n  pools:\n    default_limit: 1\n"
+    + RUN_MONITORING_YAML
 )
 # What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
-EARLIER_DEFAULTS = ("telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",)
+EARLIER_DEFAULTS = (
+    "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
+    DAGSTER_YAML.removesuffix(RUN_MONITORING_YAML),
+)
 
 
 def project_instance(home: Path | None = None) -> dg.DagsterInstance:
@@ -36,10 +43,11 @@ def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     path = Path(home or os.environ.get("DAGSTER_HOME") or ".dagster_home").resolve()
     path.mkdir(parents=True, exist_ok=True)
     config = path / "dagster.yaml"
-    if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
-        atomic_write_text(config, DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(path)
-    return dg.DagsterInstance.get()
+    with instance_lock(path):
+        if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
+            atomic_write_text(config, DAGSTER_YAML)
+        os.environ["DAGSTER_HOME"] = str(path)
+        return initialise(dg.DagsterInstance.get())
 
 
 def run_all(

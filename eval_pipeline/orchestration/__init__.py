@@ -1,0 +1,1 @@
+"""What drives Dagster from the command line: instance, runs, monitoring."""
