@@ -68,11 +68,11 @@ def _project(tenant: Path, root: Path, emulator: EmulatorHandle) -> dict[str, st
     return env
 
 
-def _run(root: Path, env: dict[str, str], **kwargs: object) -> subprocess.Popen[str]:
+def _run(root: Path, env: dict[str, str], output: int) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "eval_pipeline.cli", "run", "--model", MODEL, "--date", DATE]
     command += ["--kb", env["EVAL_PIPELINE_KB"], "--banks-dir", env["EVAL_PIPELINE_BANKS_DIR"]]
     command += ["--cache", "off"]
-    return subprocess.Popen(command, cwd=root, env=env, text=True, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(command, cwd=root, env=env, text=True, stdout=output, stderr=output)
 
 
 def _model_run_started(instance: dg.DagsterInstance, _: EmulatorHandle) -> bool:
@@ -116,11 +116,11 @@ def _kill_at(point: str, process: subprocess.Popen[str], home: Path, emulator: E
 
 def _killed_then_rerun(root: Path, env: dict[str, str], point: str, emulator: EmulatorHandle) -> None:
     home = Path(env["DAGSTER_HOME"])
-    _kill_at(point, _run(root, env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), home, emulator)
+    _kill_at(point, _run(root, env, subprocess.DEVNULL), home, emulator)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         (killed,) = instance.get_runs(dg.RunsFilter(job_name=model_job.name))
         assert killed.status in UNFINISHED  # what nothing monitored left behind
-    rerun = _run(root, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    rerun = _run(root, env, subprocess.PIPE)
     out, err = rerun.communicate(timeout=TIMEOUT_S)
     assert rerun.returncode in (0, 1), out + err
     assert f"run {killed.run_id[:8]} ({model_job.name}" in out and "is gone" in out, out
@@ -149,9 +149,10 @@ def test_the_same_on_postgres(
     tenant: Path,
     tmp_path: Path,
     emulator: EmulatorHandle,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", new_database(postgres, "killed_runs"))
     env = _project(tenant, tmp_path, emulator)
-    env["DAGSTER_POSTGRES_URL"] = new_database(postgres, "killed_runs")
     home = Path(env["DAGSTER_HOME"])
     home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
