@@ -35,3 +35,12 @@ def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None]:
             os.kill(os.getpid(), sig)
 
     return arm
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group `pgid` still runs."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
