@@ -57,7 +57,7 @@ run: install
 	[ $$status -le 1 ]
 
 ui: install
-	$(BIN)/dg dev -h 127.0.0.1 -p 3000
+	$(BIN)/python -m eval_pipeline.orchestration.dev_server -h 127.0.0.1 -p 3000
 
 # Every benchmark, one table: benchmarks/results.md (a few minutes; see docs/performance.md).
 bench: install

@@ -69,10 +69,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     check_number("--timeout", args.timeout, above=0)
     check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location
+    from eval_pipeline.defs.run_monitor import end_orphaned_runs
     from eval_pipeline.orchestration.backfill import backfill_targets, daemon, progress, submit_backfill
     from eval_pipeline.orchestration.execution import project_instance
 
     with project_instance() as instance:
+        for line in end_orphaned_runs(instance):
+            print(f"  {line}")
         total = len(backfill_targets(dates, models))
         backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")

@@ -261,6 +261,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
         from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+        from eval_pipeline.defs.run_monitor import end_orphaned_runs
+
+        for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
+            print(f"  {line}")
 
         resources = build_resources(
             InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),

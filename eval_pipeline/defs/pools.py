@@ -21,11 +21,11 @@ from contextlib import contextmanager
 import dagster as dg
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 
+from eval_pipeline.defs.slot_wait import wait_for_slot
 from eval_pipeline.providers.models import ModelConfig
 
 # Which pool each API kind draws on; local kinds and http targets (the team's own service) none.
 POOL_OF_KIND = {"voyage": "voyage", "claude": "anthropic"}
-POLL_S = 0.25
 
 
 def provider_pools(cfg: ModelConfig) -> list[str]:
@@ -55,12 +55,7 @@ def provider_slots(context: dg.AssetExecutionContext, cfg: ModelConfig) -> Itera
         try:
             for pool in pools:
                 claim = f"{asset}[{pool}]"
-                waited = False
-                while not slots.claim(pool, claim):
-                    if not waited:
-                        context.log.info(f"waiting for a slot of the '{pool}' pool (another run holds it)")
-                        waited = True
-                    time.sleep(POLL_S)
+                wait_for_slot(context, slots, pool, claim)
                 held.append(claim)
             yield
             if any(slots.get_pool_info(pool) is not None for pool in pools):

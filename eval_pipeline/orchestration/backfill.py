@@ -29,6 +29,7 @@ from dagster._daemon.controller import get_daemon_statuses
 
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import date_partitions, model_date_key, sync_model_partitions
+from eval_pipeline.orchestration.child_process import die_with_parent
 
 BACKFILL_TAG = "eval_pipeline/backfill"
 ENDED = {
@@ -131,6 +132,7 @@ def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: stopped with every run it launched
+            preexec_fn=die_with_parent(),  # and stopped when this process is killed
         )
         try:
             yield process

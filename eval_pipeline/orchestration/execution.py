@@ -14,7 +14,9 @@ import dagster as dg
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.defs.automation import comparison_job, date_job
 from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.defs.run_monitor import RUN_MONITORING_YAML
 from eval_pipeline.location import instance_home
+from eval_pipeline.orchestration.instance_lock import initialise, instance_lock
 from eval_pipeline.orchestration.instance_storage import STORAGE_MODULE, STORAGE_YAML
 from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
@@ -22,18 +24,23 @@ from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definiti
 # Debug lines (every IO-manager load and write) would be a third of a run's stored events; INFO
 # and up, and every Dagster event, are still recorded. SQLite storage that commits an event
 # without an fsync of its own (orchestration/instance_storage.py). One run at a time calls each API
-# provider (defs/pools.py): models on other providers, or none, still evaluate at once.
+# provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs
+# the daemon launches are monitored (defs/run_monitor.py for in-process ones).
 DAGSTER_YAML = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
     + STORAGE_YAML
     + "concurrency:\n  pools:\n    default_limit: 1\n"
+    + RUN_MONITORING_YAML
 )
 # What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
 # The storage module's old path still loads (eval_pipeline/moved_modules.py) for homes not yet
 # opened by this version, e.g. by `dg dev`.
 EARLIER_DEFAULTS = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
-    DAGSTER_YAML.replace(STORAGE_MODULE, "eval_pipeline.defs.instance_storage"),
+    DAGSTER_YAML.removesuffix(RUN_MONITORING_YAML).replace(
+        STORAGE_MODULE, "eval_pipeline.defs.instance_storage"
+    ),
+    DAGSTER_YAML.removesuffix(RUN_MONITORING_YAML),
 )
 
 
@@ -42,10 +49,11 @@ def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     path = Path(home).resolve() if home is not None else instance_home()
     path.mkdir(parents=True, exist_ok=True)
     config = path / "dagster.yaml"
-    if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
-        atomic_write_text(config, DAGSTER_YAML)
-    os.environ["DAGSTER_HOME"] = str(path)
-    return dg.DagsterInstance.get()
+    with instance_lock(path):
+        if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
+            atomic_write_text(config, DAGSTER_YAML)
+        os.environ["DAGSTER_HOME"] = str(path)
+        return initialise(dg.DagsterInstance.get())
 
 
 def run_all(

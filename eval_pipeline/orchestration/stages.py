@@ -10,6 +10,7 @@ import dagster as dg
 
 from eval_pipeline.defs.automation import JOBS
 from eval_pipeline.defs.graph import ALL_ASSETS
+from eval_pipeline.defs.run_monitor import owner_tags
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -63,7 +64,7 @@ def run_stage(
         instance=instance,
         partition_key=str(partition_key),
         raise_on_error=False,
-        tags={"launched_by": "eval-pipeline run", **(tags or {})},
+        tags={"launched_by": "eval-pipeline run", **owner_tags(), **(tags or {})},
     )
     checks = _failed_checks(result)
     # A failed blocking check fails its asset's step too; that alone is a gate, not an error.

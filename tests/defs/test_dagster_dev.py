@@ -1,5 +1,6 @@
 """Smoke test of the UI: `dg dev` (what `make ui` runs) loads the code location from the `dg`
-project and lists the assets over GraphQL; the project's paths point at temporary copies."""
+project and lists the assets over GraphQL, and stops on SIGTERM; the project's paths point at
+temporary copies."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from eval_pipeline.orchestration.child_process import group_alive
 
 REPO = Path(__file__).resolve().parents[2]
 QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
@@ -36,7 +39,7 @@ def _asset_names(port: int) -> set[str]:
     return {"/".join(n["assetKey"]["path"]) for n in nodes}
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
     for name in ("kb", "test_banks"):
         shutil.copytree(REPO / name, tmp_path / name)
@@ -55,14 +58,15 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = _free_port()
-    dg = Path(sys.executable).parent / "dg"
+    # What `make ui` runs, started as a script in the background starts it: SIGINT ignored.
     proc = subprocess.Popen(
-        [str(dg), "dev", "-h", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "eval_pipeline.orchestration.dev_server", "-h", "127.0.0.1", "-p", str(port)],
         cwd=REPO,  # the dg project
         env={**env, "DAGSTER_HOME": str(home), "VIRTUAL_ENV": str(Path(sys.executable).parents[1])},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, so the webserver and daemon stop with it
+        start_new_session=True,  # its own process group: whatever outlives it is found and stopped
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         names: set[str] = set()
@@ -75,10 +79,13 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
             except (OSError, KeyError, TypeError, ValueError):
                 time.sleep(1)
         assert {"knowledge_base", "semantic_retrievals", "scored_aggregate", "run_report"} <= names
+        proc.send_signal(signal.SIGTERM)  # to it alone: it stops its webserver and daemon itself
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_alive(proc.pid), "a process `dg dev` started outlived it"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
+        if group_alive(proc.pid):  # the test failed: stop whatever is left
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        proc.wait(timeout=10)

@@ -1,0 +1,124 @@
+"""Runs whose process is gone: marked failed, their pool slots freed.
+
+A run executed in process (by the CLI, or a parallel worker) is STARTED in the instance until
+that process reports its end; killed with SIGKILL it never does, and the pool slots it claimed
+stay claimed, so every later run of a model on that provider would wait for them forever.
+Dagster's run monitoring (dagster.yaml) only watches runs the daemon launched. So each run
+records its owner: the pid, host and start time of the process executing it (a pid is reused,
+a pid with its start time is not), and before launching anything the CLI fails the runs whose
+owner is gone. A run owned by another host is left alone: from here it cannot be told apart
+from a live one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+import dagster as dg
+
+OWNER_PID_TAG = "eval_pipeline/owner_pid"
+OWNER_HOST_TAG = "eval_pipeline/owner_host"
+OWNER_START_TAG = "eval_pipeline/owner_started"
+# Dagster's own monitoring, in the daemon, of the runs it launches: a run that never starts or
+# never finishes cancelling is failed, and slots a finished run still holds are freed. (The
+# default launcher cannot tell that a STARTED run's process died: `end_orphaned_runs` does.)
+RUN_MONITORING_YAML = """run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  cancel_timeout_seconds: 180
+  max_resume_run_attempts: 0
+  poll_interval_seconds: 30
+  free_slots_after_run_end_seconds: 30
+"""
+# NOT_STARTED too: a process killed between creating its run and starting it leaves that.
+UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, from /proc), or None when no such
+    process runs (a zombie has finished running). Where /proc is missing, "?" for any live pid."""
+    try:
+        # The command name (field 2) may hold spaces and parentheses: fields count from its end.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    return None if fields[0] == "Z" else fields[19]
+
+
+def owner_tags() -> dict[str, str]:
+    """The tags naming this process as a run's owner."""
+    pid = os.getpid()
+    return {
+        OWNER_PID_TAG: str(pid),
+        OWNER_HOST_TAG: socket.gethostname(),
+        OWNER_START_TAG: process_start(pid) or "?",
+    }
+
+
+def owner_gone(tags: Mapping[str, str]) -> bool:
+    """Whether the run's owning process surely no longer runs (False when unknown)."""
+    if OWNER_PID_TAG not in tags or tags.get(OWNER_HOST_TAG) != socket.gethostname():
+        return False
+    started = process_start(int(tags[OWNER_PID_TAG]))
+    return started is None or started not in ("?", tags.get(OWNER_START_TAG))
+
+
+def owner_label(tags: Mapping[str, str]) -> str:
+    """'pid N on HOST', or what launched the run when it names no owner."""
+    if OWNER_PID_TAG in tags:
+        return f"pid {tags[OWNER_PID_TAG]} on {tags.get(OWNER_HOST_TAG, '?')}"
+    return f"launched by {tags.get('launched_by') or tags.get('dagster/backfill') or 'Dagster'}"
+
+
+def run_label(run: dg.DagsterRun) -> str:
+    partition = run.tags.get("dagster/partition")
+    return f"run {run.run_id[:8]} ({run.job_name}{f', {partition}' if partition else ''})"
+
+
+def _end(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    reason = f"its process ({owner_label(run.tags)}) is gone; marked ended by eval-pipeline"
+    if run.status is dg.DagsterRunStatus.CANCELING:
+        instance.report_run_canceled(run, reason)
+    else:
+        instance.report_run_failed(run, reason)
+    free_slots(instance, run.run_id)
+    return f"{run_label(run)}: {reason}, its pool slots freed"
+
+
+def free_slots(instance: dg.DagsterInstance, run_id: str) -> None:
+    if instance.event_log_storage.supports_global_concurrency_limits:
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+
+
+def end_orphaned_runs(instance: dg.DagsterInstance, run_ids: Collection[str] | None = None) -> list[str]:
+    """End the unfinished runs (of `run_ids`, or all) whose owning process is gone, FAILED (or
+    CANCELED when a cancel was asked), and free the pool slots of those and of finished runs;
+    one line for each run ended."""
+    ids = None if run_ids is None else list(run_ids)
+    if ids == []:
+        return []
+    runs = instance.get_runs(dg.RunsFilter(run_ids=ids, statuses=UNFINISHED))
+    ended = [_end(instance, run) for run in runs if owner_gone(run.tags)]
+    storage = instance.event_log_storage
+    if storage.supports_global_concurrency_limits:
+        for run_id in storage.get_concurrency_run_ids() if ids is None else ids:
+            held = instance.get_run_by_id(run_id)
+            if held is None or held.is_finished:
+                storage.free_concurrency_slots_for_run(run_id)
+    return ended

@@ -1,0 +1,245 @@
+"""No run outlives its process, on real processes: a `run` of an API model (the emulator, a
+pool limit of 1) killed with SIGKILL, then the same command again; a `backfill` killed, then no
+daemon left; two `run`s started at once in a fresh checkout.
+
+The kill points are observed, not timed: the test polls the instance (a run STARTED, a pool slot
+claimed) and the emulator (reranks received) and kills the command as soon as it sees its point.
+Bounded waits fail the test; nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline.core.scoring.run_document import RESULTS_FILE
+from eval_pipeline.defs.automation import model_job
+from eval_pipeline.defs.run_monitor import UNFINISHED
+from eval_pipeline.orchestration.child_process import group_alive
+from eval_pipeline.orchestration.instance_lock import instance_lock
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
+from eval_pipeline.testing.postgres import new_database
+from tests.deploy.conftest import postgres  # noqa: F401  (the embedded server, per module)
+
+REPO = Path(__file__).resolve().parents[2]
+DATE = "2026-11-20"
+MODEL = "killed-haiku"
+RERANK = "POST /v1/messages"
+# 8 semantic tests x 2 trials = 16 reranks at 4/s after a bucket of 4: a few seconds of calls.
+MODELS = {
+    MODEL: {
+        "embedder": {"kind": "local"},
+        "reranker": {"kind": "claude", "model_id": "claude-haiku-4-5"},
+        "rate_limit_per_min": 240,
+        "trials": 2,
+    }
+}
+CLI_RUN = [sys.executable, "-m", "eval_pipeline.cli", "run", "--date", DATE]
+TIMEOUT_S = 240  # a run that waits for a slot forever fails the test here
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The project's SQLite storage reads its base_dir from DAGSTER_HOME: the test reads the same.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorHandle]:
+    with start_emulator() as handle:
+        yield handle
+
+
+def _project(tenant: Path, root: Path, emulator: EmulatorHandle) -> dict[str, str]:
+    (root / "models.yaml").write_text(yaml.safe_dump({"schema_version": 1, "models": MODELS}))
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(root / "dagster_home"),
+        "ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key",
+        "ANTHROPIC_BASE_URL": emulator.base_url,
+        "EVAL_PIPELINE_KB": str(tenant / "kb.yaml"),
+        "EVAL_PIPELINE_BANKS_DIR": str(tenant / "banks"),
+    }
+    env.pop("VOYAGE_API_KEY", None)
+    return env
+
+
+def _run(root: Path, env: dict[str, str], output: int) -> subprocess.Popen[str]:
+    command = [*CLI_RUN, "--model", MODEL]
+    command += ["--kb", env["EVAL_PIPELINE_KB"], "--banks-dir", env["EVAL_PIPELINE_BANKS_DIR"]]
+    command += ["--cache", "off"]
+    return subprocess.Popen(command, cwd=root, env=env, text=True, stdout=output, stderr=output)
+
+
+def _model_run_started(instance: dg.DagsterInstance, _: EmulatorHandle) -> bool:
+    runs = instance.get_runs(dg.RunsFilter(job_name=model_job.name, statuses=[dg.DagsterRunStatus.STARTED]))
+    return bool(runs)
+
+
+def _slot_claimed(instance: dg.DagsterInstance, _: EmulatorHandle) -> bool:
+    storage = instance.event_log_storage
+    pools = storage.get_concurrency_keys()
+    return any(storage.get_concurrency_info(pool).active_slot_count for pool in pools)
+
+
+def _reranking(_: dg.DagsterInstance, emulator: EmulatorHandle) -> bool:
+    return int(emulator.stats["requests"].get(RERANK, 0)) >= 6
+
+
+POINTS: dict[str, Callable[[dg.DagsterInstance, EmulatorHandle], bool]] = {
+    "run-started": _model_run_started,
+    "slot-claimed": _slot_claimed,
+    "mid-reranks": _reranking,
+}
+
+
+def _kill_at(point: str, process: subprocess.Popen[str], home: Path, emulator: EmulatorHandle) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (home / "dagster.yaml").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with instance_lock(home):  # the command may be creating its tables: the way it shares them
+        instance = dg.DagsterInstance.from_config(str(home))
+    with instance:
+        while process.poll() is None and time.monotonic() < deadline:
+            if POINTS[point](instance, emulator):
+                process.kill()
+                process.wait()
+                return
+            time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"the run ended (exit {process.poll()}) before the kill point '{point}'")
+
+
+def _killed_then_rerun(root: Path, env: dict[str, str], point: str, emulator: EmulatorHandle) -> None:
+    home = Path(env["DAGSTER_HOME"])
+    _kill_at(point, _run(root, env, subprocess.DEVNULL), home, emulator)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        (killed,) = instance.get_runs(dg.RunsFilter(job_name=model_job.name))
+        assert killed.status in UNFINISHED  # what nothing monitored left behind
+    rerun = _run(root, env, subprocess.PIPE)
+    out, err = rerun.communicate(timeout=TIMEOUT_S)
+    assert rerun.returncode in (0, 1), out + err
+    assert f"run {killed.run_id[:8]} ({model_job.name}" in out and "is gone" in out, out
+    assert (root / "results" / MODEL / DATE / RESULTS_FILE).is_file()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_runs(dg.RunsFilter(statuses=UNFINISHED)) == []
+        ended = instance.get_run_by_id(killed.run_id)
+        assert ended is not None and ended.status is dg.DagsterRunStatus.FAILURE
+        storage = instance.event_log_storage
+        for pool in storage.get_concurrency_keys():
+            info = storage.get_concurrency_info(pool)
+            assert (pool, info.active_slot_count, info.pending_step_count) == (pool, 0, 0)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_killed_run_ends_failed_frees_its_slot_and_the_rerun_completes(
+    point: str, tenant: Path, tmp_path: Path, emulator: EmulatorHandle
+) -> None:
+    _killed_then_rerun(tmp_path, _project(tenant, tmp_path, emulator), point, emulator)
+
+
+@pytest.mark.timeout(600)
+def test_the_same_on_postgres(
+    postgres: str,  # noqa: F811
+    tenant: Path,
+    tmp_path: Path,
+    emulator: EmulatorHandle,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", new_database(postgres, "killed_runs"))
+    env = _project(tenant, tmp_path, emulator)
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir()
+    shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    _killed_then_rerun(tmp_path, env, "slot-claimed", emulator)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_backfill_leaves_no_daemon(tenant: Path, tmp_path: Path) -> None:
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    env = {
+        **os.environ,
+        "EVAL_PIPELINE_KB": str(tenant / "kb.yaml"),
+        "EVAL_PIPELINE_BANKS_DIR": str(tenant / "banks"),
+    }
+    command = [sys.executable, "-m", "eval_pipeline.cli", "backfill", "--from", DATE]
+    command += ["--model", "local-minilm"]
+    backfill = subprocess.Popen(command, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE)
+    daemons: list[int] = []
+    try:
+        assert backfill.stdout is not None
+        for line in backfill.stdout:
+            if "started a Dagster daemon" in line:
+                daemons = _children(backfill.pid)
+                break
+        assert daemons, "the backfill started no daemon"
+        backfill.kill()
+        backfill.wait()
+        deadline = time.monotonic() + 120
+        while any(group_alive(d) for d in daemons) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not any(group_alive(d) for d in daemons), "the daemon (or a process it started) outlived it"
+    finally:
+        backfill.kill()
+        for pgid in daemons:
+            if group_alive(pgid):
+                os.killpg(pgid, signal.SIGKILL)
+
+
+def _inputs(attempt: int, tenant: Path, root: Path) -> list[str]:
+    """The run's --kb and --banks-dir: the tenant domain, or every other attempt the sample's copy."""
+    if attempt % 2 == 0:
+        return ["--kb", str(tenant / "kb.yaml"), "--banks-dir", str(tenant / "banks")]
+    for name in ("kb", "test_banks"):
+        shutil.copytree(REPO / name, root / name)
+    return ["--kb", str(root / "kb"), "--banks-dir", str(root / "test_banks")]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("attempt", range(5))
+def test_two_runs_started_at_once_in_a_fresh_checkout_both_complete(
+    attempt: int, tenant: Path, tmp_path: Path
+) -> None:
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY")}
+    inputs = _inputs(attempt, tenant, tmp_path)
+    models = ["local-minilm", "local-hybrid"]
+    runs = [
+        subprocess.Popen(
+            [*CLI_RUN, "--model", model, *inputs],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for model in models
+    ]
+    outputs = [run.communicate(timeout=TIMEOUT_S)[0] for run in runs]
+    assert [run.returncode in (0, 1) for run in runs] == [True, True], outputs
+    for model in models:
+        assert (tmp_path / "results" / model / DATE / RESULTS_FILE).is_file()
