@@ -120,6 +120,9 @@ def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen
         yield None
         return
     command = [
+        sys.executable,
+        "-m",
+        "eval_pipeline.orchestration.child_process",
         str(Path(sys.executable).with_name("dagster-daemon")),
         "run",
         "-m",
@@ -131,8 +134,10 @@ def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen
             command,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group: stopped with every run it launched
-            preexec_fn=die_with_parent(),  # and stopped when this process is killed
+            # A supervisor leading its own group: stopped, it stops the daemon and every run it
+            # launched, also when this process is killed (die_with_parent).
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         try:
             yield process

@@ -4,6 +4,9 @@ A `dagster-daemon` started for a backfill must not outlive the command that star
 (SIGKILL, a closed terminal) that command runs no cleanup, and an orphan daemon would go on
 launching automation runs on inputs nobody looks after. Linux delivers a signal to a child when
 its parent dies if the child asks (prctl PR_SET_PDEATHSIG); elsewhere only the normal stop applies.
+That signal reaches one process, not what it started (a daemon's code server and run workers
+would linger until their own heartbeats time out), so the child is a small supervisor leading its
+own process group: on SIGTERM it stops the whole group. `python -m` this module runs one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 
@@ -44,3 +48,20 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def supervise(argv: list[str]) -> int:
+    """Run `argv` in this process's group; SIGTERM or SIGINT stops the whole group."""
+    child = subprocess.Popen(argv)
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group signal below reaches us too
+        os.killpg(os.getpgrp(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return child.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(supervise(sys.argv[1:]))
