@@ -1,6 +1,6 @@
 """No run outlives its process, on real processes: a `run` of an API model (the emulator, a
-pool limit of 1) killed with SIGKILL, then the same command again; a `backfill` killed, then no
-daemon left; two `run`s started at once in a fresh checkout.
+pool limit of 1) killed with SIGKILL, then the same command again (the killed backfill and two
+runs at once are in test_daemon_and_fresh_instance.py).
 
 The kill points are observed, not timed: the test polls the instance (a run STARTED, a pool slot
 claimed) and the emulator (reranks received) and kills the command as soon as it sees its point.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,6 @@ import yaml
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE
 from eval_pipeline.defs.automation import model_job
 from eval_pipeline.defs.run_monitor import UNFINISHED
-from eval_pipeline.orchestration.child_process import group_alive
 from eval_pipeline.orchestration.instance_lock import instance_lock
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.postgres import new_database
@@ -163,83 +161,3 @@ def test_the_same_on_postgres(
     home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
     _killed_then_rerun(tmp_path, env, "slot-claimed", emulator)
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-@pytest.mark.timeout(300)
-def test_a_killed_backfill_leaves_no_daemon(tenant: Path, tmp_path: Path) -> None:
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    env = {
-        **os.environ,
-        "EVAL_PIPELINE_KB": str(tenant / "kb.yaml"),
-        "EVAL_PIPELINE_BANKS_DIR": str(tenant / "banks"),
-    }
-    command = [sys.executable, "-m", "eval_pipeline.cli", "backfill", "--from", DATE]
-    command += ["--model", "local-minilm"]
-    backfill = subprocess.Popen(command, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE)
-    daemons: list[int] = []
-    try:
-        assert backfill.stdout is not None
-        for line in backfill.stdout:
-            if "started a Dagster daemon" in line:
-                daemons = _children(backfill.pid)
-                break
-        assert daemons, "the backfill started no daemon"
-        backfill.kill()
-        backfill.wait()
-        deadline = time.monotonic() + 120
-        while any(group_alive(d) for d in daemons) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not any(group_alive(d) for d in daemons), "the daemon (or a process it started) outlived it"
-    finally:
-        backfill.kill()
-        for pgid in daemons:
-            if group_alive(pgid):
-                os.killpg(pgid, signal.SIGKILL)
-
-
-def _inputs(attempt: int, tenant: Path, root: Path) -> list[str]:
-    """The run's --kb and --banks-dir: the tenant domain, or every other attempt the sample's copy."""
-    if attempt % 2 == 0:
-        return ["--kb", str(tenant / "kb.yaml"), "--banks-dir", str(tenant / "banks")]
-    for name in ("kb", "test_banks"):
-        shutil.copytree(REPO / name, root / name)
-    return ["--kb", str(root / "kb"), "--banks-dir", str(root / "test_banks")]
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("attempt", range(5))
-def test_two_runs_started_at_once_in_a_fresh_checkout_both_complete(
-    attempt: int, tenant: Path, tmp_path: Path
-) -> None:
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY")}
-    inputs = _inputs(attempt, tenant, tmp_path)
-    models = ["local-minilm", "local-hybrid"]
-    runs = [
-        subprocess.Popen(
-            [*CLI_RUN, "--model", model, *inputs],
-            cwd=tmp_path,
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        for model in models
-    ]
-    outputs = [run.communicate(timeout=TIMEOUT_S)[0] for run in runs]
-    assert [run.returncode in (0, 1) for run in runs] == [True, True], outputs
-    for model in models:
-        assert (tmp_path / "results" / model / DATE / RESULTS_FILE).is_file()
