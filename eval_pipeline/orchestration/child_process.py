@@ -17,9 +17,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
+STOP_GRACE_S = 10.0
+POLL_S = 0.5
 
 
 def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None]:
@@ -50,17 +53,31 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def supervise(argv: list[str]) -> int:
-    """Run `argv` in this process's group; SIGTERM or SIGINT stops the whole group."""
+def supervise(argv: list[str], grace_s: float = STOP_GRACE_S) -> int:
+    """Run `argv` in this process's group. SIGTERM or SIGINT stops the whole group: SIGTERM
+    first, then, `grace_s` later (a daemon thread busy with a slow call, a code server waiting
+    for its heartbeat to lapse), SIGKILL to whatever is left, this supervisor included."""
     child = subprocess.Popen(argv)
+    stop_by: list[float] = []
 
     def stop(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group signal below reaches us too
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop_by.append(time.monotonic() + grace_s)
         os.killpg(os.getpgrp(), signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    return child.wait()
+    while True:
+        try:
+            code = child.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            if stop_by and time.monotonic() > stop_by[0]:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            continue
+        if stop_by:  # the daemon is gone: nothing it started may outlive it
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        return code
 
 
 if __name__ == "__main__":
