@@ -121,6 +121,13 @@ def retry_errored(ev: Evaluation, models: Sequence[str]) -> list[str]:
         doc = ev.document(model)
         if doc is None:
             raise BadInput(f"--retry-errored: no evaluation of {model} on {ev.date} to retry (run it first)")
+        others = [r.test_id for r in (*doc.state, *doc.pattern, *doc.always) if r.score is None]
+        if others:
+            # Only semantic answers are stored to re-score; the team's other answers come whole.
+            print(
+                f"  {model}: {len(others)} errored state/pattern/always test(s) are not retried "
+                f"({', '.join(others[:5])}{', …' if len(others) > 5 else ''}): evaluate again with --force"
+            )
         errored = errored_tests(doc)
         if not errored:
             print(f"  {model}: no errored semantic test to retry")
