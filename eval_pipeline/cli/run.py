@@ -181,29 +181,22 @@ def _results_location(args: argparse.Namespace, paths: LocationPaths) -> str:
     return str(args.results_dir) if args.results_dir is not None else paths.results_root
 
 
-def _check_folders(args: argparse.Namespace, scope: Scope) -> None:
+def _check_folders(args: argparse.Namespace, scope: Scope, paths: LocationPaths, results: str) -> None:
     """Every folder the run writes into, before it evaluates or calls an API: a narrowed run
     writes only its ad-hoc results and the caches."""
-    from eval_pipeline.location import location_paths
-
     if not scope.is_full:
         scoped = local_results_dir(args) / SCOPED_DIR / scope.label
         require_writable([("results folder", scoped), ("cache folder", args.cache_dir)])
         return
-    paths = location_paths()
-    check_evaluation_folders(
-        _results_location(args, paths), args.storage_dir, args.cache_dir, paths.outputs_uri
-    )
+    check_evaluation_folders(results, args.storage_dir, args.cache_dir, paths.outputs_uri)
 
 
-def _project_locations(args: argparse.Namespace) -> list[tuple[str, UPath]]:
+def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str, UPath]]:
     """The results and storage folders this run writes into: they belong to its KB's project."""
-    from eval_pipeline.location import location_paths
     from eval_pipeline.providers.object_store import output_path
 
-    results = args.results_dir if args.results_dir is not None else location_paths().results_root
     return [
-        ("results folder " + str(results), output_path(results)),
+        ("results folder " + results, output_path(results)),
         ("storage folder " + str(args.storage_dir), output_path(args.storage_dir)),
     ]
 
@@ -226,8 +219,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
         )
-    _check_folders(args, scope)
-    locations = _project_locations(args)
+    from eval_pipeline.location import location_paths
+
+    # Reports and asset values go where the code location sends them (an object store's URI
+    # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
+    paths = location_paths()
+    results = _results_location(args, paths)
+    _check_folders(args, scope, paths, results)
+    locations = _project_locations(args, results)
     refuse_other_project(kb, locations)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
     print(
@@ -237,14 +236,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _adhoc(args, kb, banks, scope, models, date, parallel, locations)
 
     from eval_pipeline.defs.resources import RunScopeResource
-    from eval_pipeline.location import location_paths
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.providers.object_store import output_path
 
-    # Reports and asset values go where the code location sends them (an object store's URI
-    # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
-    paths = location_paths()
-    results = _results_location(args, paths)
     gates = RunScopeResource(
         fail_under=args.fail_under,
         max_errored=args.max_errored,
