@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
 
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.inputs.text import Prompt
@@ -37,26 +37,47 @@ class RankCheck(_Strict):
     lower: str
 
 
-class Expectations(_Strict):
+# A graded judgment, as in TREC qrels: 0 = judged not relevant, 1 and up = relevant, more is better.
+Gain = Annotated[StrictInt, Field(ge=0, le=1000)]
+
+
+class _Relevance(_Strict):
+    """What a semantic test counts as relevant: exact primaries, "any of" primaries, graded gains.
+
+    At least one of them must name something relevant; `relevant` may also hold gain-0 judgments.
+    """
+
+    expected_primary: list[str] = Field(default_factory=list, description="Every one must be selected")
+    expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
+    relevant: dict[str, Gain] = Field(default_factory=dict, description="Graded judgments: entity -> gain")
+
+    @model_validator(mode="after")
+    def _names_something_relevant(self) -> _Relevance:
+        if not (self.expected_primary or self.expected_any or any(g > 0 for g in self.relevant.values())):
+            raise ValueError("needs expected_primary, expected_any or a relevant entity with gain > 0")
+        return self
+
+
+class Expectations(_Relevance):
     """What a semantic test expects in the final selection."""
 
-    expected_primary: list[str] = Field(min_length=1)
     expected_secondary: list[str] = Field(default_factory=list)
     not_expected: list[str] = Field(default_factory=list)
     rank_check: list[RankCheck] = Field(default_factory=list)
 
     def entity_ids(self) -> set[str]:
-        ids = {*self.expected_primary, *self.expected_secondary, *self.not_expected}
+        ids = {*self.expected_primary, *self.expected_any, *self.relevant}
+        ids |= {*self.expected_secondary, *self.not_expected}
         return ids | {e for rc in self.rank_check for e in (rc.higher, rc.lower)}
 
 
-class SemanticTest(_Strict):
+class SemanticTest(_Relevance):
     test_id: TestId
     name: str = ""
+    source_id: str | None = Field(default=None, description="The query's id in an imported collection")
     category: Label
     topics: list[Label] = Field(default_factory=list)
     prompt: Prompt
-    expected_primary: list[str] = Field(min_length=1)
     expected_secondary: list[str] = Field(default_factory=list)
     not_expected: list[str] = Field(default_factory=list)
     rank_check: list[RankCheck] = Field(default_factory=list)
@@ -66,6 +87,8 @@ class SemanticTest(_Strict):
     def original_expectations(self) -> Expectations:
         return Expectations(
             expected_primary=self.expected_primary,
+            expected_any=self.expected_any,
+            relevant=self.relevant,
             expected_secondary=self.expected_secondary,
             not_expected=self.not_expected,
             rank_check=self.rank_check,

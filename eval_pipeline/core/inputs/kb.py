@@ -81,11 +81,14 @@ class Entity(BaseModel):
     state_conditions: dict[str, FieldCondition] = Field(
         default_factory=dict, description="STATE handlers: field -> {op: value}"
     )
+    source_id: str | None = Field(default=None, description="The document's id in an imported collection")
 
     @cached_property
     def content_hash(self) -> str:
         """Hash of everything an embedder or reranker could see or a matcher could use."""
-        return sha256_text(canonical_json(self.model_dump(mode="json")))
+        # An entity without a source id hashes as it did before the field existed.
+        dumped = self.model_dump(mode="json", exclude={"source_id"} if self.source_id is None else None)
+        return sha256_text(canonical_json(dumped))
 
     def embedding_text(self) -> str:
         """The text a document embedder indexes for this entity."""

@@ -5,6 +5,7 @@ This is the boundary between `providers/` (which produce it) and scoring (which 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,3 +76,14 @@ class SemanticRetrieval(BaseModel):
     @property
     def candidate_ids(self) -> list[str]:
         return [c.entity_id for c in self.candidates]
+
+
+def final_ranking(selections: Sequence[Selection], candidates: Sequence[Candidate]) -> list[str]:
+    """The one ranking a semantic test produced, as standard IR metrics and TREC run files see it.
+
+    The reranker's picks in their rank order, then the other candidates in the embedding's order:
+    the picks are what the assistant loads, the rest is still the system's ranking below them.
+    """
+    picked = [s.entity_id for s in sorted(selections, key=lambda s: s.rank)]
+    chosen = set(picked)
+    return picked + [c.entity_id for c in candidates if c.entity_id not in chosen]
