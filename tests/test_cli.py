@@ -39,7 +39,9 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     assert "local-minilm @ 2026-11-20" in capsys.readouterr().out
     assert main(["show", "--model", "local-minilm", "--test", "T-RENT-001"]) == 0
     shown = capsys.readouterr().out
-    assert json.loads(shown.split("\n", 1)[1])["test_id"] == "T-RENT-001"
+    assert [(e["model"], e["result"]["test_id"]) for e in json.loads(shown)] == [
+        ("local-minilm", "T-RENT-001")
+    ]
     # A gate the run cannot meet exits 1 but still writes the report.
     assert _run("--model", "local-minilm", "--fail-under", "100") == 1
     assert "gate failed: combined score" in capsys.readouterr().out

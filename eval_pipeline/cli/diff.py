@@ -23,12 +23,19 @@ def add_diff_commands(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
         help="per-test diff of two runs (exit 1 when the diff gate fails)",
-        description="BASE and HEAD are MODEL@DATE (under --results-dir) or a path to a results.json.",
+        description="Compare two stored evaluations test by test. BASE and HEAD are MODEL@DATE "
+        "(under --results-dir) or a path to a results.json. Exit 1 when the diff gate fails.",
     )
     p.add_argument("base", help="MODEL@DATE or a results.json path")
     p.add_argument("head", help="MODEL@DATE or a results.json path")
     p.add_argument("--results-dir", type=Path, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
+    p.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        dest="output",
+        help="text for a terminal, markdown for a PR comment, json (nothing else on stdout) [text]",
+    )
     p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
     allow_removed_arg(p)
     p.set_defaults(func=cmd_diff)

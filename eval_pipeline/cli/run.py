@@ -9,7 +9,7 @@ from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import allow_removed_arg, results_args
+from eval_pipeline.cli.arguments import allow_removed_arg, data_args, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import (
     EXIT_ERROR,
@@ -59,14 +59,20 @@ if TYPE_CHECKING:  # the providers are imported only by the runs that call them
 
 
 def add_run_commands(sub: Any) -> None:
-    p = sub.add_parser("run", help="evaluate through the Dagster graph and write reports")
+    p = sub.add_parser(
+        "run",
+        help="evaluate through the Dagster graph and write reports",
+        description="Evaluate models on a date: validate the inputs, materialise the asset graph on "
+        "the project's Dagster instance, write each model's results, report and gate, and print "
+        "the verdicts. --banks/--test/--topic make a narrowed ad-hoc check instead. Exit 0 gates "
+        "met, 1 a gate failed, 2 bad input, 3 could not evaluate.",
+    )
     p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
     p.add_argument("--date", help="evaluation date YYYY-MM-DD (UTC); default: today")
     p.add_argument("--banks", default="all", help="all, or a comma list of semantic,state,pattern,always")
     p.add_argument("--test", action="append", default=[], dest="tests", help="only this test id (repeat)")
     p.add_argument("--topic", help="only semantic tests with this topic")
-    p.add_argument("--kb", type=Path, default=Path("kb"))
-    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    data_args(p)
     p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
     p.add_argument(
         "--fail-on-regression",
@@ -102,9 +108,17 @@ def add_run_commands(sub: Any) -> None:
         action="store_true",
         help="call again only the errored semantic tests of the date's evaluation and merge them into it",
     )
-    p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
-    p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
-    p.add_argument("--storage-dir", type=Path, default=Path("storage"))
+    p.add_argument(
+        "--cache",
+        choices=("use", "refresh", "off"),
+        default="use",
+        help="response and embedding cache: use it, refresh it (call again, store the answers), "
+        "or leave it off [use]",
+    )
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache"), help="cache folder [.cache]")
+    p.add_argument(
+        "--storage-dir", type=Path, default=Path("storage"), help="folder of the asset values [storage]"
+    )
     results_args(p)
     allow_removed_arg(p)
     p.set_defaults(func=cmd_run)
