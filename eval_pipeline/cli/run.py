@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -253,15 +256,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.providers.object_store import output_path
 
-    gates = RunScopeResource(
-        fail_under=args.fail_under,
-        max_errored=args.max_errored,
-        # One progress bar per terminal: models running at once would draw over each other.
-        show_progress=sys.stderr.isatty() and parallel == 1,
-    )
+    gates = RunScopeResource(fail_under=args.fail_under, max_errored=args.max_errored)
     inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
     record_project(kb, locations)
-    with project_instance() as instance:  # disposed when done: tests run several in one process
+    # One progress bar per terminal: models running at once would draw over each other.
+    with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
         if not args.retry_errored and stands(args, inputs, instance, output_path(results)):
             return _report(
                 models, date, output_path(results), scope, [], args.fail_on_regression, args.allow_removed
@@ -285,7 +284,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 cache_mode=args.cache,
                 rerank_batch=args.batch,
             ),
-            gates,
+            RunScopeResource(
+                fail_under=args.fail_under, max_errored=args.max_errored, progress_fd=progress_fd
+            ),
         )
         from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
 
@@ -300,6 +301,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _report(
         models, date, output_path(results), scope, errors, args.fail_on_regression, args.allow_removed
     )
+
+
+@contextlib.contextmanager
+def progress_terminal(wanted: bool) -> Iterator[int | None]:
+    """A duplicate of stderr for the progress bar while stderr is a terminal, else None: inside
+    a Dagster step fds 1 and 2 go to the compute log, so the step's own stderr never is one."""
+    if not (wanted and sys.stderr.isatty()):
+        yield None
+        return
+    fd = os.dup(sys.stderr.fileno())
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _evaluate(

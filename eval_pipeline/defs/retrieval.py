@@ -4,10 +4,12 @@ outputs per date, and per model the team's own system's outputs for the banks it
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
 
+import os
 from collections.abc import Callable, Iterator
 
 import dagster as dg
 import pandas as pd
+from rich.console import Console
 from rich.progress import Progress
 
 from eval_pipeline.core.inputs.kb import KnowledgeBase
@@ -46,9 +48,10 @@ def _retrieve(
     cfg = providers.model(model)
     items = retrieval_items(banks.semantic_tests, cfg.trials)
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-    if not scope.show_progress:
+    if scope.progress_fd is None:
         return providers.retrieve(cfg, kb.entities, items, boosts, on_prepared=on_prepared)
-    with Progress(transient=True) as bar:
+    terminal = Console(file=os.fdopen(scope.progress_fd, "w", closefd=False), stderr=True)
+    with Progress(console=terminal, transient=True) as bar:
         task = bar.add_task(f"{model}: semantic tests", total=len(items))
         return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task), on_prepared)
 
