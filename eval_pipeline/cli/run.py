@@ -112,6 +112,12 @@ def add_run_commands(sub: Any) -> None:
         help="call again only the errored semantic tests of the date's evaluation and merge them into it",
     )
     p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print per model the API calls, tokens and estimated USD the run would spend (cached "
+        "answers are free) and exit 0: no call is made, nothing is written",
+    )
+    p.add_argument(
         "--cache",
         choices=("use", "refresh", "off"),
         default="use",
@@ -236,6 +242,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
         )
+    if args.dry_run:
+        if args.retry_errored:
+            raise UsageError("--dry-run: estimates a whole evaluation; drop --retry-errored")
+        from eval_pipeline.cli.dry_run import dry_run
+
+        return dry_run(args, kb, banks, scope, models)
     from eval_pipeline.location import location_paths
 
     # Reports and asset values go where the code location sends them (an object store's URI
