@@ -121,3 +121,20 @@ def test_dry_run_calls_nothing_writes_nothing_and_the_run_spends_what_it_said(
     work.reset()
     assert cli.main(["run", *DATA, "--model", HAIKU, "--banks", "semantic"]) == 0
     assert work.stats["total_requests"] == again.calls
+
+
+def test_the_team_system_is_counted_not_priced_and_never_called(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = yaml.safe_load(Path("models.yaml").read_text())
+    # Nothing listens there: a dry run that called the system would error, not exit 0.
+    models["models"]["team"] = {"system": {"kind": "http", "url": "http://127.0.0.1:9/answer"}}
+    Path("models.yaml").write_text(yaml.safe_dump(models))
+    assert cli.main(["run", *DATA, "--model", "team", "--model", "local-hybrid", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    _, banks = load_validated(Path("tenant/kb.yaml"), Path("tenant/banks"))
+    tests = len(banks.test_ids())  # one call a test, every bank (trials: 1)
+    assert f"team: {tests} calls, 0 input tokens, ~$0.00 + what the team's system costs" in out
+    assert f"  team system http://127.0.0.1:9/answer: {tests} calls, 0 cached (not priced here)" in out
+    assert "local-hybrid: offline: 0 API calls, $0.00" in out
+    assert not Path("results").exists() and not Path(".cache").exists()

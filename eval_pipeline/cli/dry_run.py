@@ -48,8 +48,9 @@ def dry_run(
             print(f"{model}: offline: 0 API calls, {usd(0)}")
             continue
         cached = sum(s.cached for s in spend.stages)
-        cost = f"~{usd(spend.cost_usd)} (at most {usd(spend.max_cost_usd)})"
-        cost += " + the team system's own" if spend.unpriced else ""
+        cost = f"~{usd(spend.cost_usd)}"
+        cost += f" (at most {usd(spend.max_cost_usd)})" if spend.max_cost_usd != spend.cost_usd else ""
+        cost += " + what the team's system costs" if spend.unpriced else ""
         print(
             f"{model}: {spend.calls:,} calls, {_tokens(spend.input_tokens, spend.output_tokens)}, "
             f"{cost}; {cached:,} answers cached"

@@ -153,9 +153,9 @@ def _system(cfg: ModelConfig, banks: Banks, scope: Scope, semantic_items: int) -
     others = [m for m in cfg.system_mechanisms if m is not Mechanism.SEMANTIC]
     calls = len(system_requests(banks, scope, others))
     calls += semantic_items if cfg.system.runs(Mechanism.SEMANTIC) else 0
-    where = cfg.system.url or cfg.system.entrypoint or cfg.system.kind
+    where = cfg.system.url or "python entry point"
     return StageSpend(
-        "team system", str(where), calls, 0, cost_usd=None, max_cost_usd=None, note="its cost is its own"
+        "team system", where, calls, 0, cost_usd=None, max_cost_usd=None, note="not priced here"
     )
 
 
@@ -237,7 +237,9 @@ def _reranks(
         cost = cost_usd(usage, price)
         return [StageSpend("rerank", model_id, len(todo), cached, usage, cost, cost)]
     rerank = _claude(reranker, model_id, price, todo, cached, batch)
-    counting = StageSpend("token counting", model_id, TOKEN_COUNT_CALLS, 0, note="free")
+    counting = StageSpend(
+        "token counting", model_id, TOKEN_COUNT_CALLS, 0, note="the prefix, once a run: free"
+    )
     return [rerank, counting]
 
 
