@@ -24,7 +24,7 @@ from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import system_requests
-from eval_pipeline.providers.base import RerankCandidate
+from eval_pipeline.providers.base import InputType, RerankCandidate
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
@@ -174,24 +174,26 @@ def _embeddings(
     if not isinstance(embedder, VoyageEmbedder):  # local: free, and no call
         return StageSpend("embeddings", model_id, 0, len(queries) + len(view.catalogue))
     name = embedder.name
-    documents = [t for t in dict.fromkeys(e.embedding_text() for e in view.to_embed)]
-    documents = [
-        t for t in documents if (name, "document", t) not in embedded and not embedder.cached(t, "document")
+    wanted: list[tuple[InputType, str]] = [
+        ("document", t) for t in dict.fromkeys(e.embedding_text() for e in view.to_embed)
     ]
-    fresh = [
-        q
-        for q in queries
-        if q not in view.stored_queries
-        and (name, "query", q) not in embedded
-        and not embedder.cached(q, "query")
+    wanted += [("query", q) for q in queries if q not in view.stored_queries]
+    earlier = [(kind, t) for kind, t in wanted if (name, kind, t) in embedded]
+    todo = [
+        (kind, t) for kind, t in wanted if (name, kind, t) not in embedded and not embedder.cached(t, kind)
     ]
-    embedded.update({(name, "document", t) for t in documents} | {(name, "query", q) for q in fresh})
-    calls = len(plan_batches(documents, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens)) + len(fresh)
-    usage = Usage(input_tokens=sum(map(estimate_tokens, [*documents, *fresh])))
+    embedded.update((name, kind, t) for kind, t in todo)
+    documents = [t for kind, t in todo if kind == "document"]
+    fresh = [t for kind, t in todo if kind == "query"]
+    batches = len(plan_batches(documents, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens))
+    usage = Usage(input_tokens=sum(estimate_tokens(t) for _, t in todo))
     cost = cost_usd(usage, cfg.price(model_id))
-    cached = len(view.catalogue) - len(documents) + len(queries) - len(fresh)
-    note = f"{len(documents)} KB entities in {calls - len(fresh)} call(s), {len(fresh)} queries one a call"
-    return StageSpend("embeddings", model_id, calls, cached, usage, cost, cost, note)
+    cached = len(view.catalogue) + len(queries) - len(todo)
+    parts = [f"{len(documents)} KB entities in {batches} call(s)"] if documents else []
+    parts += [f"{len(fresh)} queries, one a call"] if fresh else []
+    parts += [f"{len(earlier)} of the cached embedded by an earlier model of this run"] if earlier else []
+    note = "; ".join(parts)
+    return StageSpend("embeddings", model_id, batches + len(fresh), cached, usage, cost, cost, note)
 
 
 def _typical(catalogue: Sequence[RerankCandidate], k: int) -> list[RerankCandidate]:
