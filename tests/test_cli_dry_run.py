@@ -138,3 +138,39 @@ def test_the_team_system_is_counted_not_priced_and_never_called(
     assert f"  team system http://127.0.0.1:9/answer: {tests} calls, 0 cached (not priced here)" in out
     assert "local-hybrid: offline: 0 API calls, $0.00" in out
     assert not Path("results").exists() and not Path(".cache").exists()
+
+
+def test_on_a_kb_larger_than_the_candidate_list_the_estimate_holds_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The sample KB has more semantic entities than the 15 candidates: which ones a query gets is
+    # unknown before its embedding, so the estimate sizes each request from typical entities.
+    shutil.copytree(REPO / "kb", tmp_path / "kb")
+    shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
+    models = yaml.safe_load((REPO / "models.yaml").read_text())
+    models["models"][HAIKU] = VOYAGE_HAIKU
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
+    monkeypatch.chdir(tmp_path)
+    kb, banks = load_validated(Path("kb"), Path("test_banks"))
+    ids = [t.test_id for t in banks.semantic_tests[:20]]
+    scope = Scope(banks=frozenset({Mechanism.SEMANTIC}), test_ids=frozenset(ids), topic=None)
+    with start_emulator() as emu:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
+        monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
+        monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+        cfg = load_models(Path("models.yaml"))[HAIKU]
+        spend = estimate_spend(cfg, kb.entities, banks, scope, Path(".cache"), "use")
+        assert len(kb.entities) > 15 and emu.stats["total_requests"] == 0
+        tests = [arg for i in ids for arg in ("--test", i)]
+        assert cli.main(["run", "--model", HAIKU, "--banks", "semantic", "--date", DATE, *tests]) in (0, 1)
+        assert emu.stats["total_requests"] == spend.calls
+        batches = emu.stats["embed_batches"]
+    (scoped,) = (Path("results") / SCOPED_DIR).iterdir()
+    doc = read_document(scoped / HAIKU / DATE / RESULTS_FILE)
+    used = [r.usage for r in doc.semantic]
+    kb_batch = next(b for b in batches if b["texts"] > 1)["tokens"]
+    actual = kb_batch + sum(
+        u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens for u in used
+    )
+    assert _near(actual, spend.input_tokens), (actual, spend.input_tokens)
