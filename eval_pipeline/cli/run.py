@@ -100,7 +100,8 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument(
         "--retry-errored",
         action="store_true",
-        help="call again only the errored semantic tests of the date's evaluation and merge them into it",
+        help="call again only the errored tests of the date's evaluation (semantic trials, and the "
+        "team's system's state/pattern/always answers) and merge them into it",
     )
     p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
