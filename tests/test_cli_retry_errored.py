@@ -7,7 +7,7 @@ mechanism answered by the team's HTTP system (tests/system_under_test.py; sample
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,9 +21,10 @@ from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluate import errored_tests
 from eval_pipeline.core.scoring.reevaluation import Why
-from eval_pipeline.core.scoring.results import ResultBase
+from eval_pipeline.core.scoring.results import ResultBase, TestStatus
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
+    REEVALUATIONS_FILE,
     REGRESSION_DIFF_FILE,
     RESULTS_FILE,
     RunDocument,
@@ -33,7 +34,7 @@ from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.testing.emulator.server import start_emulator
 from tests.conftest import REPO, TENANT
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
-from tests.system_under_test import Outage, ReferenceSystem, serve
+from tests.system_under_test import MECHANISMS, Outage, ReferenceSystem, serve
 
 BEFORE, DAY = "2026-11-18", "2026-11-19"
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks"]
@@ -145,12 +146,10 @@ class Project(NamedTuple):
     kb: Path
     banks: Path
 
-    def run(self, url: str, *argv: str) -> int:
-        """`run` of the team's system answering all four banks: one attempt per call, so an
-        outage errors the test at once."""
-        team = {"system": {"kind": "http", "url": url}, "concurrency": 4, "retry": {"max_attempts": 1}}
+    def run(self, model: Mapping[str, object], *argv: str) -> int:
+        """`run` of `model` (as the models file's entry `team`)."""
         models = self.root / "models.yaml"
-        models.write_text(yaml.safe_dump({"schema_version": 1, "models": {"team": team}}))
+        models.write_text(yaml.safe_dump({"schema_version": 1, "models": {"team": dict(model)}}))
         flags = {
             "--model": "team",
             "--kb": self.kb,
@@ -171,6 +170,16 @@ class Project(NamedTuple):
     def history(self) -> list[tuple[str, bytes]]:
         folder = self.banks / "semantic/history"
         return sorted((p.name, p.read_bytes()) for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def team(url: str, mechanisms: Sequence[str] = MECHANISMS) -> dict[str, object]:
+    """The team's system over HTTP answering `mechanisms` (the built-in local pipeline answers
+    semantic when it is not among them): one attempt per call, so an outage errors at once."""
+    local = (
+        {} if "semantic" in mechanisms else {"embedder": {"kind": "local"}, "reranker": {"kind": "cosine"}}
+    )
+    system = {"kind": "http", "url": url, "mechanisms": list(mechanisms)}
+    return {"system": system, "concurrency": 4, "retry": {"max_attempts": 1}, **local}
 
 
 @pytest.fixture(params=["sample", "tenant"])
@@ -208,11 +217,11 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
     system = ReferenceSystem(project.kb, project.banks)
     history = project.history()
     with serve(system) as url:
-        clean_code = project.run(url, "--date", BEFORE)
+        clean_code = project.run(team(url), "--date", BEFORE)
         clean = project.document(BEFORE)
         earlier = (project.root / "results/team" / BEFORE / RESULTS_FILE).read_bytes()
         system.outage = Outage(rate=0.4, seed=27)
-        assert project.run(url, "--date", DAY) != 0
+        assert project.run(team(url), "--date", DAY) != 0
         hurt = project.document(DAY)
         errored = _errored(hurt)
         assert list(errored) == [m.value for m in Mechanism]  # some tests of every bank
@@ -222,7 +231,14 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
         system.calls.clear()
         capsys.readouterr()
 
-        code = project.run(url, "--date", DAY, "--retry-errored")
+        # Answers only merge into the evaluation from the implementations that made it.
+        moved = team(url, [m for m in MECHANISMS if m != "state"])
+        assert project.run(moved, "--date", DAY, "--retry-errored") == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("warning:")]
+        assert len(err) == 1 and "other implementations (state http → reference)" in err[0], err
+        assert not system.calls and not (project.root / "results/team" / DAY / REEVALUATIONS_FILE).exists()
+
+        code = project.run(team(url), "--date", DAY, "--retry-errored")
         out = capsys.readouterr().out
         # Only the errored tests were asked again, once each, bank by bank.
         assert dict(system.calls) == {bank: len(ids) for bank, ids in errored.items()}
@@ -254,6 +270,33 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
         assert project.history() == history
 
         system.calls.clear()
-        again = project.run(url, "--date", DAY, "--retry-errored")
+        again = project.run(team(url), "--date", DAY, "--retry-errored")
         assert "team: no errored test to retry" in capsys.readouterr().out
         assert not system.calls and again == code  # no call; the stored verdict's exit code
+
+
+def test_errored_tests_of_the_built_in_mechanisms_are_named_not_retried(
+    tmp_path: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    project = Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
+    local = {"embedder": {"kind": "local"}, "reranker": {"kind": "cosine"}}
+    project.run(local, "--date", DAY)
+    # An error the built-in pattern mechanism can give (it calls no service): a rule timed out.
+    path = project.root / "results/team" / DAY / RESULTS_FILE
+    doc = read_document(path)
+    timed_out = doc.pattern[0].model_copy(
+        update={"status": TestStatus.ERRORED, "outcome": None, "error": "pattern timed out"}
+    )
+    path.write_text(doc.model_copy(update={"pattern": [timed_out, *doc.pattern[1:]]}).model_dump_json())
+    runs = len(dg.DagsterInstance.get().get_runs())
+    capsys.readouterr()
+    code = project.run(local, "--date", DAY, "--retry-errored")
+    out = capsys.readouterr().out
+    line = (
+        "team: not retried, errored in the built-in mechanisms (no service is called, so retrying "
+        f"gives the same result): pattern: {timed_out.test_id}; fix the cause and evaluate again with --force"
+    )
+    assert f"  {line}" in out.splitlines() and "retried" not in out.replace("not retried", "")
+    assert len(dg.DagsterInstance.get().get_runs()) == runs  # nothing evaluated, nothing merged
+    assert code == EXIT_FOR_GATE[project.gate(DAY).status]
