@@ -131,27 +131,31 @@ def _listed(tests: Mapping[Mechanism, Sequence[str]]) -> str:
     )
 
 
-def _same_implementations(doc: RunDocument, cfg: ModelConfig) -> None:
-    """A retry merges answers into the evaluation only from the implementations that made it."""
+def _retryable(ev: Evaluation, model: str) -> tuple[RunDocument, ModelConfig]:
+    """The model's stored evaluation of the date, and its configuration, when a retry can merge
+    into it: the banks must still come from the implementations that evaluated them."""
+    doc = ev.document(model)
+    if doc is None:
+        raise BadInput(f"--retry-errored: no evaluation of {model} on {ev.date} to retry (run it first)")
+    cfg = ev.model(model)
     made_by = doc.aggregate.implementations
     now = {m: cfg.implementation(m) for m in made_by}
     if now != made_by:
         changed = ", ".join(f"{m.value} {made_by[m]} → {now[m]}" for m in made_by if now[m] != made_by[m])
         raise BadInput(
-            f"--retry-errored: {cfg.key} on {doc.provenance.date} was evaluated with other implementations "
+            f"--retry-errored: {model} on {ev.date} was evaluated with other implementations "
             f"({changed}): evaluate again with --force"
         )
+    return doc, cfg
 
 
 def retry_errored(ev: Evaluation, models: Sequence[str]) -> list[str]:
     """Each model's errored tests evaluated again and merged into its evaluation: semantic trials
     through the model's pipeline, state/pattern/always tests through the team's system."""
+    retryable = {model: _retryable(ev, model) for model in models}  # every model, before any call
     errors: list[str] = []
     merged = False
-    for model in models:
-        doc = ev.document(model)
-        if doc is None:
-            raise BadInput(f"--retry-errored: no evaluation of {model} on {ev.date} to retry (run it first)")
+    for model, (doc, cfg) in retryable.items():
         builtin = errored_answers(doc, system=False)
         if builtin:
             # Built-in mechanisms call no service, so an outage cannot be their cause.
@@ -165,8 +169,6 @@ def retry_errored(ev: Evaluation, models: Sequence[str]) -> list[str]:
             if not builtin:
                 print(f"  {model}: no errored test to retry")
             continue
-        cfg = ev.model(model)
-        _same_implementations(doc, cfg)
         retrievals = ev.retrieve(cfg, semantic) if semantic else []
         stored = retry_of(now_utc(), retrievals, ev.answer(cfg, answers))
         still = sum(r.status == "errored" for r in stored.retrievals)
