@@ -1,6 +1,6 @@
-"""`run --junit` and `diff --junit` end to end on the tenant domain (local model, real Dagster):
-the files validate against the Jenkins JUnit schema and name the failing tests; a FILE that
-cannot be written is refused before anything is evaluated or read."""
+"""`run --junit`, `diff --junit` and the PR comment end to end on the tenant domain (local
+model, real Dagster): the files validate against the Jenkins JUnit schema and name the failing
+tests; a FILE that cannot be written is refused before anything is evaluated or read."""
 
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ def test_run_and_diff_write_valid_junit_naming_the_regressions(
     regressed = diff["state/T-STATE-001"].find("failure")
     assert regressed is not None and regressed.get("message") == "deterministic regression: 100 → 0"
     assert outcome(diff["gate/diff gate"]) == "failure"
+    capsys.readouterr()
+    assert main(["diff", *refs, "--format", "markdown"]) == 1
+    comment = capsys.readouterr().out.splitlines()
+    assert comment[0].startswith("## ❌ Retrieval diff: FAILED") and len(comment) <= 60
+    assert "- 1 deterministic regression(s): T-STATE-001" in comment[:6]
     assert [name for name, c in diff.items() if outcome(c) != "passed"] == [
         "state/T-STATE-001",
         "gate/diff gate",

@@ -48,6 +48,8 @@ def _verdict(diff: RunDiff, gate: DiffGate) -> list[str]:
     mode = " (strict)" if gate.strict else ""
     title = f"## {_ICON[gate.status]} Retrieval diff{mode}: {gate.status.value.upper()} — "
     lines = [_cut(f"{title}{diff.base.label} → {diff.head.label}"), "", *_critical_line(diff)]
+    if gate.reasons or gate.notes:
+        lines += ["", f"**The diff gate{mode}**:"] if lines[-1] else [f"**The diff gate{mode}**:"]
     lines += [_cut(f"- {r}") for r in gate.reasons]
     lines += [_cut(f"- note: {n}") for n in gate.notes]
     return [*lines, ""]
