@@ -22,6 +22,7 @@ from eval_pipeline.cli.errors import (
     print_warnings,
 )
 from eval_pipeline.cli.folders import check_evaluation_folders
+from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.project import record_project, refuse_other_project
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
@@ -33,6 +34,7 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
+from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
 from eval_pipeline.core.report.run_output import (
     REGRESSION_DIFF_MD,
     failure_lines,
@@ -109,7 +111,8 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument(
         "--retry-errored",
         action="store_true",
-        help="call again only the errored semantic tests of the date's evaluation and merge them into it",
+        help="call again only the errored tests of the date's evaluation (semantic trials, and the "
+        "team's system's state/pattern/always answers) and merge them into it",
     )
     p.add_argument(
         "--dry-run",
@@ -130,6 +133,7 @@ def add_run_commands(sub: Any) -> None:
     )
     results_args(p)
     allow_removed_arg(p)
+    junit_arg(p, "every model's tests (narrowed runs too)")
     p.set_defaults(func=cmd_run)
 
 
@@ -226,6 +230,7 @@ def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str
 
 def cmd_run(args: argparse.Namespace) -> int:
     check_number("--fail-under", args.fail_under, low=0, high=100)
+    check_junit(args.junit)
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
     scope = _scope(args, banks)
@@ -275,7 +280,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
         if not args.retry_errored and stands(args, inputs, instance, output_path(results)):
             return _report(
-                models, date, output_path(results), scope, [], args.fail_on_regression, args.allow_removed
+                models,
+                date,
+                output_path(results),
+                scope,
+                [],
+                args.fail_on_regression,
+                args.allow_removed,
+                args.junit,
             )
         # Only an evaluation needs the whole code location: a rerun that stands has answered.
         from eval_pipeline.definitions import build_resources
@@ -311,7 +323,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return _report(
-        models, date, output_path(results), scope, errors, args.fail_on_regression, args.allow_removed
+        models,
+        date,
+        output_path(results),
+        scope,
+        errors,
+        args.fail_on_regression,
+        args.allow_removed,
+        args.junit,
     )
 
 
@@ -386,7 +405,9 @@ def _adhoc(
         ]
         for run in runs:
             run.result()  # the first model's exception, if any, as a sequential run would raise it
-    return _report(models, date, results_dir, scope, [], args.fail_on_regression, args.allow_removed)
+    return _report(
+        models, date, results_dir, scope, [], args.fail_on_regression, args.allow_removed, args.junit
+    )
 
 
 _SAY = threading.Lock()
@@ -469,14 +490,18 @@ def _report(
     errors: list[str],
     fail_on_regression: bool,
     allow_removed: bool,
+    junit: Path | None = None,
 ) -> int:
-    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0)."""
+    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
+    `junit`, every model's tests and gate in one JUnit file."""
     code = EXIT_ERROR if errors else EXIT_OK
+    runs: list[ModelRun] = []
     for model in models:
         run_dir = results_dir / model / date
         if not (run_dir / RESULTS_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
+            runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
             continue
         doc = read_document(run_dir / RESULTS_FILE)
         diff_file = run_dir / REGRESSION_DIFF_FILE
@@ -492,11 +517,14 @@ def _report(
         if not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
+            runs.append(ModelRun(model, doc, None, "no gate decision was written"))
             continue
         gate = read_gate(run_dir / GATE_FILE)
+        runs.append(ModelRun(model, doc, gate))
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, EXIT_FOR_GATE[gate.status])
+    write_junit(junit, render_run_junit(runs))
     return code
 
 

@@ -141,12 +141,10 @@ def run_report(
         setup.provenance(Scope(), expectation_history.content_hash), scored_aggregate, scored
     )
     out_dir = storage.run_dir(model, date)
-    # Retried errored tests and re-tried regressions of this evaluation (`run`), re-scored.
+    # Retried errored tests (semantic, and the team's system's answers) and re-tried regressions
+    # of this evaluation (`run`), re-scored.
     doc = reevaluate_all(
-        doc,
-        test_banks.semantic_tests,
-        resolved_expectations.resolved,
-        _stored_reevaluations(context, out_dir),
+        doc, test_banks, resolved_expectations.resolved, _stored_reevaluations(context, out_dir)
     )
     markdown = render_markdown(doc)
     results_json = doc.model_dump_json(indent=2)
@@ -155,8 +153,9 @@ def run_report(
     return dg.Output(
         doc,
         metadata={
-            "health": scored_aggregate.health.value,
-            "combined_score": scored_aggregate.combined_score,
+            # The merged document's: re-evaluations change them after `scored_aggregate`.
+            "health": doc.aggregate.health.value,
+            "combined_score": doc.aggregate.combined_score,
             "results_json": str(out_dir / RESULTS_FILE),
             RESULTS_SHA256: sha256_text(results_json),
             "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
