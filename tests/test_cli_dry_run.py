@@ -52,10 +52,14 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHa
         yield emu
 
 
-def _estimate(model: str, embedded: set[tuple[str, str, str]] | None = None) -> ModelSpend:
+def _estimate(
+    model: str, embedded: set[tuple[str, str, str]] | None = None, batch: bool = False
+) -> ModelSpend:
     kb, banks = load_validated(Path("tenant/kb.yaml"), Path("tenant/banks"))
     cfg = load_models(Path("models.yaml"))[model]
-    return estimate_spend(cfg, kb.entities, banks, FULL, Path(".cache"), "use", embedded=embedded)
+    return estimate_spend(
+        cfg, kb.entities, banks, FULL, Path(".cache"), "use", batch=batch, embedded=embedded
+    )
 
 
 def _stage(spend: ModelSpend, name: str) -> StageSpend:
@@ -82,6 +86,10 @@ def test_dry_run_calls_nothing_writes_nothing_and_the_run_spends_what_it_said(
     haiku, rerank = _estimate(HAIKU, embedded), _estimate(RERANK, embedded)
     assert _stage(rerank, "embeddings").calls == 0 and _stage(rerank, "embeddings").cached > 0
     assert haiku.cost_usd > 0 and rerank.cost_usd > 0 and f"~{usd(haiku.cost_usd)}" in out
+    batch = _stage(_estimate(HAIKU, batch=True), "rerank")  # prefix too short to cache: just half
+    assert batch.calls == _stage(haiku, "rerank").calls
+    online = _stage(haiku, "rerank").cost_usd
+    assert online and batch.cost_usd == pytest.approx(online / 2)
 
     # The semantic bank alone: every call a run makes is semantic (no Dagster needed to show it).
     real = ["run", *DATA, "--model", HAIKU, "--model", RERANK, "--parallel", "1", "--banks", "semantic"]

@@ -277,7 +277,10 @@ def _claude(
     typical = usage.model_copy(update={"output_tokens": OUTPUT_TOKENS_PER_PICK * picks})
     most = usage.model_copy(update={"output_tokens": MAX_OUTPUT_TOKENS * len(todo)})
     discount = BATCH_DISCOUNT if batch else 1.0
-    note = f"prefix ~{prefix:,} tokens, {state}" + ("; as one message batch" if batch else "")
+    note = f"prefix ~{prefix:,} tokens, {state}"
+    note += (
+        f"; the {len(todo)} requests as one message batch, half price, plus its status polls" if batch else ""
+    )
     return StageSpend(
         "rerank",
         model_id,
