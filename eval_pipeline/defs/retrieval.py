@@ -50,7 +50,7 @@ def _retrieve(
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
     if scope.progress_fd is None:
         return providers.retrieve(cfg, kb.entities, items, boosts, on_prepared=on_prepared)
-    terminal = Console(file=os.fdopen(scope.progress_fd, "w", closefd=False), stderr=True)
+    terminal = Console(file=os.fdopen(scope.progress_fd, "w", closefd=False))
     with Progress(console=terminal, transient=True) as bar:
         task = bar.add_task(f"{model}: semantic tests", total=len(items))
         return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task), on_prepared)
