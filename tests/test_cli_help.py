@@ -52,6 +52,12 @@ def test_every_option_argument_and_subcommand_is_described() -> None:
     assert undocumented(build_parser()) == []
 
 
+def test_every_help_page_renders() -> None:
+    # argparse formats help lazily: a stray % or a bad default only fails when someone asks.
+    for path, parser in _parsers(build_parser()):
+        assert parser.format_help().startswith(f"usage: {path}"), path
+
+
 def test_the_walk_finds_what_is_undocumented() -> None:
     # The check itself can fail: a parser with one of each gap is reported, gap by gap.
     parser = argparse.ArgumentParser(prog="demo", description="d")
