@@ -1,7 +1,8 @@
 """`run` draws a rich progress bar for the semantic tests when stderr is a terminal (a real pty
 here), and none when its output is piped: then only the plain `running …` / `finished …` lines.
 Inside a Dagster step fds 1 and 2 go to the compute log, so the bar draws on a duplicate of the
-terminal the CLI opened before the run (`cli.run.progress_terminal`)."""
+terminal the CLI opened before the run (`cli.run.progress_terminal`). Full runs (through Dagster)
+and narrowed runs (in process) alike."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import select
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BAR = "━"  # rich's bar segment
 RUN = [
@@ -43,15 +46,17 @@ def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=60), out.decode(errors="replace")
 
 
-def test_a_bar_on_a_terminal_and_plain_lines_when_piped(workdir: Path) -> None:
-    code, terminal = _on_a_terminal(RUN, workdir)
+@pytest.mark.parametrize("narrowed", [[], ["--banks", "semantic"]], ids=["full", "narrowed"])
+def test_a_bar_on_a_terminal_and_plain_lines_when_piped(workdir: Path, narrowed: list[str]) -> None:
+    run = [*RUN, *narrowed]
+    code, terminal = _on_a_terminal(run, workdir)
     assert code == 0, terminal
     assert BAR in terminal and "local-minilm: semantic tests" in terminal
     assert "100%" in terminal
 
-    piped = subprocess.run(RUN, cwd=workdir, capture_output=True, text=True, timeout=300)
+    piped = subprocess.run(run, cwd=workdir, capture_output=True, text=True, timeout=300)
     assert piped.returncode == 0, piped.stderr
     assert BAR not in piped.stdout + piped.stderr
     assert "\x1b[" not in piped.stdout + piped.stderr  # no cursor movement or colour either
-    assert "  running model local-minilm …" in piped.stdout
+    assert "  running model local-minilm " in piped.stdout  # narrowed: "(8 semantic retrievals) …"
     assert "  finished model local-minilm" in piped.stdout

@@ -398,9 +398,14 @@ def _adhoc(
     configs = load_models(args.models_file)
     cost = calibration_cost(location_paths().calibration_dir, date)
     record_project(kb, locations)
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool:
+    with (
+        progress_terminal(parallel == 1) as progress_fd,
+        ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
+    ):
         runs = [
-            pool.submit(_adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir)
+            pool.submit(
+                _adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
+            )
             for m in models
         ]
         for run in runs:
@@ -428,9 +433,11 @@ def _adhoc_model(
     date: str,
     calibration_cost_usd: float,
     results_dir: Path,
+    progress_fd: int | None,
 ) -> None:
     from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
+    from eval_pipeline.providers.progress_bar import semantic_bar
     from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
 
@@ -440,20 +447,22 @@ def _adhoc_model(
     items = retrieval_items(tests, cfg.trials)
     _say(f"  running model {model} ({len(items)} semantic retrievals) …")
     prepared: list[PrepareReport] = []
-    retrievals = (
-        run_semantic(
-            cfg,
-            kb.entities,
-            items,
-            boosts,
-            args.cache_dir,
-            args.cache,
-            batch=args.batch,
-            on_prepared=prepared.append,
+    with semantic_bar(progress_fd if items else None, model, len(items)) as on_done:
+        retrievals = (
+            run_semantic(
+                cfg,
+                kb.entities,
+                items,
+                boosts,
+                args.cache_dir,
+                args.cache,
+                on_done=on_done,
+                batch=args.batch,
+                on_prepared=prepared.append,
+            )
+            if items
+            else []
         )
-        if items
-        else []
-    )
     cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
     if cache_note is not None:
         _say(f"  {cache_note}")

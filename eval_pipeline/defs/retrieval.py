@@ -4,13 +4,10 @@ outputs per date, and per model the team's own system's outputs for the banks it
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
 
-import os
 from collections.abc import Callable, Iterator
 
 import dagster as dg
 import pandas as pd
-from rich.console import Console
-from rich.progress import Progress
 
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
@@ -30,6 +27,7 @@ from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.factory import rerank_mode
 from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.progress_bar import semantic_bar
 from eval_pipeline.providers.target import PrepareReport, retrieval_items
 
 GROUP = "retrieval"
@@ -48,12 +46,8 @@ def _retrieve(
     cfg = providers.model(model)
     items = retrieval_items(banks.semantic_tests, cfg.trials)
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-    if scope.progress_fd is None:
-        return providers.retrieve(cfg, kb.entities, items, boosts, on_prepared=on_prepared)
-    terminal = Console(file=os.fdopen(scope.progress_fd, "w", closefd=False))
-    with Progress(console=terminal, transient=True) as bar:
-        task = bar.add_task(f"{model}: semantic tests", total=len(items))
-        return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task), on_prepared)
+    with semantic_bar(scope.progress_fd, model, len(items)) as on_done:
+        return providers.retrieve(cfg, kb.entities, items, boosts, on_done, on_prepared)
 
 
 def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersResource) -> ModelConfig | None:
