@@ -21,7 +21,7 @@ from eval_pipeline.core.report.html import render_html
 from eval_pipeline.core.report.html_view import build_report, latest_comparison
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, DocumentError, RunDocument
 from eval_pipeline.providers.results_history import read_history
-from tests.conftest import REPO
+from tests.conftest import REPO, TENANT
 from tests.report_history import (
     DATES,
     ERROR,
@@ -71,15 +71,18 @@ def elements(html: str) -> Elements:
 Seeded = tuple[list[RunDocument], Banks]
 
 
-@pytest.fixture(params=["tenant", "sample"])
-def seeded(request: pytest.FixtureRequest, tenant: Path, tmp_path: Path) -> Seeded:
+@pytest.fixture(scope="module", params=["tenant", "sample"])
+def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    """Seeded once per domain for the module (14 evaluations each), on copies of the data."""
+    tmp = tmp_path_factory.mktemp(request.param)
     if request.param == "tenant":
-        kb, banks = tenant / "kb.yaml", tenant / "banks"
+        shutil.copytree(TENANT, tmp / "tenant")
+        kb, banks = tmp / "tenant" / "kb.yaml", tmp / "tenant" / "banks"
     else:
-        kb, banks = tmp_path / "kb", tmp_path / "test_banks"
+        kb, banks = tmp / "kb", tmp / "test_banks"
         shutil.copytree(REPO / "kb", kb)
         shutil.copytree(REPO / "test_banks", banks)
-    return seed_history(kb, banks, tmp_path / "results"), load_validated(kb, banks)[1]
+    return seed_history(kb, banks, tmp / "results"), load_validated(kb, banks)[1]
 
 
 def test_one_self_contained_file_with_a_trend_line_per_model_and_bank(
