@@ -23,7 +23,8 @@ from eval_pipeline.core.inputs.validation import load_validated
 from tests.conftest import TENANT
 from tests.report_history import DATES, MODELS, REGRESSING_MODEL, planted_test, seed_history
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's package; CHROMIUM names another binary (as for .ci/run).
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # Set to a path to keep a copy of the screenshot (docs/html-report.md names the command).
 SCREENSHOT_TO = "EVAL_PIPELINE_SCREENSHOT_TO"
 
