@@ -19,6 +19,7 @@ from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.failures import failing_tests
 from eval_pipeline.core.report.html import render_html
 from eval_pipeline.core.report.html_view import build_report, latest_comparison
+from eval_pipeline.core.report.test_detail import details_by_test
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, DocumentError, RunDocument
 from eval_pipeline.providers.results_history import read_history
 from tests.conftest import REPO, TENANT
@@ -32,7 +33,7 @@ from tests.report_history import (
     planted_test,
     seed_history,
 )
-from tests.run_docs import doc, sem
+from tests.run_docs import always, doc, pattern, sem, state
 
 # A URL of any scheme, or anything that would make the browser fetch: the file must open offline.
 FETCHES = re.compile(r"[a-z][a-z0-9+.-]*://|\b(?:src|href|xmlns)\s*=|url\(|@import", re.IGNORECASE)
@@ -188,3 +189,24 @@ def test_reading_history_by_model_and_dates_names_an_unreadable_file(tenant: Pat
         read_history(root, {MODELS[0]})
     lenient = read_history(root, {MODELS[0]}, strict=False)
     assert len(lenient.docs) == len(DATES) - 1 and str(broken) in lenient.unreadable[0]
+
+
+def test_a_test_in_full_shows_what_each_bank_expected_and_got_trial_by_trial() -> None:
+    semantic = [sem("S-1", ["a", "x"], candidates=["a", "x", "b"], trial=t) for t in (0, 1)]
+    details = details_by_test(semantic, 60)["S-1"]
+    assert [d.heading for d in details] == [
+        "S-1: trial 1 (mean 70.0 over 2 trials)",
+        "S-1: trial 2 (mean 70.0 over 2 trials)",
+    ]
+    fields = dict(details[0].fields)
+    assert fields["Score"] == "70 (Concerning)" and fields["Expected primary"] == "a"
+    assert "-20 false positive: x" in fields["Penalties"]
+    selections, candidates = details[0].tables
+    assert selections.rows == [("1", "a", "primary", ""), ("2", "x", "not expected", "")]
+    assert [r[1:3] for r in candidates.rows] == [("a", "primary"), ("x", "not expected"), ("b", "secondary")]
+    errored = details_by_test([sem("S-2", [], error="down")], 60)["S-2"][0]
+    assert errored.errored and dict(errored.fields)["Error"] == "down" and "Score" not in dict(errored.fields)
+    assert dict(details_by_test([state("ST-1", [])], 60)["ST-1"][0].fields)["Missing"] == "h1"
+    crisis = dict(details_by_test([pattern("P-1", False)], 60)["P-1"][0].fields)
+    assert crisis["Type"] == "crisis (critical)" and crisis["Matched"] == "—" and "Critical failure" in crisis
+    assert dict(details_by_test([always("A-1", [])], 60)["A-1"][0].fields)["Missing"] == "p"

@@ -65,8 +65,11 @@ def _semantic(r: SemanticResult) -> tuple[list[tuple[str, str]], list[DetailTabl
         ("Rank checks", _ids([f"{c.higher} above {c.lower}" for c in e.rank_check])),
         ("Expectation source", r.expectation_source),
     ]
-    wanted = {*e.expected_primary, *e.expected_any, *e.expected_secondary}
-    mark = {**{x: "expected" for x in wanted}, **{x: "not expected" for x in e.not_expected}}
+    mark = {
+        **{x: "secondary" for x in e.expected_secondary},
+        **{x: "primary" for x in [*e.expected_primary, *e.expected_any]},
+        **{x: "not expected" for x in e.not_expected},
+    }
     selections = DetailTable(
         "Selections (final ranking)",
         ("Rank", "Entity", "", "Reason"),
