@@ -110,17 +110,17 @@ def trend_chart(model: str, docs: Sequence[RunDocument], dates: Sequence[str]) -
     series = []
     for bank in [*banks, COMBINED]:
         points: list[Point] = []
-        path, pen_down = [], False
+        path, pen_down, latest = [], False, "—"
         for date in dates:
             value = _scores(by_date[date]).get(bank) if date in by_date else None
             if value is None:
                 pen_down = False
                 continue
-            p = Point(x_of[date], y(value), date, f"{model} {bank} {date}: {fmt_score(value)}")
+            latest = fmt_score(value)
+            p = Point(x_of[date], y(value), date, f"{model} {bank} {date}: {latest}")
             points.append(p)
             path.append(f"{'L' if pen_down else 'M'}{p.x} {p.y}")
             pen_down = True
-        latest = points[-1].label.rsplit(": ", 1)[1] if points else "—"
         series.append(Series(bank, " ".join(path), points, latest))
     marks = sorted({*HEALTH_FLOORS.values(), 100.0, floor})
     return TrendChart(
