@@ -2,7 +2,8 @@
 browser download): the file `report --html` writes for a seeded 7-date, 2-model history opens
 from a file:// URL, fetches nothing, logs no console error, and its DOM — read back through the
 browser — holds one trend line per model and bank, the planted regression under "since last
-run", and a failure row that opens to the test in full. A screenshot is written.
+run", a failure row that opens to the test in full, and every test in a folded list that
+opens the same way. A screenshot is written.
 
 One browser and one page serve every check (the file's tests run in order on one worker). Where
 no chromium is installed the checks skip, saying so; `.ci/run` installs it.
@@ -121,8 +122,21 @@ def test_clicking_a_failure_row_shows_its_detail(opened: Opened) -> None:
     row.click()  # open again for the screenshot
 
 
+def test_every_test_opens_from_the_full_list(opened: Opened) -> None:
+    page = opened.page
+    block = page.locator(f'#all-tests [data-model="{REGRESSING_MODEL}"]')
+    passing = block.locator("tr.test-row.outcome-pass").first
+    assert not passing.is_visible()  # the list is folded
+    block.locator("summary").click()
+    passing.click()
+    detail = passing.locator("xpath=following-sibling::tr[1]")
+    assert detail.is_visible() and "Score" in detail.inner_text()
+    block.locator("summary").click()  # folded again for the screenshot
+
+
 def test_a_screenshot_is_written(opened: Opened, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
+    opened.page.evaluate("window.scrollTo(0, 0)")  # the sticky model tabs back in their place
     opened.page.screenshot(path=str(shot), full_page=True)
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 50_000

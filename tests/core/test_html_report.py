@@ -210,3 +210,18 @@ def test_a_test_in_full_shows_what_each_bank_expected_and_got_trial_by_trial() -
     crisis = dict(details_by_test([pattern("P-1", False)], 60)["P-1"][0].fields)
     assert crisis["Type"] == "crisis (critical)" and crisis["Matched"] == "—" and "Critical failure" in crisis
     assert dict(details_by_test([always("A-1", [])], 60)["A-1"][0].fields)["Missing"] == "p"
+
+
+def test_every_test_of_the_latest_evaluation_is_listed_with_its_outcome(seeded: Seeded) -> None:
+    docs, banks = seeded
+    rows = elements(render_html(docs, {})).query("tr", "all-tests", tabindex="0")
+    latest = [d for d in docs if d.provenance.date == DATES[-1]]
+    ids = [r.test_id for d in latest for r in (*d.semantic, *d.state, *d.pattern, *d.always)]
+    assert [r["data-test-id"] for r in rows] == ids
+    per_model = dict(zip(MODELS, (rows[: len(rows) // 2], rows[len(rows) // 2 :]), strict=True))
+    classes = {r["data-test-id"]: r["class"] for r in per_model[ERRORING_MODEL]}
+    assert classes[errored_test(banks)] == "test-row outcome-error"
+    assert {c for i, c in classes.items() if i != errored_test(banks)} <= {
+        "test-row outcome-pass",
+        "test-row outcome-fail",
+    }

@@ -1,7 +1,7 @@
 """What the HTML report shows, as plain data: for each model, its trend chart over the report's
 dates and, for its latest evaluation, the summary, what changed since the run before (the stored
 regression diff, judged by `diff`'s gate), every failing test worst first, topics worst first
-and every test in full for the rows a reader opens.
+and every test, each in full for the rows a reader opens.
 
 The content is what report.md and `run` already say (failures.py, the since section's kinds and
 gate); this module only arranges it for one page.
@@ -14,13 +14,16 @@ from dataclasses import dataclass
 
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.model import DeltaKind
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diffs import detail_lines, headline, health_line, kind_title
 from eval_pipeline.core.report.failures import ERRORED, failing_tests
 from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.report.run_output import SINCE_KINDS
 from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
 from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
+from eval_pipeline.core.scoring.results import AnyResult
 from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import by_test
 from eval_pipeline.core.verdicts.since import regression_gate
 
 
@@ -66,6 +69,17 @@ class FailureRow:
 
 
 @dataclass(frozen=True)
+class TestRow:
+    __test__ = False  # not a pytest test class despite the name
+
+    test_id: str
+    bank: str
+    score: str
+    outcome: str  # pass, fail or error (no score)
+    trials: int
+
+
+@dataclass(frozen=True)
 class TopicRow:
     topic: str
     score: str
@@ -87,6 +101,7 @@ class ModelView:
     since: SinceView
     failures: list[FailureRow]
     topics: list[TopicRow]
+    tests: list[TestRow]  # every test of the evaluation, in bank order
     details: dict[str, list[TrialDetail]]
 
 
@@ -150,8 +165,19 @@ def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: 
     doc = max(docs, key=lambda d: d.provenance.date)
     agg, threshold = doc.aggregate, doc.provenance.pass_threshold
     details: dict[str, list[TrialDetail]] = {}
-    for rows in (doc.semantic, doc.state, doc.pattern, doc.always):
+    tests: list[TestRow] = []
+    banks: Sequence[tuple[Mechanism, Sequence[AnyResult]]] = (
+        (Mechanism.SEMANTIC, doc.semantic),
+        (Mechanism.STATE, doc.state),
+        (Mechanism.PATTERN, doc.pattern),
+        (Mechanism.ALWAYS, doc.always),
+    )
+    for bank, rows in banks:
         details.update(details_by_test(rows, threshold))
+        tests += [
+            TestRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)
+            for t in by_test(rows, threshold)
+        ]
     return ModelView(
         model=doc.provenance.model,
         date=doc.provenance.date,
@@ -171,6 +197,7 @@ def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: 
             for f in failing_tests(doc)
         ],
         topics=_topics(doc),
+        tests=tests,
         details=details,
     )
 
