@@ -71,6 +71,13 @@ def test_bad_dates_or_no_results_exit_2_with_one_line_and_write_nothing(
     assert message in err and err.count("\n") == 1 and not out.exists()
 
 
+def test_a_folder_as_the_html_file_is_refused(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["report", "--html", str(tmp_path), "--results-dir", str(results)]) == 2
+    assert capsys.readouterr().err == f"error: --html: {tmp_path} is a folder; name the file to write\n"
+
+
 def test_an_unreadable_results_file_is_named(
     results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -52,6 +52,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     date_from, date_to = _date(args.date_from, "--from"), _date(args.date_to, "--to")
     if date_from and date_to and date_from > date_to:
         raise UsageError(f"--from {date_from} is after --to {date_to}")
+    if args.html.is_dir():
+        raise UsageError(f"--html: {args.html} is a folder; name the file to write")
     require_writable([("--html", args.html.parent)])
     root = results_dir(args)
     history = read_history(output_path(root), set(args.model), date_from, date_to)
