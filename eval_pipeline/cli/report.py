@@ -61,7 +61,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     missing = [m for m in args.model if m not in found]
     if not history.docs or missing:
         which = ", ".join(missing) or "any model"
-        span = f" from {date_from or 'the first date'}" if date_from else ""
+        span = f" from {date_from}" if date_from else ""
         span += f" to {date_to}" if date_to else ""
         raise UsageError(f"{root}: no results for {which}{span}; run `eval-pipeline run` first")
     # The models in the order asked for (else the results folder's), each one's dates in order.
