@@ -30,6 +30,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.report.html import REPORT_HTML_FILE
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
 from eval_pipeline.core.report.run_output import (
@@ -473,6 +474,8 @@ def _report(
         code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
+            print(f"  html: {run_dir / REPORT_HTML_FILE}")
         if not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
