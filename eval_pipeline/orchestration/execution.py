@@ -36,12 +36,14 @@ DAGSTER_YAML = (
 # What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
 # The storage module's old path still loads (eval_pipeline/moved_modules.py) for homes not yet
 # opened by this version, e.g. by `dg dev`.
-_WITH_NUX = DAGSTER_YAML.replace("nux:\n  enabled: false\n", "")
+_BEFORE_NUX = DAGSTER_YAML.replace("nux:\n  enabled: false\n", "")
 EARLIER_DEFAULTS = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
-    _WITH_NUX.removesuffix(RUN_MONITORING_YAML).replace(STORAGE_MODULE, "eval_pipeline.defs.instance_storage"),
-    _WITH_NUX.removesuffix(RUN_MONITORING_YAML),
-    _WITH_NUX,
+    _BEFORE_NUX.removesuffix(RUN_MONITORING_YAML).replace(
+        STORAGE_MODULE, "eval_pipeline.defs.instance_storage"
+    ),
+    _BEFORE_NUX.removesuffix(RUN_MONITORING_YAML),
+    _BEFORE_NUX,
 )
 
 
