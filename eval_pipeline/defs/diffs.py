@@ -33,7 +33,7 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
-from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata
+from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata, readable
 from eval_pipeline.defs.partitions import (
     DATE_DIM,
     DATE_OF_MODEL_DATE,
@@ -87,14 +87,17 @@ def _metadata(
     markdown: str,
     report: UPath,
     extra: Mapping[str, "dg.RawMetadataValue"],
+    *,
+    plotted: bool,
 ) -> dict[str, "dg.RawMetadataValue"]:
-    return {
+    metadata: dict[str, dg.RawMetadataValue] = {
         **counts_by_kind(diffs),
         **extra,
         "verdict": verdict,
         "report": str(report),
         "diff": markdown_metadata(markdown, str(report)),
     }
+    return readable(metadata, plotted=plotted)
 
 
 def _html_report(storage: StorageResource, head: RunDocument, result: RegressionDiff) -> str:
@@ -130,7 +133,14 @@ def _passed_over(context: dg.AssetExecutionContext, loaded: set[str]) -> list[st
     ins={"reports": REPORTS_OF_THE_WEEK},
     automation_condition=WHEN_A_REPORT_CHANGES,
     output_required=False,  # nothing to diff until the date's own report exists
-    check_specs=[dg.AssetCheckSpec("no_new_hard_fails", asset="regression_diff")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "no_new_hard_fails",
+            asset="regression_diff",
+            description="No semantic test hard-fails (score 0) that did not against the model's "
+            "previous report (WARN).",
+        )
+    ],
 )
 def regression_diff(
     context: dg.AssetExecutionContext, storage: StorageResource, reports: dict[str, RunDocument]
@@ -157,7 +167,9 @@ def regression_diff(
     }
     yield dg.Output(
         result,
-        metadata=_metadata(result.verdict, [result.diff] if result.diff else [], markdown, report, extra),
+        metadata=_metadata(
+            result.verdict, [result.diff] if result.diff else [], markdown, report, extra, plotted=False
+        ),
     )
     new = new_hard_fails(head.semantic, baseline.semantic if baseline else [])
     yield dg.AssetCheckResult(
@@ -204,7 +216,9 @@ def model_comparison(
         **per_model_metadata(docs),
     }
     verdict = "\n".join(comparison.verdicts)
-    return dg.Output(comparison, metadata=_metadata(verdict, comparison.pairs, markdown, report, extra))
+    return dg.Output(
+        comparison, metadata=_metadata(verdict, comparison.pairs, markdown, report, extra, plotted=True)
+    )
 
 
 DIFF_ASSETS = [regression_diff, model_comparison]

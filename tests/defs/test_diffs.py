@@ -56,7 +56,7 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
     first = _materialise(env, regression_diff, model_date_key(MINILM, D1))
     value = first.output_for_node("regression_diff")
     assert isinstance(value, RegressionDiff) and value.diff is None and value.baseline_date is None
-    assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == 0
+    assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == "0"
 
     kb = env.kb.read_text()
     env.kb.write_text(kb.replace(NOISE_CONTENT, "Late rent, arrears and repayment plans for money trouble."))
