@@ -30,6 +30,7 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "local-minilm @ 2026-11-20:" in out and "results/local-minilm/2026-11-20/report.md" in out
     assert "local-hybrid @ 2026-11-20:" in out
+    assert "  html: results/local-hybrid/2026-11-20/report.html" in out
     hybrid = read_document(workdir / "results/local-hybrid/2026-11-20/results.json")
     assert hybrid.aggregate.errored_count == 0 and hybrid.aggregate.health.value != "UNKNOWN"
     assert {r.category for r in hybrid.semantic} <= {"brief", "daily", "pressing", "combined"}

@@ -27,6 +27,10 @@ def data_args(p: argparse.ArgumentParser) -> None:
 
 def results_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models-file", type=Path, default=Path("models.yaml"), help=MODELS_FILE_HELP)
+    results_dir_arg(p)
+
+
+def results_dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--results-dir",
         type=Path,

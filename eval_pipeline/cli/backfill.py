@@ -85,7 +85,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         total = len(backfill_targets(dates, models))
         backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
-        print(f"  {total} asset partitions; follow it in the UI under Overview > Backfills")
+        print(
+            f"  {total} asset partitions; follow it in the UI under Runs > Backfills (/runs/b/{backfill_id})"
+        )
         log = paths.storage_dir / "daemon.log"
         with daemon(instance, log) as started:
             if started is not None:

@@ -26,13 +26,14 @@ from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.project import record_project, refuse_other_project
 from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
-from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
+from eval_pipeline.core.dates import now_utc, today_utc
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, Problem
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.report.html import REPORT_HTML_FILE
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
 from eval_pipeline.core.report.run_output import (
@@ -53,6 +54,7 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates, read_gate
 from eval_pipeline.core.verdicts.since import since_verdict
 from eval_pipeline.core.writable import require_writable
+from eval_pipeline.location import START_DATE_ENV, start_date
 
 if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from dagster import DagsterInstance
@@ -148,15 +150,16 @@ def _parse_banks(text: str) -> list[str]:
 
 
 def parse_date(text: str | None, flag: str = "--date") -> str:
-    """A date the partitions hold: START_DATE..today (UTC); None is today."""
+    """A date the partitions hold: the project's first date..today (UTC); None is today."""
     if text is None:
         return today_utc()
     try:
         value = date_type.fromisoformat(text)
     except ValueError:
         raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
-    if not (START_DATE <= value.isoformat() <= today_utc()):
-        raise UsageError(f"{flag}: must be between {START_DATE} and today ({today_utc()}), UTC")
+    first = start_date()
+    if not (first <= value.isoformat() <= today_utc()):
+        raise UsageError(f"{flag}: must be between {first} ({START_DATE_ENV}) and today ({today_utc()}), UTC")
     return value.isoformat()
 
 
@@ -523,6 +526,8 @@ def _report(
         code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
+            print(f"  html: {run_dir / REPORT_HTML_FILE}")
         if not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
