@@ -182,3 +182,17 @@ def test_on_a_kb_larger_than_the_candidate_list_the_estimate_holds_too(
         u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens for u in used
     )
     assert _near(actual, spend.input_tokens), (actual, spend.input_tokens)
+
+
+def test_a_local_embedder_with_an_api_reranker_counts_only_the_reranks(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens: no call may go
+    models = yaml.safe_load(Path("models.yaml").read_text())
+    models["models"]["local-claude"] = {**VOYAGE_HAIKU, "embedder": {"kind": "local"}}
+    Path("models.yaml").write_text(yaml.safe_dump(models))
+    spend = _estimate("local-claude")
+    _, banks = load_validated(Path("tenant/kb.yaml"), Path("tenant/banks"))
+    assert [s.stage for s in spend.stages] == ["rerank", "token counting"]
+    assert _stage(spend, "rerank").calls == len(banks.semantic_tests) and spend.cost_usd > 0

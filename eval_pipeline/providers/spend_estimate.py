@@ -115,7 +115,7 @@ def estimate_spend(
         pipeline = _pipeline(cfg, banks, cache_dir, cache_mode, batch, environ)
         view = pipeline.stored(kb_entities, [item.query for item in items])
         stages += [
-            _embeddings(cfg, pipeline, view, items, set() if embedded is None else embedded),
+            *_embeddings(cfg, pipeline, view, items, set() if embedded is None else embedded),
             *_reranks(cfg, pipeline, view, items, batch),
         ]
     return ModelSpend(cfg.key, [s for s in stages if s.calls or s.cached])
@@ -165,14 +165,14 @@ def _embeddings(
     view: StoredView,
     items: Sequence[RetrievalItem],
     embedded: set[tuple[str, str, str]],
-) -> StageSpend:
+) -> list[StageSpend]:
     from eval_pipeline.providers.voyage import MAX_TEXTS_PER_REQUEST, VoyageEmbedder, plan_batches
 
     embedder = pipeline.embedder
     model_id = cfg.stages()[0].model_id
     queries = list(dict.fromkeys(item.query for item in items))
     if not isinstance(embedder, VoyageEmbedder):  # local: free, and no call
-        return StageSpend("embeddings", model_id, 0, len(queries) + len(view.catalogue))
+        return []
     name = embedder.name
     wanted: list[tuple[InputType, str]] = [
         ("document", t) for t in dict.fromkeys(e.embedding_text() for e in view.to_embed)
@@ -193,7 +193,7 @@ def _embeddings(
     parts += [f"{len(fresh)} queries, one a call"] if fresh else []
     parts += [f"{len(earlier)} of the cached embedded by an earlier model of this run"] if earlier else []
     note = "; ".join(parts)
-    return StageSpend("embeddings", model_id, batches + len(fresh), cached, usage, cost, cost, note)
+    return [StageSpend("embeddings", model_id, batches + len(fresh), cached, usage, cost, cost, note)]
 
 
 def _typical(catalogue: Sequence[RerankCandidate], k: int) -> list[RerankCandidate]:
