@@ -26,10 +26,11 @@ from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import system_requests
 from eval_pipeline.providers.base import InputType, RerankCandidate
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
+from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
-from eval_pipeline.providers.target import RetrievalItem
+from eval_pipeline.providers.target import RetrievalItem, retrieval_items
 
 if TYPE_CHECKING:  # the SDKs are imported only for the models that use them
     from eval_pipeline.providers.claude_rerank import ClaudeReranker
@@ -109,43 +110,29 @@ def estimate_spend(
     `embedded` collects (embedder, input type, text) across the models of one run: a text an
     earlier model embeds is in the cache by the time a later one with that embedder asks."""
     tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
-    items = [RetrievalItem(t.test_id, t.prompt, trial) for t in tests for trial in range(cfg.trials)]
+    items = retrieval_items(tests, cfg.trials)
     stages = [_system(cfg, banks, scope, len(items))] if cfg.system is not None else []
     if items and cfg.embedder is not None and cfg.reranker is not None and cfg.uses_api:
-        pipeline = _pipeline(cfg, banks, cache_dir, cache_mode, batch, environ)
-        view = pipeline.stored(kb_entities, [item.query for item in items])
-        stages += [
-            *_embeddings(cfg, pipeline, view, items, set() if embedded is None else embedded),
-            *_reranks(cfg, pipeline, view, items, batch),
-        ]
+        # The run's own pipeline on its caches, only read: a cache file not there yet is read as
+        # empty rather than created.
+        def readable(filename: str) -> CacheMode:
+            return cache_mode if (cache_dir / filename).is_file() else "off"
+
+        cache = ResponseCache(cache_dir, readable(ResponseCache.FILENAME))
+        store = EmbeddingStore(cache_dir, readable(EmbeddingStore.FILENAME))
+        try:
+            boosts = banks.rules.boosts_by_entity() if banks.rules else {}
+            pipeline = build_pipeline(cfg, cache, store, boosts, environ, batch)
+            assert isinstance(pipeline, SemanticPipeline)  # the built-in stages, not the team's system
+            view = pipeline.stored(kb_entities, [item.query for item in items])
+            stages += [
+                *_embeddings(cfg, pipeline, view, items, set() if embedded is None else embedded),
+                *_reranks(cfg, pipeline, view, items, batch),
+            ]
+        finally:
+            cache.close()
+            store.close()
     return ModelSpend(cfg.key, [s for s in stages if s.calls or s.cached])
-
-
-def _pipeline(
-    cfg: ModelConfig,
-    banks: Banks,
-    cache_dir: Path,
-    mode: CacheMode,
-    batch: bool,
-    environ: Mapping[str, str] | None,
-) -> SemanticPipeline:
-    """The run's own pipeline, on caches that are only read: a cache file not there yet is read
-    as empty rather than created."""
-    from eval_pipeline.providers.factory import build_pipeline
-
-    def readable(filename: str) -> CacheMode:
-        return mode if (cache_dir / filename).is_file() else "off"
-
-    pipeline = build_pipeline(
-        cfg,
-        ResponseCache(cache_dir, readable(ResponseCache.FILENAME)),
-        EmbeddingStore(cache_dir, readable(EmbeddingStore.FILENAME)),
-        banks.rules.boosts_by_entity() if banks.rules else {},
-        environ,
-        batch,
-    )
-    assert isinstance(pipeline, SemanticPipeline)  # the team's system runs semantic only without stages
-    return pipeline
 
 
 def _system(cfg: ModelConfig, banks: Banks, scope: Scope, semantic_items: int) -> StageSpend:
