@@ -1,0 +1,113 @@
+"""An evaluation's semantic results as TREC files: a run (`qid Q0 docid rank score tag`) and
+qrels (`qid 0 docid gain`), in the ids of the collection the project was imported from.
+
+The run holds each test's `final_ranking` (the picks in rank order, then the other candidates),
+from its first scored trial; an errored test has no ranking and is left out of the run (its
+judgments stay in the qrels, which trec_eval and ir_measures then skip). Scores fall strictly
+with the rank, so no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's
+resolved expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
+secondaries gain 1 (the gains of core/scoring/metrics.py); an entity named twice keeps its
+highest gain. `not_expected` entities are not judgments: unjudged counts as not relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ir_measures import Qrel, ScoredDoc
+
+from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.external_ids import carriage_problem
+from eval_pipeline.core.mechanisms.retrieval import final_ranking
+from eval_pipeline.core.scoring.metrics import PRIMARY_GAIN, SECONDARY_GAIN
+from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+
+RUN_FILE = "run.trec"
+QRELS_FILE = "qrels.trec"
+
+
+class TrecIdError(BadInput):
+    """An id that TREC files cannot carry (whitespace, control characters): one line naming it."""
+
+
+@dataclass(frozen=True)
+class OriginalIds:
+    """Entity id -> the collection's document id, test id -> its query id; ids not listed are
+    their own original (a project that was not imported)."""
+
+    documents: Mapping[str, str]
+    queries: Mapping[str, str]
+
+    def document(self, entity_id: str) -> str:
+        return _carried(self.documents.get(entity_id, entity_id), "document", entity_id)
+
+    def query(self, test_id: str) -> str:
+        return _carried(self.queries.get(test_id, test_id), "query", test_id)
+
+
+def _carried(original: str, kind: str, ours: str) -> str:
+    problem = carriage_problem(original)
+    if problem:
+        raise TrecIdError(f"{kind} id of '{ours}': {problem}")
+    return original
+
+
+def trec_gains(exp: Expectations) -> dict[str, int]:
+    """Entity id -> gain, as the qrels state it (the highest where an entity is named twice)."""
+    gains: dict[str, int] = {}
+    stated = [
+        *((e, SECONDARY_GAIN) for e in exp.expected_secondary),
+        *exp.relevant.items(),
+        *((e, PRIMARY_GAIN) for e in exp.expected_any),
+        *((e, PRIMARY_GAIN) for e in exp.expected_primary),
+    ]
+    for entity_id, gain in stated:
+        gains[entity_id] = max(gain, gains.get(entity_id, gain))
+    return gains
+
+
+def ranked_results(results: Sequence[SemanticResult]) -> list[SemanticResult]:
+    """Each test's first scored trial, tests in their first-seen order."""
+    chosen: dict[str, SemanticResult] = {}
+    for r in sorted(results, key=lambda r: r.trial):
+        if r.status is TestStatus.SCORED and r.test_id not in chosen:
+            chosen[r.test_id] = r
+    order = list(dict.fromkeys(r.test_id for r in results))
+    return [chosen[t] for t in order if t in chosen]
+
+
+def run_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[ScoredDoc]:
+    rows: list[ScoredDoc] = []
+    for r in ranked_results(results):
+        ranking = final_ranking(r.selections, r.candidates)
+        qid = ids.query(r.test_id)
+        rows += [ScoredDoc(qid, ids.document(e), float(len(ranking) - i)) for i, e in enumerate(ranking)]
+    return rows
+
+
+def qrel_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Qrel]:
+    """One judgment set per test (its expectations are the same in every trial)."""
+    first = {r.test_id: r for r in reversed(results)}
+    order = dict.fromkeys(r.test_id for r in results)
+    rows: list[Qrel] = []
+    for test_id in order:
+        qid = ids.query(test_id)
+        rows += [Qrel(qid, ids.document(e), g) for e, g in trec_gains(first[test_id].expectations).items()]
+    return rows
+
+
+def run_text(rows: Sequence[ScoredDoc], tag: str) -> str:
+    lines: list[str] = []
+    rank = 0
+    previous = None
+    for row in rows:
+        rank = rank + 1 if row.query_id == previous else 1
+        previous = row.query_id
+        lines.append(f"{row.query_id} Q0 {row.doc_id} {rank} {row.score!r} {tag}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def qrels_text(rows: Sequence[Qrel]) -> str:
+    return "".join(f"{q.query_id} 0 {q.doc_id} {q.relevance}\n" for q in rows)
