@@ -85,9 +85,9 @@ def cmd_export_trec(args: argparse.Namespace) -> int:
     for name, text in texts.items():
         atomic_write_text(out / name, text)
     ranked = len(ranked_results(doc.semantic))
-    judged = len({q.query_id for q in qrels})
+    unranked = len({r.test_id for r in doc.semantic}) - ranked
     print(
         f"wrote {out / RUN_FILE} ({ranked} queries, {len(run)} rows) and {out / QRELS_FILE} "
-        f"({judged} queries, {len(qrels)} judgments); {judged - ranked} errored queries have no ranking"
+        f"({len(qrels)} judgments); left out {unranked} errored tests (no ranking)"
     )
     return EXIT_OK

@@ -2,10 +2,11 @@
 qrels (`qid 0 docid gain`), in the ids of the collection the project was imported from.
 
 The run holds each test's `final_ranking` (the picks in rank order, then the other candidates),
-from its first scored trial; an errored test has no ranking and is left out of the run (its
-judgments stay in the qrels, which trec_eval and ir_measures then skip). Scores fall strictly
-with the rank, so no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's
-resolved expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
+from its first scored trial. A test with no scored trial has no ranking and is in neither file:
+errored tests stay out of every average here, and tools disagree on a judged query missing from
+a run (trec_eval skips it, ir_measures counts it as 0). Scores fall strictly with the rank, so
+no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's resolved
+expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
 secondaries gain 1 (the gains of core/scoring/metrics.py); an entity named twice keeps its
 highest gain. `not_expected` entities are not judgments: unjudged counts as not relevant.
 """
@@ -88,13 +89,11 @@ def run_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Scored
 
 
 def qrel_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Qrel]:
-    """One judgment set per test (its expectations are the same in every trial)."""
-    first = {r.test_id: r for r in reversed(results)}
-    order = dict.fromkeys(r.test_id for r in results)
+    """The judgments of each test the run ranks."""
     rows: list[Qrel] = []
-    for test_id in order:
-        qid = ids.query(test_id)
-        rows += [Qrel(qid, ids.document(e), g) for e, g in trec_gains(first[test_id].expectations).items()]
+    for r in ranked_results(results):
+        qid = ids.query(r.test_id)
+        rows += [Qrel(qid, ids.document(e), gain) for e, gain in trec_gains(r.expectations).items()]
     return rows
 
 
