@@ -170,6 +170,12 @@ def test_an_existing_target_is_refused(tmp_path: Path) -> None:
     targets = _import(tmp_path, write_beir(tmp_path / "src"))
     with pytest.raises(BeirError, match="kb: -: -: exists and is not an empty folder"):
         import_beir(tmp_path / "src", "test", "again", targets, "")
+    beside = ImportTargets(
+        targets.kb_dir.parent / "kb2", targets.banks_dir.parent / "banks2", targets.models_file
+    )
+    with pytest.raises(BeirError, match="models.yaml: -: -: exists; import writes a new project"):
+        import_beir(tmp_path / "src", "test", "again", beside, "")
+    assert not beside.kb_dir.exists()
 
 
 def test_tenant_domain_imports_as_beir_and_validates(tmp_path: Path) -> None:

@@ -77,7 +77,11 @@ class ImportTargets:
                 )
         if self.models_file.exists():
             raise BeirError(
-                self.models_file, None, "-", "-", "exists; import writes a new models file beside the KB"
+                self.models_file,
+                None,
+                "-",
+                "-",
+                "exists; import writes a new project: give --kb a folder inside a new one (NEW/kb)",
             )
         kb, banks = self.kb_dir.resolve(), self.banks_dir.resolve()
         if kb == banks or kb in banks.parents or banks in kb.parents:
