@@ -173,7 +173,7 @@ def test_an_existing_target_is_refused(tmp_path: Path) -> None:
     beside = ImportTargets(
         targets.kb_dir.parent / "kb2", targets.banks_dir.parent / "banks2", targets.models_file
     )
-    with pytest.raises(BeirError, match="models.yaml: -: -: exists; import writes a new project"):
+    with pytest.raises(BeirError, match=r"models\.yaml: -: -: exists; import writes a new project"):
         import_beir(tmp_path / "src", "test", "again", beside, "")
     assert not beside.kb_dir.exists()
 
