@@ -264,3 +264,15 @@ def test_bank_is_json_with_tests_in_query_order(tmp_path: Path) -> None:
     bank = json.loads((targets.banks_dir / "semantic" / "parent_test_bank.json").read_text())
     assert [t["source_id"] for t in bank["tests"]] == ["q:1", "Q/2", "3", "ünï"]
     assert list(bank["tests"][0]) == ["test_id", "source_id", "category", "prompt", "relevant"]
+
+
+def test_passage_text_is_kept_exactly(tmp_path: Path) -> None:
+    tricky = "  leading: spaces\n\n# not a comment\ttab 'quotes' \"double\" – ünï ✓\n- not a list\ntrailing  "
+    documents = [("d1", "key: value #1", tricky), ("d2", "", "x" * 5000)]
+    src = write_beir(tmp_path / "src", documents, [("q1", "tricky")], [("q1", "d1", 1)])
+    targets = _import(tmp_path, src)
+    kb, _ = load_validated(targets.kb_dir, targets.banks_dir)
+    assert {e.source_id: (e.title, e.content) for e in kb.entities} == {
+        "d1": ("key: value #1", tricky),
+        "d2": ("x" * 119 + "…", "x" * 5000),
+    }
