@@ -276,3 +276,10 @@ def test_passage_text_is_kept_exactly(tmp_path: Path) -> None:
         "d1": ("key: value #1", tricky),
         "d2": ("x" * 119 + "…", "x" * 5000),
     }
+
+
+def test_a_byte_order_mark_and_windows_line_ends_are_not_data(tmp_path: Path) -> None:
+    src = write_beir(tmp_path / "src")
+    qrels = src / "qrels" / "test.tsv"
+    qrels.write_bytes(b"\xef\xbb\xbf" + qrels.read_bytes().replace(b"\n", b"\r\n"))
+    assert [(j.query_id, j.doc_id, j.gain) for j in read_qrels(src, "test")] == QRELS

@@ -67,7 +67,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise BeirError(path, None, "-", "-", "file not found" if not path.exists() else "not a regular file")
     number = 0
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:  # a leading BOM is not data
             for number, text in enumerate(handle, start=1):
                 if text.strip():
                     yield number, text
