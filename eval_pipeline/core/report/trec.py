@@ -7,8 +7,8 @@ errored tests stay out of every average here, and tools disagree on a judged que
 a run (trec_eval skips it, ir_measures counts it as 0). Scores fall strictly with the rank, so
 no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's resolved
 expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
-secondaries gain 1 (the gains of core/scoring/metrics.py); an entity named twice keeps its
-highest gain. `not_expected` entities are not judgments: unjudged counts as not relevant.
+secondaries gain 1 (the gains of core/scoring/metrics.py). `not_expected` entities are not
+judgments: unjudged counts as not relevant.
 """
 
 from __future__ import annotations
@@ -56,16 +56,12 @@ def _carried(original: str, kind: str, ours: str) -> str:
 
 
 def trec_gains(exp: Expectations) -> dict[str, int]:
-    """Entity id -> gain, as the qrels state it (the highest where an entity is named twice)."""
-    gains: dict[str, int] = {}
-    stated = [
-        *((e, SECONDARY_GAIN) for e in exp.expected_secondary),
-        *exp.relevant.items(),
-        *((e, PRIMARY_GAIN) for e in exp.expected_any),
-        *((e, PRIMARY_GAIN) for e in exp.expected_primary),
-    ]
-    for entity_id, gain in stated:
-        gains[entity_id] = max(gain, gains.get(entity_id, gain))
+    """Entity id -> gain, as the qrels state it. Validation keeps an entity to one role; were one
+    named twice, a stated gain wins, then a primary."""
+    gains = dict.fromkeys(exp.expected_secondary, SECONDARY_GAIN)
+    gains.update(dict.fromkeys(exp.expected_any, PRIMARY_GAIN))
+    gains.update(dict.fromkeys(exp.expected_primary, PRIMARY_GAIN))
+    gains.update(exp.relevant)
     return gains
 
 
