@@ -118,6 +118,8 @@ def test_export_refuses_a_missing_evaluation_and_a_changed_kb(
         mp.chdir(project)
         assert main(["export-trec", "--model", "local-hybrid", "--date", DATE, "--out", "trec"]) == 2
         assert "no evaluation of model 'local-hybrid' on 2026-11-20" in capsys.readouterr().err
+        assert main(["export-trec", "--model", "local-hybrid", "--date", "../x", "--out", "trec"]) == 2
+        assert "--date: '../x' is not YYYY-MM-DD" in capsys.readouterr().err
         assert main(["run", "--model", "local-hybrid", "--date", DATE]) == 0
         kb, banks = load_validated(Path("kb"), Path("test_banks"))
         entity = next(iter(sorted(Path("kb/entities").iterdir())))

@@ -14,6 +14,7 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import data_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.run import parse_date
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
@@ -46,9 +47,10 @@ def add_export_trec_command(sub: Any) -> None:
 
 
 def _evaluation(args: argparse.Namespace) -> RunDocument:
-    path = results_dir(args) / args.model / args.date / RESULTS_FILE
+    date = parse_date(args.date)
+    path = results_dir(args) / args.model / date / RESULTS_FILE
     if not path.is_file():
-        raise UsageError(f"no evaluation of model '{args.model}' on {args.date} ({path} not found)")
+        raise UsageError(f"no evaluation of model '{args.model}' on {date} ({path} not found)")
     return read_document(path)
 
 
