@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     from eval_pipeline.cli.backfill import add_backfill_command
     from eval_pipeline.cli.calibrate import add_calibrate_commands
     from eval_pipeline.cli.diff import add_diff_commands
+    from eval_pipeline.cli.export_trec import add_export_trec_command
+    from eval_pipeline.cli.import_beir import add_import_beir_command
     from eval_pipeline.cli.init import add_init_command
     from eval_pipeline.cli.models import add_models_command
     from eval_pipeline.cli.override import add_override_command
@@ -50,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_validate_commands(sub)
     add_init_command(sub)
     add_report_command(sub)
+    add_import_beir_command(sub)
+    add_export_trec_command(sub)
     return parser
 
 
