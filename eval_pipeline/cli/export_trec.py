@@ -34,7 +34,10 @@ from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument, r
 
 def add_export_trec_command(sub: Any) -> None:
     p = sub.add_parser(
-        "export-trec", help="write an evaluation's rankings and judgments as TREC run and qrels files"
+        "export-trec",
+        help="write an evaluation's rankings and judgments as TREC run and qrels files",
+        description="run.trec holds each semantic test's ranking (the reranker's picks, then the other "
+        "candidates) and qrels.trec its judgments, both in the original ids, for trec_eval or ir_measures.",
     )
     p.add_argument("--model", required=True, help="model key of the evaluation")
     p.add_argument("--date", required=True, help="date of the evaluation (YYYY-MM-DD)")

@@ -20,7 +20,13 @@ IMPORTED_CANDIDATE_DEPTH = 100
 
 
 def add_import_beir_command(sub: Any) -> None:
-    p = sub.add_parser("import-beir", help="turn a BEIR folder into a KB, a semantic bank and a models file")
+    p = sub.add_parser(
+        "import-beir",
+        help="turn a BEIR folder into a KB, a semantic bank and a models file",
+        description="Each passage becomes a KB entity and each judged query a semantic test with its graded "
+        "gains; ids the KB cannot hold are mapped reversibly and kept as source_id. Nothing is written "
+        "unless the whole import succeeds.",
+    )
     p.add_argument("src", type=Path, help="the BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
     p.add_argument("--kb", type=Path, required=True, help="the KB folder to write (new or empty)")
     p.add_argument("--banks-dir", type=Path, required=True, help="the banks folder to write (new or empty)")
