@@ -139,7 +139,7 @@ def build_pipeline(
         cfg.concurrency,
         embed_cost=partial(cost_usd, price=cfg.price(embedder.model_id)),
         rerank_cost=partial(cost_usd, price=cfg.price(reranker.model_id)),
-        batch_queries=embedder.kind == "local",
+        batch_queries=True,
         batch=batch,
     )
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
@@ -87,6 +88,37 @@ class _Staged:
     error: str | None = None
 
 
+@dataclass
+class _Query:
+    """A prefetched query's vector, whether the store had it, and its share of the call that
+    embedded it (usage, calls) until a test is billed for it."""
+
+    vector: Vector
+    stored: bool
+    bill: tuple[Usage, int] | None = None
+
+
+def _share(usage: Usage, api_calls: int, weights: Sequence[int]) -> list[tuple[Usage, int] | None]:
+    """`usage` split over the texts in proportion to `weights` (whole tokens, largest remainders
+    first, so the parts add up exactly), and one of the `api_calls` to each of the first texts.
+    None for a text with nothing to bill."""
+    total = sum(weights) or 1
+    fields: dict[str, list[int]] = {}
+    for name in Usage.model_fields:
+        amount = getattr(usage, name)
+        exact = [amount * w / total for w in weights]
+        parts = [int(x) for x in exact]
+        for i in sorted(range(len(exact)), key=lambda i: parts[i] - exact[i])[: amount - sum(parts)]:
+            parts[i] += 1
+        fields[name] = parts
+    bills: list[tuple[Usage, int] | None] = []
+    for i in range(len(weights)):
+        part = Usage(**{name: parts[i] for name, parts in fields.items()})
+        calls = 1 if i < api_calls else 0
+        bills.append((part, calls) if calls or part != Usage() else None)
+    return bills
+
+
 @dataclass(frozen=True)
 class _Index:
     """The KB's semantic entities, sorted by entity_id, and their vectors row by row."""
@@ -97,6 +129,10 @@ class _Index:
     @cached_property
     def by_id(self) -> dict[str, Entity]:
         return {e.entity_id: e for e in self.entities}
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return [e.entity_id for e in self.entities]
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
         """What the reranker sees of each candidate."""
@@ -114,18 +150,57 @@ class _Index:
         return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
 
     def top(self, query_vec: Vector, k: int) -> list[Candidate]:
+        return self.top_many(query_vec[np.newaxis, :], k)[0]
+
+    def top_many(self, queries: Vectors, k: int) -> list[list[Candidate]]:
+        """Each query row's top `k` entities by cosine, best first, equal scores by entity_id.
+
+        One matrix product and one partial sort per block of queries instead of one per query.
+        Every query goes through the matrix-matrix kernel, a lone one too (padded with a zero row):
+        BLAS sends a single row to its matrix-vector kernel, which rounds differently, and a
+        test's scores must not depend on how many others ran with it.
+        """
         if not self.entities:
-            return []
-        scores = self.matrix @ query_vec
-        # Only rows scoring at least the k-th best can rank (O(n), not a sort of every entity);
-        # a stable sort of those, already in entity_id order, ranks equal scores by entity_id.
-        if len(scores) > k:
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            rows = np.flatnonzero(scores >= kth)
-        else:
-            rows = np.arange(len(scores))
-        order = rows[np.argsort(-scores[rows], kind="stable")][:k]
-        return [Candidate(entity_id=self.entities[i].entity_id, score=float(scores[i])) for i in order]
+            return [[] for _ in range(len(queries))]
+        ids = self.ids
+        ranked: list[list[Candidate]] = []
+        for start in range(0, len(queries), _QUERY_BLOCK):
+            block = queries[start : start + _QUERY_BLOCK]
+            padded = block if len(block) > 1 else np.vstack([block, np.zeros_like(block)])
+            scores = (padded @ self.matrix.T)[: len(block)]
+            rows = _top_rows(scores, k)
+            values = np.take_along_axis(scores, rows, axis=1).tolist()
+            for row, row_values in zip(rows.tolist(), values, strict=True):
+                ranked.append(
+                    [Candidate(entity_id=ids[i], score=v) for i, v in zip(row, row_values, strict=True)]
+                )
+        return ranked
+
+
+# Queries scored per matrix product: bounds the block of scores (block x entities float32, 20 MB
+# at 5,000 entities) whatever the bank's size.
+_QUERY_BLOCK = 1024
+
+
+def _top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    """Per row of `scores`, the column indices of its `k` best (all when fewer), ranked by score
+    then index.
+
+    Only columns scoring at least a row's k-th best can rank (a partition, not a sort of every
+    entity). Where that k-th score is tied, more than k columns qualify and the row is ranked
+    alone, so ties always go to the lower index (the earlier entity_id).
+    """
+    n = scores.shape[1]
+    if n <= k:
+        return np.argsort(-scores, axis=1, kind="stable")
+    best = np.sort(np.argpartition(scores, n - k, axis=1)[:, n - k :], axis=1)
+    values = np.take_along_axis(scores, best, axis=1)
+    order = np.take_along_axis(best, np.argsort(-values, axis=1, kind="stable"), axis=1)
+    kth = values.min(axis=1)
+    for r in np.flatnonzero((scores >= kth[:, np.newaxis]).sum(axis=1) > k):
+        qualify = np.flatnonzero(scores[r] >= kth[r])
+        order[r] = qualify[np.argsort(-scores[r][qualify], kind="stable")][:k]
+    return order
 
 
 def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
@@ -161,6 +236,10 @@ class SemanticPipeline:
     embedder's name, so only new or edited entities and new queries are ever embedded. Each
     stage's usage is priced by its own cost function; a stage left without one must report no
     usage (true of the local models), so a missing price can never read as $0.
+
+    With `batch_queries`, `retrieve_many` embeds a run's uncached queries in one call and ranks
+    them all in one pass (`_prefetch_queries`) before the tests run; without it each test embeds
+    and ranks its own query.
     """
 
     def __init__(
@@ -188,7 +267,8 @@ class SemanticPipeline:
         self._batch = batch
         self._index: _Index | None = None
         self._batch_queries = batch_queries
-        self._queries: dict[str, tuple[Vector, bool]] = {}  # key -> (vector, was it stored)
+        self._queries: dict[str, _Query] = {}  # by the store's query key
+        self._ranked: dict[str, list[Candidate]] = {}  # the prefetched queries' top 15
 
     @property
     def embedder(self) -> Embedder:
@@ -209,7 +289,9 @@ class SemanticPipeline:
         candidates: dict[str, list[RerankCandidate]] = {}
         if entities and all(h in known for h in hashes):  # only then is a query's top 15 known
             index = _Index(entities, np.stack([known[h] for h in hashes]).astype(np.float32))
-            candidates = {keys[k]: index.shown(index.top(v, CANDIDATE_K)) for k, v in vectors.items()}
+            stored = list(vectors)
+            tops = index.top_many(np.stack([vectors[k] for k in stored]), CANDIDATE_K) if stored else []
+            candidates = {keys[k]: index.shown(top) for k, top in zip(stored, tops, strict=True)}
         return StoredView(
             to_embed=[e for e in entities if e.content_hash not in known],
             catalogue=everything.shown(everything.everything()),
@@ -256,36 +338,50 @@ class SemanticPipeline:
         return fresh
 
     async def _prefetch_queries(self, queries: Sequence[str]) -> None:
-        """Look up every query in the store at once and embed the missing ones in one call.
+        """Look up every query in the store at once, embed the missing ones in one call (the
+        embedder splits it into requests within its provider's caps), then rank them all
+        against the index in one pass.
 
-        Only for a free local embedder (`batch_queries`): one batched inference instead of one
-        per query is most of a cold run's time, and with no usage to bill nothing is misattributed
-        (an API embedder's call and cost stay with the test that made it). A failed batch is not
-        reported here: each of its tests then embeds its own query and errors with the reason.
+        An API embedder's usage and calls are shared out among the tests whose queries the call
+        embedded (tokens by text length, one call to each of the first tests), so a run's tests
+        still add up to what it spent. A failed call is not reported here: each of its tests then
+        embeds its own query and errors with the reason.
         """
         keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
         known = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
-        self._queries.update({k: (v, True) for k, v in known.items()})
+        self._queries.update({k: _Query(v, stored=True) for k, v in known.items()})
         todo = [k for k in keys if k not in known]
-        if not todo:
-            return
-        try:
-            result = await self._embedder.embed([keys[k] for k in todo], "query")
-        except Exception:  # each test retries alone and reports its own error
-            return
-        if result.vectors.shape[0] != len(todo) or result.usage != Usage():
-            return
-        fresh = {k: result.vectors[i] for i, k in enumerate(todo)}
-        if self._store:
-            self._store.put_many(self._embedder.name, fresh)
-        self._queries.update({k: (v, False) for k, v in fresh.items()})
+        if todo:
+            try:
+                result = await self._embedder.embed([keys[k] for k in todo], "query")
+            except Exception:  # each test retries alone and reports its own error
+                result = None
+            if result is not None and result.vectors.shape[0] == len(todo):
+                fresh = {k: result.vectors[i] for i, k in enumerate(todo)}
+                if self._store:
+                    self._store.put_many(self._embedder.name, fresh)
+                bills = _share(result.usage, result.api_calls, [len(keys[k]) for k in todo])
+                self._queries.update(
+                    {
+                        k: _Query(fresh[k], stored=False, bill=bill)
+                        for k, bill in zip(todo, bills, strict=True)
+                    }
+                )
+        if self._index is not None and self._queries:
+            ranked = list(self._queries)
+            tops = self._index.top_many(np.stack([self._queries[k].vector for k in ranked]), CANDIDATE_K)
+            self._ranked.update(zip(ranked, tops, strict=True))
 
     async def _embed_query(self, query: str, tally: _Tally) -> Vector:
         key = EmbeddingStore.query_key("query", query)
         if key in self._queries:
-            prefetched, was_stored = self._queries[key]
-            tally.cache_hits += was_stored
-            return prefetched
+            prefetched = self._queries[key]
+            tally.cache_hits += prefetched.stored
+            if prefetched.bill is not None:  # billed to the first test asking, once
+                usage, calls = prefetched.bill
+                tally.add(usage, calls, 0, self._embed_cost)
+                prefetched.bill = None
+            return prefetched.vector
         if self._store:
             stored = self._store.get_many(self._embedder.name, [key]).get(key)
             if stored is not None:
@@ -299,6 +395,11 @@ class SemanticPipeline:
         if self._store:
             self._store.put_many(self._embedder.name, {key: vector})
         return vector
+
+    def _candidates(self, index: _Index, query: str, vector: Vector) -> list[Candidate]:
+        """The query's top 15: ranked with the run's other queries when it was prefetched."""
+        ranked = self._ranked.get(EmbeddingStore.query_key("query", query))
+        return list(ranked) if ranked is not None else index.top(vector, CANDIDATE_K)
 
     def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
         """Bill a rerank outcome (a failed one too) and check its selections."""
@@ -321,7 +422,8 @@ class SemanticPipeline:
             if index is None:
                 raise ProviderError("prepare() has not been run")
             stage = "embed"
-            staged.candidates = index.top(await self._embed_query(item.query, staged.tally), CANDIDATE_K)
+            vector = await self._embed_query(item.query, staged.tally)
+            staged.candidates = self._candidates(index, item.query, vector)
             staged.shown = index.shown(staged.candidates)
         except Exception as exc:  # any stage failure is the test's outcome, not the run's
             staged.error = f"{stage}: {_reason(exc)}"
