@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the providers are imported only by the runs that call them
     from dagster import DagsterInstance
     from upath import UPath
 
+    from eval_pipeline.core.report.pipeline import Evaluation
     from eval_pipeline.location import LocationPaths
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
@@ -411,10 +412,19 @@ def _adhoc(
             )
             for m in models
         ]
-        for run in runs:
-            run.result()  # the first model's exception, if any, as a sequential run would raise it
+        # The first model's exception, if any, as a sequential run would raise it; what each
+        # model wrote is reported from memory, not read back and validated again.
+        evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
     return _report(
-        models, date, results_dir, scope, [], args.fail_on_regression, args.allow_removed, args.junit
+        models,
+        date,
+        results_dir,
+        scope,
+        [],
+        args.fail_on_regression,
+        args.allow_removed,
+        args.junit,
+        evaluated,
     )
 
 
@@ -437,7 +447,7 @@ def _adhoc_model(
     calibration_cost_usd: float,
     results_dir: Path,
     progress_fd: int | None,
-) -> None:
+) -> Evaluation:
     from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
     from eval_pipeline.providers.progress_bar import semantic_bar
@@ -492,6 +502,7 @@ def _adhoc_model(
     atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document))
     atomic_write_text(run_dir / GATE_FILE, evaluation.gate.model_dump_json(indent=2))
     _say(f"  finished model {model}")
+    return evaluation
 
 
 def _report(
@@ -503,19 +514,22 @@ def _report(
     fail_on_regression: bool,
     allow_removed: bool,
     junit: Path | None = None,
+    evaluated: Mapping[str, Evaluation] | None = None,
 ) -> int:
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
-    `junit`, every model's tests and gate in one JUnit file."""
+    `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
+    process has just written (a narrowed run), used as they are instead of read back."""
     code = EXIT_ERROR if errors else EXIT_OK
     runs: list[ModelRun] = []
     for model in models:
         run_dir = results_dir / model / date
-        if not (run_dir / RESULTS_FILE).is_file():
+        held = (evaluated or {}).get(model)
+        if held is None and not (run_dir / RESULTS_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
             runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
             continue
-        doc = read_document(run_dir / RESULTS_FILE)
+        doc = held.document if held is not None else read_document(run_dir / RESULTS_FILE)
         diff_file = run_dir / REGRESSION_DIFF_FILE
         regression = None
         if scope.is_full and diff_file.is_file():
@@ -528,12 +542,12 @@ def _report(
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
             print(f"  html: {run_dir / REPORT_HTML_FILE}")
-        if not (run_dir / GATE_FILE).is_file():
+        if held is None and not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
             runs.append(ModelRun(model, doc, None, "no gate decision was written"))
             continue
-        gate = read_gate(run_dir / GATE_FILE)
+        gate = held.gate if held is not None else read_gate(run_dir / GATE_FILE)
         runs.append(ModelRun(model, doc, gate))
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
