@@ -1,5 +1,5 @@
-"""The semantic mechanism as a system under test: embed the query, take the top 15 entities by
-cosine, let the reranker pick the final 6 in order.
+"""The semantic mechanism as a system under test: embed the query, take the top entities by
+cosine (15 unless the model sets `candidate_depth`), let the reranker pick the final 6 in order.
 
 A failing stage never raises out of `retrieve`: the test comes back `errored` with
 "<stage>: <reason>", so one bad call cannot sink a run and errored tests are never scored.
@@ -160,6 +160,7 @@ class SemanticPipeline:
         rerank_cost: CostFn = _no_billing,
         batch_queries: bool = False,
         batch: bool = False,
+        candidate_depth: int = CANDIDATE_K,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -171,6 +172,7 @@ class SemanticPipeline:
         self._embed_cost = embed_cost
         self._rerank_cost = rerank_cost
         self._batch = batch
+        self._depth = candidate_depth
         self._index: _Index | None = None
         self._batch_queries = batch_queries
         self._queries: dict[str, tuple[Vector, bool]] = {}  # key -> (vector, was it stored)
@@ -281,7 +283,7 @@ class SemanticPipeline:
             if index is None:
                 raise ProviderError("prepare() has not been run")
             stage = "embed"
-            staged.candidates = index.top(await self._embed_query(item.query, staged.tally), CANDIDATE_K)
+            staged.candidates = index.top(await self._embed_query(item.query, staged.tally), self._depth)
             staged.shown = index.shown(staged.candidates)
         except Exception as exc:  # any stage failure is the test's outcome, not the run's
             staged.error = f"{stage}: {_reason(exc)}"
