@@ -13,10 +13,13 @@ import pytest
 from eval_pipeline import cli
 from eval_pipeline.core.calibration.scope import JUDGED_NOT_CALIBRATED, scoped_tests
 from eval_pipeline.core.diff.compare import diff_documents
+from eval_pipeline.core.diff.comparison import compare_models
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve, same_expectations
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.report.diffs import render_comparison_markdown
+from eval_pipeline.core.report.failures import failing_tests
 from eval_pipeline.providers.ratelimit import Clock, RealClock
 from eval_pipeline.providers.system_target import SystemPipeline
 from tests.run_docs import doc, sem
@@ -141,3 +144,21 @@ def test_the_team_system_is_asked_for_the_models_candidate_depth() -> None:
     assert [r.top_k_candidates for r in target.asked] == [100] and len(result.candidates) == 100
     asyncio.run(SystemPipeline("m", target, 1).retrieve("T", "q"))
     assert target.asked[-1].top_k_candidates == 15
+
+
+def test_failures_and_the_model_comparison_speak_of_the_new_kinds() -> None:
+    any_of = sem("A", ["x", "y"], exp=Expectations(expected_any=["a", "b"]))
+    graded = sem("G", ["x"], exp=Expectations(relevant={"a": 2}))
+    run = doc([any_of, graded], model="m1")
+    found = {f.test_id: (f.rule, f.reason) for f in failing_tests(run)}
+    assert found == {
+        "A": ("any-of missing", "none of any-of [a, b] selected; selected x, y"),
+        "G": ("no relevant selected", "no relevant entity selected; selected x"),
+    }
+    other = doc(
+        [sem("A", ["a"], exp=any_of.expectations), sem("G", ["a"], exp=graded.expectations)], model="m2"
+    )
+    table = render_comparison_markdown(compare_models("2026-11-19", [run, other]))
+    standard = other.standard_metrics()
+    assert standard is not None and "| ndcg@10 | recall@100 | mrr@10 |" in table
+    assert f"| {standard['ndcg@10']:.3f} | {standard['recall@100']:.3f} | {standard['mrr@10']:.3f} |" in table
