@@ -16,6 +16,7 @@ import yaml
 
 from eval_pipeline import cli
 from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from tests.core.test_graded_scoring import _independent
 
@@ -131,7 +132,7 @@ def test_old_tests_score_by_the_old_rule_and_new_ones_by_theirs(evaluated: dict[
 
 def test_ir_metrics_equal_ir_measures_on_the_stored_rankings(evaluated: dict[str, Any]) -> None:
     for doc in evaluated["docs"].values():
-        assert doc.provenance.schema_version == "1.8"
+        assert doc.provenance.schema_version == RESULT_SCHEMA_VERSION
         assert doc.ir_metrics is not None
         for name, value in _independent(list(doc.semantic)).items():
             assert abs(doc.ir_metrics[name] - value) < 1e-9, name

@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     from eval_pipeline.cli.init import add_init_command
     from eval_pipeline.cli.models import add_models_command
     from eval_pipeline.cli.override import add_override_command
+    from eval_pipeline.cli.report import add_report_command
     from eval_pipeline.cli.run import add_run_commands
     from eval_pipeline.cli.show import add_show_command
     from eval_pipeline.cli.validate import add_validate_commands
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_agreement_commands(sub)
     add_validate_commands(sub)
     add_init_command(sub)
+    add_report_command(sub)
     return parser
 
 

@@ -25,8 +25,13 @@ from eval_pipeline.core.inputs.validation import load_validated
 
 
 def add_override_command(sub: Any) -> None:
-    o = sub.add_parser("override", help="record (or --withdraw) a human override of a test's expectations")
-    o.add_argument("test_id")
+    o = sub.add_parser(
+        "override",
+        help="record (or --withdraw) a human override of a test's expectations",
+        description="Record a human's expectations for one semantic test in a new history file: "
+        "they stand over any later calibration until --withdraw ends them.",
+    )
+    o.add_argument("test_id", help="the semantic test's id")
     expectation_args(o)
     ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
     o.add_argument("--any", **ids, help="at least one of these must be selected")

@@ -24,7 +24,7 @@ class ModelSummary(FrozenModel):
     errored: int
     cost_usd: float
     retrieval: RetrievalMetrics | None
-    ir_metrics: dict[str, float] | None = None  # the standard cutoffs (results 1.8+)
+    ir_metrics: dict[str, float] | None = None  # the standard cutoffs (results 1.9+)
 
 
 class ModelComparison(FrozenModel):

@@ -97,20 +97,21 @@ class ScoreOutcome(BaseModel):
     penalties: list[Penalty] = Field(default_factory=list)
 
     @property
-    def _relevance_fails(self) -> list[str]:
+    def relevance_fails(self) -> list[str]:
+        """The any-of and graded hard fails ("none of any-of [a, b] selected", ...)."""
         reasons = [f"none of any-of [{', '.join(self.missing_any)}] selected"] if self.missing_any else []
         return reasons + (["no relevant entity selected"] if self.no_relevant_selected else [])
 
     @property
     def hard_fail_reasons(self) -> list[str]:
         """Why the test hard-failed, one phrase per item ("missing primary x", ...); empty if it did not."""
-        return [f"missing primary {e}" for e in self.missing_primary] + self._relevance_fails
+        return [f"missing primary {e}" for e in self.missing_primary] + self.relevance_fails
 
     @property
     def hard_fail_text(self) -> str:
         """The same in one line: "missing a, b; none of any-of [c, d] selected"."""
         primaries = [f"missing {', '.join(self.missing_primary)}"] if self.missing_primary else []
-        return "; ".join(primaries + self._relevance_fails)
+        return "; ".join(primaries + self.relevance_fails)
 
 
 def label_for(score: int) -> str:

@@ -21,9 +21,9 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 # 1.3: aggregate.implementations
 # 1.4: provenance.rerank_mode and provenance.prompt_cache; 1.5: provenance.code_version
 # 1.6: provenance.identity (project, entity digests, bank test ids, mechanism sources)
-# 1.7: provenance.reevaluations
-# 1.8: ir_metrics; any-of and graded expectations, outcomes and attributions
-RESULT_SCHEMA_VERSION = "1.8"
+# 1.7: provenance.reevaluations; 1.8: provenance.reevaluations[].banks (the system's answers retried)
+# 1.9: ir_metrics; any-of and graded expectations, outcomes and attributions
+RESULT_SCHEMA_VERSION = "1.9"
 
 
 class TestStatus(StrEnum):

@@ -94,7 +94,7 @@ class RunDocument(BaseModel):
     ir_metrics: dict[str, float] | None = Field(
         default=None,
         description="nDCG@10, recall@100 and MRR@10 over the judged semantic tests, on their final "
-        "rankings (trec_eval conventions; 1.8+)",
+        "rankings (trec_eval conventions; 1.9+)",
     )
 
     def with_derived(self) -> RunDocument:
@@ -117,7 +117,7 @@ class RunDocument(BaseModel):
         return int(self.provenance.system_config.get("candidate_depth", CANDIDATE_K))
 
     def standard_metrics(self) -> dict[str, float] | None:
-        """The stored standard cutoffs; computed for a document written before they were (< 1.8)."""
+        """The stored standard cutoffs; computed for a document written before they were (< 1.9)."""
         return self.ir_metrics if self.ir_metrics is not None else ir_metrics(self.semantic)
 
     @property
