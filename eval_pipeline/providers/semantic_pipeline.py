@@ -1,5 +1,5 @@
-"""The semantic mechanism as a system under test: embed the query, take the top 15 entities by
-cosine, let the reranker pick the final 6 in order.
+"""The semantic mechanism as a system under test: embed the query, take the top entities by
+cosine (15 unless the model sets `candidate_depth`), let the reranker pick the final 6 in order.
 
 A failing stage never raises out of `retrieve`: the test comes back `errored` with
 "<stage>: <reason>", so one bad call cannot sink a run and errored tests are never scored.
@@ -210,7 +210,7 @@ def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
 @dataclass(frozen=True)
 class StoredView:
     """The store's part of a run: the semantic entities it has no vector for, the catalogue a
-    reranker sees, the queries it has vectors for and, when every entity has one, their top 15."""
+    reranker sees, the queries it has vectors for and, when every entity has one, their candidates."""
 
     to_embed: list[Entity]
     catalogue: list[RerankCandidate]
@@ -254,6 +254,7 @@ class SemanticPipeline:
         rerank_cost: CostFn = _no_billing,
         batch_queries: bool = False,
         batch: bool = False,
+        candidate_depth: int = CANDIDATE_K,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -265,10 +266,11 @@ class SemanticPipeline:
         self._embed_cost = embed_cost
         self._rerank_cost = rerank_cost
         self._batch = batch
+        self._depth = candidate_depth
         self._index: _Index | None = None
         self._batch_queries = batch_queries
         self._queries: dict[str, _Query] = {}  # by the store's query key
-        self._ranked: dict[str, list[Candidate]] = {}  # the prefetched queries' top 15
+        self._ranked: dict[str, list[Candidate]] = {}  # the prefetched queries' candidates
 
     @property
     def embedder(self) -> Embedder:
@@ -287,10 +289,10 @@ class SemanticPipeline:
         vectors = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
         everything = _Index(entities, np.empty((0, 0), dtype=np.float32))
         candidates: dict[str, list[RerankCandidate]] = {}
-        if entities and all(h in known for h in hashes):  # only then is a query's top 15 known
+        if entities and all(h in known for h in hashes):  # only then are a query's candidates known
             index = _Index(entities, np.stack([known[h] for h in hashes]).astype(np.float32))
             stored = list(vectors)
-            tops = index.top_many(np.stack([vectors[k] for k in stored]), CANDIDATE_K) if stored else []
+            tops = index.top_many(np.stack([vectors[k] for k in stored]), self._depth) if stored else []
             candidates = {keys[k]: index.shown(top) for k, top in zip(stored, tops, strict=True)}
         return StoredView(
             to_embed=[e for e in entities if e.content_hash not in known],
@@ -369,7 +371,7 @@ class SemanticPipeline:
                 )
         if self._index is not None and self._queries:
             ranked = list(self._queries)
-            tops = self._index.top_many(np.stack([self._queries[k].vector for k in ranked]), CANDIDATE_K)
+            tops = self._index.top_many(np.stack([self._queries[k].vector for k in ranked]), self._depth)
             self._ranked.update(zip(ranked, tops, strict=True))
 
     async def _embed_query(self, query: str, tally: _Tally) -> Vector:
@@ -397,9 +399,9 @@ class SemanticPipeline:
         return vector
 
     def _candidates(self, index: _Index, query: str, vector: Vector) -> list[Candidate]:
-        """The query's top 15: ranked with the run's other queries when it was prefetched."""
+        """The query's candidates: ranked with the run's other queries when it was prefetched."""
         ranked = self._ranked.get(EmbeddingStore.query_key("query", query))
-        return list(ranked) if ranked is not None else index.top(vector, CANDIDATE_K)
+        return list(ranked) if ranked is not None else index.top(vector, self._depth)
 
     def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
         """Bill a rerank outcome (a failed one too) and check its selections."""
