@@ -173,14 +173,15 @@ def _embeddings(
     documents = [t for kind, t in todo if kind == "document"]
     fresh = [t for kind, t in todo if kind == "query"]
     batches = len(plan_batches(documents, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens))
+    query_batches = len(plan_batches(fresh, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens))
     usage = Usage(input_tokens=sum(estimate_tokens(t) for _, t in todo))
     cost = cost_usd(usage, cfg.price(model_id))
     cached = len(view.catalogue) + len(queries) - len(todo)
     parts = [f"{len(documents)} KB entities in {batches} call(s)"] if documents else []
-    parts += [f"{len(fresh)} queries, one a call"] if fresh else []
+    parts += [f"{len(fresh)} queries in {query_batches} call(s)"] if fresh else []
     parts += [f"{len(earlier)} of the cached embedded by an earlier model of this run"] if earlier else []
     note = "; ".join(parts)
-    return [StageSpend("embeddings", model_id, batches + len(fresh), cached, usage, cost, cost, note)]
+    return [StageSpend("embeddings", model_id, batches + query_batches, cached, usage, cost, cost, note)]
 
 
 def _typical(catalogue: Sequence[RerankCandidate], k: int) -> list[RerankCandidate]:
