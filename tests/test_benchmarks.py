@@ -9,7 +9,8 @@ import pytest
 
 from benchmarks.__main__ import benchmarks
 from benchmarks.api_pace import Tier, floor
-from benchmarks.scale import linear_rows
+from benchmarks.interleave import Timing, interleaved
+from benchmarks.scale import half_bank, marginal_row, numpy_floor, warm_row
 from benchmarks.synthetic import write_corpus
 from benchmarks.table import Row, render
 from eval_pipeline.core.inputs.loading import Problem
@@ -82,8 +83,46 @@ def test_the_synthetic_corpus_is_valid_input_of_the_asked_size(tmp_path: Path) -
     assert same  # seeded: the same corpus every time
 
 
-def test_scale_rows_check_time_per_test_against_the_median_and_memory() -> None:
-    runs = [(1_000, 2_000, 20.0, 0.5), (2_500, 5_000, 50.0, 1.0), (5_000, 10_000, 140.0, 2.1)]
-    rows = linear_rows("cold", runs)
-    assert [r.measured.split(" (")[0] for r in rows] == ["10.0 ms/test", "10.0 ms/test", "14.0 ms/test"]
-    assert [r.met for r in rows] == [True, True, False]  # +40% drift, and over 2 GiB
+def test_a_batched_tier_waits_one_latency_a_round_of_embedding_calls_first() -> None:
+    fl = floor(Tier(1000, 4, batched=True), rate_calls=40, calls=41, latency_s=0.3, upfront=1)
+    assert fl.bound == "latency"
+    assert fl.seconds == pytest.approx(0.3 + 40 * 0.3 / 4)
+    five = floor(Tier(1000, 4, batched=True), rate_calls=40, calls=45, latency_s=0.3, upfront=5)
+    assert five.seconds == pytest.approx(2 * 0.3 + 40 * 0.3 / 4)  # 5 calls, 4 at a time: 2 rounds
+
+
+def test_interleaved_cases_take_turns_and_report_median_and_spread() -> None:
+    order: list[str] = []
+    timings = interleaved({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, rounds=3)
+    assert order == ["a", "b", "b", "a", "a", "b"]  # turns, the order reversed every other round
+    assert [len(t.seconds) for t in timings.values()] == [3, 3]
+    t = Timing((1.0, 3.0, 2.0))
+    assert (t.median, t.spread) == (2.0, 2.0)
+
+
+def test_scale_rows_are_ratios_to_their_floor() -> None:
+    ours, floor_ = Timing((3.0, 3.2, 2.9)), Timing((1.0, 1.1, 1.0))
+    row = warm_row(1_000, 2_000, ours, floor_)
+    assert row.measured.startswith("ours 3.00× the floor (1.50 vs 0.50 ms/test)") and row.met is False
+    assert warm_row(1_000, 2_000, Timing((1.9,)), Timing((1.0,))).met is True
+    assert marginal_row((1_000, 0.001), (5_000, 0.00125)).met is False  # 1.25×
+    assert marginal_row((1_000, 0.001), (5_000, 0.0011)).met is True
+
+
+def test_the_numpy_floor_ranks_like_the_pipeline(tmp_path: Path) -> None:
+    import json
+
+    import numpy as np
+
+    kb, banks = write_corpus(tmp_path, entities=20, tests=6)
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "entities.npy", rng.standard_normal((20, 8)).astype(np.float32))
+    queries = rng.standard_normal((6, 8)).astype(np.float32)
+    np.save(tmp_path / "queries.npy", queries)
+    numpy_floor(kb, banks / "semantic" / "bank.json", tmp_path, tmp_path / "floor.json")
+    rows = json.loads((tmp_path / "floor.json").read_text())["semantic"]
+    matrix = np.load(tmp_path / "entities.npy")
+    best = [f"item_{i:05d}" for i in np.argsort(-(matrix @ queries[2]))[:15]]
+    assert [c["entity_id"] for c in rows[2]["candidates"]] == best
+    half = half_bank(banks, tmp_path / "half")
+    assert len(json.loads((half / "semantic" / "bank.json").read_text())["tests"]) == 3
