@@ -1,11 +1,13 @@
 """The bundled embedder against its floor: the same model file run by bare onnxruntime.
 
 For each length bucket (short queries, one-paragraph summaries, long entity texts) the floor is
-`InferenceSession.run` alone on batches that are already tokenised and padded, with
-onnxruntime's default threading; ours is `LocalMiniLMEmbedder.embed` on the same texts, everything
-included (tokenising, batching, pooling, the hop to a worker thread). Throughput in texts/s, best of
-three passes of each, so a neighbour's burst of CPU does not decide the ratio. Target: ours ≥ 0.9×
-the floor in every bucket.
+`InferenceSession.run` alone on batches that are already tokenised and padded, in a session with
+the embedder's own options (threads, no spinning, arena growth); ours is
+`LocalMiniLMEmbedder.embed` on the same texts in the same batches, everything included
+(tokenising, batching, pooling, the hop to a worker thread). The two take turns in this process
+(`benchmarks.interleave`, five rounds), so load lands on both; throughput in texts/s from each
+median. Target: ours ≥ 0.97× the floor, or within the floor's own spread of it (ours no slower
+than the floor's slowest round).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
+from benchmarks.interleave import interleaved
 from benchmarks.synthetic import sample_sentence
-from benchmarks.table import Row
+from benchmarks.table import Row, load_average
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.providers.local_embedder import (
     BATCH_SIZE,
@@ -30,12 +33,13 @@ from eval_pipeline.providers.local_embedder import (
     MAX_TOKENS,
     VENDORED_TOKENIZER,
     LocalMiniLMEmbedder,
+    _session_options,
     installed_model_path,
     plan_batches,
 )
 
 REPO = Path(__file__).resolve().parent.parent
-TARGET = 0.9
+TARGET = 0.97
 PASSES = 3
 # (bucket, words per text, texts): about 12, 60 and 230 tokens.
 BUCKETS = (("short", 8, 1024), ("medium", 45, 512), ("long", 170, 256))
@@ -95,7 +99,9 @@ def _embed(embedder: LocalMiniLMEmbedder, texts: list[str]) -> None:
 
 
 def rows() -> list[Row]:
-    session = ort.InferenceSession(str(installed_model_path()), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(installed_model_path()), _session_options(), providers=["CPUExecutionProvider"]
+    )
     inputs = {i.name for i in session.get_inputs()}
     embedder = LocalMiniLMEmbedder()
     embedder.load()
@@ -103,19 +109,27 @@ def rows() -> list[Row]:
     for bucket, words, count in BUCKETS:
         texts = _texts(words, count)
         batches = [{k: v for k, v in b.items() if k in inputs} for b in _floor_batches(texts)]
-        floor = _best_rate(count, partial(_run_all, session, batches))
-        ours = _best_rate(count, partial(_embed, embedder, texts))
-        ratio = ours / floor
-        print(f"embedding {bucket}: ours {ours:.0f}/s, bare onnxruntime {floor:.0f}/s ({ratio:.2f}×)")
+        timings = interleaved(
+            {"floor": partial(_run_all, session, batches), "ours": partial(_embed, embedder, texts)}
+        )
+        floor, ours = timings["floor"], timings["ours"]
+        ratio = floor.median / ours.median  # throughput: texts/s is count over the time
+        met = ratio >= TARGET or ours.median <= max(floor.seconds)
+        print(
+            f"embedding {bucket}: ours {count / ours.median:.0f}/s, "
+            f"floor {count / floor.median:.0f}/s ({ratio:.2f}×)"
+        )
         out.append(
             Row(
                 "embedding",
                 f"{bucket} texts (~{words} words), {count} texts, batches of ≤ {BATCH_SIZE} rows "
-                f"and ≤ {BATCH_TOKENS} tokens",
+                f"and ≤ {BATCH_TOKENS} tokens, interleaved",
                 f"ours {ratio:.2f}× bare onnxruntime",
-                f"≥ {TARGET}×",
-                ratio >= TARGET,
-                f"ours {ours:.0f} texts/s, floor {floor:.0f} texts/s (best of {PASSES})",
+                f"≥ {TARGET}× or within the floor's spread",
+                met,
+                f"ours {count / ours.median:.0f} texts/s, spread {ours.spread:.0%}; floor "
+                f"{count / floor.median:.0f} texts/s, spread {floor.spread:.0%} (medians of "
+                f"{len(floor.seconds)} rounds); load {load_average()} after",
             )
         )
     out.append(_batch_plan_row(session, inputs))
