@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.table import Row, machine, render
+from benchmarks.table import Row, load_average, machine, render
 
 RESULTS = Path(__file__).with_name("results.md")
 
@@ -41,6 +41,7 @@ def main(argv: Sequence[str]) -> int:
     header = machine()
     print(header, flush=True)
     rows = [row for name in names for row in available[name]()]
+    header += f", {load_average()} at the end"
     text = f"# Benchmark results\n\n{header}\n\n{render(rows)}\n"
     RESULTS.write_text(text, encoding="utf-8")
     print(f"\n{text}\nwritten to {RESULTS}")
