@@ -126,3 +126,17 @@ def test_the_numpy_floor_ranks_like_the_pipeline(tmp_path: Path) -> None:
     assert [c["entity_id"] for c in rows[2]["candidates"]] == best
     half = half_bank(banks, tmp_path / "half")
     assert len(json.loads((half / "semantic" / "bank.json").read_text())["tests"]) == 3
+
+
+def test_the_synthetic_beir_set_parses_to_the_texts_the_import_embeds(tmp_path: Path) -> None:
+    import json
+
+    import benchmarks.beir_scale as beir
+    from eval_pipeline.core.inputs.beir_project import SUMMARY_CHARS, first_sentence
+
+    src = beir.write_beir(tmp_path / "beir")
+    ids, texts, queries = beir._parse(src)
+    assert len(ids) == beir.PASSAGES and len(queries) == beir.QUERIES
+    first = json.loads((src / "corpus.jsonl").read_text().splitlines()[0])
+    summary = first_sentence(first["text"], SUMMARY_CHARS)
+    assert ids[0] == "doc:0/p" and texts[0] == f"{first['title']}\n{summary}\n{first['text']}"
