@@ -164,6 +164,8 @@ def rows() -> list[Row]:
                 str(Path("models.yaml").resolve()),
                 "--results-dir",
                 str(root / "res"),
+                "--storage-dir",
+                str(root / "storage"),
             ]
             run = ["run", "--banks", "semantic", "--model", MODEL, *common]
             wall, peak = _measure([*run, "--banks-dir", str(banks)], root)
