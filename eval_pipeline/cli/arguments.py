@@ -6,15 +6,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.errors import UsageError
-from eval_pipeline.core.calibration.proposals import ProposalDiff
-from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
-from eval_pipeline.core.inputs.history_file import HistoryFile, LoadedHistory
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks, InputError
-from eval_pipeline.core.inputs.validation import cross_check
+
+if TYPE_CHECKING:  # every command's parser imports this module: the models load with a command
+    from eval_pipeline.core.calibration.proposals import ProposalDiff
+    from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+    from eval_pipeline.core.inputs.history_file import HistoryFile
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
@@ -62,6 +63,8 @@ def semantic_tests_of(banks: Banks) -> list[SemanticTest]:
 
 
 def parse_rank(text: str) -> RankCheck:
+    from eval_pipeline.core.inputs.banks import RankCheck
+
     higher, sep, lower = text.partition(">")
     if not sep or not higher.strip() or not lower.strip() or ">" in lower:
         raise UsageError(f"--rank: '{text}' is not HIGHER>LOWER")
@@ -71,6 +74,10 @@ def parse_rank(text: str) -> RankCheck:
 def validate_entry(kb: KnowledgeBase, kb_path: Path, banks: Banks, entry: HistoryFile, label: str) -> None:
     """A human's expectations get the same cross-checks as bank expectations (the loaded banks
     are already clean); `label` names the entry in the problems."""
+    from eval_pipeline.core.inputs.history_file import LoadedHistory
+    from eval_pipeline.core.inputs.loading import InputError
+    from eval_pipeline.core.inputs.validation import cross_check
+
     candidate = LoadedHistory(path=Path(label), entry=entry)
     problems = cross_check(kb, kb_path, banks.model_copy(update={"history": [candidate]}))
     if problems:
