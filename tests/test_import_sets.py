@@ -73,6 +73,7 @@ def test_a_narrowed_run_imports_no_dagster(workdir: Path) -> None:
     assert "numpy" in imported  # it did evaluate: the probe sees what the command imports
 
 
+@pytest.mark.slow
 def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
