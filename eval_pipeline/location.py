@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
+from eval_pipeline.core.dates import START_DATE, today_utc
+from eval_pipeline.core.errors import BadInput
+
 ENV_PREFIX = "EVAL_PIPELINE_"
+START_DATE_ENV = ENV_PREFIX + "START_DATE"
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,20 @@ def location_paths() -> LocationPaths:
         for name, default in vars(DEFAULTS).items()
     }
     return LocationPaths(**values)  # type: ignore[arg-type]
+
+
+def start_date() -> str:
+    """The first date the daily partitions hold: `EVAL_PIPELINE_START_DATE` (YYYY-MM-DD, not
+    after today), else the sample project's first date. Days before it are no partitions, so the
+    UI counts none of them as missing; an earlier date cannot be evaluated until it is moved."""
+    text = os.environ.get(START_DATE_ENV) or START_DATE
+    try:
+        first = date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise BadInput(f"{START_DATE_ENV}: '{text}' is not YYYY-MM-DD") from None
+    if first > today_utc():
+        raise BadInput(f"{START_DATE_ENV}: {first} is after today ({today_utc()}, UTC)")
+    return first
 
 
 def instance_home() -> Path:

@@ -6,18 +6,23 @@ borrows eval_pipeline's own mechanisms to do so, which is fine for a double); se
 the bank's expected entities for the message. Faults, named by test id: one state test gets a
 handler it must not get, one crisis message goes undetected, one test's answer breaks the contract.
 
-Over HTTP: `serve(system)` starts a real server on 127.0.0.1 (ephemeral port). As a Python entry
-point: `tests.system_under_test:EnvSystem`, configured from the environment (`SUT_*`), because an
-entry point is instantiated without arguments.
+Over HTTP: `serve(system)` starts a real server on 127.0.0.1 (ephemeral port); it counts the
+requests it receives per mechanism (`system.calls`), and while `system.outage` is set it answers a
+seeded share of them with HTTP 500 (a partial outage). As a Python entry point:
+`tests.system_under_test:EnvSystem`, configured from the environment (`SUT_*`), because an entry
+point is instantiated without arguments.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,18 @@ from eval_pipeline.core.mechanisms.pattern import PatternMatcher
 from eval_pipeline.core.mechanisms.state import triggered_handlers
 
 Answer = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A partial outage: a request fails (HTTP 500) with chance `rate`, decided by the seed and the
+    request's content, so the same tests fail whatever order they arrive in."""
+
+    rate: float
+    seed: int
+
+    def hits(self, request: SystemRequest) -> bool:
+        return random.Random(f"{self.seed}:{request.model_dump_json()}").random() < self.rate
 
 
 class ReferenceSystem:
@@ -57,6 +74,15 @@ class ReferenceSystem:
         self.wrong = state_tests[wrong_handler_test] if wrong_handler_test else None
         self.missed = pattern_tests[missed_crisis_test] if missed_crisis_test else None
         self.malformed_state = state_tests.get(malformed_test or "")
+        self.outage: Outage | None = None
+        self.calls: Counter[str] = Counter()  # requests received over HTTP, per mechanism
+        self._calls_lock = threading.Lock()
+
+    def received(self, request: SystemRequest) -> bool:
+        """Count a request served over HTTP; whether the outage fails it."""
+        with self._calls_lock:
+            self.calls[request.mechanism.value] += 1
+        return self.outage is not None and self.outage.hits(request)
 
     def semantic(self, request: SystemRequest) -> Answer:
         test = next(t for t in self.banks.semantic_tests if t.prompt == request.message)
@@ -126,8 +152,12 @@ def serve(system: ReferenceSystem) -> Iterator[str]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             request = SystemRequest.model_validate_json(body)
-            reply = json.dumps(system.answer(request)).encode()
-            self.send_response(200)
+            if system.received(request):
+                reply = b'{"error": "outage"}'
+                self.send_response(500)
+            else:
+                reply = json.dumps(system.answer(request)).encode()
+                self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(reply)))
             self.end_headers()

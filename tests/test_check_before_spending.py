@@ -151,6 +151,19 @@ def test_a_read_only_results_folder_stops_run_before_any_api_call(project: Proje
     project.refused(_run(project, "--results-dir", str(results)), results, "not writable")
 
 
+@pytest.mark.parametrize("narrowed", [False, True], ids=["full", "narrowed"])
+def test_a_junit_file_that_cannot_be_written_stops_run_before_any_api_call(
+    project: Project, narrowed: bool
+) -> None:
+    scope = ["--test", project.one_test_id()] if narrowed else []
+    missing = project.root / "no-such-folder" / "junit.xml"
+    project.refused(_run(project, "--junit", str(missing), *scope), missing, "does not exist")
+    folder = project.root / "junit.xml"
+    folder.mkdir()
+    project.refused(_run(project, "--junit", str(folder), *scope), folder, "a folder is in the way")
+    assert not (project.root / "dagster_home").exists() and not (project.root / "results").exists()
+
+
 def test_calibrate_apply_checks_its_folders_before_calling_the_calibrator(project: Project) -> None:
     calibration = project.a_file("calibration-file")
     argv = ["calibrate", "--scope", "full", "--apply", *project.data, "--calibration-dir", str(calibration)]

@@ -31,6 +31,7 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "local-minilm @ 2026-11-20:" in out and "results/local-minilm/2026-11-20/report.md" in out
     assert "local-hybrid @ 2026-11-20:" in out
+    assert "  html: results/local-hybrid/2026-11-20/report.html" in out
     hybrid = read_document(workdir / "results/local-hybrid/2026-11-20/results.json")
     assert hybrid.aggregate.errored_count == 0 and hybrid.aggregate.health.value != "UNKNOWN"
     assert {r.category for r in hybrid.semantic} <= {"brief", "daily", "pressing", "combined"}
@@ -40,7 +41,9 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     assert "local-minilm @ 2026-11-20" in capsys.readouterr().out
     assert main(["show", "--model", "local-minilm", "--test", "T-RENT-001"]) == 0
     shown = capsys.readouterr().out
-    assert json.loads(shown.split("\n", 1)[1])["test_id"] == "T-RENT-001"
+    assert [(e["model"], e["result"]["test_id"]) for e in json.loads(shown)] == [
+        ("local-minilm", "T-RENT-001")
+    ]
     # A gate the run cannot meet exits 1 but still writes the report.
     assert _run("--model", "local-minilm", "--fail-under", "100") == 1
     assert "gate failed: combined score" in capsys.readouterr().out

@@ -79,9 +79,10 @@ def test_a_full_batch_run_records_the_mode_and_the_prompt_cache_on_the_asset(wor
     assert event is not None and event.asset_materialization is not None
     meta = event.asset_materialization.metadata
     assert meta["rerank_mode"].value == "batch"
-    assert meta["prompt_cache_minimum_tokens"].value == 4096
+    # Shown as text on a model x date asset (defs/metadata.py), not plotted.
+    assert meta["prompt_cache_minimum_tokens"].value == "4096"
     note = NOTE
-    assert meta["prompt_cache"].value == note and meta["prompt_cache_prefix_tokens"].value == 514
+    assert meta["prompt_cache"].value == note and meta["prompt_cache_prefix_tokens"].value == "514"
     run_dir = Path("results") / MODEL / DATE
     provenance = read_document(run_dir / RESULTS_FILE).provenance
     assert (provenance.rerank_mode, provenance.prompt_cache) == ("batch", note)

@@ -24,9 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     from eval_pipeline.cli.backfill import add_backfill_command
     from eval_pipeline.cli.calibrate import add_calibrate_commands
     from eval_pipeline.cli.diff import add_diff_commands
+    from eval_pipeline.cli.export_trec import add_export_trec_command
+    from eval_pipeline.cli.import_beir import add_import_beir_command
     from eval_pipeline.cli.init import add_init_command
     from eval_pipeline.cli.models import add_models_command
     from eval_pipeline.cli.override import add_override_command
+    from eval_pipeline.cli.report import add_report_command
     from eval_pipeline.cli.run import add_run_commands
     from eval_pipeline.cli.show import add_show_command
     from eval_pipeline.cli.validate import add_validate_commands
@@ -46,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_agreement_commands(sub)
     add_validate_commands(sub)
     add_init_command(sub)
+    add_report_command(sub)
+    add_import_beir_command(sub)
+    add_export_trec_command(sub)
     return parser
 
 

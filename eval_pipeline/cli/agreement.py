@@ -11,23 +11,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
 from eval_pipeline.core.calibration.agreement_defaults import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_TOPIC_TESTS
 
 
 def add_agreement_commands(sub: Any) -> None:
     p = sub.add_parser(
-        "agreement", help="calibrator vs human decisions: percent, Cohen's kappa, disagreements"
+        "agreement",
+        help="calibrator vs human decisions: percent, Cohen's kappa, disagreements",
+        description="Compare the calibrator's proposals with the humans' review decisions: "
+        "agreement, Cohen's kappa with a bootstrap interval, the confusion matrix and the "
+        "disagreements, printed and written as a markdown report.",
     )
     p.add_argument("--calibration-dir", type=Path, default=Path("calibration"), help="review files")
-    p.add_argument("--report", type=Path, default=Path("results/calibration_agreement.md"))
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=Path("results/calibration_agreement.md"),
+        help="where the markdown report goes [results/calibration_agreement.md]",
+    )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed [0]")
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples [2000]")
     p.add_argument(
         "--min-topic-tests", type=int, default=MIN_TOPIC_TESTS, help="judged tests a topic needs [5]"
     )
-    p.add_argument("--kb", type=Path, default=Path("kb"), help="KB directory or single file")
-    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    data_args(p)
     p.set_defaults(func=cmd_agreement)
 
 

@@ -17,14 +17,21 @@ if TYPE_CHECKING:  # every command's parser imports this module: the models load
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
 
+BANKS_DIR_HELP = "folder of the test banks, rules and expectation history [test_banks]"
+MODELS_FILE_HELP = "the models file: retrieval configurations, limits, prices [models.yaml]"
+
 
 def data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb", type=Path, default=Path("kb"), help="KB directory or single file")
-    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"), help=BANKS_DIR_HELP)
 
 
 def results_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models-file", type=Path, default=Path("models.yaml"))
+    p.add_argument("--models-file", type=Path, default=Path("models.yaml"), help=MODELS_FILE_HELP)
+    results_dir_arg(p)
+
+
+def results_dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--results-dir",
         type=Path,
@@ -50,10 +57,17 @@ def results_dir(args: argparse.Namespace) -> Path:
 def expectation_args(p: argparse.ArgumentParser) -> None:
     """Expectations typed by a human: an override, or a review's --edit."""
     ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
-    p.add_argument("--primary", **ids)
-    p.add_argument("--secondary", **ids)
-    p.add_argument("--not-expected", **ids)
-    p.add_argument("--rank", nargs="+", action="extend", default=[], metavar="HIGHER>LOWER")
+    p.add_argument("--primary", help="the entities that must be selected (a miss scores 0)", **ids)
+    p.add_argument("--secondary", help="entities that should be selected (-10 each missing)", **ids)
+    p.add_argument("--not-expected", help="entities that must not be selected (-20 each)", **ids)
+    p.add_argument(
+        "--rank",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="HIGHER>LOWER",
+        help="HIGHER must rank above LOWER when both are selected (-10 otherwise)",
+    )
 
 
 def semantic_tests_of(banks: Banks) -> list[SemanticTest]:

@@ -28,7 +28,13 @@ POLL_S = 2.0
 
 
 def add_backfill_command(sub: Any) -> None:
-    p = sub.add_parser("backfill", help="evaluate a date range (reports, diffs, comparisons) as one backfill")
+    p = sub.add_parser(
+        "backfill",
+        help="evaluate a date range (reports, diffs, comparisons) as one backfill",
+        description="Evaluate every date of a range as one Dagster asset backfill on the project's "
+        "instance (reports, each date's diff with the one before, comparisons), then print each "
+        "date's verdicts.",
+    )
     p.add_argument("--from", dest="start", required=True, help="first date YYYY-MM-DD (UTC)")
     p.add_argument("--to", dest="end", help="last date YYYY-MM-DD (UTC); default: the first")
     p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
@@ -65,7 +71,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         total = len(backfill_targets(dates, models))
         backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
-        print(f"  {total} asset partitions; follow it in the UI under Overview > Backfills")
+        print(
+            f"  {total} asset partitions; follow it in the UI under Runs > Backfills (/runs/b/{backfill_id})"
+        )
         log = paths.storage_dir / "daemon.log"
         with daemon(instance, log) as started:
             if started is not None:

@@ -34,7 +34,14 @@ if TYPE_CHECKING:  # the SDK and the models are imported only by the commands th
 
 
 def add_calibrate_commands(sub: Any) -> None:
-    p = sub.add_parser("calibrate", help="propose expectations with Claude (dry run unless --apply)")
+    p = sub.add_parser(
+        "calibrate",
+        help="propose expectations with Claude (dry run unless --apply)",
+        description="Ask Claude to propose each semantic test's expectations. Prints the cost "
+        "estimate first; a dry run shows the proposals and keeps them in a review file, --apply "
+        "also writes a new expectation history file. --review and --apply-from decide and apply "
+        "a dry run's proposals without calling the API again.",
+    )
     p.add_argument("--scope", choices=("full", "affected", "single"), help="required unless reviewing")
     p.add_argument("--test-id", action="append", default=[], dest="test_ids", help="single scope (repeat)")
     p.add_argument(
@@ -55,9 +62,14 @@ def add_calibrate_commands(sub: Any) -> None:
     p.add_argument("--model", help="calibrator model id (default: the newest Opus in the pinned SDK)")
     p.add_argument("--max-cost", type=float, help="do not start when the typical estimate exceeds this (USD)")
     p.add_argument("--rate-per-min", type=float, default=48.0, help="calibrator requests per minute [48]")
-    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--concurrency", type=int, default=4, help="calibrator requests in flight at once [4]")
     p.add_argument("--poll-seconds", type=float, default=10.0, help="batch status polling interval [10]")
-    p.add_argument("--calibration-dir", type=Path, default=Path("calibration"))
+    p.add_argument(
+        "--calibration-dir",
+        type=Path,
+        default=Path("calibration"),
+        help="folder of review files, raw responses and the calibration log [calibration]",
+    )
     p.add_argument("--results-dir", type=Path, help="last retrievals (affected); default as `run`")
     add_review_arguments(p)
     expectation_args(p)

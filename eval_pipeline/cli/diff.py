@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import allow_removed_arg, results_dir
 from eval_pipeline.cli.errors import UsageError, exit_for_gate
+from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
@@ -22,14 +23,23 @@ def add_diff_commands(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
         help="per-test diff of two runs (exit 1 when the diff gate fails)",
-        description="BASE and HEAD are MODEL@DATE (under --results-dir) or a path to a results.json.",
+        description="Compare two stored evaluations test by test. BASE and HEAD are MODEL@DATE "
+        "(under --results-dir) or a path to a results.json. Exit 1 when the diff gate fails.",
     )
     p.add_argument("base", help="MODEL@DATE or a results.json path")
     p.add_argument("head", help="MODEL@DATE or a results.json path")
     p.add_argument("--results-dir", type=Path, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", dest="output")
+    p.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        dest="output",
+        help="text for a terminal; markdown: a pull-request comment of at most 60 lines, critical "
+        "failures and coverage first; json: one object and nothing else on stdout [text]",
+    )
     p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
     allow_removed_arg(p)
+    junit_arg(p, "one test case per test of HEAD, failing on the regressions the gate counts")
     p.set_defaults(func=cmd_diff)
 
 
@@ -58,19 +68,24 @@ def _load(ref: str, results_dir: Path) -> RunDocument:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from eval_pipeline.core.diff.compare import diff_documents
-    from eval_pipeline.core.report.diffs import render_diff_markdown, render_diff_text
+    from eval_pipeline.core.report.diff_comment import render_diff_comment
+    from eval_pipeline.core.report.diff_junit import render_diff_junit
+    from eval_pipeline.core.report.diffs import render_diff_text
     from eval_pipeline.core.verdicts.regression_gate import diff_gate
 
+    check_junit(args.junit)
     root = results_dir(args)
     base, head = _load(args.base, root), _load(args.head, root)
     diff = diff_documents(base, head)
     gate = diff_gate(diff, strict=args.strict, allow_removed=args.allow_removed)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: render_diff_text(diff, gate),
-        "markdown": lambda: render_diff_markdown(diff, gate),
+        "markdown": lambda: render_diff_comment(diff, gate),
         "json": lambda: json.dumps(
             {"gate": gate.model_dump(mode="json"), "diff": diff.model_dump(mode="json")}, indent=2
         ),
     }
+    categories = {r.test_id: r.category for r in head.semantic}
+    write_junit(args.junit, render_diff_junit(diff, gate, args.allow_removed, categories))
     print(renderers[args.output]())
     return exit_for_gate(gate.status)

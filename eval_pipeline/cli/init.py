@@ -147,7 +147,13 @@ models:
 
 
 def add_init_command(sub: Any) -> None:
-    p = sub.add_parser("init", help="scaffold a new project (KB, banks, models, results, storage)")
+    p = sub.add_parser(
+        "init",
+        help="scaffold a new project (KB, banks, models, results, storage)",
+        description="Create a new project in DIR: a small KB, one test of each bank, a models file "
+        "with the offline models, and its own results and storage folders; `eval-pipeline run` in "
+        "DIR then evaluates it.",
+    )
     p.add_argument("dir", type=Path, help="a new or empty folder")
     p.add_argument("--name", help="the project's name (default: the folder's name)")
     p.set_defaults(func=cmd_init)

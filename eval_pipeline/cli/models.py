@@ -10,7 +10,12 @@ from eval_pipeline.cli.errors import EXIT_OK
 
 
 def add_models_command(sub: Any) -> None:
-    p = sub.add_parser("models", help="list the configured models")
+    p = sub.add_parser(
+        "models",
+        help="list the configured models",
+        description="List the models file's models: enabled or not, free or paid, their embedder "
+        "and reranker (or the team's system), rate limits, and the API key variables still unset.",
+    )
     results_args(p)
     p.set_defaults(func=cmd_models)
 

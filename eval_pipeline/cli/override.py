@@ -22,8 +22,13 @@ if TYPE_CHECKING:  # the parser imports this module: the models load with the co
 
 
 def add_override_command(sub: Any) -> None:
-    o = sub.add_parser("override", help="record (or --withdraw) a human override of a test's expectations")
-    o.add_argument("test_id")
+    o = sub.add_parser(
+        "override",
+        help="record (or --withdraw) a human override of a test's expectations",
+        description="Record a human's expectations for one semantic test in a new history file: "
+        "they stand over any later calibration until --withdraw ends them.",
+    )
+    o.add_argument("test_id", help="the semantic test's id")
     expectation_args(o)
     o.add_argument("--withdraw", action="store_true", help="end the standing override")
     o.add_argument("--by", required=True, help="who decides (recorded)")

@@ -36,8 +36,12 @@ Check = Callable[[str, "Expectations"], None]  # raises InputError when a human'
 def add_review_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("review (with --review FILE; --by and --force also with --apply-from)")
     r.add_argument("--accept-all", action="store_true", help="accept every proposal not otherwise decided")
-    r.add_argument("--accept", nargs="+", action="extend", default=[], metavar="TEST")
-    r.add_argument("--reject", nargs="+", action="extend", default=[], metavar="TEST")
+    r.add_argument(
+        "--accept", nargs="+", action="extend", default=[], metavar="TEST", help="accept these proposals"
+    )
+    r.add_argument(
+        "--reject", nargs="+", action="extend", default=[], metavar="TEST", help="reject these proposals"
+    )
     r.add_argument("--edit", metavar="TEST", help="replace TEST's proposal with --primary/--secondary/...")
     r.add_argument("--note", help="why (recorded with --reject / --edit)")
     r.add_argument("--by", help="who decides (recorded; required with --apply-from)")

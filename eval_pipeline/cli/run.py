@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import allow_removed_arg, results_args
+from eval_pipeline.cli.arguments import allow_removed_arg, data_args, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import (
     EXIT_ERROR,
@@ -19,9 +22,11 @@ from eval_pipeline.cli.errors import (
     print_warnings,
 )
 from eval_pipeline.cli.folders import check_evaluation_folders
+from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
 from eval_pipeline.cli.numbers import check_number
-from eval_pipeline.core.dates import START_DATE, now_utc, today_utc
+from eval_pipeline.core.dates import now_utc, today_utc
 from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED
+from eval_pipeline.location import START_DATE_ENV, start_date
 
 # Parsing and `--help` import this module: the models, providers and Dagster are imported only
 # by the functions that use them (tests/test_import_sets.py).
@@ -40,14 +45,20 @@ if TYPE_CHECKING:
 
 
 def add_run_commands(sub: Any) -> None:
-    p = sub.add_parser("run", help="evaluate through the Dagster graph and write reports")
+    p = sub.add_parser(
+        "run",
+        help="evaluate through the Dagster graph and write reports",
+        description="Evaluate models on a date: validate the inputs, materialise the asset graph on "
+        "the project's Dagster instance, write each model's results, report and gate, and print "
+        "the verdicts. --banks/--test/--topic make a narrowed ad-hoc check instead. Exit 0 gates "
+        "met, 1 a gate failed, 2 bad input, 3 could not evaluate.",
+    )
     p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
     p.add_argument("--date", help="evaluation date YYYY-MM-DD (UTC); default: today")
     p.add_argument("--banks", default="all", help="all, or a comma list of semantic,state,pattern,always")
     p.add_argument("--test", action="append", default=[], dest="tests", help="only this test id (repeat)")
     p.add_argument("--topic", help="only semantic tests with this topic")
-    p.add_argument("--kb", type=Path, default=Path("kb"))
-    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"))
+    data_args(p)
     p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
     p.add_argument(
         "--fail-on-regression",
@@ -81,13 +92,29 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument(
         "--retry-errored",
         action="store_true",
-        help="call again only the errored semantic tests of the date's evaluation and merge them into it",
+        help="call again only the errored tests of the date's evaluation (semantic trials, and the "
+        "team's system's state/pattern/always answers) and merge them into it",
     )
-    p.add_argument("--cache", choices=("use", "refresh", "off"), default="use")
-    p.add_argument("--cache-dir", type=Path, default=Path(".cache"))
-    p.add_argument("--storage-dir", type=Path, default=Path("storage"))
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print per model the API calls, tokens and estimated USD the run would spend (cached "
+        "answers are free) and exit 0: no call is made, nothing is written",
+    )
+    p.add_argument(
+        "--cache",
+        choices=("use", "refresh", "off"),
+        default="use",
+        help="response and embedding cache: use it, refresh it (call again, store the answers), "
+        "or leave it off [use]",
+    )
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache"), help="cache folder [.cache]")
+    p.add_argument(
+        "--storage-dir", type=Path, default=Path("storage"), help="folder of the asset values [storage]"
+    )
     results_args(p)
     allow_removed_arg(p)
+    junit_arg(p, "every model's tests (narrowed runs too)")
     p.set_defaults(func=cmd_run)
 
 
@@ -104,15 +131,16 @@ def _parse_banks(text: str) -> list[str]:
 
 
 def parse_date(text: str | None, flag: str = "--date") -> str:
-    """A date the partitions hold: START_DATE..today (UTC); None is today."""
+    """A date the partitions hold: the project's first date..today (UTC); None is today."""
     if text is None:
         return today_utc()
     try:
         value = date_type.fromisoformat(text)
     except ValueError:
         raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
-    if not (START_DATE <= value.isoformat() <= today_utc()):
-        raise UsageError(f"{flag}: must be between {START_DATE} and today ({today_utc()}), UTC")
+    first = start_date()
+    if not (first <= value.isoformat() <= today_utc()):
+        raise UsageError(f"{flag}: must be between {first} ({START_DATE_ENV}) and today ({today_utc()}), UTC")
     return value.isoformat()
 
 
@@ -195,6 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval_pipeline.core.inputs.validation import load_validated
 
     check_number("--fail-under", args.fail_under, low=0, high=100)
+    check_junit(args.junit)
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
     scope = _scope(args, banks)
@@ -211,6 +240,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
         )
+    if args.dry_run:
+        if args.retry_errored:
+            raise UsageError("--dry-run: estimates a whole evaluation; drop --retry-errored")
+        from eval_pipeline.cli.dry_run import dry_run
+
+        return dry_run(args, kb, banks, scope, models)
     from eval_pipeline.location import location_paths
 
     # Reports and asset values go where the code location sends them (an object store's URI
@@ -241,16 +276,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Decided from what was recorded when it last stood: no Dagster, no code location loaded.
     if not args.retry_errored and stands_as_recorded(args, inputs, output_path(results)):
         return _report(
-            models, date, output_path(results), scope, [], args.fail_on_regression, args.allow_removed
+            models,
+            date,
+            output_path(results),
+            scope,
+            [],
+            args.fail_on_regression,
+            args.allow_removed,
+            args.junit,
         )
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.up_to_date import history_in_home, stored_evaluation
 
     errors: list[str] = []
-    with project_instance() as instance:  # disposed when done: tests run several in one process
+    # One progress bar per terminal: models running at once would draw over each other.
+    with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
         standing = None if args.retry_errored else stands(args, inputs, instance, output_path(results))
         if standing is None:
-            errors = _evaluate_date(args, kb, banks, date, models, parallel, results, paths, instance, inputs)
+            errors = _evaluate_date(
+                args, kb, banks, date, models, parallel, results, paths, instance, inputs, progress_fd
+            )
             if not errors:  # recorded only if the instance says it stands (never with an errored test)
                 standing = stored_evaluation(instance, date, models, inputs.fingerprint())
         recordable = standing is not None and history_in_home(instance)
@@ -259,7 +304,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return _report(
-        models, date, output_path(results), scope, errors, args.fail_on_regression, args.allow_removed
+        models,
+        date,
+        output_path(results),
+        scope,
+        errors,
+        args.fail_on_regression,
+        args.allow_removed,
+        args.junit,
     )
 
 
@@ -274,6 +326,7 @@ def _evaluate_date(
     paths: LocationPaths,
     instance: DagsterInstance,
     inputs: EvaluationInputs,
+    progress_fd: int | None,
 ) -> list[str]:
     """The full evaluation through the graph (or a retry of its errored tests); the errors."""
     # Only an evaluation needs the whole code location: a rerun that stands has answered.
@@ -292,10 +345,7 @@ def _evaluate_date(
         print(f"  {line}")
 
     gates = RunScopeResource(
-        fail_under=args.fail_under,
-        max_errored=args.max_errored,
-        # One progress bar per terminal: models running at once would draw over each other.
-        show_progress=sys.stderr.isatty() and parallel == 1,
+        fail_under=args.fail_under, max_errored=args.max_errored, progress_fd=progress_fd
     )
     resources = build_resources(
         InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
@@ -315,6 +365,20 @@ def _evaluate_date(
         return retry_errored(again, models)
     errors = _evaluate(date, models, resources, instance, parallel, inputs.fingerprint())
     return errors + (confirm_noise(again, models) if not errors else [])
+
+
+@contextlib.contextmanager
+def progress_terminal(wanted: bool) -> Iterator[int | None]:
+    """A duplicate of stderr for the progress bar while stderr is a terminal, else None: inside
+    a Dagster step fds 1 and 2 go to the compute log, so the step's own stderr never is one."""
+    if not (wanted and sys.stderr.isatty()):
+        yield None
+        return
+    fd = os.dup(sys.stderr.fileno())
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _evaluate(
@@ -369,14 +433,21 @@ def _adhoc(
     configs = load_models(args.models_file)
     cost = calibration_cost(location_paths().calibration_dir, date)
     record_project(kb, locations)
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool:
+    with (
+        progress_terminal(parallel == 1) as progress_fd,
+        ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
+    ):
         runs = [
-            pool.submit(_adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir)
+            pool.submit(
+                _adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
+            )
             for m in models
         ]
         for run in runs:
             run.result()  # the first model's exception, if any, as a sequential run would raise it
-    return _report(models, date, results_dir, scope, [], args.fail_on_regression, args.allow_removed)
+    return _report(
+        models, date, results_dir, scope, [], args.fail_on_regression, args.allow_removed, args.junit
+    )
 
 
 _SAY = threading.Lock()
@@ -397,6 +468,7 @@ def _adhoc_model(
     date: str,
     calibration_cost_usd: float,
     results_dir: Path,
+    progress_fd: int | None,
 ) -> None:
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.inputs.banks import Mechanism
@@ -406,6 +478,7 @@ def _adhoc_model(
     from eval_pipeline.core.scoring.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
     from eval_pipeline.core.verdicts.run_gate import Gates
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
+    from eval_pipeline.providers.progress_bar import semantic_bar
     from eval_pipeline.providers.system_target import run_system
     from eval_pipeline.providers.target import retrieval_items
 
@@ -415,20 +488,22 @@ def _adhoc_model(
     items = retrieval_items(tests, cfg.trials)
     _say(f"  running model {model} ({len(items)} semantic retrievals) …")
     prepared: list[PrepareReport] = []
-    retrievals = (
-        run_semantic(
-            cfg,
-            kb.entities,
-            items,
-            boosts,
-            args.cache_dir,
-            args.cache,
-            batch=args.batch,
-            on_prepared=prepared.append,
+    with semantic_bar(progress_fd if items else None, model, len(items)) as on_done:
+        retrievals = (
+            run_semantic(
+                cfg,
+                kb.entities,
+                items,
+                boosts,
+                args.cache_dir,
+                args.cache,
+                on_done=on_done,
+                batch=args.batch,
+                on_prepared=prepared.append,
+            )
+            if items
+            else []
         )
-        if items
-        else []
-    )
     cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
     if cache_note is not None:
         _say(f"  {cache_note}")
@@ -465,10 +540,14 @@ def _report(
     errors: list[str],
     fail_on_regression: bool,
     allow_removed: bool,
+    junit: Path | None = None,
 ) -> int:
-    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0)."""
+    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
+    `junit`, every model's tests and gate in one JUnit file."""
     from eval_pipeline.core.diff.baseline import RegressionDiff
+    from eval_pipeline.core.report.html import REPORT_HTML_FILE
     from eval_pipeline.core.report.markdown import console_summary
+    from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
     from eval_pipeline.core.report.run_output import failure_lines
     from eval_pipeline.core.scoring.run_document import (
         GATE_FILE,
@@ -480,11 +559,13 @@ def _report(
     from eval_pipeline.core.verdicts.run_gate import read_gate
 
     code = EXIT_ERROR if errors else EXIT_OK
+    runs: list[ModelRun] = []
     for model in models:
         run_dir = results_dir / model / date
         if not (run_dir / RESULTS_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
+            runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
             continue
         doc = read_document(run_dir / RESULTS_FILE)
         diff_file = run_dir / REGRESSION_DIFF_FILE
@@ -497,14 +578,19 @@ def _report(
         code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
+            print(f"  html: {run_dir / REPORT_HTML_FILE}")
         if not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
+            runs.append(ModelRun(model, doc, None, "no gate decision was written"))
             continue
         gate = read_gate(run_dir / GATE_FILE)
+        runs.append(ModelRun(model, doc, gate))
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, exit_for_gate(gate.status))
+    write_junit(junit, render_run_junit(runs))
     return code
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import results_args, results_dir
@@ -13,7 +14,12 @@ if TYPE_CHECKING:  # the parser imports this module: the result models load with
 
 
 def add_show_command(sub: Any) -> None:
-    p = sub.add_parser("show", help="print a stored run's summary, or one test in full")
+    p = sub.add_parser(
+        "show",
+        help="print a stored run's summary, or one test in full",
+        description="Print the summary of each model's stored evaluation on a date, or with --test "
+        "that test's full result as JSON on stdout (pipe it into jq or python -m json.tool).",
+    )
     p.add_argument("--model", help="model key; default: every model with results")
     p.add_argument("--date", help="default: the latest date with results")
     p.add_argument("--test", help="print this test's full result")
@@ -40,14 +46,20 @@ def _documents(args: argparse.Namespace) -> list[RunDocument]:
 def cmd_show(args: argparse.Namespace) -> int:
     from eval_pipeline.core.report.markdown import all_results, console_summary
 
-    for doc in _documents(args):
-        if args.test is None:
+    docs = _documents(args)
+    if args.test is None:
+        for doc in docs:
             print(console_summary(doc))
-            continue
+        return EXIT_OK
+    # Nothing but one JSON value on stdout, so it pipes into jq: model and date are fields.
+    shown: list[dict[str, Any]] = []
+    for doc in docs:
         matches = [r for r in all_results(doc) if r.test_id == args.test]
         if not matches:
             raise UsageError(f"--test: {args.test} is not in {doc.provenance.model} @ {doc.provenance.date}")
-        for result in matches:
-            print(f"# {doc.provenance.model} @ {doc.provenance.date}")
-            print(result.model_dump_json(indent=2))
+        shown += [
+            {"model": doc.provenance.model, "date": doc.provenance.date, "result": r.model_dump(mode="json")}
+            for r in matches
+        ]
+    print(json.dumps(shown, indent=2))
     return EXIT_OK

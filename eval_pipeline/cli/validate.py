@@ -15,14 +15,23 @@ if TYPE_CHECKING:  # the parser imports this module: the input models load with 
 
 
 def add_validate_commands(sub: Any) -> None:
-    p = sub.add_parser("validate", help="load the KB and banks and cross-check them")
+    p = sub.add_parser(
+        "validate",
+        help="load the KB and banks and cross-check them",
+        description="Load the KB, the banks, the rules and the history and cross-check them: every "
+        "problem on one line naming file, id and field (exit 2), or one OK line (exit 0).",
+    )
     data_args(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(
-        "schemas", help="write JSON Schemas for the KB, bank and history files and the system contract"
+        "schemas",
+        help="write JSON Schemas for the KB, bank and history files and the system contract",
+        description="Write a JSON Schema for each input file (KB entity, single-file KB, each bank, "
+        "the rules, history files) and for the system-under-test request and answer, so editors "
+        "validate as you type.",
     )
-    p.add_argument("--out", type=Path, default=Path("schemas"))
+    p.add_argument("--out", type=Path, default=Path("schemas"), help="folder to write them into [schemas]")
     p.set_defaults(func=cmd_schemas)
 
 

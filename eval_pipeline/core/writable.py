@@ -57,3 +57,16 @@ def require_writable(folders: Iterable[tuple[str, Path]]) -> None:
             _probe(existing)
         except OSError as exc:
             raise _refusal(role, path, exc) from None
+
+
+def require_writable_file(role: str, path: Path) -> None:
+    """A file the command will write (atomically, beside itself): its folder must exist (a file
+    flag never creates folders, so a typo in it is caught, not obeyed) and take a new file, and no
+    folder may stand where the file goes."""
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise NotWritable(f"{role} {path}: its folder {folder} {what}")
+    if path.is_dir():
+        raise NotWritable(f"{role} {path}: a folder is in the way (a file is needed)")
+    require_writable([(role, folder)])

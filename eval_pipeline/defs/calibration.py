@@ -39,6 +39,7 @@ from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.loading import InputError
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.defs.inputs import history_files
+from eval_pipeline.defs.metadata import readable
 from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
@@ -217,7 +218,7 @@ def _metadata(
     table = "| test | status | was | primary was | primary | secondary |\n|---|---|---|---|---|---|\n"
     rejected = [f"- {o.test_id} ({o.status}): {o.reason}" for o in run.outcomes if o.status != "proposed"]
     coverage = run.coverage
-    return {
+    metadata: dict[str, dg.RawMetadataValue] = {
         "applied": applied,
         "history_file": str(history) if history else "",
         "review_file": str(review) if review else "",
@@ -228,14 +229,15 @@ def _metadata(
         "conflicts": sum(d.conflict for d in run.diffs),
         "rejected": run.count("rejected"),
         "errored": run.count("errored"),
-        "calibration_cost_usd": round(run.cost_usd, 6),
+        "calibration_cost_usd": run.cost_usd,
         "kb_prefix_tokens": run.prefix_tokens,
-        "min_cache_read_coverage": round(min(coverage), 4) if coverage else -1.0,
+        "min_cache_read_coverage": min(coverage) if coverage else -1.0,
         "changes": dg.MetadataValue.md(table + "\n".join(rows) if rows else "no changes"),
         "problems": dg.MetadataValue.md("\n".join(rejected) or "none"),
         "affected_because": dg.MetadataValue.json(why),
         "proposals": dg.MetadataValue.json(_proposals(run)),
     }
+    return readable(metadata)
 
 
 @dg.job(
@@ -312,20 +314,22 @@ def calibration_agreement(config: AgreementConfig, inputs: InputsResource) -> dg
     )
     o = report.overall
     return dg.MaterializeResult(
-        metadata={
-            "judgements": report.judgements,
-            "pairs": o.pairs,
-            # Numeric series plot per materialisation; -1 stands for "undefined" (no variation).
-            "percent_agreement": round(o.percent_agreement, 2) if o.percent_agreement is not None else -1.0,
-            "kappa": round(o.kappa, 4) if o.kappa is not None else -1.0,
-            "kappa_ci_low": round(o.kappa_ci[0], 4) if o.kappa_ci else -1.0,
-            "kappa_ci_high": round(o.kappa_ci[1], 4) if o.kappa_ci else -1.0,
-            "by_kind": dg.MetadataValue.json(report.by_kind),
-            "by_topic": dg.MetadataValue.json(
-                {t: s.model_dump(mode="json") for t, s in report.by_topic.items()}
-            ),
-            "disagreements": len(report.disagreements),
-            "report": dg.MetadataValue.md(markdown(report)),
-            "unreadable_reviews": dg.MetadataValue.json(unreadable),
-        }
+        metadata=readable(
+            {
+                "judgements": report.judgements,
+                "pairs": o.pairs,
+                # Numeric series plot per materialisation; -1 stands for "undefined" (no variation).
+                "percent_agreement": o.percent_agreement if o.percent_agreement is not None else -1.0,
+                "kappa": o.kappa if o.kappa is not None else -1.0,
+                "kappa_ci_low": o.kappa_ci[0] if o.kappa_ci else -1.0,
+                "kappa_ci_high": o.kappa_ci[1] if o.kappa_ci else -1.0,
+                "by_kind": dg.MetadataValue.json(report.by_kind),
+                "by_topic": dg.MetadataValue.json(
+                    {t: s.model_dump(mode="json") for t, s in report.by_topic.items()}
+                ),
+                "disagreements": len(report.disagreements),
+                "report": dg.MetadataValue.md(markdown(report)),
+                "unreadable_reviews": dg.MetadataValue.json(unreadable),
+            }
+        )
     )

@@ -2,7 +2,7 @@
 is the data path), and writing markdown + JSON beside the run's reports:
 - `regression_diff` [model x date]: the date's report against the model's latest earlier report
   within a week -> results/<model>/<date>/regression_diff.{md,json}, and the run's report.md
-  again, with its "since last run" section
+  again, with its "since last run" section, and report.html (the same, with the model's trend)
 - `model_comparison` [date]: every model's report of the date
   -> results/_comparison/<date>/model_comparison.{md,json}, and a copy beside each compared run
 Neither waits for every report it could read (a new model has no yesterday; a paid model may
@@ -19,6 +19,7 @@ from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.report.diffs import render_comparison_markdown, render_regression_markdown
+from eval_pipeline.core.report.html import REPORT_HTML_FILE, render_html
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_output import since_markdown
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
@@ -32,7 +33,7 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
-from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata
+from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata, readable
 from eval_pipeline.defs.partitions import (
     DATE_DIM,
     DATE_OF_MODEL_DATE,
@@ -43,9 +44,12 @@ from eval_pipeline.defs.partitions import (
 )
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
 from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.providers.results_history import read_history
 
 GROUP = "diffs"
 BASELINE_LOOKBACK_DAYS = 7
+# How many dates of a model's history the report.html beside each evaluation draws.
+HTML_HISTORY_DATES = 30
 # The date's report and the week before it, same model; absent partitions are simply not loaded.
 REPORTS_OF_THE_WEEK = dg.AssetIn(
     key="run_report",
@@ -83,14 +87,27 @@ def _metadata(
     markdown: str,
     report: UPath,
     extra: Mapping[str, "dg.RawMetadataValue"],
+    *,
+    plotted: bool,
 ) -> dict[str, "dg.RawMetadataValue"]:
-    return {
+    metadata: dict[str, dg.RawMetadataValue] = {
         **counts_by_kind(diffs),
         **extra,
         "verdict": verdict,
         "report": str(report),
         "diff": markdown_metadata(markdown, str(report)),
     }
+    return readable(metadata, plotted=plotted)
+
+
+def _html_report(storage: StorageResource, head: RunDocument, result: RegressionDiff) -> str:
+    """The HTML report of the model's evaluations up to this one (an unreadable one is named)."""
+    p = head.provenance
+    history = read_history(
+        storage.results_root, {p.model}, date_to=p.date, last=HTML_HISTORY_DATES, strict=False
+    )
+    earlier = [d for d in history.docs if d.provenance.date != p.date]
+    return render_html([*earlier, head], {p.model: result}, history.unreadable)
 
 
 def _by_date(reports: Mapping[str, RunDocument]) -> dict[str, RunDocument]:
@@ -116,7 +133,14 @@ def _passed_over(context: dg.AssetExecutionContext, loaded: set[str]) -> list[st
     ins={"reports": REPORTS_OF_THE_WEEK},
     automation_condition=WHEN_A_REPORT_CHANGES,
     output_required=False,  # nothing to diff until the date's own report exists
-    check_specs=[dg.AssetCheckSpec("no_new_hard_fails", asset="regression_diff")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "no_new_hard_fails",
+            asset="regression_diff",
+            description="No semantic test hard-fails (score 0) that did not against the model's "
+            "previous report (WARN).",
+        )
+    ],
 )
 def regression_diff(
     context: dg.AssetExecutionContext, storage: StorageResource, reports: dict[str, RunDocument]
@@ -133,15 +157,19 @@ def regression_diff(
     result = against_baseline(head, baseline, _passed_over(context, set(by_date) | {date}))
     markdown = render_regression_markdown(result)
     report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
-    # The run's report gains its "since last run" section now that the comparison exists.
+    # The run's report gains its "since last run" section now that the comparison exists, and its
+    # HTML twin the model's trend over its stored history.
     write_text(storage.run_dir(model, date) / REPORT_FILE, render_markdown(head, since_markdown(result)))
+    write_text(storage.run_dir(model, date) / REPORT_HTML_FILE, _html_report(storage, head, result))
     extra: dict[str, dg.RawMetadataValue] = {
         "baseline_date": result.baseline_date or "none",
         "gate": diff_gate(result.diff).status.value if result.diff else "no baseline",
     }
     yield dg.Output(
         result,
-        metadata=_metadata(result.verdict, [result.diff] if result.diff else [], markdown, report, extra),
+        metadata=_metadata(
+            result.verdict, [result.diff] if result.diff else [], markdown, report, extra, plotted=False
+        ),
     )
     new = new_hard_fails(head.semantic, baseline.semantic if baseline else [])
     yield dg.AssetCheckResult(
@@ -188,7 +216,9 @@ def model_comparison(
         **per_model_metadata(docs),
     }
     verdict = "\n".join(comparison.verdicts)
-    return dg.Output(comparison, metadata=_metadata(verdict, comparison.pairs, markdown, report, extra))
+    return dg.Output(
+        comparison, metadata=_metadata(verdict, comparison.pairs, markdown, report, extra, plotted=True)
+    )
 
 
 DIFF_ASSETS = [regression_diff, model_comparison]

@@ -136,7 +136,15 @@ def knowledge_base(inputs: InputsResource, input_snapshot: SnapshotRef) -> dg.Ou
     partitions_def=date_partitions,
     io_manager_key=JSON_IO,
     automation_condition=EAGER,
-    check_specs=[dg.AssetCheckSpec("banks_reference_known_entities", asset="test_banks", blocking=True)],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "banks_reference_known_entities",
+            asset="test_banks",
+            blocking=True,
+            description="Every entity a bank test names exists in the date's KB (blocking: scoring "
+            "waits for it).",
+        )
+    ],
 )
 def test_banks(
     inputs: InputsResource, knowledge_base: KnowledgeBase, input_snapshot: SnapshotRef

@@ -1,8 +1,16 @@
-"""UI metadata: per-test tables and score summaries shown on each materialisation."""
+"""UI metadata: per-test tables and score summaries shown on each materialisation.
+
+Metadata with a fraction in it, and every model x date asset's, goes through `readable`: numbers
+rounded to what a reader needs, and on a model x date asset shown as text. Dagster plots each
+numeric key of a partitioned asset across its partitions; with models and dates in one series the
+line zig-zags between models. The plotted series are on the date-partitioned `model_comparison`,
+one key per model (`per_model_metadata`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
@@ -17,6 +25,35 @@ PROMPT_CACHE = "prompt_cache"
 # Every materialisation's metadata is stored in the event log and sent to each UI page that shows
 # it: a 10,000-test report or comparison (megabytes) belongs in its file, not there.
 MAX_MARKDOWN_CHARS = 64_000
+
+
+def rounded(key: str, value: float) -> float:
+    """A cost (key names `cost`) to 4 decimals, a score or percentage to 1, any other fraction
+    (a rate, a kappa, a latency) to 3 significant figures."""
+    if "cost" in key:
+        return round(value, 4)
+    if "score" in key or "percent" in key:
+        return round(value, 1)
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, 2 - math.floor(math.log10(abs(value))))
+
+
+def readable(
+    metadata: Mapping[str, dg.RawMetadataValue], *, plotted: bool = True
+) -> dict[str, dg.RawMetadataValue]:
+    """`metadata` with every float rounded (`rounded`); with `plotted=False` (model x date
+    assets) every number becomes text, shown on the materialisation but not plotted."""
+    out: dict[str, dg.RawMetadataValue] = {}
+    for key, value in metadata.items():
+        if isinstance(value, dg.FloatMetadataValue | dg.IntMetadataValue):
+            value = value.value
+        if isinstance(value, float):
+            value = rounded(key, value)
+        if not plotted and isinstance(value, int | float) and not isinstance(value, bool):
+            value = dg.MetadataValue.text(str(value))
+        out[key] = value
+    return out
 
 
 def markdown_metadata(markdown: str, full: str) -> dg.MarkdownMetadataValue:
@@ -66,7 +103,7 @@ def bank_metadata(results: Sequence[ResultBase]) -> dict[str, dg.RawMetadataValu
         "tests": len(results),
         "scored": len(scores),
         "errored": len(results) - len(scores),
-        "average_score": round(sum(scores) / len(scores), 1) if scores else None,
+        "average_score": sum(scores) / len(scores) if scores else None,
         "hard_fails": sum(r.hard_fail for r in results),
         "results": results_table(results),
     }
@@ -91,10 +128,16 @@ def per_model_metadata(docs: Sequence[RunDocument]) -> dict[str, dg.RawMetadataV
     out: dict[str, dg.RawMetadataValue] = {}
     for doc in docs:
         model, agg = doc.provenance.model, doc.aggregate
-        out[f"combined_score/{model}"] = agg.combined_score
+        if agg.combined_score is not None:
+            out[f"score/{model}"] = agg.combined_score
+        out.update(
+            {f"score_{m.value}/{model}": b.average for m, b in agg.banks.items() if b.average is not None}
+        )
         out[f"hard_fails/{model}"] = agg.hard_fail_count
         out[f"critical_failures/{model}"] = len(agg.critical_failures)
-    return out
+        out[f"errored/{model}"] = agg.errored_count
+        out[f"cost_usd/{model}"] = agg.cost_usd
+    return readable(out)
 
 
 def prompt_cache_metadata(status: PromptCacheStatus | None, mode: str) -> dict[str, str | int]:

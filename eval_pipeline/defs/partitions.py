@@ -1,4 +1,5 @@
-"""Partitions: evaluation date (UTC, today included) and model (one key per models-file entry)."""
+"""Partitions: evaluation date (UTC, the project's first date to today) and model (one key per
+enabled or evaluated model)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from eval_pipeline.core.dates import START_DATE
+from eval_pipeline.location import start_date
 
 MODEL_DIM, DATE_DIM = "model", "date"
 
-date_partitions = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
+# From the project's first date (EVAL_PIPELINE_START_DATE), so no earlier day shows as missing.
+date_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), end_offset=1, timezone="UTC")
 # Dynamic, so the asset definitions don't depend on the models file; keys are synced from it.
 model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
 model_date_partitions = dg.MultiPartitionsDefinition({MODEL_DIM: model_partitions, DATE_DIM: date_partitions})

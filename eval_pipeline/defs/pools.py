@@ -4,7 +4,8 @@ Dagster's `pool=` is fixed per asset definition, but `semantic_retrievals` is on
 models, and which providers a run calls depends on its model partition (voyage-haiku calls Voyage
 and Anthropic, local-minilm neither). So the asset claims its model's provider pools itself,
 through the instance's pool slots: the same slots and limits `pool=` uses (`concurrency: pools:`
-in dagster.yaml, or `dagster instance concurrency set anthropic 1`), shown on the UI's pool pages.
+in dagster.yaml, or `dagster instance concurrency set anthropic 1`), shown in the UI under
+Deployment > Concurrency.
 
 A pool bounds how many runs call a provider at once, not requests per minute; each run's client
 keeps its model's `rate_limit_per_min`. With a limit of 1 a provider sees one run's pace at a time.

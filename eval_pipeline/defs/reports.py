@@ -37,7 +37,7 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
-from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata
+from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata, readable
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
@@ -141,12 +141,10 @@ def run_report(
         setup.provenance(Scope(), expectation_history.content_hash), scored_aggregate, scored
     )
     out_dir = storage.run_dir(model, date)
-    # Retried errored tests and re-tried regressions of this evaluation (`run`), re-scored.
+    # Retried errored tests (semantic, and the team's system's answers) and re-tried regressions
+    # of this evaluation (`run`), re-scored.
     doc = reevaluate_all(
-        doc,
-        test_banks.semantic_tests,
-        resolved_expectations.resolved,
-        _stored_reevaluations(context, out_dir),
+        doc, test_banks, resolved_expectations.resolved, _stored_reevaluations(context, out_dir)
     )
     markdown = render_markdown(doc)
     results_json = doc.model_dump_json(indent=2)
@@ -154,13 +152,17 @@ def run_report(
     write_text(out_dir / REPORT_FILE, markdown)
     return dg.Output(
         doc,
-        metadata={
-            "health": scored_aggregate.health.value,
-            "combined_score": scored_aggregate.combined_score,
-            "results_json": str(out_dir / RESULTS_FILE),
-            RESULTS_SHA256: sha256_text(results_json),
-            "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
-        },
+        # The merged document's figures: re-evaluations change them after `scored_aggregate`.
+        metadata=readable(
+            {
+                "health": doc.aggregate.health.value,
+                "combined_score": doc.aggregate.combined_score,
+                "results_json": str(out_dir / RESULTS_FILE),
+                RESULTS_SHA256: sha256_text(results_json),
+                "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
+            },
+            plotted=False,
+        ),
     )
 
 
@@ -169,7 +171,14 @@ def run_report(
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
     automation_condition=EAGER,
-    check_specs=[dg.AssetCheckSpec("no_critical_failures", asset="release_gate")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "no_critical_failures",
+            asset="release_gate",
+            description="No critical pattern test failed: a missed crisis or a triggered negative "
+            "(ERROR, not blocking).",
+        )
+    ],
 )
 def release_gate(
     context: dg.AssetExecutionContext,

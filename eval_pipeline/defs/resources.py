@@ -196,7 +196,10 @@ class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     pass_threshold: int = DEFAULT_PASS_THRESHOLD
     fail_under: float | None = None
     max_errored: int = DEFAULT_MAX_ERRORED
-    show_progress: bool = False
+    # A duplicate of the terminal's stderr, opened by the CLI before the run, for the progress
+    # bar: Dagster points fds 1 and 2 at each step's compute log, so the step's own stderr is
+    # never the terminal. None: no bar (piped output, the UI, models at once).
+    progress_fd: int | None = None
 
     def gates(self) -> Gates:
         return Gates(fail_under=self.fail_under, max_errored=self.max_errored)

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 
 import dagster as dg
 import pandas as pd
-from rich.progress import Progress
 
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
@@ -22,12 +21,13 @@ from eval_pipeline.core.scoring.evaluation import (
     state_outputs,
 )
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
-from eval_pipeline.defs.metadata import prompt_cache_metadata
+from eval_pipeline.defs.metadata import prompt_cache_metadata, readable
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.factory import rerank_mode
 from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.progress_bar import semantic_bar
 from eval_pipeline.providers.target import PrepareReport, retrieval_items
 
 GROUP = "retrieval"
@@ -46,11 +46,8 @@ def _retrieve(
     cfg = providers.model(model)
     items = retrieval_items(banks.semantic_tests, cfg.trials)
     boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-    if not scope.show_progress:
-        return providers.retrieve(cfg, kb.entities, items, boosts, on_prepared=on_prepared)
-    with Progress(transient=True) as bar:
-        task = bar.add_task(f"{model}: semantic tests", total=len(items))
-        return providers.retrieve(cfg, kb.entities, items, boosts, lambda _: bar.advance(task), on_prepared)
+    with semantic_bar(scope.progress_fd, model, len(items)) as on_done:
+        return providers.retrieve(cfg, kb.entities, items, boosts, on_done, on_prepared)
 
 
 def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersResource) -> ModelConfig | None:
@@ -96,19 +93,22 @@ def semantic_retrievals(
         context.log.info(f"{cfg.key}: {cache_status.note}")
     yield dg.Output(
         to_frame(rows, retrieval_columns),
-        metadata={
-            "retrievals": len(rows),
-            "errored": errored,
-            "api_calls": sum(r.api_calls for r in rows),
-            "cache_hits": sum(r.cache_hits for r in rows),
-            "cost_usd": round(sum(r.cost_usd for r in rows), 6),
-            "mean_latency_ms": round(sum(r.latency_ms for r in rows) / len(rows), 1) if rows else 0.0,
-            **prompt_cache_metadata(cache_status, rerank_mode(cfg, providers.rerank_batch)),
-        },
+        metadata=readable(
+            {
+                "retrievals": len(rows),
+                "errored": errored,
+                "api_calls": sum(r.api_calls for r in rows),
+                "cache_hits": sum(r.cache_hits for r in rows),
+                "cost_usd": sum(r.cost_usd for r in rows),
+                "mean_latency_ms": sum(r.latency_ms for r in rows) / len(rows) if rows else 0.0,
+                **prompt_cache_metadata(cache_status, rerank_mode(cfg, providers.rerank_batch)),
+            },
+            plotted=False,
+        ),
     )
 
 
-def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
+def _outputs_frame(outputs: list[MechanismOutput], *, plotted: bool = True) -> dg.Output[pd.DataFrame]:
     frame = to_frame(
         outputs,
         lambda o: {
@@ -118,9 +118,8 @@ def _outputs_frame(outputs: list[MechanismOutput]) -> dg.Output[pd.DataFrame]:
             "error": o.error,
         },
     )
-    return dg.Output(
-        frame, metadata={"tests": len(outputs), "errored": sum(o.error is not None for o in outputs)}
-    )
+    counts = {"tests": len(outputs), "errored": sum(o.error is not None for o in outputs)}
+    return dg.Output(frame, metadata=readable(counts, plotted=plotted))
 
 
 @dg.asset(
@@ -141,7 +140,7 @@ def system_outputs(
     cfg = _model_to_evaluate(context, providers)
     if cfg is None:
         return
-    out = _outputs_frame(providers.system_outputs(cfg, test_banks, Scope()))
+    out = _outputs_frame(providers.system_outputs(cfg, test_banks, Scope()), plotted=False)
     yield out.with_metadata(
         {**out.metadata, **{f"implementation_{m.value}": impl for m, impl in cfg.implementations.items()}}
     )

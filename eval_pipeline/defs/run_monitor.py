@@ -71,6 +71,15 @@ def owner_tags() -> dict[str, str]:
     }
 
 
+def own_run(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
+    """Name this process as `run`'s owner when nothing does yet. A run the daemon launched (a
+    backfill, automation, the UI) names none, but it executes in one process of its own (the
+    in-process executor runs every step there): tagged once it claims a pool slot, a waiting run
+    can name that process, and `end_orphaned_runs` can tell when it is gone."""
+    if OWNER_PID_TAG not in run.tags:
+        instance.add_run_tags(run.run_id, owner_tags())
+
+
 def owner_gone(tags: Mapping[str, str]) -> bool:
     """Whether the run's owning process surely no longer runs (False when unknown)."""
     if OWNER_PID_TAG not in tags or tags.get(OWNER_HOST_TAG) != socket.gethostname():

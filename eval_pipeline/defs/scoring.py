@@ -37,7 +37,7 @@ from eval_pipeline.core.scoring.results import (
 )
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
-from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata
+from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata, readable
 from eval_pipeline.defs.partitions import (
     DATE_OF_MODEL_DATE,
     date_partitions,
@@ -76,12 +76,14 @@ def resolved_expectations(
     conflicts = [r.conflict for r in resolved.values() if r.conflict is not None]
     return dg.Output(
         ResolvedSet(date=date, resolved=resolved, sources=sources, conflicts=conflicts),
-        metadata={**sources, "conflicts": len(conflicts)},
+        metadata=readable({**sources, "conflicts": len(conflicts)}),
     )
 
 
-def _results_output(results: Sequence[ResultBase]) -> dg.Output[pd.DataFrame]:
-    return dg.Output(to_frame(results, result_columns), metadata=bank_metadata(results))
+def _results_output(results: Sequence[ResultBase], *, plotted: bool = True) -> dg.Output[pd.DataFrame]:
+    return dg.Output(
+        to_frame(results, result_columns), metadata=readable(bank_metadata(results), plotted=plotted)
+    )
 
 
 @dg.asset(
@@ -97,7 +99,7 @@ def semantic_results(
     """Each retrieval scored against the expectation snapshot of its date."""
     retrievals = from_frame(semantic_retrievals, SemanticRetrieval)
     return _results_output(
-        score_semantic(test_banks.semantic_tests, resolved_expectations.resolved, retrievals)
+        score_semantic(test_banks.semantic_tests, resolved_expectations.resolved, retrievals), plotted=False
     )
 
 
@@ -109,6 +111,7 @@ def _outputs(frame: pd.DataFrame) -> list[MechanismOutput]:
     group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
 )
 def state_results(state_activations: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+    """The reference state handlers' activations scored against the state bank."""
     tests = test_banks.state_tests
     return _results_output(score_state(tests, _outputs(state_activations)))
 
@@ -117,6 +120,7 @@ def state_results(state_activations: pd.DataFrame, test_banks: Banks) -> dg.Outp
     group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
 )
 def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
+    """The reference pattern matches scored against the pattern bank, critical failures named."""
     tests = test_banks.pattern_tests
     results = score_pattern(tests, _outputs(pattern_matches))
     out = _results_output(results)
@@ -129,11 +133,18 @@ def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Outp
     partitions_def=date_partitions,
     io_manager_key=PARQUET_IO,
     automation_condition=EAGER,
-    check_specs=[dg.AssetCheckSpec("always_entities_present", asset="always_results")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            "always_entities_present",
+            asset="always_results",
+            description="Every always test loads all its expected entities (ERROR).",
+        )
+    ],
 )
 def always_results(
     always_loads: pd.DataFrame, test_banks: Banks
 ) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
+    """The reference always-loaded entities scored against the always bank (all or nothing)."""
     tests = test_banks.always_tests
     results = score_always(tests, _outputs(always_loads))
     yield _results_output(results)
@@ -166,10 +177,13 @@ def system_results(
     result = score_system(test_banks, implementations, _outputs(system_outputs))
     return dg.Output(
         result,
-        metadata={
-            **{f"implementation_{m.value}": impl for m, impl in implementations.items()},
-            "errored": result.errored,
-        },
+        metadata=readable(
+            {
+                **{f"implementation_{m.value}": impl for m, impl in implementations.items()},
+                "errored": result.errored,
+            },
+            plotted=False,
+        ),
     )
 
 
@@ -207,4 +221,4 @@ def scored_aggregate(
     state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
     scored = ScoredBanks(from_frame(semantic_results, SemanticResult), state, pattern, always)
     agg = aggregate_scope(scored, Scope(), scope.pass_threshold, system_results.implementations)
-    return dg.Output(agg, metadata=aggregate_metadata(agg))
+    return dg.Output(agg, metadata=readable(aggregate_metadata(agg), plotted=False))

@@ -13,7 +13,13 @@ import time
 import dagster as dg
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 
-from eval_pipeline.defs.run_monitor import end_orphaned_runs, owner_label, run_label
+from eval_pipeline.defs.run_monitor import (
+    OWNER_PID_TAG,
+    end_orphaned_runs,
+    own_run,
+    owner_label,
+    run_label,
+)
 
 POLL_S = 0.25
 CHECK_HOLDERS_EVERY = 8  # polls: a liveness check costs a few queries, a claim one
@@ -25,8 +31,8 @@ def holder_notice(instance: dg.DagsterInstance, pool: str, run_id: str) -> str:
     if run is None:
         return f"waiting for a slot of the '{pool}' pool, held by run {run_id[:8]} (no longer recorded)"
     how = (
-        f"stop its process (kill {run.tags['eval_pipeline/owner_pid']}) and this run takes the slot"
-        if "eval_pipeline/owner_pid" in run.tags
+        f"stop its process (kill {run.tags[OWNER_PID_TAG]}) and this run takes the slot"
+        if OWNER_PID_TAG in run.tags
         else f"terminate it in the UI (Runs > {run.run_id[:8]} > Terminate)"
     )
     return (
@@ -41,6 +47,7 @@ def wait_for_slot(
 ) -> None:
     """Claim a slot of `pool` for step `claim`, waiting as long as it takes, never silently."""
     instance = context.instance
+    own_run(instance, context.run)  # before holding a slot, so whoever waits for it can name us
     told: set[str] = set()
     polls = 0
     while not slots.claim(pool, claim):

@@ -25,9 +25,10 @@ from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definiti
 # and up, and every Dagster event, are still recorded. SQLite storage that commits an event
 # without an fsync of its own (orchestration/instance_storage.py). One run at a time calls each API
 # provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs
-# the daemon launches are monitored (defs/run_monitor.py for in-process ones).
+# the daemon launches are monitored (defs/run_monitor.py for in-process ones). No "what's new"
+# popup covering the UI on its first start (`nux`).
 DAGSTER_YAML = (
-    "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
+    "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
     + STORAGE_YAML
     + "concurrency:\n  pools:\n    default_limit: 1\n"
     + RUN_MONITORING_YAML
@@ -35,12 +36,14 @@ DAGSTER_YAML = (
 # What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
 # The storage module's old path still loads (eval_pipeline/moved_modules.py) for homes not yet
 # opened by this version, e.g. by `dg dev`.
+_BEFORE_NUX = DAGSTER_YAML.replace("nux:\n  enabled: false\n", "")
 EARLIER_DEFAULTS = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
-    DAGSTER_YAML.removesuffix(RUN_MONITORING_YAML).replace(
+    _BEFORE_NUX.removesuffix(RUN_MONITORING_YAML).replace(
         STORAGE_MODULE, "eval_pipeline.defs.instance_storage"
     ),
-    DAGSTER_YAML.removesuffix(RUN_MONITORING_YAML),
+    _BEFORE_NUX.removesuffix(RUN_MONITORING_YAML),
+    _BEFORE_NUX,
 )
 
 

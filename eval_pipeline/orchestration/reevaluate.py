@@ -2,7 +2,8 @@
 are made here, kept beside the run (reevaluations.json), and the model's report, gate and
 regression diff are rebuilt by their assets, which merge them in (core/scoring/reevaluate.py).
 
-- `run --retry-errored`: only the errored semantic trials of the model × date evaluation.
+- `run --retry-errored`: only the errored tests of the model × date evaluation: its semantic
+  trials, and the state, pattern and always tests the team's system answered.
 - After a full `run` of a model that is not reproducible (declared `reproducible: false`, or
   found so: trials that saw the same candidates chose differently), its semantic regressions
   against the previous evaluation are re-tried (core/diff/noise.py) before the gate is printed.
@@ -28,10 +29,12 @@ from eval_pipeline.core.diff.noise import (
 )
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import resolve
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.scoring.reevaluate import errored_tests, retry_of
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
+from eval_pipeline.core.scoring.reevaluate import errored_answers, errored_tests, retry_of
 from eval_pipeline.core.scoring.reevaluation import Decision, StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.scoring.run_document import (
     REEVALUATIONS_FILE,
@@ -47,6 +50,7 @@ from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
 from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.providers.system_target import run_system
 from eval_pipeline.providers.target import RetrievalItem
 
 
@@ -83,6 +87,11 @@ class Evaluation:
             cfg, self.kb.entities, items, boosts, args.cache_dir, args.cache, batch=args.batch
         )
 
+    def answer(self, cfg: ModelConfig, tests: Mapping[Mechanism, Sequence[str]]) -> list[MechanismOutput]:
+        """The team's system asked again for these state, pattern and always tests."""
+        ids = frozenset(tid for chosen in tests.values() for tid in chosen)
+        return run_system(cfg, self.banks, Scope(test_ids=ids)) if ids else []
+
     def merge(self, model: str, stored: StoredReevaluation) -> list[str]:
         """Keep `stored` beside the run and rebuild the model's report, gate and diff with it."""
         key = model_date_key(model, self.date)
@@ -111,32 +120,67 @@ class Evaluation:
 
 def _cost(stored: StoredReevaluation) -> str:
     r = stored.record
-    return f"{len(stored.retrievals)} retrievals, {r.api_calls} API calls, ${r.cost_usd:.4f}"
+    answers = f", {len(stored.system_outputs)} system answers" if stored.system_outputs else ""
+    return f"{len(stored.retrievals)} retrievals{answers}, {r.api_calls} API calls, ${r.cost_usd:.4f}"
+
+
+def _listed(tests: Mapping[Mechanism, Sequence[str]]) -> str:
+    """`state: ST-1, ST-2; pattern: P-3` (at most five ids shown per bank)."""
+    return "; ".join(
+        f"{m.value}: {', '.join(ids[:5])}{', …' if len(ids) > 5 else ''}" for m, ids in tests.items()
+    )
+
+
+def _retryable(ev: Evaluation, model: str) -> tuple[RunDocument, ModelConfig]:
+    """The model's stored evaluation of the date, and its configuration, when a retry can merge
+    into it: the banks must still come from the implementations that evaluated them."""
+    doc = ev.document(model)
+    if doc is None:
+        raise BadInput(f"--retry-errored: no evaluation of {model} on {ev.date} to retry (run it first)")
+    cfg = ev.model(model)
+    made_by = doc.aggregate.implementations
+    now = {m: cfg.implementation(m) for m in made_by}
+    if now != made_by:
+        changed = ", ".join(f"{m.value} {made_by[m]} → {now[m]}" for m in made_by if now[m] != made_by[m])
+        raise BadInput(
+            f"--retry-errored: {model} on {ev.date} was evaluated with other implementations "
+            f"({changed}): evaluate again with --force"
+        )
+    return doc, cfg
 
 
 def retry_errored(ev: Evaluation, models: Sequence[str]) -> list[str]:
-    """Each model's errored semantic trials called again and merged into its evaluation."""
+    """Each model's errored tests evaluated again and merged into its evaluation: semantic trials
+    through the model's pipeline, state/pattern/always tests through the team's system."""
+    retryable = {model: _retryable(ev, model) for model in models}  # every model, before any call
     errors: list[str] = []
-    for model in models:
-        doc = ev.document(model)
-        if doc is None:
-            raise BadInput(f"--retry-errored: no evaluation of {model} on {ev.date} to retry (run it first)")
-        others = [r.test_id for r in (*doc.state, *doc.pattern, *doc.always) if r.score is None]
-        if others:
-            # Only semantic answers are stored to re-score; the team's other answers come whole.
+    merged = False
+    for model, (doc, cfg) in retryable.items():
+        builtin = errored_answers(doc, system=False)
+        if builtin:
+            # Built-in mechanisms call no service, so an outage cannot be their cause.
             print(
-                f"  {model}: {len(others)} errored state/pattern/always test(s) are not retried "
-                f"({', '.join(others[:5])}{', …' if len(others) > 5 else ''}): evaluate again with --force"
+                f"  {model}: not retried, errored in the built-in mechanisms (no service is called, so "
+                f"retrying gives the same result): {_listed(builtin)}; fix the cause and evaluate again "
+                "with --force"
             )
-        errored = errored_tests(doc)
-        if not errored:
-            print(f"  {model}: no errored semantic test to retry")
+        semantic, answers = errored_tests(doc), errored_answers(doc, system=True)
+        if not semantic and not answers:
+            if not builtin:
+                print(f"  {model}: no errored test to retry")
             continue
-        stored = retry_of(now_utc(), ev.retrieve(ev.model(model), errored))
+        retrievals = ev.retrieve(cfg, semantic) if semantic else []
+        stored = retry_of(now_utc(), retrievals, ev.answer(cfg, answers))
         still = sum(r.status == "errored" for r in stored.retrievals)
-        print(f"  {model}: retried {len(errored)} errored test(s) ({_cost(stored)}); {still} still errored")
+        still += sum(o.error is not None for o in stored.system_outputs)
+        banks = ", ".join(f"{m.value} {len(ids)}" for m, ids in stored.record.banks.items())
+        print(
+            f"  {model}: retried {len(stored.record.test_ids)} errored test(s) ({banks}; {_cost(stored)}); "
+            f"{still} still errored"
+        )
         errors += ev.merge(model, stored)
-    return errors + (ev.compare() if not errors else [])
+        merged = True
+    return errors + (ev.compare() if merged and not errors else [])
 
 
 def _baseline(ev: Evaluation, model: str) -> RunDocument | None:

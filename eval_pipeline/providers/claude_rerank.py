@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -251,8 +252,7 @@ class ClaudeReranker(ApiProvider):
         free count_tokens calls, (tools + system + probe) minus (probe alone). The count only
         informs: when it fails (an outage of that endpoint, a gateway without it) the run goes on
         and says the cache status is unknown, rather than error every test."""
-        if self.prompt_version != LEGACY_PROMPT_VERSION:
-            self._catalogue = render_catalogue(catalogue)
+        self.use_catalogue(catalogue)
         self._warmed = False
         try:
             return await self._count_prefix()
@@ -261,6 +261,22 @@ class ClaudeReranker(ApiProvider):
             return PromptCacheStatus(
                 model_id=self.model_id, prefix_tokens=None, minimum=minimum, count_error=str(exc)
             )
+
+    def use_catalogue(self, catalogue: Sequence[RerankCandidate]) -> None:
+        """The KB's catalogue in the prefix (not for rerank-v1); no call."""
+        if self.prompt_version != LEGACY_PROMPT_VERSION:
+            self._catalogue = render_catalogue(catalogue)
+
+    def prompt_texts(self, query: str, candidates: Sequence[RerankCandidate], top_k: int) -> tuple[str, str]:
+        """(the cacheable prefix: tool, instructions, catalogue; the request's own turn) as text,
+        for estimates that call nothing."""
+        prefix = json.dumps(SELECT_TOOL) + "".join(block["text"] for block in self._system(long_ttl=False))
+        return prefix, render_candidates(query, candidates, min(top_k, len(candidates)))
+
+    def cached(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0) -> bool:
+        """Whether the response cache holds this request's answer (a rerank would call nothing)."""
+        key = self._cache_key(query, candidates, min(top_k, len(candidates)), trial)
+        return self._cached(key) is not None
 
     async def _count_prefix(self) -> PromptCacheStatus:
         client = self._client.get()

@@ -128,6 +128,21 @@ class _Index:
         return [Candidate(entity_id=self.entities[i].entity_id, score=float(scores[i])) for i in order]
 
 
+def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
+    return sorted((e for e in kb_entities if e.load_mode is LoadMode.SEMANTIC), key=lambda e: e.entity_id)
+
+
+@dataclass(frozen=True)
+class StoredView:
+    """The store's part of a run: the semantic entities it has no vector for, the catalogue a
+    reranker sees, the queries it has vectors for and, when every entity has one, their top 15."""
+
+    to_embed: list[Entity]
+    catalogue: list[RerankCandidate]
+    stored_queries: set[str]
+    candidates: dict[str, list[RerankCandidate]]
+
+
 def _check_selections(selections: Sequence[Selection], candidates: Sequence[Candidate]) -> None:
     ids = [s.entity_id for s in selections]
     unknown = sorted(set(ids) - {c.entity_id for c in candidates})
@@ -175,11 +190,36 @@ class SemanticPipeline:
         self._batch_queries = batch_queries
         self._queries: dict[str, tuple[Vector, bool]] = {}  # key -> (vector, was it stored)
 
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    @property
+    def reranker(self) -> Reranker:
+        return self._reranker
+
+    def stored(self, kb_entities: Sequence[Entity], queries: Sequence[str]) -> StoredView:
+        """What the embedding store already holds, read without a call (for estimates)."""
+        entities = _semantic(kb_entities)
+        hashes = [e.content_hash for e in entities]
+        known = self._store.get_many(self._embedder.name, hashes) if self._store else {}
+        keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
+        vectors = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
+        everything = _Index(entities, np.empty((0, 0), dtype=np.float32))
+        candidates: dict[str, list[RerankCandidate]] = {}
+        if entities and all(h in known for h in hashes):  # only then is a query's top 15 known
+            index = _Index(entities, np.stack([known[h] for h in hashes]).astype(np.float32))
+            candidates = {keys[k]: index.shown(index.top(v, CANDIDATE_K)) for k, v in vectors.items()}
+        return StoredView(
+            to_embed=[e for e in entities if e.content_hash not in known],
+            catalogue=everything.shown(everything.everything()),
+            stored_queries={keys[k] for k in vectors},
+            candidates=candidates,
+        )
+
     async def prepare(self, kb_entities: Sequence[Entity]) -> PrepareReport:
         """Index the SEMANTIC entities. Raises on failure: without an index no test can run."""
-        entities = sorted(
-            (e for e in kb_entities if e.load_mode is LoadMode.SEMANTIC), key=lambda e: e.entity_id
-        )
+        entities = _semantic(kb_entities)
         hashes = [e.content_hash for e in entities]
         known = self._store.get_many(self._embedder.name, hashes) if self._store else {}
         todo = [e for e in entities if e.content_hash not in known]

@@ -204,6 +204,10 @@ class VoyageEmbedder(_VoyageBase):
         request = {"endpoint": "embeddings", "input_type": input_type, "text": text}
         return self._cache.key(PROVIDER, self.model_id, request, _WIRE_VERSION)
 
+    def cached(self, text: str, input_type: InputType) -> bool:
+        """Whether the response cache holds this text's vector (embedding it would call nothing)."""
+        return self._cache.get(self._key(text, input_type)) is not None
+
     async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult:
         vectors: dict[str, _Vector] = {}
         for text in dict.fromkeys(texts):
@@ -233,6 +237,11 @@ class VoyageEmbedder(_VoyageBase):
             self._cache.put(self._key(text, input_type), {"vector": _encode(vector)})
             fresh[text] = vector
         return fresh, int(response.total_tokens)
+
+
+def rerank_documents(candidates: Sequence[RerankCandidate]) -> list[str]:
+    """What Voyage rerank reads of each candidate."""
+    return [f"{c.title}: {c.summary}" for c in candidates]
 
 
 class VoyageReranker(_VoyageBase):
@@ -265,15 +274,23 @@ class VoyageReranker(_VoyageBase):
         )
         self.price = price
 
+    def _key(self, query: str, documents: list[str], top_k: int, trial: int) -> str:
+        request = {"endpoint": "rerank", "query": query, "documents": documents, "top_k": top_k}
+        return self._cache.key(PROVIDER, self.model_id, request, _WIRE_VERSION, trial)
+
+    def cached(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0) -> bool:
+        """Whether the response cache holds this request's answer (a rerank would call nothing)."""
+        documents = rerank_documents(candidates)
+        return self._cache.get(self._key(query, documents, min(top_k, len(documents)), trial)) is not None
+
     async def rerank(
         self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
     ) -> RerankResult:
         if not candidates:
             return RerankResult([])
-        documents = [f"{c.title}: {c.summary}" for c in candidates]
+        documents = rerank_documents(candidates)
         top_k = min(top_k, len(documents))
-        request = {"endpoint": "rerank", "query": query, "documents": documents, "top_k": top_k}
-        key = self._cache.key(PROVIDER, self.model_id, request, _WIRE_VERSION, trial)
+        key = self._key(query, documents, top_k, trial)
         cached = self._cache.get(key)
         if cached is not None and _malformed(cached.get("results"), len(documents), top_k) is None:
             return RerankResult(_selections(cached["results"], candidates), cache_hits=1)

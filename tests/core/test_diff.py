@@ -10,14 +10,15 @@ from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
 from eval_pipeline.core.diff.comparison import compare_models
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff
 from eval_pipeline.core.inputs.banks import Expectations, Mechanism
+from eval_pipeline.core.report.diff_comment import render_diff_comment
 from eval_pipeline.core.report.diffs import (
     render_comparison_markdown,
-    render_diff_markdown,
     render_diff_text,
     render_regression_markdown,
 )
 from eval_pipeline.core.scoring.metrics import Stage
 from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from tests.run_docs import always, doc, pattern, sem, state
 
 FIX_EXP = Expectations(expected_primary=["c"], expected_secondary=["b"], not_expected=["x"])
@@ -223,25 +224,26 @@ def test_regression_without_baseline_is_explicit() -> None:
     )
 
 
-def test_markdown_groups_kinds_and_collapses_unchanged(diff: RunDiff) -> None:
-    md = render_diff_markdown(diff)
-    headings = [line for line in md.splitlines() if line.startswith("## ")]
-    assert headings == [
-        "## Statistics (semantic tests)",
-        "## Critical (1)",
-        "## Regressed (2)",
-        "## Fixed (1)",
-        "## Changed (3)",
-        "## Added (1)",
-        "## Removed (1)",
-        "## Unchanged",
+def test_markdown_is_a_pr_comment_critical_first_kinds_collapsed(diff: RunDiff) -> None:
+    md = render_diff_comment(diff, diff_gate(diff))
+    lines = md.splitlines()
+    assert lines[0] == "## ❌ Retrieval diff: FAILED — m@2026-11-19 → m@2026-11-20"
+    assert lines[2].startswith("- 🚨 **1 new critical failure(s)**: `")
+    summaries = [line for line in lines if line.startswith("<details>")]
+    assert summaries == [
+        "<details><summary>Critical (1)</summary>",
+        "<details><summary>Regressed (2)</summary>",
+        "<details><summary>Fixed (1)</summary>",
+        "<details><summary>Changed (3)</summary>",
+        "<details><summary>Added (1)</summary>",
+        "<details><summary>Removed (1)</summary>",
     ]
-    assert "### S-REG [semantic] 100 → 0 (-100) · system changed" in md
-    assert "- new penalty: hard fail: missing primary a" in md
-    assert "2 tests unchanged; 1 cosmetic." in md and "S-SAME" not in md
-    assert md.startswith(
-        "# Diff — m@2026-11-19 → m@2026-11-20\n\n**health: GOOD → CRITICAL**\n\n- gate: FAILED"
+    assert md.count("</details>") == len(summaries)
+    assert (
+        "- `S-REG [semantic] 100 → 0 (-100) · system changed` — new penalty: hard fail: missing primary a"
+        in md
     )
+    assert "2 unchanged" in md and "S-SAME" not in md
 
 
 def test_model_comparison_pairs_models_in_the_given_order() -> None:
@@ -282,6 +284,6 @@ def test_a_bank_that_changed_implementation_is_named_in_the_header_and_warned() 
         "implementations differ: state reference → http; changes in those banks may come from the "
         "implementation"
     )
-    assert "implementations: " in render_diff_markdown(result)
+    assert "implementations: " in render_diff_comment(result, diff_gate(result))
     # The default (every bank by the reference) adds no line.
     assert not render_diff_text(diff_documents(base, _head())).splitlines()[1].startswith("implementations")

@@ -26,7 +26,7 @@ from eval_pipeline.core.diff.noise import (
     regressed_against,
 )
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
-from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.banks import SemanticBank, SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
@@ -109,7 +109,7 @@ class NoisyModel:
             return head
         retrievals = self.retrieve(seed, regressed, next_trials(head, RETRIALS))
         stored = confirm_regressions(base, head, list(self.tests.values()), self.resolved, retrievals, AT)
-        return reevaluate(head, list(self.tests.values()), self.resolved, stored)
+        return reevaluate(head, self.banks, self.resolved, stored)
 
 
 def _planted(head: RunDocument, banks: Banks) -> RunDocument:
@@ -162,7 +162,7 @@ def test_a_real_regression_is_confirmed_and_fails_while_its_retrials_are_counted
     tests, resolved = _sem_inputs(["s1", "s2"])
     again = [_retrieval("s1", [], k) for k in trials]  # the primary is still missing
     stored = confirm_regressions(base, head, tests, resolved, again, AT)
-    merged = reevaluate(head, tests, resolved, stored)
+    merged = reevaluate(head, _banks(tests), resolved, stored)
     [record] = merged.provenance.reevaluations
     assert record.why is Why.NOISE_CONFIRMATION and record.base == "m@2026-11-20"
     assert record.decided(Decision.CONFIRMED) == ["s1"] and record.api_calls == 3
@@ -176,7 +176,9 @@ def test_noise_is_dismissed_with_a_note_and_only_against_the_base_it_was_tried_o
     head = doc([sem("s1", ["b"], trial=0)], date="2026-11-21")  # primary dropped once
     tests, resolved = _sem_inputs(["s1"])
     again = [_retrieval("s1", ["a", "b"], k) for k in next_trials(head, RETRIALS)]
-    merged = reevaluate(head, tests, resolved, confirm_regressions(base, head, tests, resolved, again, AT))
+    merged = reevaluate(
+        head, _banks(tests), resolved, confirm_regressions(base, head, tests, resolved, again, AT)
+    )
     gate = diff_gate(diff_documents(base, merged))
     assert gate.passed and any("dismissed by re-trials as noise: s1" in n for n in gate.notes)
     other_base = base.model_copy(
@@ -206,7 +208,7 @@ def test_retrying_errored_trials_replaces_them_and_recomputes_the_aggregate() ->
     assert head.aggregate.errored_count == 2
     tests, resolved = _sem_inputs(["s1", "s2", "s3"])
     again = [_retrieval("s2", ["a", "b"], 0), _retrieval("s3", ["a"], 0)]
-    merged = reevaluate(head, tests, resolved, retry_of(AT, again))
+    merged = reevaluate(head, _banks(tests), resolved, retry_of(AT, again))
     assert errored_tests(merged) == {}
     assert [r.test_id for r in merged.semantic] == ["s1", "s2", "s3"]  # order kept, no row added
     assert (
@@ -252,6 +254,10 @@ def _sem_inputs(ids: Sequence[str]) -> tuple[list[SemanticTest], dict[str, Resol
         for i in ids
     ]
     return tests, {i: ResolvedExpectation(test_id=i, expectations=EXP, source="original") for i in ids}
+
+
+def _banks(tests: Sequence[SemanticTest]) -> Banks:
+    return Banks(root=Path("banks"), semantic=SemanticBank(bank_type="SEMANTIC", tests=list(tests)))
 
 
 def _retrieval(test_id: str, picks: Sequence[str], trial: int, error: str | None = None) -> SemanticRetrieval:

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.writable import NoSpace, NotWritable, _refusal, require_writable
+from eval_pipeline.core.writable import (
+    NoSpace,
+    NotWritable,
+    _refusal,
+    require_writable,
+    require_writable_file,
+)
 
 
 def test_checked_folders_are_left_as_they_were(tmp_path: Path) -> None:
@@ -44,3 +50,16 @@ def test_each_refusal_says_why_with_its_exit_code(
     error = _refusal("results folder", Path("/r"), OSError(code, os.strerror(code)))
     assert isinstance(error, kind) and error.exit_code == exit_code
     assert str(error) == f"results folder /r: {says}"
+
+
+def test_a_file_target_needs_its_folder_and_no_folder_in_its_place(tmp_path: Path) -> None:
+    require_writable_file("--junit file", tmp_path / "junit.xml")  # an existing, writable folder
+    assert list(tmp_path.iterdir()) == []  # the file is not made by the check
+    with pytest.raises(NotWritable, match=r"^--junit file .*/gone/j.xml: its folder .*/gone does not exist$"):
+        require_writable_file("--junit file", tmp_path / "gone" / "j.xml")
+    (tmp_path / "plain").write_text("")
+    with pytest.raises(NotWritable, match=r"its folder .*/plain is a file$"):
+        require_writable_file("--junit file", tmp_path / "plain" / "j.xml")
+    (tmp_path / "dir.xml").mkdir()
+    with pytest.raises(NotWritable, match=r"dir.xml: a folder is in the way \(a file is needed\)$"):
+        require_writable_file("--junit file", tmp_path / "dir.xml")

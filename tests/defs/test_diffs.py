@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import dagster as dg
 
@@ -55,7 +56,7 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
     first = _materialise(env, regression_diff, model_date_key(MINILM, D1))
     value = first.output_for_node("regression_diff")
     assert isinstance(value, RegressionDiff) and value.diff is None and value.baseline_date is None
-    assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == 0
+    assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == "0"
 
     kb = env.kb.read_text()
     env.kb.write_text(kb.replace(NOISE_CONTENT, "Late rent, arrears and repayment plans for money trouble."))
@@ -80,6 +81,12 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
     assert saved == result
     assert (out / "regression_diff.md").read_text().startswith(f"# Regression diff — {MINILM} — {D2}")
     assert _metadata(second)["verdict"] == result.verdict
+    # Its HTML twin: the model's two dates as one combined line, and the same "since last run".
+    html = (out / "report.html").read_text()
+    combined = re.search(rf'data-model="{MINILM}" data-bank="combined" d="([^"]*)"', html)
+    assert combined is not None and combined.group(1).count("M") == 1 and combined.group(1).count("L") == 1
+    assert f"<h3>{MINILM}: {D1} → {D2}</h3>" in html
+    assert "no baseline" in (env.results / MINILM / D1 / "report.html").read_text()
 
 
 def test_model_comparison_reads_every_model_of_the_date(env: Env) -> None:

@@ -30,6 +30,7 @@ def test_each_instance_file_loads_on_postgres(
     with dg.DagsterInstance.from_config(str(tmp_path), config_filename=name) as instance:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert instance.event_log_storage.get_pool_config().default_pool_limit == 1
+        assert instance.nux_enabled is False  # no "what's new" popup over the UI
         if name == "dagster.docker.yaml":
             assert isinstance(instance.run_launcher, DockerRunLauncher)
             assert "DAGSTER_POSTGRES_URL" in instance.run_launcher.env_vars

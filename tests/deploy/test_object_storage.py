@@ -87,6 +87,8 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
         assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
         assert doc.provenance.model in run.joinpath("report.md").read_text()
         assert {p.name for p in run.iterdir()} >= {RESULTS_FILE, "report.md", "gate.json", COMPARISON_FILE}
+        # The HTML report read the model's history back from the bucket.
+        assert f'data-model="{model}" data-bank="combined"' in run.joinpath("report.html").read_text()
     comparison = json.loads(UPath(f"{s3}/results/{COMPARISON_DIR}/{DATE}/{COMPARISON_FILE}").read_text())
     assert [m["model"] for m in comparison["models"]] == MODELS
 

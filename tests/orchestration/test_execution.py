@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.automation import date_job
@@ -20,6 +21,9 @@ def test_a_new_instance_records_info_and_up_and_an_existing_one_is_left_alone(
     with project_instance(tmp_path / "new") as instance:
         # Debug lines are a third of a run's events, each its own SQLite commit.
         assert instance.python_log_level == "INFO"
+        # No "what's new" popup over the UI on its first start: the webserver asks the instance.
+        assert instance.nux_enabled is False
+    assert yaml.safe_load((tmp_path / "new" / "dagster.yaml").read_text())["nux"] == {"enabled": False}
     own = tmp_path / "own"
     own.mkdir()
     (own / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")

@@ -1,7 +1,9 @@
 """Ending runs whose process is gone, in process on a temporary instance: which runs are ended
-(dead owner here) and which are left alone (live owner, another host, no owner), and a run that
-waits for a slot held by a dead run says so, then takes the slot."""
+(dead owner here) and which are left alone (live owner, another host, no owner), a run that
+waits for a slot held by a dead run says so, then takes the slot, and a run launched without an
+owner (by the daemon) is owned by the process that claims a slot for it."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from eval_pipeline.defs.run_monitor import (
     end_orphaned_runs,
     owner_tags,
 )
-from eval_pipeline.defs.slot_wait import wait_for_slot
+from eval_pipeline.defs.slot_wait import holder_notice, wait_for_slot
 
 POOL = "provider"
 
@@ -98,3 +100,26 @@ def test_a_waiting_run_names_the_holder_and_takes_the_slot_once_its_process_is_g
     assert _status(instance, holder) is dg.DagsterRunStatus.FAILURE
     logged = [e.message for e in instance.all_logs(result.run_id)]
     assert any(f"waiting for a slot of the '{POOL}' pool" in m for m in logged)
+
+
+def test_a_run_launched_without_an_owner_is_owned_by_the_process_that_claims_a_slot(
+    instance: dg.DagsterInstance,
+) -> None:
+    @dg.asset
+    def holds_a_slot(context: dg.AssetExecutionContext) -> None:
+        with InstanceConcurrencyContext(context.instance, context.run) as slots:
+            wait_for_slot(context, slots, POOL, "holds_a_slot")
+            slots.free_step("holds_a_slot")
+
+    # As the daemon launches a backfill's run: no owner tags.
+    launched = dg.materialize([holds_a_slot], instance=instance, tags={"dagster/backfill": "abc"})
+    run = instance.get_run_by_id(launched.run_id)
+    assert run is not None and {tag: run.tags.get(tag) for tag in owner_tags()} == owner_tags()
+    notice = holder_notice(instance, POOL, run.run_id)
+    assert f"pid {os.getpid()} on {socket.gethostname()}, holds it" in notice
+    assert f"kill {os.getpid()}" in notice
+    # A run that names its owner (the CLI's) keeps it.
+    cli_owner = {**owner_tags(), OWNER_PID_TAG: "1"}
+    own = dg.materialize([holds_a_slot], instance=instance, tags=cli_owner)
+    kept = instance.get_run_by_id(own.run_id)
+    assert kept is not None and kept.tags[OWNER_PID_TAG] == "1"

@@ -1,4 +1,5 @@
-"""Diffs for people: a console listing, and markdown for regression diffs and model comparisons.
+"""Diffs for people: a console listing, and markdown for regression diffs and model comparisons
+(the pull-request comment of `diff --format markdown` is core/report/diff_comment.py).
 
 Grouped like the regression-diff tool we adopted: regressed, fixed and changed tests in full,
 then added and removed ones, with unchanged tests collapsed to a count. Each test says what
@@ -144,9 +145,9 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
 # --- markdown ----------------------------------------------------------------------------------
 
 
-def _diff_body(diff: RunDiff, level: int, gate: DiffGate | None = None) -> list[str]:
+def _diff_body(diff: RunDiff, level: int) -> list[str]:
     h = "#" * level
-    gate = gate or diff_gate(diff)
+    gate = diff_gate(diff)
     lines = [f"**{health_line(diff)}**", "", *(f"{line}\n" for line in implementation_lines(diff))]
     lines += [*(f"- {line.strip()}" for line in gate_lines(gate)), ""]
     spans = [*diff.warnings, *span_lines(diff)]
@@ -169,11 +170,6 @@ def _diff_body(diff: RunDiff, level: int, gate: DiffGate | None = None) -> list[
         "",
     ]
     return lines
-
-
-def render_diff_markdown(diff: RunDiff, gate: DiffGate | None = None) -> str:
-    lines = [f"# Diff — {diff.base.label} → {diff.head.label}", "", *_diff_body(diff, 2, gate)]
-    return "\n".join(lines).rstrip() + "\n"
 
 
 def render_regression_markdown(result: RegressionDiff) -> str:

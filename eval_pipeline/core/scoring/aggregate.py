@@ -55,6 +55,11 @@ class Health(StrEnum):
     UNKNOWN = "UNKNOWN"  # a bank that ran could not be evaluated (too few scored tests), or none ran
 
 
+# The combined score each band starts at (POOR is everything under FAIR): what health judges, and
+# what the HTML report's trend charts shade.
+HEALTH_FLOORS: dict[Health, float] = {Health.EXCELLENT: 90.0, Health.GOOD: 80.0, Health.FAIR: 70.0}
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -243,11 +248,11 @@ def health_status(combined: float | None, critical: int, hard_fails: int, errore
         return Health.CRITICAL
     if combined is None:
         return Health.UNKNOWN
-    if combined >= 90 and hard_fails == 0 and errored == 0:
+    if combined >= HEALTH_FLOORS[Health.EXCELLENT] and hard_fails == 0 and errored == 0:
         return Health.EXCELLENT
-    if combined >= 80:
+    if combined >= HEALTH_FLOORS[Health.GOOD]:
         return Health.GOOD
-    return Health.FAIR if combined >= 70 else Health.POOR
+    return Health.FAIR if combined >= HEALTH_FLOORS[Health.FAIR] else Health.POOR
 
 
 def critical_failures(results: Iterable[PatternResult]) -> list[CriticalFailure]:

@@ -1,6 +1,6 @@
 """What re-evaluating a chosen set of tests into an existing evaluation records: why (errored
-tests retried, or semantic regressions re-tried to tell noise from change), which tests, when,
-how many trials and what it cost, and for a noise confirmation each test's decision.
+tests retried, or semantic regressions re-tried to tell noise from change), which tests of which
+banks, when, how many trials and what it cost, and for a noise confirmation each test's decision.
 
 The document keeps every re-evaluation it received, in order, so a reader (and `diff`) can see
 which rows were replaced or added after the day's evaluation, and why.
@@ -14,7 +14,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.scoring.evaluation import MechanismOutput
 
 
 class Why(StrEnum):
@@ -48,7 +50,10 @@ class Reevaluation(BaseModel):
     why: Why
     at: datetime
     test_ids: list[str]
-    trials: list[int] = Field(description="The trial indices evaluated again or added")
+    trials: list[int] = Field(description="The semantic trial indices evaluated again or added")
+    banks: dict[Mechanism, list[str]] = Field(
+        default_factory=dict, description="The tests evaluated again, per bank (1.8+)"
+    )
     api_calls: int = 0
     cost_usd: float = 0.0
     base: str | None = Field(default=None, description="noise-confirmation: the model@date compared with")
@@ -59,13 +64,17 @@ class Reevaluation(BaseModel):
 
 
 class StoredReevaluation(BaseModel):
-    """A re-evaluation with the retrievals it made, as kept beside a run, so the report asset
-    re-scores them (against the date's expectations) every time it rebuilds the document."""
+    """A re-evaluation with what it observed, as kept beside a run, so the report asset re-scores
+    it (against the date's expectations) every time it rebuilds the document: the semantic
+    retrievals, and the team's system's answers for state, pattern and always tests."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     record: Reevaluation
     retrievals: list[SemanticRetrieval]
+    system_outputs: list[MechanismOutput] = Field(
+        default_factory=list, description="The team's system's answers, each naming its mechanism"
+    )
 
 
 class StoredReevaluations(BaseModel):

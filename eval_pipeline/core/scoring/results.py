@@ -21,8 +21,8 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 # 1.3: aggregate.implementations
 # 1.4: provenance.rerank_mode and provenance.prompt_cache; 1.5: provenance.code_version
 # 1.6: provenance.identity (project, entity digests, bank test ids, mechanism sources)
-# 1.7: provenance.reevaluations
-RESULT_SCHEMA_VERSION = "1.7"
+# 1.7: provenance.reevaluations; 1.8: provenance.reevaluations[].banks (the system's answers retried)
+RESULT_SCHEMA_VERSION = "1.8"
 
 
 class TestStatus(StrEnum):

@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.diff.collapse import content_collapses
@@ -56,63 +58,95 @@ def _stable(d: TestDelta) -> bool:
     return not ((d.base is not None and d.base.flaky) or (d.head is not None and d.head.flaky))
 
 
-def _by_retrials(
-    semantic: list[TestDelta], diff: RunDiff, reasons: list[str], notes: list[str]
-) -> list[TestDelta]:
-    """Decide the regressions the head's re-trials decided; return the others. A dismissed one
-    is noted even when its re-trials lifted the test's mean back over the threshold."""
-    decided = diff.noise_decisions
-    confirmed = [d for d in semantic if decided.get(d.test_id) is Decision.CONFIRMED]
-    dismissed = sorted(t for t, d in decided.items() if d is Decision.DISMISSED)
-    if confirmed:
-        reasons.append(f"{len(confirmed)} semantic regression(s) confirmed by re-trials: {_ids(confirmed)}")
-    if dismissed:
-        notes.append(
-            f"{len(dismissed)} semantic regression(s) dismissed by re-trials as noise: {', '.join(dismissed)}"
-        )
-    return [d for d in semantic if d.test_id not in decided]
+@dataclass(frozen=True)
+class _Regressions:
+    """A diff's regressions in the groups the gate judges, each group in diff order."""
+
+    critical: list[TestDelta]
+    collapsed: list[TestDelta]
+    errored: list[TestDelta]
+    deterministic: list[TestDelta]
+    confirmed: list[TestDelta]  # semantic, confirmed by the head's re-trials
+    dismissed: list[str]  # semantic ids the re-trials dismissed as noise
+    semantic: list[TestDelta]  # semantic, undecided by re-trials (every semantic one when strict)
+    declined: bool  # the paired test saw semantic scores fall significantly
+
+
+def _regressions(diff: RunDiff, strict: bool) -> _Regressions:
+    regressed = diff.of_kind(DeltaKind.REGRESSED)
+    scored = [d for d in regressed if not _errored_now(d)]
+    semantic = [d for d in scored if d.mechanism == Mechanism.SEMANTIC.value]
+    decided = {} if strict else diff.noise_decisions
+    stats = diff.statistics
+    return _Regressions(
+        critical=diff.of_kind(DeltaKind.CRITICAL),
+        collapsed=content_collapses(diff),
+        errored=[d for d in regressed if _errored_now(d)],
+        deterministic=[d for d in scored if d.mechanism != Mechanism.SEMANTIC.value],
+        confirmed=[d for d in semantic if decided.get(d.test_id) is Decision.CONFIRMED],
+        dismissed=sorted(t for t, d in decided.items() if d is Decision.DISMISSED),
+        semantic=[d for d in semantic if d.test_id not in decided],
+        declined=stats.significant and stats.mean_difference < 0,
+    )
+
+
+def counted_regressions(diff: RunDiff, strict: bool = False) -> dict[str, str]:
+    """Test id -> why the gate counts it against the head: the tests behind the gate's reasons
+    (coverage and incomparable projects aside, which name no test of the head)."""
+    r = _regressions(diff, strict)
+    counted = {d.test_id: "new critical failure" for d in r.critical}
+    counted |= {d.test_id: "content collapse" for d in r.collapsed if d.test_id not in counted}
+    counted |= {d.test_id: "errored, passed before" for d in r.errored}
+    counted |= {d.test_id: "deterministic regression" for d in r.deterministic}
+    counted |= {d.test_id: "semantic regression confirmed by re-trials" for d in r.confirmed}
+    for d in r.semantic:
+        if strict:
+            counted[d.test_id] = "semantic regression (--strict)"
+        elif _stable(d):
+            counted[d.test_id] = "stable semantic regression"
+        elif r.declined:
+            counted[d.test_id] = "semantic regression; semantic scores fell significantly"
+    return counted
 
 
 def diff_gate(diff: RunDiff, strict: bool = False, allow_removed: bool = False) -> DiffGate:
     reasons = incomparable_reasons(diff)
-    critical = diff.of_kind(DeltaKind.CRITICAL)
-    if critical:
-        reasons.append(f"{len(critical)} new critical failure(s): {_ids(critical)}")
-    collapsed = content_collapses(diff)
-    if collapsed:
-        reasons.append(f"content collapse in {len(collapsed)} test(s): {_ids(collapsed)}")
+    r = _regressions(diff, strict)
+    if r.critical:
+        reasons.append(f"{len(r.critical)} new critical failure(s): {_ids(r.critical)}")
+    if r.collapsed:
+        reasons.append(f"content collapse in {len(r.collapsed)} test(s): {_ids(r.collapsed)}")
     lost, notes = coverage_verdict(diff, allow_removed)
     reasons += lost
-    regressed = diff.of_kind(DeltaKind.REGRESSED)
-    errored = [d for d in regressed if _errored_now(d)]
-    scored = [d for d in regressed if not _errored_now(d)]
-    deterministic = [d for d in scored if d.mechanism != Mechanism.SEMANTIC.value]
-    semantic = [d for d in scored if d.mechanism == Mechanism.SEMANTIC.value]
-    if errored:
-        reasons.append(f"{len(errored)} test(s) errored that passed before: {_ids(errored)}")
-    if deterministic:
-        reasons.append(f"{len(deterministic)} deterministic regression(s): {_ids(deterministic)}")
+    if r.errored:
+        reasons.append(f"{len(r.errored)} test(s) errored that passed before: {_ids(r.errored)}")
+    if r.deterministic:
+        reasons.append(f"{len(r.deterministic)} deterministic regression(s): {_ids(r.deterministic)}")
+    if r.confirmed:
+        confirmed = _ids(r.confirmed)
+        reasons.append(f"{len(r.confirmed)} semantic regression(s) confirmed by re-trials: {confirmed}")
+    if r.dismissed:
+        dismissed = f"{len(r.dismissed)} semantic regression(s) dismissed by re-trials as noise"
+        notes.append(f"{dismissed}: {', '.join(r.dismissed)}")
     stats = diff.statistics
-    declined = stats.significant and stats.mean_difference < 0
-    if not strict:
-        semantic = _by_retrials(semantic, diff, reasons, notes)
+    semantic = r.semantic
     if strict and semantic:
         reasons.append(f"{len(semantic)} semantic regression(s) (--strict): {_ids(semantic)}")
     elif semantic:
         stable = [d for d in semantic if _stable(d)]
         if stable:
             reasons.append(f"{len(stable)} stable semantic regression(s): {_ids(stable)}")
-        if declined:
+        if r.declined:
             reasons.append(
                 f"semantic scores fell significantly ({stats.mean_difference:+.1f} points per test)"
             )
         excused = [d for d in semantic if not _stable(d)]
-        if excused and not declined:
+        if excused and not r.declined:
             notes.append(
                 f"{len(excused)} semantic regression(s) flaky across trials and no significant decline: "
                 f"within noise ({_ids(excused)})"
             )
-    elif declined:
+    elif r.declined:
         notes.append(f"semantic scores fell significantly ({stats.mean_difference:+.1f} points per test)")
     if diff.head_unevaluable:
         status = GateStatus.UNEVALUABLE

@@ -1,0 +1,105 @@
+"""`export-trec --model M --date D [--results-dir R] --out DIR`: an evaluation's semantic
+rankings and judgments as TREC run and qrels files, in the imported collection's own ids
+(core/report/trec.py).
+
+The results store entity and test ids only; the original ids are read from the KB and the
+semantic bank the evaluation was made from, which must still be those files: a KB or bank whose
+hash differs from the one the evaluation recorded is refused, not guessed at."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eval_pipeline.cli.arguments import data_args, results_dir
+from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.run import parse_date
+
+if TYPE_CHECKING:  # the parser imports this module: the models load with the command
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks
+    from eval_pipeline.core.report.trec import OriginalIds
+    from eval_pipeline.core.scoring.run_document import RunDocument
+
+
+def add_export_trec_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "export-trec",
+        help="write an evaluation's rankings and judgments as TREC run and qrels files",
+        description="run.trec holds each semantic test's ranking (the reranker's picks, then the other "
+        "candidates) and qrels.trec its judgments, both in the original ids, for trec_eval or ir_measures.",
+    )
+    p.add_argument("--model", required=True, help="model key of the evaluation")
+    p.add_argument("--date", required=True, help="date of the evaluation (YYYY-MM-DD)")
+    p.add_argument("--out", type=Path, required=True, help="folder for run.trec and qrels.trec")
+    p.add_argument(
+        "--results-dir", type=Path, help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)"
+    )
+    data_args(p)
+    p.set_defaults(func=cmd_export_trec)
+
+
+def _evaluation(args: argparse.Namespace) -> RunDocument:
+    from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
+
+    date = parse_date(args.date)
+    path = results_dir(args) / args.model / date / RESULTS_FILE
+    if not path.is_file():
+        raise UsageError(f"no evaluation of model '{args.model}' on {date} ({path} not found)")
+    return read_document(path)
+
+
+def _same_inputs(doc: RunDocument, kb: KnowledgeBase, banks: Banks, kb_path: Path) -> None:
+    made = doc.provenance
+    if kb.content_hash != made.kb_hash:
+        raise UsageError(
+            f"{kb_path}: KB hash {kb.content_hash[:12]} is not the {made.kb_hash[:12]} that {made.model} @ "
+            f"{made.date} was evaluated on; pass that KB with --kb to map its ids back"
+        )
+    semantic = banks.layout.semantic
+    if banks.file_hashes.get(semantic) != made.bank_hashes.get(semantic):
+        raise UsageError(
+            f"{banks.root / semantic}: not the semantic bank {made.model} @ {made.date} was evaluated on; "
+            "pass that bank's folder with --banks-dir to map its ids back"
+        )
+
+
+def original_ids(kb: KnowledgeBase, banks: Banks) -> OriginalIds:
+    from eval_pipeline.core.report.trec import OriginalIds
+
+    return OriginalIds(
+        documents={e.entity_id: e.source_id for e in kb.entities if e.source_id is not None},
+        queries={t.test_id: t.source_id for t in banks.semantic_tests if t.source_id is not None},
+    )
+
+
+def cmd_export_trec(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.core.report.trec import (
+        QRELS_FILE,
+        RUN_FILE,
+        qrel_rows,
+        qrels_text,
+        ranked_results,
+        run_rows,
+        run_text,
+    )
+
+    doc = _evaluation(args)
+    kb, banks = load_validated(args.kb, args.banks_dir)
+    _same_inputs(doc, kb, banks, args.kb)
+    ids = original_ids(kb, banks)
+    run, qrels = run_rows(doc.semantic, ids), qrel_rows(doc.semantic, ids)
+    texts = {RUN_FILE: run_text(run, doc.provenance.model), QRELS_FILE: qrels_text(qrels)}
+    out: Path = args.out
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
+    ranked = len(ranked_results(doc.semantic))
+    unranked = len({r.test_id for r in doc.semantic}) - ranked
+    print(
+        f"wrote {out / RUN_FILE} ({ranked} queries, {len(run)} rows) and {out / QRELS_FILE} "
+        f"({len(qrels)} judgments); left out {unranked} errored tests (no ranking)"
+    )
+    return EXIT_OK

@@ -1,0 +1,68 @@
+"""`import-beir SRC --kb OUT_KB --banks-dir OUT_BANKS [--split test]`: a BEIR folder as a new
+project (KB, semantic bank, and a models file beside the KB, where `init` puts it), written at
+once or not at all (core/inputs/beir_project.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eval_pipeline.cli.errors import EXIT_OK
+from eval_pipeline.cli.init import MODELS
+
+if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
+    from eval_pipeline.core.inputs.beir_project import ImportCounts
+
+# Standard cutoffs such as R@100 need 100 candidates per query, not the 15 a chat assistant's
+# reranker is shown.
+IMPORTED_CANDIDATE_DEPTH = 100
+
+
+def add_import_beir_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "import-beir",
+        help="turn a BEIR folder into a KB, a semantic bank and a models file",
+        description="Each passage becomes a KB entity and each judged query a semantic test with its graded "
+        "gains; ids the KB cannot hold are mapped reversibly and kept as source_id. Nothing is written "
+        "unless the whole import succeeds.",
+    )
+    p.add_argument("src", type=Path, help="the BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+    p.add_argument("--kb", type=Path, required=True, help="the KB folder to write (new or empty)")
+    p.add_argument("--banks-dir", type=Path, required=True, help="the banks folder to write (new or empty)")
+    p.add_argument("--split", default="test", help="which qrels/<split>.tsv to import (default: test)")
+    p.add_argument("--name", help="the project's name (default: the BEIR folder's name)")
+    p.set_defaults(func=cmd_import_beir)
+
+
+def imported_models() -> str:
+    """The offline models of `init`, each retrieving IMPORTED_CANDIDATE_DEPTH candidates."""
+    import yaml
+
+    data = yaml.safe_load(MODELS)
+    for entry in data["models"].values():
+        entry["candidate_depth"] = IMPORTED_CANDIDATE_DEPTH
+    header = "# The imported project's retrieval configurations; see `eval-pipeline models` and the docs.\n"
+    return header + yaml.safe_dump(data, sort_keys=False)
+
+
+def _summary(counts: ImportCounts) -> str:
+    return (
+        f"{counts.documents} documents ({counts.mapped_documents} ids mapped), "
+        f"{counts.tests} tests ({counts.mapped_queries} ids mapped), "
+        f"{counts.judgments} judgments ({counts.zero_gain_judgments} with gain 0); skipped "
+        f"{counts.unjudged_queries} queries without judgments and "
+        f"{counts.unrelevant_queries} whose judgments all have gain 0"
+    )
+
+
+def cmd_import_beir(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.inputs.beir_project import ImportTargets, import_beir
+
+    src: Path = args.src
+    targets = ImportTargets(args.kb, args.banks_dir, args.kb.parent / "models.yaml")
+    name = args.name or src.resolve().name
+    counts = import_beir(src, args.split, name, targets, imported_models())
+    print(f"imported '{name}': {_summary(counts)}")
+    print(f"wrote {targets.kb_dir}, {targets.banks_dir} and {targets.models_file}")
+    return EXIT_OK

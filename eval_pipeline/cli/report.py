@@ -1,0 +1,77 @@
+"""`report --html FILE`: the stored evaluations of a results folder as one self-contained HTML
+page (trends per model and bank, since last run, failures, topics, every test on click)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date as date_type
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.arguments import results_dir, results_dir_arg
+from eval_pipeline.cli.errors import EXIT_OK, UsageError
+
+
+def add_report_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write stored evaluations as one self-contained HTML report",
+        description="Write the stored evaluations (results/<model>/<date>/results.json) as one HTML "
+        "file that opens offline: score trends per model and bank over the health bands, what changed "
+        "since each model's previous run, failing tests and topics worst first, every test on click.",
+    )
+    p.add_argument("--html", type=Path, required=True, metavar="FILE", help="the HTML file to write")
+    results_dir_arg(p)
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a model to include (repeatable; default: every model with results)",
+    )
+    p.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD", help="first date to include (UTC)")
+    p.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="last date to include (UTC)")
+    p.set_defaults(func=cmd_report)
+
+
+def _date(text: str | None, flag: str) -> str | None:
+    if text is None:
+        return None
+    try:
+        return date_type.fromisoformat(text).isoformat()
+    except ValueError:
+        raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.report.html import render_html
+    from eval_pipeline.core.writable import require_writable
+    from eval_pipeline.providers.object_store import output_path
+    from eval_pipeline.providers.results_history import read_history
+
+    date_from, date_to = _date(args.date_from, "--from"), _date(args.date_to, "--to")
+    if date_from and date_to and date_from > date_to:
+        raise UsageError(f"--from {date_from} is after --to {date_to}")
+    if args.html.is_dir():
+        raise UsageError(f"--html: {args.html} is a folder; name the file to write")
+    require_writable([("--html", args.html.parent)])
+    root = results_dir(args)
+    history = read_history(output_path(root), set(args.model), date_from, date_to)
+    found = {d.provenance.model for d in history.docs}
+    missing = [m for m in args.model if m not in found]
+    if not history.docs or missing:
+        which = ", ".join(missing) or "any model"
+        span = f" from {date_from}" if date_from else ""
+        span += f" to {date_to}" if date_to else ""
+        raise UsageError(f"{root}: no results for {which}{span}; run `eval-pipeline run` first")
+    # The models in the order asked for (else the results folder's), each one's dates in order.
+    order = {m: i for i, m in enumerate(args.model)}
+    docs = sorted(history.docs, key=lambda d: order.get(d.provenance.model, 0))
+    html = render_html(docs, history.comparisons)
+    args.html.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.html, html)
+    dates = sorted({d.provenance.date for d in history.docs})
+    span = f"{dates[0]} to {dates[-1]}"
+    print(f"wrote {args.html}: {', '.join(sorted(found))}, {span} ({len(history.docs)} evaluations)")
+    return EXIT_OK

@@ -1,0 +1,313 @@
+"""A BEIR folder as a project of this tool: a KB directory (one KNOWLEDGE entity a passage), a
+semantic bank (one test a judged query, its graded judgments as `relevant` gains) and a models
+file, written all at once or not at all.
+
+The corpus is streamed: each passage is checked and written as it is read, and only its id
+mapping is kept (the qrels must be checked against it). Judgments and the judged queries are
+small and kept. Everything is written into temporary folders beside the targets and renamed
+into place at the end, so a failed import leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from eval_pipeline.core.fileio import MAX_INPUT_BYTES
+from eval_pipeline.core.inputs.bank_layout import BankLayout
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.beir import (
+    CORPUS_FILE,
+    QUERIES_FILE,
+    BeirError,
+    Document,
+    qrels_path,
+    read_corpus,
+    read_qrels,
+    read_queries,
+)
+from eval_pipeline.core.inputs.external_ids import mapped_entity_id, mapped_test_id
+from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
+from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST
+
+# Shown to rerankers with every candidate: the first sentence, not the passage.
+SUMMARY_CHARS = 200
+TITLE_CHARS = 120
+CATEGORY = "imported"
+
+M = TypeVar("M", bound=BaseModel)
+# libyaml's emitter: a 100k-passage corpus is 100k files.
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass
+class ImportCounts:
+    documents: int = 0
+    mapped_documents: int = 0  # ids that did not fit the KB's rules and were mapped
+    tests: int = 0
+    mapped_queries: int = 0
+    judgments: int = 0
+    zero_gain_judgments: int = 0
+    unjudged_queries: int = 0  # skipped: no qrels row names them
+    unrelevant_queries: int = 0  # skipped: every judgment has gain 0
+
+
+@dataclass(frozen=True)
+class ImportTargets:
+    kb_dir: Path
+    banks_dir: Path
+    models_file: Path
+
+    def refuse_existing(self) -> None:
+        for folder in (self.kb_dir, self.banks_dir):
+            if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+                raise BeirError(
+                    folder, None, "-", "-", "exists and is not an empty folder; import writes new ones"
+                )
+        if self.models_file.exists():
+            raise BeirError(
+                self.models_file,
+                None,
+                "-",
+                "-",
+                "exists; import writes a new project: give --kb a folder inside a new one (NEW/kb)",
+            )
+        kb, banks = self.kb_dir.resolve(), self.banks_dir.resolve()
+        if kb == banks or kb in banks.parents or banks in kb.parents:
+            raise BeirError(self.banks_dir, None, "-", "-", "the KB and banks folders must be apart")
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def first_sentence(text: str, limit: int) -> str:
+    """The first line's first sentence, at most `limit` characters."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return _bounded(re.split(r"(?<=[.!?])\s+", line, maxsplit=1)[0], limit)
+
+
+def _checked(model: type[M], data: dict[str, Any], file: Path, line: int, item: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "-"
+        raise BeirError(file, line, item, field, err["msg"]) from None
+
+
+def _entity(doc: Document, entity_id: str, src: Path) -> Entity:
+    title, text = doc.title.strip(), doc.text.strip()
+    if not title and not text:
+        raise BeirError(src / CORPUS_FILE, doc.line, doc.source_id, "text", "title and text are both blank")
+    data = {
+        "entity_id": entity_id,
+        "entity_type": EntityType.KNOWLEDGE.value,
+        "load_mode": LoadMode.SEMANTIC.value,
+        "title": _bounded(title, TITLE_CHARS) if title else first_sentence(text, TITLE_CHARS),
+        "summary": first_sentence(text or title, SUMMARY_CHARS),
+        "content": doc.text if text else doc.title,
+        "source_id": doc.source_id,
+    }
+    return _checked(Entity, data, src / CORPUS_FILE, doc.line, doc.source_id)
+
+
+def _write_entities(src: Path, entities_dir: Path, counts: ImportCounts) -> dict[str, str]:
+    """Write each passage as it is read; return original id -> entity id."""
+    entities_dir.mkdir(parents=True)
+    ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for doc in read_corpus(src):
+        if doc.source_id in ids:
+            raise BeirError(src / CORPUS_FILE, doc.line, doc.source_id, "_id", "duplicate document id")
+        entity_id = mapped_entity_id(doc.source_id)
+        if entity_id in taken:  # only if two slugs and 48-bit hashes coincide
+            raise BeirError(
+                src / CORPUS_FILE, doc.line, doc.source_id, "_id", f"maps to '{entity_id}' as another id does"
+            )
+        entity = _entity(doc, entity_id, src)
+        data = entity.model_dump(mode="json", exclude_defaults=True)
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+        (entities_dir / f"{entity_id}.yaml").write_text(text, encoding="utf-8")
+        ids[doc.source_id] = entity_id
+        taken.add(entity_id)
+        counts.documents += 1
+        counts.mapped_documents += entity_id != doc.source_id
+    if not ids:
+        raise BeirError(src / CORPUS_FILE, None, "-", "-", "no documents")
+    return ids
+
+
+@dataclass
+class _Judged:
+    first_line: int
+    gains: dict[str, int]  # entity id -> gain
+
+
+def _judgments(src: Path, split: str, doc_ids: dict[str, str], counts: ImportCounts) -> dict[str, _Judged]:
+    path = qrels_path(src, split)
+    judged: dict[str, _Judged] = {}
+    for j in read_qrels(src, split):
+        entity_id = doc_ids.get(j.doc_id)
+        if entity_id is None:
+            raise BeirError(
+                path, j.line, j.query_id, "corpus-id", f"unknown document '{j.doc_id}' (not in {CORPUS_FILE})"
+            )
+        entry = judged.setdefault(j.query_id, _Judged(j.line, {}))
+        earlier = entry.gains.get(entity_id)
+        if earlier is not None and earlier != j.gain:
+            raise BeirError(
+                path, j.line, j.query_id, "score", f"'{j.doc_id}' judged again: {earlier}, then {j.gain}"
+            )
+        if earlier is None:
+            counts.judgments += 1
+            counts.zero_gain_judgments += j.gain == 0
+        entry.gains[entity_id] = j.gain
+    return judged
+
+
+def _tests(src: Path, split: str, judged: dict[str, _Judged], counts: ImportCounts) -> list[dict[str, Any]]:
+    """The bank's tests, checked, in the queries' order."""
+    tests: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    taken: set[str] = set()
+    for query in read_queries(src):
+        if query.source_id in seen:
+            raise BeirError(src / QUERIES_FILE, query.line, query.source_id, "_id", "duplicate query id")
+        seen.add(query.source_id)
+        entry = judged.get(query.source_id)
+        if entry is None:
+            counts.unjudged_queries += 1
+            continue
+        if not any(entry.gains.values()):
+            counts.unrelevant_queries += 1
+            continue
+        test_id = mapped_test_id(query.source_id)
+        if test_id in taken:
+            raise BeirError(
+                src / QUERIES_FILE,
+                query.line,
+                query.source_id,
+                "_id",
+                f"maps to '{test_id}' as another id does",
+            )
+        taken.add(test_id)
+        counts.mapped_queries += test_id != query.source_id
+        data = {
+            "test_id": test_id,
+            "source_id": query.source_id,
+            "category": CATEGORY,
+            "prompt": query.text,
+            "relevant": entry.gains,
+        }
+        _checked(SemanticTest, data, src / QUERIES_FILE, query.line, query.source_id)
+        tests.append(data)
+    unknown = sorted((e.first_line, q) for q, e in judged.items() if q not in seen)
+    if unknown:
+        line, query_id = unknown[0]
+        raise BeirError(
+            qrels_path(src, split), line, query_id, "query-id", f"unknown query (not in {QUERIES_FILE})"
+        )
+    if not tests:
+        raise BeirError(
+            qrels_path(src, split),
+            None,
+            "-",
+            "-",
+            "no query has a judgment with gain > 0: nothing to evaluate",
+        )
+    counts.tests = len(tests)
+    return tests
+
+
+def _bank_text(tests: list[dict[str, Any]], description: str, qrels: Path) -> str:
+    bank = {
+        "bank_type": "SEMANTIC",
+        "version": "1.0",
+        "description": description,
+        "tests": tests,
+    }
+    text = json.dumps(bank, indent=1, ensure_ascii=False) + "\n"
+    size = len(text.encode("utf-8"))
+    if size > MAX_INPUT_BYTES:
+        raise BeirError(
+            qrels,
+            None,
+            "-",
+            "-",
+            f"the bank would be {size:,} bytes, over the {MAX_INPUT_BYTES:,}-byte input limit",
+        )
+    return text
+
+
+@contextmanager
+def _staged(targets: ImportTargets) -> Iterator[ImportTargets]:
+    """Temporary twins of the targets beside them, renamed into place if the body succeeds."""
+    made: list[Path] = []
+    try:
+        for target in (targets.kb_dir, targets.banks_dir, targets.models_file):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.append(Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.importing-")))
+        kb_tmp, banks_tmp, models_tmp = made
+        yield ImportTargets(kb_tmp, banks_tmp, models_tmp / targets.models_file.name)
+        _publish(
+            [
+                (kb_tmp, targets.kb_dir),
+                (banks_tmp, targets.banks_dir),
+                (models_tmp / targets.models_file.name, targets.models_file),
+            ]
+        )
+    finally:
+        for tmp in made:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _publish(moves: list[tuple[Path, Path]]) -> None:
+    """Rename each staged output into place; if one fails, take back those already placed."""
+    placed: list[Path] = []
+    try:
+        for staged, target in moves:
+            if target.is_dir():
+                target.rmdir()  # checked empty before the import began
+            os.rename(staged, target)
+            placed.append(target)
+    except BaseException:
+        for target in placed:
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        raise
+
+
+def import_beir(src: Path, split: str, name: str, targets: ImportTargets, models_text: str) -> ImportCounts:
+    """Write the project; raise BeirError (nothing written) on bad input."""
+    if not src.is_dir():
+        raise BeirError(src, None, "-", "-", "BEIR folder not found")
+    targets.refuse_existing()
+    counts = ImportCounts()
+    with _staged(targets) as staged:
+        doc_ids = _write_entities(src, staged.kb_dir / KB_ENTITIES_DIR, counts)
+        judged = _judgments(src, split, doc_ids, counts)
+        del doc_ids  # the largest thing held; the queries need only the judgments
+        tests = _tests(src, split, judged, counts)
+        description = f"Imported from the BEIR folder {src.name}, split {split}."
+        manifest = {"kb_version": "1", "name": name, "description": description}
+        (staged.kb_dir / KB_MANIFEST).write_text(
+            yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
+        )
+        layout = BankLayout()
+        bank = staged.banks_dir / layout.semantic
+        bank.parent.mkdir(parents=True)
+        bank.write_text(_bank_text(tests, description, qrels_path(src, split)), encoding="utf-8")
+        (staged.banks_dir / layout.history).mkdir(parents=True, exist_ok=True)
+        staged.models_file.write_text(models_text, encoding="utf-8")
+    return counts

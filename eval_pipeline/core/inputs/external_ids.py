@@ -1,0 +1,64 @@
+"""Ids of an imported collection (BEIR, TREC) as KB entity ids and test ids, and back.
+
+A collection's ids may hold any characters (`<ns:Some_Page>`, `a/b`, unicode, `12345`), but an
+entity id is snake_case (it names the entity's file) and a test id is a short token. An id that
+already fits, and holds no `__`, is kept as it is; any other becomes a readable slug, `__`, and
+a hash of the original, so the mapping is deterministic and two originals never share a mapped
+id (kept ids hold no `__`; mapped ids differ in their hash). The original is recorded in the
+entity's or test's `source_id`, which is what every exported file uses: that makes it reversible.
+
+An id holding whitespace or a control character cannot be carried by TREC files (whitespace
+separates their columns), so it is refused rather than mapped: a mapped id would come back out
+of an export as something the user never wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+ENTITY_ID_MAX = 120
+TEST_ID_MAX = 80
+_ENTITY_ID = re.compile(r"[a-z][a-z0-9_]*")
+_TEST_ID = re.compile(r"[A-Za-z0-9_.-]+")
+SEPARATOR = "__"
+_SLUG_CHARS = 40
+_HASH_CHARS = 12  # 48 bits: a clash needs the same slug and the same hash prefix
+
+
+def carriage_problem(original: str) -> str | None:
+    """Why `original` cannot travel through TREC files unchanged, or None when it can."""
+    if not original:
+        return "is empty"
+    if any(ch.isspace() for ch in original):
+        return f"'{original}' holds whitespace, which TREC files cannot carry"
+    if not original.isprintable():
+        return f"{original!r} holds a control character, which TREC files cannot carry"
+    return None
+
+
+def _digest(original: str) -> str:
+    return hashlib.sha256(original.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+
+
+def _ascii(original: str) -> str:
+    return unicodedata.normalize("NFKD", original).encode("ascii", "ignore").decode("ascii")
+
+
+def mapped_entity_id(original: str) -> str:
+    """The KB entity id (`^[a-z][a-z0-9_]*$`, at most 120 characters) standing for `original`."""
+    if _ENTITY_ID.fullmatch(original) and len(original) <= ENTITY_ID_MAX and SEPARATOR not in original:
+        return original
+    slug = re.sub(r"[^a-z0-9]+", "_", _ascii(original).lower())[:_SLUG_CHARS].strip("_")
+    if not slug[:1].isalpha():
+        slug = f"id_{slug}".rstrip("_")
+    return f"{slug}{SEPARATOR}{_digest(original)}"
+
+
+def mapped_test_id(original: str) -> str:
+    """The test id (`^[A-Za-z0-9_.-]+$`, at most 80 characters) standing for `original`."""
+    if _TEST_ID.fullmatch(original) and len(original) <= TEST_ID_MAX and SEPARATOR not in original:
+        return original
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", _ascii(original))[:_SLUG_CHARS].strip("_") or "q"
+    return f"{slug}{SEPARATOR}{_digest(original)}"

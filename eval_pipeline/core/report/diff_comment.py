@@ -1,0 +1,114 @@
+"""`diff --format markdown`: the diff as a pull-request comment that fits on one screen.
+
+At most `MAX_LINES` lines whatever the size of the diff. The verdict and what fails it come
+first (a new critical failure on the third line, then lost coverage and the gate's other
+reasons), then one summary line; each kind of change sits in a collapsed `<details>` block,
+and the blocks share what is left of the budget, so a diff of hundreds of regressions still
+names the first of each kind and says how many more `diff` lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.report.diffs import (
+    DETAILED,
+    detail_lines,
+    headline,
+    health_line,
+    implementation_lines,
+    kind_title,
+    span_lines,
+)
+from eval_pipeline.core.verdicts.regression_gate import DiffGate
+from eval_pipeline.core.verdicts.run_gate import GateStatus
+
+MAX_LINES = 60
+MAX_CHARS = 300  # a line longer than this is cut: a reason can list hundreds of ids
+CRITICAL_NAMED = 5  # critical failures named on the headline line
+_BLOCK_OVERHEAD = 3  # "<details><summary>", the blank line markdown needs, "</details>"
+_ICON = {GateStatus.PASSED: "✅", GateStatus.FAILED: "❌", GateStatus.UNEVALUABLE: "⚠️"}
+
+
+def _cut(line: str, limit: int = MAX_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _critical_line(diff: RunDiff) -> list[str]:
+    critical = diff.of_kind(DeltaKind.CRITICAL)
+    if not critical:
+        return []
+    named = "; ".join(f"`{headline(d)}`" for d in critical[:CRITICAL_NAMED])
+    more = f"; +{len(critical) - CRITICAL_NAMED} more" if len(critical) > CRITICAL_NAMED else ""
+    return [_cut(f"- 🚨 **{len(critical)} new critical failure(s)**: {named}{more}")]
+
+
+def _verdict(diff: RunDiff, gate: DiffGate) -> list[str]:
+    mode = " (strict)" if gate.strict else ""
+    title = f"## {_ICON[gate.status]} Retrieval diff{mode}: {gate.status.value.upper()} — "
+    lines = [_cut(f"{title}{diff.base.label} → {diff.head.label}"), "", *_critical_line(diff)]
+    if gate.reasons or gate.notes:
+        lines += ["", f"**The diff gate{mode}**:"] if lines[-1] else [f"**The diff gate{mode}**:"]
+    lines += [_cut(f"- {r}") for r in gate.reasons]
+    lines += [_cut(f"- note: {n}") for n in gate.notes]
+    return [*lines, ""]
+
+
+def _summary(diff: RunDiff) -> list[str]:
+    counts = ", ".join(f"{diff.counts.get(k, 0)} {kind_title(k)}" for k in (*DETAILED, DeltaKind.UNCHANGED))
+    lines = [
+        _cut(f"**{health_line(diff)}** · pass: score ≥ {diff.pass_threshold} · {counts}"),
+        _cut(f"**statistics (semantic)**: {diff.statistics.verdict}"),
+    ]
+    spans = [*implementation_lines(diff), *diff.warnings, *span_lines(diff)]
+    return [*lines, *(_cut(f"- ⚠️ {s}") for s in spans[:3]), *(["- ⚠️ …"] if len(spans) > 3 else []), ""]
+
+
+def _item(d: TestDelta) -> str:
+    details = " · ".join(detail_lines(d))
+    return _cut(f"- `{headline(d)}`" + (f" — {details}" if details else ""))
+
+
+def _shares(sizes: Sequence[int], budget: int) -> list[int]:
+    """Item lines per block: equal shares of `budget`, what a small block leaves to the others."""
+    shares = [0] * len(sizes)
+    left, open_blocks = budget, [i for i, n in enumerate(sizes) if n]
+    while open_blocks and left > 0:
+        each = max(left // len(open_blocks), 1)
+        for i in list(open_blocks):
+            give = min(each, sizes[i] - shares[i], left)
+            shares[i] += give
+            left -= give
+            if shares[i] == sizes[i]:
+                open_blocks.remove(i)
+    return shares
+
+
+def _blocks(diff: RunDiff, budget: int) -> list[str]:
+    kinds = [k for k in DETAILED if diff.of_kind(k)]
+    while kinds and budget < (_BLOCK_OVERHEAD + 1) * len(kinds):
+        kinds.pop()  # the least telling kind first (the gate's reasons above still name removals)
+    # A block that cannot show all its tests spends one line on how many more there are.
+    items = max(budget - _BLOCK_OVERHEAD * len(kinds), 0)
+    sizes = [len(diff.of_kind(k)) for k in kinds]
+    shares = _shares(sizes, items)
+    if any(s < n for s, n in zip(shares, sizes, strict=True)):
+        shares = _shares(sizes, max(items - len(kinds), 0))
+    lines: list[str] = []
+    for kind, share in zip(kinds, shares, strict=True):
+        deltas = diff.of_kind(kind)
+        lines += [f"<details><summary>{kind_title(kind).capitalize()} ({len(deltas)})</summary>", ""]
+        lines += [_item(d) for d in deltas[:share]]
+        if share < len(deltas):
+            lines.append(f"- … {len(deltas) - share} more: `eval-pipeline diff` lists every test")
+        lines.append("</details>")
+    return lines
+
+
+def render_diff_comment(diff: RunDiff, gate: DiffGate) -> str:
+    head = [*_verdict(diff, gate), *_summary(diff)]
+    if len(head) > MAX_LINES:  # only a diff with very many warnings and reasons gets here
+        head = [*head[: MAX_LINES - 1], "- …"]
+    lines = head + _blocks(diff, MAX_LINES - len(head))
+    return "\n".join(lines[:MAX_LINES]).rstrip() + "\n"

@@ -1,0 +1,107 @@
+"""`diff --junit`: a comparison of two runs as JUnit test suites, one per bank of the head.
+
+A test case per test of the head: it fails when the diff gate counts it as a regression (the
+reason and base → head score in the message), is an `<error>` when the head could not score it,
+and passes otherwise. Tests and banks the head no longer runs are failures named by id (skipped,
+still named, when --allow-removed accepts them). A last suite, `gate`, holds the diff gate itself:
+it can fail for reasons no test carries (another project, a significant decline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.diffs import detail_lines, headline, points
+from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
+from eval_pipeline.core.verdicts.coverage import ALLOW_FLAG
+from eval_pipeline.core.verdicts.regression_gate import DiffGate, counted_regressions
+from eval_pipeline.core.verdicts.run_gate import GateStatus
+
+GATE_SUITE = "gate"
+COVERAGE = "coverage"
+
+
+def _scores(d: TestDelta) -> str:
+    before, after = (points(s.score if s else None) for s in (d.base, d.head))
+    return f"{before} → {after}"
+
+
+def _classname(d: TestDelta, categories: Mapping[str, str]) -> str:
+    category = categories.get(d.test_id)
+    return f"{d.mechanism}.{category}" if category else d.mechanism
+
+
+def _head_case(d: TestDelta, counted: Mapping[str, str], categories: Mapping[str, str]) -> Case:
+    case = Case(d.test_id, _classname(d, categories))
+    detail = "\n".join([headline(d), *detail_lines(d)])
+    why = counted.get(d.test_id)
+    errored = d.head is not None and d.head.score is None
+    if errored:
+        message = f"{why}: {_scores(d)}" if why else f"errored in the head: {_scores(d)}"
+        return Case(case.name, case.classname, Verdict.ERROR, message, why or "errored", detail)
+    if why:
+        return Case(case.name, case.classname, Verdict.FAILURE, f"{why}: {_scores(d)}", why, detail)
+    return case
+
+
+def _removed_case(d: TestDelta, allow_removed: bool, categories: Mapping[str, str]) -> Case:
+    critical = "critical test " if d.critical else ""
+    message = f"removed: {critical}no longer run (was {d.base.label if d.base else '—'})"
+    classname = _classname(d, categories)
+    if allow_removed:
+        return Case(d.test_id, classname, Verdict.SKIPPED, f"{message}; accepted by {ALLOW_FLAG}")
+    return Case(d.test_id, classname, Verdict.FAILURE, message, "coverage lost")
+
+
+def _bank_case(bank: str, allow_removed: bool) -> Case:
+    message = f"bank {bank} no longer run"
+    if allow_removed:
+        return Case(bank, COVERAGE, Verdict.SKIPPED, f"{message}; accepted by {ALLOW_FLAG}")
+    return Case(bank, COVERAGE, Verdict.FAILURE, message, "coverage lost")
+
+
+def _gate_case(gate: DiffGate) -> Case:
+    name = "diff gate (strict)" if gate.strict else "diff gate"
+    notes = "\n".join(f"note: {n}" for n in gate.notes)
+    if gate.passed:
+        return Case(name, GATE_SUITE)
+    verdict = Verdict.ERROR if gate.status is GateStatus.UNEVALUABLE else Verdict.FAILURE
+    message = f"gate {gate.status.value}: {'; '.join(gate.reasons)}"
+    return Case(name, GATE_SUITE, verdict, message, "diff gate", notes)
+
+
+def _properties(diff: RunDiff, gate: DiffGate) -> dict[str, str]:
+    return {
+        "base": diff.base.label,
+        "head": diff.head.label,
+        "base_kb_hash": diff.base.kb_hash,
+        "head_kb_hash": diff.head.kb_hash,
+        "health": f"{diff.base_health} → {diff.head_health}",
+        "pass_threshold": str(diff.pass_threshold),
+        "gate": gate.status.value,
+    }
+
+
+def render_diff_junit(
+    diff: RunDiff, gate: DiffGate, allow_removed: bool, categories: Mapping[str, str] | None = None
+) -> str:
+    """`categories`: the head's semantic test id -> category, for classnames."""
+    categories = categories or {}
+    counted = counted_regressions(diff, gate.strict)
+    by_bank: dict[str, list[Case]] = {}
+    for d in diff.deltas:
+        if d.kind is DeltaKind.REMOVED:
+            case = _removed_case(d, allow_removed, categories)
+        else:
+            case = _head_case(d, counted, categories)
+        by_bank.setdefault(d.mechanism, []).append(case)
+    properties = _properties(diff, gate)
+    order = [m.value for m in Mechanism]
+    banks = sorted(by_bank, key=lambda b: order.index(b) if b in order else len(order))
+    suites = [Suite(bank, by_bank[bank], properties) for bank in banks]
+    if diff.removed_banks:
+        suites.append(Suite(COVERAGE, [_bank_case(b, allow_removed) for b in diff.removed_banks], properties))
+    suites.append(Suite(GATE_SUITE, [_gate_case(gate)], properties))
+    return render_junit(f"eval-pipeline diff {diff.base.label} → {diff.head.label}", suites)

@@ -1,0 +1,220 @@
+"""What the HTML report shows, as plain data: for each model, its trend chart over the report's
+dates and, for its latest evaluation, the summary, what changed since the run before (the stored
+regression diff, judged by `diff`'s gate), every failing test worst first, topics worst first
+and every test, each in full for the rows a reader opens.
+
+The content is what report.md and `run` already say (failures.py, the since section's kinds and
+gate); this module only arranges it for one page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
+from eval_pipeline.core.diff.model import DeltaKind
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.diffs import detail_lines, headline, health_line, kind_title
+from eval_pipeline.core.report.failures import ERRORED, failing_tests
+from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.report.run_output import SINCE_KINDS
+from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
+from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
+from eval_pipeline.core.scoring.results import AnyResult
+from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import by_test
+from eval_pipeline.core.verdicts.since import regression_gate
+
+
+@dataclass(frozen=True)
+class BankRow:
+    bank: str
+    score: str
+    tests: int
+    hard_fails: int
+    errored: int
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    kind: str
+    test_id: str
+    headline: str
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class SinceView:
+    baseline_date: str | None
+    verdict: str  # the whole comparison in one line, or why there is none
+    health: str
+    counts: list[tuple[str, int]]
+    warnings: list[str]
+    changes: list[ChangeRow]
+    gate_status: str | None
+    gate_reasons: list[str]
+    gate_notes: list[str]
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    test_id: str
+    bank: str
+    score: str
+    rule: str
+    reason: str
+    critical: bool
+    errored: bool
+
+
+@dataclass(frozen=True)
+class TestRow:
+    __test__ = False  # not a pytest test class despite the name
+
+    test_id: str
+    bank: str
+    score: str
+    outcome: str  # pass, fail or error (no score)
+    trials: int
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    topic: str
+    score: str
+    width: float  # the score bar's width in percent; 0 when unknown
+    tests: int
+    hard_fails: int
+    errored: int
+
+
+@dataclass(frozen=True)
+class ModelView:
+    model: str
+    date: str
+    health: str
+    combined: str
+    banks: list[BankRow]
+    critical: list[str]
+    chart: TrendChart
+    since: SinceView
+    failures: list[FailureRow]
+    topics: list[TopicRow]
+    tests: list[TestRow]  # every test of the evaluation, in bank order
+    details: dict[str, list[TrialDetail]]
+
+
+@dataclass(frozen=True)
+class HtmlReport:
+    title: str
+    dates: list[str]
+    models: list[ModelView]
+    notes: list[str]
+
+
+def latest_comparison(docs: Sequence[RunDocument], stored: RegressionDiff | None) -> RegressionDiff:
+    """What changed at the model's latest evaluation: the regression diff stored for that date (the
+    one `run` printed), else the latest against the one before it among `docs`."""
+    ordered = sorted(docs, key=lambda d: d.provenance.date)
+    head = ordered[-1]
+    if stored is not None and stored.date == head.provenance.date:
+        return stored
+    return against_baseline(head, ordered[-2] if len(ordered) > 1 else None)
+
+
+def _since(regression: RegressionDiff) -> SinceView:
+    gate = regression_gate(regression)
+    diff = regression.diff
+    if diff is None or gate is None:
+        return SinceView(None, regression.verdict, "", [], [], [], None, [], [])
+    changes = [
+        ChangeRow(kind_title(k), d.test_id, headline(d), detail_lines(d))
+        for k in SINCE_KINDS
+        for d in diff.of_kind(k)
+    ]
+    counts = [
+        ("new critical" if k is DeltaKind.CRITICAL else kind_title(k), diff.counts[k]) for k in SINCE_KINDS
+    ]
+    return SinceView(
+        baseline_date=regression.baseline_date,
+        verdict=regression.verdict,
+        health=health_line(diff),
+        counts=counts,
+        warnings=list(diff.warnings),
+        changes=changes,
+        gate_status=gate.status.value.upper(),
+        gate_reasons=list(gate.reasons),
+        gate_notes=list(gate.notes),
+    )
+
+
+def _topics(doc: RunDocument) -> list[TopicRow]:
+    # Worst first; a topic with no scored test is an unknown, which ranks before any score.
+    ordered = sorted(
+        doc.aggregate.topic_scores.items(),
+        key=lambda kv: (kv[1].average is not None, kv[1].average or 0.0, kv[0]),
+    )
+    return [
+        TopicRow(name, fmt_score(g.average), g.average or 0.0, g.tests, g.hard_fails, g.errored)
+        for name, g in ordered
+    ]
+
+
+def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: Sequence[str]) -> ModelView:
+    doc = max(docs, key=lambda d: d.provenance.date)
+    agg, threshold = doc.aggregate, doc.provenance.pass_threshold
+    details: dict[str, list[TrialDetail]] = {}
+    tests: list[TestRow] = []
+    banks: Sequence[tuple[Mechanism, Sequence[AnyResult]]] = (
+        (Mechanism.SEMANTIC, doc.semantic),
+        (Mechanism.STATE, doc.state),
+        (Mechanism.PATTERN, doc.pattern),
+        (Mechanism.ALWAYS, doc.always),
+    )
+    for bank, rows in banks:
+        details.update(details_by_test(rows, threshold))
+        tests += [
+            TestRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)
+            for t in by_test(rows, threshold)
+        ]
+    return ModelView(
+        model=doc.provenance.model,
+        date=doc.provenance.date,
+        health=agg.health.value,
+        combined=fmt_score(agg.combined_score),
+        banks=[
+            BankRow(m.value, fmt_score(b.average), b.tests, b.hard_fails, b.errored)
+            for m, b in agg.banks.items()
+        ],
+        critical=[f"{c.test_id}: {c.reason}" for c in agg.critical_failures],
+        chart=trend_chart(doc.provenance.model, docs, dates),
+        since=_since(regression),
+        failures=[
+            FailureRow(
+                f.test_id, f.bank.value, fmt_score(f.score), f.rule, f.reason, f.critical, f.rule == ERRORED
+            )
+            for f in failing_tests(doc)
+        ],
+        topics=_topics(doc),
+        tests=tests,
+        details=details,
+    )
+
+
+def build_report(
+    docs: Sequence[RunDocument], comparisons: Mapping[str, RegressionDiff], notes: Sequence[str] = ()
+) -> HtmlReport:
+    """The report of `docs` (any models, any dates; models in order of first appearance);
+    `comparisons` holds each model's stored regression diff of its latest date, where there is one."""
+    by_model: dict[str, list[RunDocument]] = {}
+    for d in docs:
+        by_model.setdefault(d.provenance.model, []).append(d)
+    dates = sorted({d.provenance.date for d in docs})
+    models = [
+        _model_view(ds, latest_comparison(ds, comparisons.get(model)), dates)
+        for model, ds in by_model.items()
+    ]
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    title = f"Retrieval evaluation — {', '.join(by_model)} — {span}"
+    return HtmlReport(title, dates, models, list(notes))

@@ -1,0 +1,104 @@
+"""JUnit XML, the test-report format CI servers read (GitLab, Jenkins, Buildkite, GitHub test
+reporters): suites of test cases, each passed, failed, errored or skipped.
+
+Built with ElementTree, so every attribute and text is escaped by the serializer. XML 1.0 cannot
+carry most control characters even escaped (a provider's error text may hold them): they are
+written as visible `\\uXXXX` instead of making a file no reporter can parse.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+# Everything outside XML 1.0's Char production.
+_NOT_XML10 = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    return _NOT_XML10.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class Verdict(StrEnum):
+    PASSED = "passed"
+    FAILURE = "failure"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    classname: str
+    verdict: Verdict = Verdict.PASSED
+    message: str = ""  # one line: the rule and reason (failure, error) or why skipped
+    kind: str = ""  # the failure's type attribute: the rule, or what kind of regression
+    detail: str = ""  # the element's text: what a reader needs beyond the message
+    time: float | None = None  # seconds, when known
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    cases: Sequence[Case]
+    properties: Mapping[str, str] = field(default_factory=dict)
+    timestamp: str | None = None
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(c.verdict is verdict for c in self.cases)
+
+    @property
+    def time(self) -> float:
+        return sum(c.time or 0.0 for c in self.cases)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _totals(element: ET.Element, suites: Sequence[Suite]) -> None:
+    element.set("tests", str(sum(len(s.cases) for s in suites)))
+    element.set("failures", str(sum(s.count(Verdict.FAILURE) for s in suites)))
+    element.set("errors", str(sum(s.count(Verdict.ERROR) for s in suites)))
+
+
+def _case(parent: ET.Element, case: Case) -> None:
+    element = ET.SubElement(parent, "testcase", name=xml_safe(case.name), classname=xml_safe(case.classname))
+    if case.time is not None:
+        element.set("time", _seconds(case.time))
+    if case.verdict is Verdict.PASSED:
+        return
+    outcome = ET.SubElement(element, case.verdict.value, message=xml_safe(case.message))
+    if case.kind:
+        outcome.set("type", xml_safe(case.kind))
+    if case.detail:
+        outcome.text = xml_safe(case.detail)
+
+
+def _suite(parent: ET.Element, suite: Suite) -> None:
+    element = ET.SubElement(parent, "testsuite", name=xml_safe(suite.name))
+    _totals(element, [suite])
+    element.set("skipped", str(suite.count(Verdict.SKIPPED)))
+    element.set("time", _seconds(suite.time))
+    if suite.timestamp:
+        element.set("timestamp", suite.timestamp)
+    if suite.properties:
+        properties = ET.SubElement(element, "properties")
+        for name, value in suite.properties.items():
+            ET.SubElement(properties, "property", name=xml_safe(name), value=xml_safe(value))
+    for case in suite.cases:
+        _case(element, case)
+
+
+def render_junit(name: str, suites: Sequence[Suite]) -> str:
+    """One `<testsuites>` document holding every suite, UTF-8, with its XML declaration."""
+    root = ET.Element("testsuites", name=xml_safe(name))
+    _totals(root, suites)
+    root.set("time", _seconds(sum(s.time for s in suites)))
+    for suite in suites:
+        _suite(root, suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

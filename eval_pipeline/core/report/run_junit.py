@@ -1,0 +1,134 @@
+"""`run --junit`: the evaluations of one `run` as JUnit test suites, one per bank and model.
+
+A test case per test (a semantic test once, over its trials): classname is the bank, and for a
+semantic test the bank and its category; a failing test fails with the rule and reason `run`
+prints (core/report/failures.py), an errored test is an `<error>`. A last suite, `gate`, holds
+one case per model: its release gate, or the reason no evaluation could be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.failures import Failure, failing_tests
+from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
+from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
+from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import TestTrials, by_test
+from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
+
+GATE_SUITE = "gate"
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One model's evaluation as `run` read it back: its document and gate, or why there is none."""
+
+    model: str
+    document: RunDocument | None
+    gate: GateDecision | None
+    problem: str = ""  # why the document or the gate is missing
+
+
+def _rows(doc: RunDocument, bank: Mechanism) -> Sequence[AnyResult]:
+    banks: dict[Mechanism, Sequence[AnyResult]] = {
+        Mechanism.SEMANTIC: doc.semantic,
+        Mechanism.STATE: doc.state,
+        Mechanism.PATTERN: doc.pattern,
+        Mechanism.ALWAYS: doc.always,
+    }
+    return banks[bank]
+
+
+def _classname(prefix: str, bank: Mechanism, first: AnyResult) -> str:
+    name = f"{prefix}{bank.value}"
+    return f"{name}.{first.category}" if isinstance(first, SemanticResult) else name
+
+
+def _seconds(t: TestTrials[AnyResult]) -> float | None:
+    # Only the semantic pipeline times its calls; the deterministic banks take no measurable time.
+    latencies = [r.latency_ms for r in t.rows if isinstance(r, SemanticResult)]
+    return sum(latencies) / 1000 if latencies else None
+
+
+def _case(prefix: str, bank: Mechanism, t: TestTrials[AnyResult], failure: Failure | None) -> Case:
+    case = Case(name=t.test_id, classname=_classname(prefix, bank, t.first), time=_seconds(t))
+    if failure is None:
+        return case
+    critical = "critical failure; " if failure.critical else ""
+    detail = f"{critical}score {fmt_score(failure.score)}; {failure.rule}: {failure.reason}"
+    verdict = Verdict.ERROR if failure.score is None else Verdict.FAILURE
+    return Case(
+        name=case.name,
+        classname=case.classname,
+        time=case.time,
+        verdict=verdict,
+        message=f"{failure.rule}: {failure.reason}",
+        kind=failure.rule,
+        detail=detail,
+    )
+
+
+def _properties(doc: RunDocument, bank: Mechanism, gate: GateDecision | None) -> dict[str, str]:
+    p, agg = doc.provenance, doc.aggregate
+    summary = agg.banks.get(bank)
+    return {
+        "model": p.model,
+        "date": p.date,
+        "kb_version": p.kb_version,
+        "kb_hash": p.kb_hash,
+        "health": agg.health.value,
+        "combined_score": fmt_score(agg.combined_score),
+        "bank_score": fmt_score(summary.average if summary else None),
+        "pass_threshold": str(p.pass_threshold),
+        "gate": gate.status.value if gate else "not written",
+    }
+
+
+def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
+    """One suite per bank the model's evaluation ran; `prefix` tells models apart in one file."""
+    doc = run.document
+    if doc is None:
+        return []
+    failures = {(f.bank, f.test_id): f for f in failing_tests(doc)}
+    suites = []
+    for bank in Mechanism:
+        tests = by_test(_rows(doc, bank), doc.provenance.pass_threshold)
+        if not tests:
+            continue
+        cases = [_case(prefix, bank, t, failures.get((bank, t.test_id))) for t in tests]
+        suites.append(
+            Suite(
+                name=f"{prefix}{bank.value}",
+                cases=cases,
+                properties=_properties(doc, bank, run.gate),
+                timestamp=doc.provenance.generated_at.replace(tzinfo=None).isoformat(timespec="seconds"),
+            )
+        )
+    return suites
+
+
+def gate_case(run: ModelRun) -> Case:
+    """The model's release gate as a test case: the gate can fail where no single test does
+    (a combined score under --fail-under), and a model with no evaluation must not vanish."""
+    if run.document is None or run.gate is None:
+        reason = run.problem or "no evaluation was read"
+        return Case(run.model, GATE_SUITE, Verdict.ERROR, reason, "no evaluation", reason)
+    gate = run.gate
+    if gate.status is GateStatus.PASSED:
+        return Case(run.model, GATE_SUITE)
+    verdict = Verdict.ERROR if gate.status is GateStatus.UNEVALUABLE else Verdict.FAILURE
+    reasons = "; ".join(gate.reasons) or gate.status.value
+    return Case(run.model, GATE_SUITE, verdict, f"gate {gate.status.value}: {reasons}", "release gate")
+
+
+def render_run_junit(runs: Sequence[ModelRun]) -> str:
+    """Every model of one `run` in one file; model names prefix suites and classnames only when
+    there are several, so one model's file reads as its banks."""
+    several = len(runs) > 1
+    suites = [s for run in runs for s in bank_suites(run, f"{run.model}." if several else "")]
+    suites.append(Suite(name=GATE_SUITE, cases=[gate_case(run) for run in runs]))
+    return render_junit("eval-pipeline run", suites)

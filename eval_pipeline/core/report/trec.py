@@ -1,0 +1,108 @@
+"""An evaluation's semantic results as TREC files: a run (`qid Q0 docid rank score tag`) and
+qrels (`qid 0 docid gain`), in the ids of the collection the project was imported from.
+
+The run holds each test's `final_ranking` (the picks in rank order, then the other candidates),
+from its first scored trial. A test with no scored trial has no ranking and is in neither file:
+errored tests stay out of every average here, and tools disagree on a judged query missing from
+a run (trec_eval skips it, ir_measures counts it as 0). Scores fall strictly with the rank, so
+no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's resolved
+expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
+secondaries gain 1 (the gains of core/scoring/metrics.py). `not_expected` entities are not
+judgments: unjudged counts as not relevant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ir_measures import Qrel, ScoredDoc
+
+from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.external_ids import carriage_problem
+from eval_pipeline.core.mechanisms.retrieval import final_ranking
+from eval_pipeline.core.scoring.metrics import PRIMARY_GAIN, SECONDARY_GAIN
+from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+
+RUN_FILE = "run.trec"
+QRELS_FILE = "qrels.trec"
+
+
+class TrecIdError(BadInput):
+    """An id that TREC files cannot carry (whitespace, control characters): one line naming it."""
+
+
+@dataclass(frozen=True)
+class OriginalIds:
+    """Entity id -> the collection's document id, test id -> its query id; ids not listed are
+    their own original (a project that was not imported)."""
+
+    documents: Mapping[str, str]
+    queries: Mapping[str, str]
+
+    def document(self, entity_id: str) -> str:
+        return _carried(self.documents.get(entity_id, entity_id), "document", entity_id)
+
+    def query(self, test_id: str) -> str:
+        return _carried(self.queries.get(test_id, test_id), "query", test_id)
+
+
+def _carried(original: str, kind: str, ours: str) -> str:
+    problem = carriage_problem(original)
+    if problem:
+        raise TrecIdError(f"{kind} id of '{ours}': {problem}")
+    return original
+
+
+def trec_gains(exp: Expectations) -> dict[str, int]:
+    """Entity id -> gain, as the qrels state it. Validation keeps an entity to one role; were one
+    named twice, a stated gain wins, then a primary."""
+    gains = dict.fromkeys(exp.expected_secondary, SECONDARY_GAIN)
+    gains.update(dict.fromkeys(exp.expected_any, PRIMARY_GAIN))
+    gains.update(dict.fromkeys(exp.expected_primary, PRIMARY_GAIN))
+    gains.update(exp.relevant)
+    return gains
+
+
+def ranked_results(results: Sequence[SemanticResult]) -> list[SemanticResult]:
+    """Each test's first scored trial, tests in their first-seen order."""
+    chosen: dict[str, SemanticResult] = {}
+    for r in sorted(results, key=lambda r: r.trial):
+        if r.status is TestStatus.SCORED and r.test_id not in chosen:
+            chosen[r.test_id] = r
+    order = list(dict.fromkeys(r.test_id for r in results))
+    return [chosen[t] for t in order if t in chosen]
+
+
+def run_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[ScoredDoc]:
+    rows: list[ScoredDoc] = []
+    for r in ranked_results(results):
+        ranking = final_ranking(r.selections, r.candidates)
+        qid = ids.query(r.test_id)
+        rows += [ScoredDoc(qid, ids.document(e), float(len(ranking) - i)) for i, e in enumerate(ranking)]
+    return rows
+
+
+def qrel_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Qrel]:
+    """The judgments of each test the run ranks."""
+    rows: list[Qrel] = []
+    for r in ranked_results(results):
+        qid = ids.query(r.test_id)
+        rows += [Qrel(qid, ids.document(e), gain) for e, gain in trec_gains(r.expectations).items()]
+    return rows
+
+
+def run_text(rows: Sequence[ScoredDoc], tag: str) -> str:
+    lines: list[str] = []
+    rank = 0
+    previous = None
+    for row in rows:
+        rank = rank + 1 if row.query_id == previous else 1
+        previous = row.query_id
+        lines.append(f"{row.query_id} Q0 {row.doc_id} {rank} {row.score!r} {tag}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def qrels_text(rows: Sequence[Qrel]) -> str:
+    return "".join(f"{q.query_id} 0 {q.doc_id} {q.relevance}\n" for q in rows)

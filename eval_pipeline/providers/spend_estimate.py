@@ -1,0 +1,280 @@
+"""What a run would spend, per model, before it calls anything: API calls, tokens and USD.
+
+The counts come from the objects a run uses (the model's pipeline, its response cache and
+embedding store), only read: a stored vector or a cached answer is counted as cached and costs
+nothing. Tokens are estimated offline as characters / 4 (no API, no tokenizer download); real
+tokenizers count somewhat more for the same text. A rerank answer's output is a planning figure
+(an id and a one-line reason per pick), bounded by the reranker's output cap. Not included:
+repair calls after an invalid answer, retried failures, and the re-trials a non-reproducible
+model makes of a regressed test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
+from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.mechanisms.retrieval import Usage
+from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.implementations import system_requests
+from eval_pipeline.providers.base import InputType, RerankCandidate
+from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
+from eval_pipeline.providers.factory import build_pipeline
+from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
+from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
+from eval_pipeline.providers.target import RetrievalItem, retrieval_items
+
+if TYPE_CHECKING:  # the SDKs are imported only for the models that use them
+    from eval_pipeline.providers.claude_rerank import ClaudeReranker
+
+CHARS_PER_TOKEN = 4
+OUTPUT_TOKENS_PER_PICK = 25  # planning figure: an entity id and a one-line reason
+TOKEN_COUNT_CALLS = 2  # a Claude reranker counts its prefix once per run: free
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class StageSpend:
+    """One stage's calls: `cost_usd` is None where eval-pipeline knows no price (the team's system)."""
+
+    stage: str
+    model_id: str
+    calls: int
+    cached: int
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = 0.0
+    max_cost_usd: float | None = 0.0
+    note: str = ""
+
+    @property
+    def input_tokens(self) -> int:
+        u = self.usage
+        return u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+
+
+@dataclass(frozen=True)
+class ModelSpend:
+    model: str
+    stages: list[StageSpend]
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.stages)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(s.input_tokens for s in self.stages)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.usage.output_tokens for s in self.stages)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(s.cost_usd or 0.0 for s in self.stages)
+
+    @property
+    def max_cost_usd(self) -> float:
+        return sum(s.max_cost_usd or 0.0 for s in self.stages)
+
+    @property
+    def unpriced(self) -> bool:
+        return any(s.cost_usd is None for s in self.stages)
+
+
+def estimate_spend(
+    cfg: ModelConfig,
+    kb_entities: Sequence[Entity],
+    banks: Banks,
+    scope: Scope,
+    cache_dir: Path,
+    cache_mode: CacheMode,
+    *,
+    batch: bool = False,
+    environ: Mapping[str, str] | None = None,
+    embedded: set[tuple[str, str, str]] | None = None,
+) -> ModelSpend:
+    """What running `scope` of `banks` through `cfg` would spend; calls nothing, writes nothing.
+
+    `embedded` collects (embedder, input type, text) across the models of one run: a text an
+    earlier model embeds is in the cache by the time a later one with that embedder asks."""
+    tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
+    items = retrieval_items(tests, cfg.trials)
+    stages = [_system(cfg, banks, scope, len(items))] if cfg.system is not None else []
+    if items and cfg.embedder is not None and cfg.reranker is not None and cfg.uses_api:
+        # The run's own pipeline on its caches, only read: a cache file not there yet is read as
+        # empty rather than created.
+        def readable(filename: str) -> CacheMode:
+            return cache_mode if (cache_dir / filename).is_file() else "off"
+
+        cache = ResponseCache(cache_dir, readable(ResponseCache.FILENAME))
+        store = EmbeddingStore(cache_dir, readable(EmbeddingStore.FILENAME))
+        try:
+            boosts = banks.rules.boosts_by_entity() if banks.rules else {}
+            pipeline = build_pipeline(cfg, cache, store, boosts, environ, batch)
+            assert isinstance(pipeline, SemanticPipeline)  # the built-in stages, not the team's system
+            view = pipeline.stored(kb_entities, [item.query for item in items])
+            stages += [
+                *_embeddings(cfg, pipeline, view, items, set() if embedded is None else embedded),
+                *_reranks(cfg, pipeline, view, items, batch),
+            ]
+        finally:
+            cache.close()
+            store.close()
+    return ModelSpend(cfg.key, [s for s in stages if s.calls or s.cached])
+
+
+def _system(cfg: ModelConfig, banks: Banks, scope: Scope, semantic_items: int) -> StageSpend:
+    assert cfg.system is not None
+    others = [m for m in cfg.system_mechanisms if m is not Mechanism.SEMANTIC]
+    calls = len(system_requests(banks, scope, others))
+    calls += semantic_items if cfg.system.runs(Mechanism.SEMANTIC) else 0
+    where = cfg.system.url or "python entry point"
+    return StageSpend(
+        "team system", where, calls, 0, cost_usd=None, max_cost_usd=None, note="not priced here"
+    )
+
+
+def _embeddings(
+    cfg: ModelConfig,
+    pipeline: SemanticPipeline,
+    view: StoredView,
+    items: Sequence[RetrievalItem],
+    embedded: set[tuple[str, str, str]],
+) -> list[StageSpend]:
+    from eval_pipeline.providers.voyage import MAX_TEXTS_PER_REQUEST, VoyageEmbedder, plan_batches
+
+    embedder = pipeline.embedder
+    model_id = cfg.stages()[0].model_id
+    queries = list(dict.fromkeys(item.query for item in items))
+    if not isinstance(embedder, VoyageEmbedder):  # local: free, and no call
+        return []
+    name = embedder.name
+    wanted: list[tuple[InputType, str]] = [
+        ("document", t) for t in dict.fromkeys(e.embedding_text() for e in view.to_embed)
+    ]
+    wanted += [("query", q) for q in queries if q not in view.stored_queries]
+    earlier = [(kind, t) for kind, t in wanted if (name, kind, t) in embedded]
+    todo = [
+        (kind, t) for kind, t in wanted if (name, kind, t) not in embedded and not embedder.cached(t, kind)
+    ]
+    embedded.update((name, kind, t) for kind, t in todo)
+    documents = [t for kind, t in todo if kind == "document"]
+    fresh = [t for kind, t in todo if kind == "query"]
+    batches = len(plan_batches(documents, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens))
+    usage = Usage(input_tokens=sum(estimate_tokens(t) for _, t in todo))
+    cost = cost_usd(usage, cfg.price(model_id))
+    cached = len(view.catalogue) + len(queries) - len(todo)
+    parts = [f"{len(documents)} KB entities in {batches} call(s)"] if documents else []
+    parts += [f"{len(fresh)} queries, one a call"] if fresh else []
+    parts += [f"{len(earlier)} of the cached embedded by an earlier model of this run"] if earlier else []
+    note = "; ".join(parts)
+    return [StageSpend("embeddings", model_id, batches + len(fresh), cached, usage, cost, cost, note)]
+
+
+def _typical(catalogue: Sequence[RerankCandidate], k: int) -> list[RerankCandidate]:
+    """k real entities spread over the catalogue's lengths: a request whose candidates are not
+    known yet (its query has no stored vector) is about as long as they are."""
+    by_length = sorted(catalogue, key=lambda c: len(c.title) + len(c.summary))
+    if len(by_length) <= k:
+        return by_length
+    return [by_length[round(i * (len(by_length) - 1) / (k - 1))] for i in range(k)]
+
+
+def _reranks(
+    cfg: ModelConfig,
+    pipeline: SemanticPipeline,
+    view: StoredView,
+    items: Sequence[RetrievalItem],
+    batch: bool,
+) -> list[StageSpend]:
+    from eval_pipeline.providers.claude_rerank import ClaudeReranker
+    from eval_pipeline.providers.voyage import VoyageReranker, rerank_documents
+
+    reranker = pipeline.reranker
+    model_id = cfg.stages()[1].model_id
+    if isinstance(reranker, ClaudeReranker):
+        reranker.use_catalogue(view.catalogue)
+    elif not isinstance(reranker, VoyageReranker):  # local: free, and no call
+        return []
+    typical = _typical(view.catalogue, CANDIDATE_K)
+    todo: list[tuple[RetrievalItem, list[RerankCandidate]]] = []
+    for item in items:
+        known = view.candidates.get(item.query)
+        if known is not None and reranker.cached(item.query, known, SELECTION_K, item.trial):
+            continue
+        todo.append((item, typical if known is None else known))
+    cached = len(items) - len(todo)
+    price = cfg.price(model_id)
+    if isinstance(reranker, VoyageReranker):
+        tokens = 0
+        for item, shown in todo:
+            documents = rerank_documents(shown)
+            tokens += estimate_tokens(item.query) * len(documents) + sum(map(estimate_tokens, documents))
+        usage = Usage(input_tokens=tokens)
+        cost = cost_usd(usage, price)
+        return [StageSpend("rerank", model_id, len(todo), cached, usage, cost, cost)]
+    rerank = _claude(reranker, model_id, price, todo, cached, batch)
+    counting = StageSpend(
+        "token counting", model_id, TOKEN_COUNT_CALLS, 0, note="the prefix, once a run: free"
+    )
+    return [rerank, counting]
+
+
+def _claude(
+    reranker: ClaudeReranker,
+    model_id: str,
+    price: Price,
+    todo: Sequence[tuple[RetrievalItem, list[RerankCandidate]]],
+    cached: int,
+    batch: bool,
+) -> StageSpend:
+    """The first call writes the cacheable prefix when it is long enough, the others read it."""
+    from eval_pipeline.providers.claude_rerank import MAX_OUTPUT_TOKENS
+    from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
+
+    if not todo:
+        return StageSpend("rerank", model_id, 0, cached)
+    prefix = estimate_tokens(reranker.prompt_texts("", [], SELECTION_K)[0])
+    turns = sum(estimate_tokens(reranker.prompt_texts(i.query, shown, SELECTION_K)[1]) for i, shown in todo)
+    picks = sum(min(SELECTION_K, len(shown)) for _, shown in todo)
+    minimum = minimum_cacheable_tokens(model_id)
+    if minimum is not None and prefix >= minimum:
+        usage = Usage(
+            input_tokens=turns,
+            cache_creation_input_tokens=prefix,
+            cache_creation_1h_input_tokens=prefix if batch else 0,  # batches write with the 1-hour TTL
+            cache_read_input_tokens=prefix * (len(todo) - 1),
+        )
+        state = "cached: written once, then read"
+    else:
+        usage = Usage(input_tokens=turns + prefix * len(todo))
+        state = f"below the minimum of {minimum} for caching" if minimum else "caching minimum unknown"
+    typical = usage.model_copy(update={"output_tokens": OUTPUT_TOKENS_PER_PICK * picks})
+    most = usage.model_copy(update={"output_tokens": MAX_OUTPUT_TOKENS * len(todo)})
+    discount = BATCH_DISCOUNT if batch else 1.0
+    note = f"prefix ~{prefix:,} tokens, {state}"
+    note += (
+        f"; the {len(todo)} requests as one message batch, half price, plus its status polls" if batch else ""
+    )
+    return StageSpend(
+        "rerank",
+        model_id,
+        len(todo),
+        cached,
+        typical,
+        cost_usd(typical, price) * discount,
+        cost_usd(most, price) * discount,
+        note,
+    )
