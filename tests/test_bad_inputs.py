@@ -645,6 +645,66 @@ CASES: list[tuple[str, Mutation, int, str]] = [
 ]
 
 
+def _relevance(**fields: Any) -> Mutation:
+    """T-RENT-001 stated by `fields` (any-of, graded) instead of its exact primary."""
+
+    def edit(data: Any) -> None:
+        test = _test(data, "T-RENT-001")
+        test["expected_primary"] = []
+        test.update(fields)
+
+    return _edit_json(SEMANTIC, edit)
+
+
+RELEVANCE_CASES: list[tuple[str, Mutation, int, str]] = [
+    (
+        f"gain-{name}",
+        _relevance(relevant={"rent_arrears": gain}),
+        2,
+        f"T-RENT-001: relevant.rent_arrears: {msg}",
+    )
+    for name, gain, msg in (
+        ("negative", -1, "Input should be greater than or equal to 0"),
+        ("float", 1.5, "Input should be a valid integer"),
+        ("string", "3", "Input should be a valid integer"),
+        ("bool", True, "Input should be a valid integer"),
+        ("nan", float("nan"), "nan is not a finite number"),
+    )
+] + [
+    (
+        "gain-unknown-entity",
+        _relevance(relevant={"no_such": 2}),
+        2,
+        "T-RENT-001: relevant: unknown entity 'no_such'",
+    ),
+    (
+        "graded-only-zero-gains",
+        _relevance(relevant={"rent_arrears": 0}),
+        2,
+        "T-RENT-001: -: Value error, needs expected_primary, expected_any or a relevant entity with gain > 0",
+    ),
+    (
+        "any-of-unknown-entity",
+        _relevance(expected_any=["rent_arrears", "no_such"]),
+        2,
+        "T-RENT-001: expected_any: unknown entity 'no_such'",
+    ),
+    (
+        "graded-and-any-of-at-once",
+        _relevance(expected_any=["rent_arrears"], relevant={"rent_arrears": 2}),
+        2,
+        "T-RENT-001: relevant: 'rent_arrears' is in expected_any and relevant: an entity has one role",
+    ),
+    (
+        "graded-and-not-expected",
+        _relevance(relevant={"rent_arrears": 2}, not_expected=["rent_arrears"]),
+        2,
+        "'rent_arrears' is in relevant and not_expected: an entity has one role",
+    ),
+]
+CASES += RELEVANCE_CASES
+
+
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(REPO / "tests/fixtures/tenant_domain", tmp_path, dirs_exist_ok=True)

@@ -14,7 +14,6 @@ from eval_pipeline.cli import main
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.run_document import read_document
-from eval_pipeline.providers.models import ModelConfig
 from tests.beir_fixture import JUDGED_QUERY_IDS, ORIGINAL_DOC_IDS, tenant_as_beir, write_beir
 
 DATE = "2026-11-20"
@@ -25,16 +24,10 @@ def _import(src: Path, *extra: str) -> int:
     return main(["import-beir", str(src), "--kb", "proj/kb", "--banks-dir", "proj/test_banks", *extra])
 
 
-def _runnable_models(project: Path) -> None:
-    """Until per-model candidate depth lands (issue 28, item 3), this branch's models file
-    refuses the key: drop it here, after checking the import wrote it for every model."""
-    models_file = project / "models.yaml"
-    data = yaml.safe_load(models_file.read_text())
+def _depth_100(project: Path) -> None:
+    """The import runs every model at depth 100 unless told otherwise."""
+    data = yaml.safe_load((project / "models.yaml").read_text())
     assert {m["candidate_depth"] for m in data["models"].values()} == {100}
-    if "candidate_depth" not in ModelConfig.model_fields:
-        for entry in data["models"].values():
-            del entry["candidate_depth"]
-        models_file.write_text(yaml.safe_dump(data))
 
 
 @pytest.mark.parametrize(
@@ -79,7 +72,7 @@ def test_import_run_export_round_trips_every_original_id(
     assert "6 documents (5 ids mapped), 4 tests (3 ids mapped), 7 judgments (2 with gain 0)" in out
     assert "skipped 1 queries without judgments and 1 whose judgments all have gain 0" in out
     project = workdir / "proj"
-    _runnable_models(project)
+    _depth_100(project)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(project)
         assert main(["validate"]) == 0
@@ -105,6 +98,11 @@ def test_import_run_export_round_trips_every_original_id(
     direct = ir_measures.calc_aggregate(MEASURES, own_qrels, own_run)
     assert exported.keys() == direct.keys() and all(abs(exported[m] - direct[m]) < 1e-9 for m in MEASURES)
     assert exported[ir_measures.RR @ 10] > 0  # something relevant was found
+    # What the report states is what any trec_eval-compatible tool computes on the exported files.
+    reported = doc.ir_metrics
+    assert reported is not None
+    for name, measure in zip(("ndcg@10", "recall@100", "mrr@10"), MEASURES, strict=True):
+        assert abs(reported[name] - exported[measure]) < 1e-9, name
 
 
 def test_export_refuses_a_missing_evaluation_and_a_changed_kb(
@@ -112,7 +110,7 @@ def test_export_refuses_a_missing_evaluation_and_a_changed_kb(
 ) -> None:
     assert _import(tenant_as_beir(workdir / "tenant", workdir / "src")) == 0
     project = workdir / "proj"
-    _runnable_models(project)
+    _depth_100(project)
     capsys.readouterr()
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(project)

@@ -85,6 +85,16 @@ def parse_rank(text: str) -> RankCheck:
     return RankCheck(higher=higher.strip(), lower=lower.strip())
 
 
+def parse_gain(text: str) -> tuple[str, int]:
+    """`--relevant ENTITY=GAIN`: a whole gain from 0 (judged not relevant) to 1000."""
+    from eval_pipeline.core.inputs.banks import MAX_GAIN
+
+    entity, sep, gain = text.partition("=")
+    if not sep or not entity.strip() or not gain.strip().isdigit() or int(gain) > MAX_GAIN:
+        raise UsageError(f"--relevant: '{text}' is not ENTITY=GAIN (a whole number 0..{MAX_GAIN})")
+    return entity.strip(), int(gain)
+
+
 def validate_entry(kb: KnowledgeBase, kb_path: Path, banks: Banks, entry: HistoryFile, label: str) -> None:
     """A human's expectations get the same cross-checks as bank expectations (the loaded banks
     are already clean); `label` names the entry in the problems."""
@@ -118,8 +128,11 @@ def diff_lines(d: ProposalDiff) -> list[str]:
 
 
 def expectation_lines(exp: Expectations) -> list[str]:
+    graded = ", ".join(f"{e}={g}" for e, g in exp.relevant.items())
     return [
         f"    primary       {_ids(exp.expected_primary)}",
+        *([f"    any of        {_ids(exp.expected_any)}"] if exp.expected_any else []),
+        *([f"    relevant      {graded}"] if graded else []),
         f"    secondary     {_ids(exp.expected_secondary)}",
         f"    not expected  {_ids(exp.not_expected)}",
         f"    rank          {_ranks(exp.rank_check)}",

@@ -10,6 +10,7 @@ from eval_pipeline.cli.arguments import (
     data_args,
     expectation_args,
     expectation_lines,
+    parse_gain,
     parse_rank,
     semantic_tests_of,
     validate_entry,
@@ -30,6 +31,11 @@ def add_override_command(sub: Any) -> None:
     )
     o.add_argument("test_id", help="the semantic test's id")
     expectation_args(o)
+    ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
+    o.add_argument("--any", **ids, help="at least one of these must be selected")
+    o.add_argument(
+        "--relevant", nargs="+", action="extend", default=[], metavar="ENTITY=GAIN", help="graded judgments"
+    )
     o.add_argument("--withdraw", action="store_true", help="end the standing override")
     o.add_argument("--by", required=True, help="who decides (recorded)")
     o.add_argument("--reason", required=True, help="why (recorded)")
@@ -45,17 +51,20 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
     if not args.by.strip() or not args.reason.strip():
         raise UsageError("--by and --reason must not be empty")
     if args.withdraw:
-        if args.primary or args.secondary or args.not_expected or args.rank:
+        if args.primary or args.any or args.relevant or args.secondary or args.not_expected or args.rank:
             raise UsageError("--withdraw takes no expectations")
         if current.source_kind != "human_override":
             raise UsageError(
                 f"{args.test_id} has no standing override to withdraw (source: {current.source})"
             )
         return HumanOverride(override_date=today, by=args.by, reason=args.reason, withdraw=True)
-    if not args.primary:
-        raise UsageError("an override needs --primary (or --withdraw)")
+    relevant = dict(parse_gain(text) for text in args.relevant)
+    if not (args.primary or args.any or any(g > 0 for g in relevant.values())):
+        raise UsageError("an override needs --primary, --any or a --relevant gain above 0 (or --withdraw)")
     return HumanOverride(
         expected_primary=args.primary,
+        expected_any=args.any,
+        relevant=relevant,
         expected_secondary=args.secondary,
         not_expected=args.not_expected,
         rank_check=[parse_rank(r).model_dump() for r in args.rank],

@@ -93,7 +93,7 @@ def _detail(r: ResultBase) -> str:
     if r.outcome is None:
         return r.error or ""
     if r.outcome.hard_fail:
-        return "missing " + ", ".join(r.outcome.missing_primary)
+        return r.outcome.hard_fail_text
     return "; ".join(p.text for p in r.outcome.penalties)
 
 

@@ -129,7 +129,7 @@ def build_pipeline(
         from eval_pipeline.providers.system_target import SystemPipeline, make_target
 
         target = make_target(cfg.system, _policy(cfg), cfg.faults)
-        return SystemPipeline(cfg.key, target, cfg.concurrency)
+        return SystemPipeline(cfg.key, target, cfg.concurrency, cfg.candidate_depth)
     embedder, reranker = cfg.stages()
     return SemanticPipeline(
         cfg.key,
@@ -141,6 +141,7 @@ def build_pipeline(
         rerank_cost=partial(cost_usd, price=cfg.price(reranker.model_id)),
         batch_queries=embedder.kind == "local",
         batch=batch,
+        candidate_depth=cfg.candidate_depth,
     )
 
 

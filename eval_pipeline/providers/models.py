@@ -14,11 +14,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.call_guard import FaultSettings
@@ -33,6 +43,8 @@ RerankerKind = Literal["cosine", "hybrid", "claude", "voyage"]
 SystemKind = Literal["http", "python"]
 
 SCHEMA_VERSION = 1
+# Voyage reranks at most 1000 documents a call; no stage here is built for more.
+MAX_CANDIDATE_DEPTH = 1000
 # The specification's pace for the LLM reranker: one call every 1.25 s.
 DEFAULT_RERANK_RATE_PER_MIN = 48.0
 _API_KINDS = frozenset({"voyage", "claude"})
@@ -169,6 +181,12 @@ class ModelConfig(_Strict):
         default=None, gt=0, description="Reranker requests/min; 48 by default for API rerankers"
     )
     concurrency: int = Field(default=4, ge=1, le=64)
+    candidate_depth: int = Field(
+        default=CANDIDATE_K,
+        ge=1,
+        le=MAX_CANDIDATE_DEPTH,
+        description="How many candidates the embedding stage keeps for the reranker (and R@100 sees)",
+    )
     trials: int = Field(default=1, ge=1, le=20)
     reproducible: bool = Field(
         default=True,
@@ -186,6 +204,15 @@ class ModelConfig(_Strict):
     )
     anthropic_api_key_env: str = "ANTHROPIC_API_KEY"
     voyage_api_key_env: str = "VOYAGE_API_KEY"
+
+    @model_serializer(mode="wrap")
+    def _identity(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The default depth is left out, so configurations written before the field existed keep
+        # their identity; any other depth is part of it (a change of depth is a config change).
+        data: dict[str, Any] = handler(self)
+        if data.get("candidate_depth") == CANDIDATE_K:
+            del data["candidate_depth"]
+        return data
 
     @property
     def faults(self) -> FaultSettings:

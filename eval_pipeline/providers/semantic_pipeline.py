@@ -1,5 +1,5 @@
-"""The semantic mechanism as a system under test: embed the query, take the top 15 entities by
-cosine, let the reranker pick the final 6 in order.
+"""The semantic mechanism as a system under test: embed the query, take the top entities by
+cosine (15 unless the model sets `candidate_depth`), let the reranker pick the final 6 in order.
 
 A failing stage never raises out of `retrieve`: the test comes back `errored` with
 "<stage>: <reason>", so one bad call cannot sink a run and errored tests are never scored.
@@ -135,7 +135,7 @@ def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
 @dataclass(frozen=True)
 class StoredView:
     """The store's part of a run: the semantic entities it has no vector for, the catalogue a
-    reranker sees, the queries it has vectors for and, when every entity has one, their top 15."""
+    reranker sees, the queries it has vectors for and, when every entity has one, their candidates."""
 
     to_embed: list[Entity]
     catalogue: list[RerankCandidate]
@@ -175,6 +175,7 @@ class SemanticPipeline:
         rerank_cost: CostFn = _no_billing,
         batch_queries: bool = False,
         batch: bool = False,
+        candidate_depth: int = CANDIDATE_K,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -186,6 +187,7 @@ class SemanticPipeline:
         self._embed_cost = embed_cost
         self._rerank_cost = rerank_cost
         self._batch = batch
+        self._depth = candidate_depth
         self._index: _Index | None = None
         self._batch_queries = batch_queries
         self._queries: dict[str, tuple[Vector, bool]] = {}  # key -> (vector, was it stored)
@@ -207,9 +209,9 @@ class SemanticPipeline:
         vectors = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
         everything = _Index(entities, np.empty((0, 0), dtype=np.float32))
         candidates: dict[str, list[RerankCandidate]] = {}
-        if entities and all(h in known for h in hashes):  # only then is a query's top 15 known
+        if entities and all(h in known for h in hashes):  # only then are a query's candidates known
             index = _Index(entities, np.stack([known[h] for h in hashes]).astype(np.float32))
-            candidates = {keys[k]: index.shown(index.top(v, CANDIDATE_K)) for k, v in vectors.items()}
+            candidates = {keys[k]: index.shown(index.top(v, self._depth)) for k, v in vectors.items()}
         return StoredView(
             to_embed=[e for e in entities if e.content_hash not in known],
             catalogue=everything.shown(everything.everything()),
@@ -321,7 +323,7 @@ class SemanticPipeline:
             if index is None:
                 raise ProviderError("prepare() has not been run")
             stage = "embed"
-            staged.candidates = index.top(await self._embed_query(item.query, staged.tally), CANDIDATE_K)
+            staged.candidates = index.top(await self._embed_query(item.query, staged.tally), self._depth)
             staged.shown = index.shown(staged.candidates)
         except Exception as exc:  # any stage failure is the test's outcome, not the run's
             staged.error = f"{stage}: {_reason(exc)}"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
+from eval_pipeline.core.inputs.contract import SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import Usage
@@ -208,7 +208,7 @@ def _reranks(
         reranker.use_catalogue(view.catalogue)
     elif not isinstance(reranker, VoyageReranker):  # local: free, and no call
         return []
-    typical = _typical(view.catalogue, CANDIDATE_K)
+    typical = _typical(view.catalogue, cfg.candidate_depth)
     todo: list[tuple[RetrievalItem, list[RerankCandidate]]] = []
     for item in items:
         known = view.candidates.get(item.query)

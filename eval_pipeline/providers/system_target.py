@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest
+from eval_pipeline.core.inputs.contract import CANDIDATE_K, ContractViolation, SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval, Usage
@@ -69,10 +69,13 @@ class SystemPipeline:
     here: every trial is a fresh call.
     """
 
-    def __init__(self, model_key: str, target: SystemTarget, concurrency: int) -> None:
+    def __init__(
+        self, model_key: str, target: SystemTarget, concurrency: int, candidate_depth: int = CANDIDATE_K
+    ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.model_key = model_key
+        self._depth = candidate_depth
         self.target = target
         self._concurrency = concurrency
 
@@ -90,6 +93,7 @@ class SystemPipeline:
             message=item.query,
             user_type=item.user_type,
             user_state=dict(item.user_state),
+            top_k_candidates=self._depth,
         )
         clock = self.target.clock
         started = clock.now()

@@ -22,8 +22,8 @@ from eval_pipeline.core.report.trec import (
     qrels_text,
     run_rows,
     run_text,
-    trec_gains,
 )
+from eval_pipeline.core.scoring.metrics import judgments
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 from tests.beir_fixture import (
     DOCUMENTS,
@@ -204,11 +204,11 @@ def _result(test_id: str, ranked: list[str], picks: int, trial: int = 0, ok: boo
     )
 
 
-def test_trec_gains_keep_graded_gains_and_a_stated_gain_wins() -> None:
+def test_qrels_gains_keep_graded_gains_and_a_stated_gain_wins() -> None:
     exp = Expectations(
         expected_primary=["p", "q"], expected_any=["a"], expected_secondary=["s"], relevant={"q": 1, "z": 0}
     )
-    assert trec_gains(exp) == {"s": 1, "a": 2, "p": 2, "q": 1, "z": 0}
+    assert judgments(exp) == {"s": 1, "a": 2, "p": 2, "q": 1, "z": 0}
 
 
 def test_run_is_the_final_ranking_in_original_ids_with_strictly_falling_scores(tmp_path: Path) -> None:

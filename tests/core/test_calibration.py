@@ -18,7 +18,7 @@ from eval_pipeline.core.calibration.files import (
     latest_documents,
     read_log,
 )
-from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, kb_text, user_turn
+from eval_pipeline.core.calibration.prompt import NOT_CALIBRATED, OUTPUT_SCHEMA, kb_text, user_turn
 from eval_pipeline.core.calibration.proposals import (
     CallRecord,
     Proposal,
@@ -105,7 +105,8 @@ def test_user_turn_carries_the_message_metadata_and_current_expectations(tests: 
     turn = user_turn(test, current)
     assert test.prompt in turn and test.category in turn and ", ".join(test.topics) in turn
     assert 'source="human_override"' in turn
-    assert test.original_expectations().model_dump_json() in turn
+    assert test.original_expectations().model_dump_json(exclude=set(NOT_CALIBRATED)) in turn
+    assert '"expected_any"' not in turn and '"relevant"' not in turn  # never calibrated, never shown
 
 
 def test_output_schema_requires_every_field_and_nothing_else() -> None:

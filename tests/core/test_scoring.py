@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from eval_pipeline.core.scoring.points import (
     BUCKETS,
+    PENALTY_POINTS,
     Penalty,
     PenaltyKind,
     RankViolation,
@@ -113,7 +114,7 @@ def test_score_is_never_below_zero_or_above_hundred(s: int, f: int, r: int, w: i
     assert 0 <= value <= 100
 
 
-@given(counts, counts, counts, counts, st.sampled_from(list(PenaltyKind)))
+@given(counts, counts, counts, counts, st.sampled_from(list(PENALTY_POINTS)))
 def test_more_penalties_never_raise_a_score(s: int, f: int, r: int, w: int, extra: PenaltyKind) -> None:
     base = _p(s, f, r, w)
     more = base + (

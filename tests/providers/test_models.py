@@ -153,6 +153,15 @@ def test_the_earlier_http_form_is_the_system_running_semantic(tmp_path: Path) ->
         ),
         ("system: {kind: python, entrypoint: 'a:b', mechanisms: [state]}", "embedder: required unless"),
         (
+            f"{_LOCAL}\ncandidate_depth: 0",
+            "field 'candidate_depth': Input should be greater than or equal to 1",
+        ),
+        (
+            f"{_LOCAL}\ncandidate_depth: 1001",
+            "field 'candidate_depth': Input should be less than or equal to 1000",
+        ),
+        (f"{_LOCAL}\ncandidate_depth: 2.5", "field 'candidate_depth'"),
+        (
             "embedder: {kind: local}\nreranker: {kind: claude, model_id: claude-new-1}",
             r"field 'prices': no price known for model 'claude-new-1'",
         ),

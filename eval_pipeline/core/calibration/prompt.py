@@ -41,6 +41,8 @@ supports a better answer.
 - Answer with the JSON object only.
 """
 
+# Relevance a calibration leaves as judged: never shown to, nor proposed by, the model.
+NOT_CALIBRATED = frozenset({"expected_any", "relevant"})
 _ID_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
 # Structured output (output_config.format). Reasoning comes first so the lists follow from it.
@@ -84,7 +86,9 @@ def user_turn(test: SemanticTest, current: ResolvedExpectation) -> str:
     state = (
         f"\n<user_state>{json.dumps(test.user_state, sort_keys=True)}</user_state>" if test.user_state else ""
     )
-    expectations = current.expectations.model_dump_json()
+    # Calibration never sees a test stating any-of or graded relevance (calibration/scope.py), so
+    # the prompt shows the lists it proposes, as it did before those fields existed.
+    expectations = current.expectations.model_dump_json(exclude=set(NOT_CALIBRATED))
     return (
         f'<test id="{test.test_id}" category="{test.category}" topics="{", ".join(test.topics)}">\n'
         f"<user_message>\n{test.prompt}\n</user_message>{state}\n"

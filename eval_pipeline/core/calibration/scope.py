@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
-from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.scoring.run_document import RunDocument
 
@@ -66,7 +66,35 @@ def scoped_tests(
     added_entities: Sequence[str] = (),
     retrieved: Mapping[str, set[str]] | None = None,
 ) -> tuple[list[SemanticTest], dict[str, list[str]]]:
-    """The tests a calibration covers, in bank order, and for `affected` why each is included."""
+    """The tests a calibration covers, in bank order, and for `affected` why each is included.
+
+    Tests whose expectations state any-of primaries or graded judgments are left as they are,
+    and `why` says so: their relevance was judged passage by passage, and a proposal of exact
+    primaries would coarsen it back into the one-primary model they were written to escape.
+    """
+    chosen, why = _in_scope(scope, tests, kb, resolved, test_ids, added_entities, retrieved)
+    judged = [t.test_id for t in chosen if states_judgments(resolved[t.test_id].expectations)]
+    for test_id in judged:
+        why[test_id] = [JUDGED_NOT_CALIBRATED]
+    return [t for t in chosen if t.test_id not in judged], why
+
+
+JUDGED_NOT_CALIBRATED = "not calibrated: its any-of or graded relevance is kept as judged"
+
+
+def states_judgments(exp: Expectations) -> bool:
+    return bool(exp.expected_any or exp.relevant)
+
+
+def _in_scope(
+    scope: Scope,
+    tests: Sequence[SemanticTest],
+    kb: KnowledgeBase,
+    resolved: Mapping[str, ResolvedExpectation],
+    test_ids: Sequence[str],
+    added_entities: Sequence[str],
+    retrieved: Mapping[str, set[str]] | None,
+) -> tuple[list[SemanticTest], dict[str, list[str]]]:
     if test_ids and scope != "single":
         raise ScopeError("test ids go with the single scope")
     if added_entities and scope != "affected":

@@ -37,6 +37,7 @@ from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, 
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
@@ -114,7 +115,11 @@ def _kind(base: Side, head: Side, moved: bool, cosmetic: bool, collapse: bool) -
 
 
 def _delta(
-    b: TestTrials[AnyResult], h: TestTrials[AnyResult], compare_reasons: bool, same_embedder: bool
+    b: TestTrials[AnyResult],
+    h: TestTrials[AnyResult],
+    compare_reasons: bool,
+    same_embedder: bool,
+    depth: int = CANDIDATE_K,
 ) -> TestDelta:
     base_rows, head_rows = list(b.rows), list(h.rows)
     expectation = field_lines(expectation_view(b.first), expectation_view(h.first))
@@ -149,7 +154,7 @@ def _delta(
         reasoning_drift=drift,
         cosmetic_changes=cosmetic,
         alerts=alerts,
-        head_stages=attributions([r for r in head_rows if isinstance(r, SemanticResult)]),
+        head_stages=attributions([r for r in head_rows if isinstance(r, SemanticResult)], depth),
     )
 
 
@@ -211,6 +216,11 @@ def _warnings(base: RunDocument, head: RunDocument) -> list[str]:
         out.append(f"pass thresholds differ: {b.pass_threshold} → {h.pass_threshold} (using the latter)")
     if b.scope != h.scope:
         out.append(f"run scopes differ: {fmt(b.scope)} → {fmt(h.scope)}")
+    if base.candidate_depth != head.candidate_depth:
+        out.append(
+            f"candidate depths differ: {base.candidate_depth} → {head.candidate_depth}; "
+            "candidate changes may come from the depth"
+        )
     before, after = base.aggregate.implementations, head.aggregate.implementations
     changed = [m for m in before.keys() & after.keys() if before[m] != after[m]]
     if changed:
@@ -256,7 +266,7 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
     compare_reasons = _same_stage(base, head, "reranker")
     same_embedder = _same_stage(base, head, "embedder")
     deltas = [
-        _delta(before[key], after[key], compare_reasons, same_embedder)
+        _delta(before[key], after[key], compare_reasons, same_embedder, head.candidate_depth)
         if key in before
         else _one_sided(after[key], DeltaKind.ADDED)
         for key in after

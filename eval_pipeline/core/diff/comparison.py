@@ -24,6 +24,7 @@ class ModelSummary(FrozenModel):
     errored: int
     cost_usd: float
     retrieval: RetrievalMetrics | None
+    ir_metrics: dict[str, float] | None = None  # the standard cutoffs (results 1.9+)
 
 
 class ModelComparison(FrozenModel):
@@ -46,6 +47,7 @@ def _summary(doc: RunDocument) -> ModelSummary:
         errored=agg.errored_count,
         cost_usd=agg.cost_usd,
         retrieval=mean_metrics(doc.metrics()),
+        ir_metrics=doc.standard_metrics(),
     )
 
 

@@ -82,7 +82,7 @@ def penalty_lines(rows: Sequence[ResultBase]) -> list[str]:
     for r in rows:
         if r.outcome is None:
             continue
-        lines.update(dict.fromkeys(f"hard fail: missing primary {e}" for e in r.outcome.missing_primary))
+        lines.update(dict.fromkeys(f"hard fail: {reason}" for reason in r.outcome.hard_fail_reasons))
         lines.update(dict.fromkeys(p.text for p in r.outcome.penalties))
     return list(lines)
 

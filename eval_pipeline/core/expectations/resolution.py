@@ -62,8 +62,9 @@ class _TestState:
 
 def _canonical(exp: Expectations) -> tuple[frozenset[str], ...]:
     ranks = frozenset(f"{rc.higher}>{rc.lower}" for rc in exp.rank_check)
-    lists = (exp.expected_primary, exp.expected_secondary, exp.not_expected)
-    return (*(frozenset(ids) for ids in lists), ranks)
+    gains = frozenset(f"{e}={g}" for e, g in exp.relevant.items())
+    lists = (exp.expected_primary, exp.expected_any, exp.expected_secondary, exp.not_expected)
+    return (*(frozenset(ids) for ids in lists), gains, ranks)
 
 
 def same_expectations(a: Expectations, b: Expectations) -> bool:

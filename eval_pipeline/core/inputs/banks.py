@@ -38,7 +38,8 @@ class RankCheck(_Strict):
 
 
 # A graded judgment, as in TREC qrels: 0 = judged not relevant, 1 and up = relevant, more is better.
-Gain = Annotated[StrictInt, Field(ge=0, le=1000)]
+MAX_GAIN = 1000
+Gain = Annotated[StrictInt, Field(ge=0, le=MAX_GAIN)]
 
 
 class _Relevance(_Strict):

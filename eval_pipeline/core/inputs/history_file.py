@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
-from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.banks import Expectations, Gain
 from eval_pipeline.core.inputs.text import Note
 
 HISTORY_GLOB = "expectations_*.json"
@@ -40,6 +40,8 @@ class HumanOverride(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     expected_primary: list[str] = Field(default_factory=list)
+    expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
+    relevant: dict[str, Gain] = Field(default_factory=dict, description="Graded judgments: entity -> gain")
     expected_secondary: list[str] = Field(default_factory=list)
     not_expected: list[str] = Field(default_factory=list)
     rank_check: list[dict[str, str]] = Field(default_factory=list)
@@ -50,14 +52,19 @@ class HumanOverride(BaseModel):
 
     @model_validator(mode="after")
     def _primary_unless_withdrawal(self) -> HumanOverride:
-        if not self.withdraw and not self.expected_primary:
-            raise ValueError("an override needs at least one expected_primary")
+        relevant = self.expected_primary or self.expected_any or any(g > 0 for g in self.relevant.values())
+        if not self.withdraw and not relevant:
+            raise ValueError(
+                "an override needs expected_primary, expected_any or a relevant entity with gain > 0"
+            )
         return self
 
     def expectations(self) -> Expectations:
         return Expectations.model_validate(
             {
                 "expected_primary": self.expected_primary,
+                "expected_any": self.expected_any,
+                "relevant": self.relevant,
                 "expected_secondary": self.expected_secondary,
                 "not_expected": self.not_expected,
                 "rank_check": self.rank_check,

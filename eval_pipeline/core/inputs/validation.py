@@ -162,14 +162,15 @@ def _check_duplicate_tests(c: _Checker) -> None:
 
 
 def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, prefix: str = "") -> None:
-    c.refs(file, item, f"{prefix}expected_primary", exp.expected_primary, SEMANTIC_MODES)
-    c.refs(file, item, f"{prefix}expected_secondary", exp.expected_secondary, SEMANTIC_MODES)
-    c.refs(file, item, f"{prefix}not_expected", exp.not_expected, SEMANTIC_MODES)
+    roles = _roles(exp)
+    for role, ids in roles.items():
+        c.refs(file, item, f"{prefix}{role}", ids, SEMANTIC_MODES)
     ranks = [e for rc in exp.rank_check for e in (rc.higher, rc.lower)]
     c.refs(file, item, f"{prefix}rank_check", ranks, SEMANTIC_MODES)
     wanted = {*exp.expected_primary, *exp.expected_secondary}
     for eid in sorted(wanted & set(exp.not_expected)):
         c.add(file, item, f"{prefix}not_expected", f"'{eid}' is both expected and not expected")
+    _check_one_role(c, file, item, prefix, roles)
     for rc in exp.rank_check:
         if rc.higher == rc.lower:
             c.add(file, item, f"{prefix}rank_check", f"'{rc.higher}' is ranked against itself")
@@ -179,6 +180,38 @@ def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, pre
     cycle = _rank_cycle([(rc.higher, rc.lower) for rc in exp.rank_check if rc.higher != rc.lower])
     if cycle:
         c.add(file, item, f"{prefix}rank_check", "circular: " + " > ".join(cycle))
+
+
+def _roles(exp: Expectations) -> dict[str, list[str]]:
+    """Each role an entity can play in a semantic test, and the entities that play it."""
+    return {
+        "expected_primary": exp.expected_primary,
+        "expected_any": exp.expected_any,
+        "relevant": list(exp.relevant),
+        "expected_secondary": exp.expected_secondary,
+        "not_expected": exp.not_expected,
+    }
+
+
+# Banks written before any-of and graded relevance stay valid as they were: among the older roles
+# only "expected and not expected" is an error, reported on its own above.
+_NEW_ROLES = frozenset({"expected_any", "relevant"})
+
+
+def _check_one_role(c: _Checker, file: str, item: str, prefix: str, roles: dict[str, list[str]]) -> None:
+    """An entity plays one role: a gain, an any-of member and a primary at once is ambiguous."""
+    seen: dict[str, list[str]] = {}
+    for role, ids in roles.items():
+        for eid in dict.fromkeys(ids):
+            seen.setdefault(eid, []).append(role)
+    for eid, where in sorted(seen.items()):
+        if len(where) > 1 and _NEW_ROLES & set(where):
+            c.add(
+                file,
+                item,
+                f"{prefix}{where[-1]}",
+                f"'{eid}' is in {' and '.join(where)}: an entity has one role",
+            )
 
 
 def _rank_cycle(edges: list[tuple[str, str]]) -> list[str]:

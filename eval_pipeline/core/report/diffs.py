@@ -18,6 +18,7 @@ from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.markdown import fmt_score, markdown_table
 from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
+from eval_pipeline.core.scoring.metrics import IR_MEASURES
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 
 DETAILED = (
@@ -191,10 +192,21 @@ def _model_rows(comparison: ModelComparison, banks: Sequence[str]) -> list[list[
             if ir
             else ["—"] * 4
         )
+        standard = [f"{m.ir_metrics[k]:.3f}" if m.ir_metrics else "—" for k in IR_MEASURES]
         scores = [fmt_score(m.bank_scores.get(b)) for b in banks]
         cost = f"${m.cost_usd:.4f}"
         rows.append(
-            [m.model, m.health, fmt_score(m.combined_score), *scores, m.hard_fails, m.errored, *metrics, cost]
+            [
+                m.model,
+                m.health,
+                fmt_score(m.combined_score),
+                *scores,
+                m.hard_fails,
+                m.errored,
+                *metrics,
+                *standard,
+                cost,
+            ]
         )
     return rows
 
@@ -202,7 +214,7 @@ def _model_rows(comparison: ModelComparison, banks: Sequence[str]) -> list[list[
 def render_comparison_markdown(comparison: ModelComparison) -> str:
     banks = [m.value for m in Mechanism if any(m.value in x.bank_scores for x in comparison.models)]
     header = ("Model", "Health", "Combined", *banks, "Hard fails", "Errored")
-    header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", "Cost")
+    header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", *IR_MEASURES, "Cost")
     lines = [f"# Model comparison — {comparison.date}", "", "## Models", ""]
     lines += markdown_table(header, _model_rows(comparison, banks))
     lines += ["## Verdicts", "", *(f"- {v}" for v in comparison.verdicts), ""]

@@ -18,6 +18,8 @@ from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
 
 ERRORED = "errored"
 PRIMARY_MISSING = "primary missing"
+ANY_OF_MISSING = "any-of missing"
+NO_RELEVANT = "no relevant selected"
 # What each mechanism produced, named in a hard fail's reason beside what it missed.
 _PRODUCED = {
     Mechanism.SEMANTIC: "selected",
@@ -54,9 +56,13 @@ def _one_line(text: str) -> str:
 def _rule_and_reason(r: AnyResult, bank: Mechanism) -> tuple[str, str]:
     if r.outcome is None:
         return ERRORED, _one_line(r.error or "no reason recorded")
-    if r.outcome.hard_fail:
+    out = r.outcome
+    if out.hard_fail:
         got = ", ".join(_produced(r)) or "nothing"
-        return PRIMARY_MISSING, f"missing {', '.join(r.outcome.missing_primary)}; {_PRODUCED[bank]} {got}"
+        rules = [PRIMARY_MISSING] if out.missing_primary else []
+        rules += [ANY_OF_MISSING] if out.missing_any else []
+        rules += [NO_RELEVANT] if out.no_relevant_selected else []
+        return ", ".join(rules), f"{out.hard_fail_text}; {_PRODUCED[bank]} {got}"
     penalties = sorted(r.outcome.penalties, key=lambda p: p.points)  # the costliest rule first
     return ", ".join(dict.fromkeys(p.rule for p in penalties)), "; ".join(p.text for p in penalties)
 

@@ -12,14 +12,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.report.failures import Failure, failing_tests
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
-from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, is_judged, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import by_test
 
 MAX_DETAILED_FAILURES = 30
+GRADED_SHOWN = 5  # graded judgments listed per test; imported sets judge dozens
 
 
 def fmt_score(value: float | None) -> str:
@@ -145,16 +147,43 @@ def _semantic_failures(results: Sequence[SemanticResult]) -> list[str]:
         lines += [
             f"### {r.test_id}: {r.name}",
             f"- Prompt: {r.prompt}",
-            f"- Expected primary: {', '.join(r.expectations.expected_primary)} "
-            f"(source: {r.expectation_source})",
-            f"- Missing: {', '.join(r.outcome.missing_primary) if r.outcome else ''}",
+            f"- Expected: {expectation_text(r)} (source: {r.expectation_source})",
+            f"- Failed: {'; '.join(r.outcome.hard_fail_reasons) if r.outcome else ''}",
             f"- Selected: {', '.join(s.entity_id for s in r.selections) or '(nothing)'}",
-            f"- Candidates (top 15): {', '.join(c.entity_id for c in r.candidates)}",
+            f"- Candidates (top {min(len(r.candidates), CANDIDATE_K)} of {len(r.candidates)}): "
+            f"{', '.join(c.entity_id for c in r.candidates[:CANDIDATE_K])}",
             "",
         ]
     if len(failures) > MAX_DETAILED_FAILURES:
         lines += [f"…and {len(failures) - MAX_DETAILED_FAILURES} more in results.json.", ""]
     return lines
+
+
+def expectation_text(r: SemanticResult) -> str:
+    """What a semantic test counts as relevant, e.g. "primary a; any of [b, c]; graded d=3, e=1"."""
+    exp = r.expectations
+    parts = [f"primary {', '.join(exp.expected_primary)}"] if exp.expected_primary else []
+    parts += [f"any of [{', '.join(exp.expected_any)}]"] if exp.expected_any else []
+    graded = sorted(((g, e) for e, g in exp.relevant.items() if g > 0), key=lambda t: (-t[0], t[1]))
+    if graded:
+        shown = ", ".join(f"{e}={g}" for g, e in graded[:GRADED_SHOWN])
+        more = f" and {len(graded) - GRADED_SHOWN} more" if len(graded) > GRADED_SHOWN else ""
+        parts.append(f"graded {shown}{more}")
+    return "; ".join(parts)
+
+
+def _standard_cutoffs(doc: RunDocument) -> list[str]:
+    values = doc.standard_metrics()
+    if values is None:
+        return []
+    scored = [r for r in doc.semantic if r.status is TestStatus.SCORED]
+    judged = len({r.test_id for r in scored if is_judged(r.expectations)})
+    shown = ", ".join(f"{name} {value:.3f}" for name, value in values.items())
+    return [
+        f"Standard cutoffs over {judged} judged test(s), on each test's final ranking (the selection, then "
+        f"the other candidates; trec_eval conventions, as `export-trec` writes it): {shown}.",
+        "",
+    ]
 
 
 def _metric_row(name: str, metrics: Sequence[TestMetrics]) -> tuple[object, ...]:
@@ -182,11 +211,12 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
         "the final 6 and among the top 15 candidates; MRR of the first primary (ir-measures).",
         "",
         *markdown_table(header, rows),
+        *_standard_cutoffs(doc),
     ]
 
 
-def _stage_attribution(results: Sequence[SemanticResult]) -> list[str]:
-    found = attributions(results)
+def _stage_attribution(doc: RunDocument) -> list[str]:
+    found = attributions(doc.semantic, doc.candidate_depth)
     if not found:
         return []
     counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
@@ -194,7 +224,7 @@ def _stage_attribution(results: Sequence[SemanticResult]) -> list[str]:
     return [
         "## Stage attribution (semantic hard fails and errors)",
         "",
-        f"Where each primary was lost: {counts}. *embedding*: it never reached the top 15 "
+        f"Where each primary was lost: {counts}. *embedding*: it never reached the "
         "candidates; *reranker*: it was a candidate but was not selected.",
         "",
         *markdown_table(("Test", "Trial", "Stage", "Detail"), rows),
@@ -342,7 +372,7 @@ def render_markdown(doc: RunDocument, since: Sequence[str] = ()) -> str:
         *_ir_metrics(doc),
         *_sources(agg),
         *_semantic_failures(doc.semantic),
-        *_stage_attribution(doc.semantic),
+        *_stage_attribution(doc),
         *_trials(doc),
         *_penalties(results),
         *_errored(results),
@@ -364,6 +394,9 @@ def console_summary(doc: RunDocument) -> str:
         f"errored {agg.errored_count}, critical failures {len(agg.critical_failures)}; "
         f"expectations: {sources}; cost ${agg.cost_usd:.4f}",
     ]
+    standard = doc.standard_metrics()
+    if standard is not None:
+        lines.append("  semantic ir metrics: " + ", ".join(f"{k} {v:.3f}" for k, v in standard.items()))
     # Documents written before implementations were recorded (schema < 1.3) say nothing.
     lines += (
         [f"  implementations: {describe_implementations(agg.implementations)}"] if agg.implementations else []

@@ -47,6 +47,7 @@ def _outcome(r: ResultBase) -> list[tuple[str, str]]:
     o = r.outcome
     rows = [("Score", f"{o.score} ({o.label})")]
     rows += [("Missing primary", _ids(o.missing_primary))] if o.missing_primary else []
+    rows += [("Relevance", "; ".join(o.relevance_fails))] if o.relevance_fails else []
     return [*rows, ("Penalties", "; ".join(p.text for p in o.penalties) or "none")]
 
 
@@ -66,6 +67,7 @@ def _semantic(r: SemanticResult) -> tuple[list[tuple[str, str]], list[DetailTabl
         ("Expectation source", r.expectation_source),
     ]
     mark = {
+        **{x: f"gain {g}" for x, g in e.relevant.items()},
         **{x: "secondary" for x in e.expected_secondary},
         **{x: "primary" for x in [*e.expected_primary, *e.expected_any]},
         **{x: "not expected" for x in e.not_expected},

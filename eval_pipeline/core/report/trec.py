@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from ir_measures import Qrel, ScoredDoc
 
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.external_ids import carriage_problem
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
-from eval_pipeline.core.scoring.metrics import PRIMARY_GAIN, SECONDARY_GAIN
+from eval_pipeline.core.scoring.metrics import judgments
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 
 RUN_FILE = "run.trec"
@@ -55,16 +54,6 @@ def _carried(original: str, kind: str, ours: str) -> str:
     return original
 
 
-def trec_gains(exp: Expectations) -> dict[str, int]:
-    """Entity id -> gain, as the qrels state it. Validation keeps an entity to one role; were one
-    named twice, a stated gain wins, then a primary."""
-    gains = dict.fromkeys(exp.expected_secondary, SECONDARY_GAIN)
-    gains.update(dict.fromkeys(exp.expected_any, PRIMARY_GAIN))
-    gains.update(dict.fromkeys(exp.expected_primary, PRIMARY_GAIN))
-    gains.update(exp.relevant)
-    return gains
-
-
 def ranked_results(results: Sequence[SemanticResult]) -> list[SemanticResult]:
     """Each test's first scored trial, tests in their first-seen order."""
     chosen: dict[str, SemanticResult] = {}
@@ -89,7 +78,7 @@ def qrel_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Qrel]
     rows: list[Qrel] = []
     for r in ranked_results(results):
         qid = ids.query(r.test_id)
-        rows += [Qrel(qid, ids.document(e), gain) for e, gain in trec_gains(r.expectations).items()]
+        rows += [Qrel(qid, ids.document(e), gain) for e, gain in judgments(r.expectations).items()]
     return rows
 
 

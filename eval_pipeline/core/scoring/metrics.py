@@ -5,6 +5,9 @@ The metrics come from ir-measures (pytrec_eval underneath) rather than hand-roll
 - recall@6 of primary + secondary entities in the final selection;
 - MRR of the first primary entity (reciprocal rank over primaries only);
 - candidate-stage recall@15: primary + secondary entities among the embedding stage's top 15.
+Every metric reads the test's qrels from `judgments` (graded gains as given, primaries 2,
+secondaries 1), the one mapping TREC qrels exports use too. Beside them, `ir_metrics` gives the
+field's standard cutoffs (nDCG@10, R@100, MRR@10) on each test's `final_ranking`.
 Errored trials have no retrieval to measure; they are attributed to the "error" stage instead.
 """
 
@@ -16,10 +19,11 @@ from enum import StrEnum
 
 import ir_measures
 from ir_measures import Measure, Qrel, ScoredDoc
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
+from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 
 PRIMARY_GAIN, SECONDARY_GAIN = 2, 1
@@ -27,6 +31,12 @@ NDCG = ir_measures.nDCG @ SELECTION_K
 RECALL = ir_measures.R(rel=SECONDARY_GAIN) @ SELECTION_K
 MRR_PRIMARY = ir_measures.RR(rel=PRIMARY_GAIN)
 CANDIDATE_RECALL = ir_measures.R(rel=SECONDARY_GAIN) @ CANDIDATE_K
+# The field's standard cutoffs, by the names results.json gives them.
+IR_MEASURES: dict[str, Measure] = {
+    "ndcg@10": ir_measures.nDCG @ 10,
+    "recall@100": ir_measures.R @ 100,
+    "mrr@10": ir_measures.RR @ 10,
+}
 
 
 class _Frozen(BaseModel):
@@ -58,24 +68,49 @@ class MissedPrimary(_Frozen):
     candidate_rank: int | None  # 1-based place among the top 15, None when absent
 
 
+class BestRelevant(_Frozen):
+    """A graded test's best judged entity among the candidates, when it selected none."""
+
+    entity_id: str
+    gain: int
+    candidate_rank: int
+
+
 class StageAttribution(_Frozen):
     test_id: str
     trial: int
     stage: Stage
     missed: list[MissedPrimary]
     error: str | None = None
+    any_of: list[MissedPrimary] = Field(default_factory=list, description="Any-of primaries, none selected")
+    no_relevant_selected: bool = False
+    best_relevant: BestRelevant | None = None
+    depth: int = Field(default=CANDIDATE_K, description="How many candidates the embedding stage kept")
+
+    def _place(self, m: MissedPrimary) -> str:
+        if m.candidate_rank is not None:
+            return f"{m.entity_id} was candidate #{m.candidate_rank}"
+        return f"{m.entity_id} not in the top {self.depth}"
 
     @property
     def detail(self) -> str:
         """E.g. "some_entity was candidate #4", "x not in the top 15", or the error's reason."""
         if self.stage is Stage.ERROR:
             return self.error or "no reason given"
-        return ", ".join(
-            f"{m.entity_id} was candidate #{m.candidate_rank}"
-            if m.candidate_rank is not None
-            else f"{m.entity_id} not in the top {CANDIDATE_K}"
-            for m in self.missed
-        )
+        parts = [self._place(m) for m in self.missed]
+        if self.any_of:
+            offered = [self._place(m) for m in self.any_of if m.candidate_rank is not None]
+            where = ", ".join(offered) or f"none in the top {self.depth}"
+            parts.append(f"none of any-of [{', '.join(m.entity_id for m in self.any_of)}] selected ({where})")
+        if self.no_relevant_selected:
+            best = self.best_relevant
+            where = (
+                f"best gain {best.gain} at candidate #{best.candidate_rank}"
+                if best is not None
+                else f"none in the top {self.depth}"
+            )
+            parts.append(f"no relevant entity selected ({where})")
+        return ", ".join(parts)
 
     @property
     def text(self) -> str:
@@ -86,10 +121,26 @@ def _query_id(r: SemanticResult) -> str:
     return f"{r.test_id}#{r.trial}"
 
 
-def qrels(exp: Expectations, query_id: str) -> list[Qrel]:
+def judgments(exp: Expectations) -> dict[str, int]:
+    """A semantic test's qrels as entity -> gain: every metric here and every TREC qrels file.
+
+    Graded gains as given (0 = judged not relevant); exact and any-of primaries 2; secondaries 1.
+    Validation keeps an entity to one role; were one listed twice, a stated gain wins, then a primary.
+    """
     gains = dict.fromkeys(exp.expected_secondary, SECONDARY_GAIN)
-    gains.update(dict.fromkeys(exp.expected_primary, PRIMARY_GAIN))  # primary wins if listed twice
-    return [Qrel(query_id, entity, gain) for entity, gain in gains.items()]
+    gains.update(dict.fromkeys(exp.expected_any, PRIMARY_GAIN))
+    gains.update(dict.fromkeys(exp.expected_primary, PRIMARY_GAIN))
+    gains.update(exp.relevant)
+    return gains
+
+
+def is_judged(exp: Expectations) -> bool:
+    """Whether a test names anything relevant (gain > 0): the queries standard metrics average."""
+    return any(g > 0 for g in judgments(exp).values())
+
+
+def qrels(exp: Expectations, query_id: str) -> list[Qrel]:
+    return [Qrel(query_id, entity, gain) for entity, gain in judgments(exp).items()]
 
 
 def ranked_run(entity_ids: Sequence[str], query_id: str) -> list[ScoredDoc]:
@@ -132,6 +183,37 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
     ]
 
 
+def graded_ndcg(selected: Sequence[str], exp: Expectations) -> float:
+    """nDCG@SELECTION_K of a selection against the test's judgments (what a graded test scores)."""
+    values = _values((NDCG,), qrels(exp, "q"), ranked_run(selected, "q")) if selected else {}
+    return values.get(("q", NDCG), 0.0)
+
+
+def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
+    """nDCG@10, R@100 and MRR@10 over the judged tests, on each trial's `final_ranking`.
+
+    trec_eval conventions: unjudged entities are not relevant, and the run's scores strictly
+    decrease so no tie is left to break. Trials are averaged per test, then tests equally.
+    None when no scored test is judged.
+    """
+    judged = [r for r in results if r.status is TestStatus.SCORED and is_judged(r.expectations)]
+    if not judged:
+        return None
+    qrel = [q for r in judged for q in qrels(r.expectations, _query_id(r))]
+    run = [d for r in judged for d in ranked_run(final_ranking(r.selections, r.candidates), _query_id(r))]
+    values = _values(tuple(IR_MEASURES.values()), qrel, run)
+    per_test: dict[str, list[SemanticResult]] = {}
+    for r in judged:
+        per_test.setdefault(r.test_id, []).append(r)
+    return {
+        name: statistics.fmean(
+            statistics.fmean(values.get((_query_id(r), measure), 0.0) for r in trials)
+            for trials in per_test.values()
+        )
+        for name, measure in IR_MEASURES.items()
+    }
+
+
 def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
     """Means over tests, each test once (its trials averaged first)."""
     per_test: dict[str, list[TestMetrics]] = {}
@@ -146,18 +228,43 @@ def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
     return RetrievalMetrics(**{f: round(statistics.fmean(t[f] for t in test_means), 4) for f in fields})
 
 
-def attribute(r: SemanticResult) -> StageAttribution | None:
+def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:
     """Where a hard fail (or an error) arose; None for a trial that is neither."""
     if r.status is TestStatus.ERRORED:
         return StageAttribution(test_id=r.test_id, trial=r.trial, stage=Stage.ERROR, missed=[], error=r.error)
     if not r.hard_fail or r.outcome is None:
         return None
+    out = r.outcome
     places = {c.entity_id: i for i, c in enumerate(r.candidates, start=1)}
-    missed = [MissedPrimary(entity_id=e, candidate_rank=places.get(e)) for e in r.outcome.missing_primary]
-    # The reranker cannot pick what the embedding stage never offered it.
-    stage = Stage.EMBEDDING if any(m.candidate_rank is None for m in missed) else Stage.RERANKER
-    return StageAttribution(test_id=r.test_id, trial=r.trial, stage=stage, missed=missed)
+    missed = [MissedPrimary(entity_id=e, candidate_rank=places.get(e)) for e in out.missing_primary]
+    any_of = [MissedPrimary(entity_id=e, candidate_rank=places.get(e)) for e in out.missing_any]
+    best = _best_relevant(r.expectations, places) if out.no_relevant_selected else None
+    # The reranker cannot pick what the embedding stage never offered it: an exact primary must
+    # have been offered, and at least one of an any-of set or of the relevant entities.
+    offered = all(m.candidate_rank is not None for m in missed)
+    offered &= not any_of or any(m.candidate_rank is not None for m in any_of)
+    offered &= not out.no_relevant_selected or best is not None
+    return StageAttribution(
+        test_id=r.test_id,
+        trial=r.trial,
+        stage=Stage.RERANKER if offered else Stage.EMBEDDING,
+        missed=missed,
+        any_of=any_of,
+        no_relevant_selected=out.no_relevant_selected,
+        best_relevant=best,
+        depth=depth,
+    )
 
 
-def attributions(results: Sequence[SemanticResult]) -> list[StageAttribution]:
-    return [a for a in map(attribute, results) if a is not None]
+def _best_relevant(exp: Expectations, places: dict[str, int]) -> BestRelevant | None:
+    """The highest-gain relevant candidate (the better placed one on a tie)."""
+    offered = [(g, places[e], e) for e, g in exp.relevant.items() if g > 0 and e in places]
+    if not offered:
+        return None
+    gain, rank, entity = min(offered, key=lambda t: (-t[0], t[1]))
+    return BestRelevant(entity_id=entity, gain=gain, candidate_rank=rank)
+
+
+def attributions(results: Sequence[SemanticResult], depth: int = CANDIDATE_K) -> list[StageAttribution]:
+    """Every hard fail's and error's stage; `depth` is the model's candidate depth."""
+    return [a for a in (attribute(r, depth) for r in results) if a is not None]

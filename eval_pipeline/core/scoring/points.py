@@ -1,11 +1,16 @@
 """The 100-point score (specification §3): hard fail on a missing primary, per-item penalties.
 
+Tests that state "any of" primaries hard-fail when none of them is selected; graded tests
+hard-fail when nothing with a gain is selected and otherwise start from their graded points
+(docs/scoring.md), the shortfall from 100 being one more named penalty.
+
 Scoring never looks at *how* a mechanism decided; the evaluators hand it the missing,
 wrong and misordered items and it applies the published rules.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
@@ -20,6 +25,7 @@ class PenaltyKind(StrEnum):
     FALSE_POSITIVE = "false_positive"
     RANK_VIOLATION = "rank_violation"
     WRONG_HANDLER = "wrong_handler"
+    GRADED_RELEVANCE = "graded_relevance"
 
 
 PENALTY_POINTS: dict[PenaltyKind, int] = {
@@ -34,6 +40,7 @@ _DESCRIPTIONS: dict[PenaltyKind, str] = {
     PenaltyKind.FALSE_POSITIVE: "false positive",
     PenaltyKind.RANK_VIOLATION: "rank violation",
     PenaltyKind.WRONG_HANDLER: "wrong handler",
+    PenaltyKind.GRADED_RELEVANCE: "graded relevance",
 }
 
 
@@ -55,6 +62,7 @@ class Penalty(BaseModel):
     entity_id: str
     points: int = Field(le=0)
     rank: RankViolation | None = None
+    detail: str | None = Field(default=None, description="What the entity id cannot say, e.g. an nDCG")
 
     @property
     def rule(self) -> str:
@@ -63,7 +71,7 @@ class Penalty(BaseModel):
 
     @property
     def text(self) -> str:
-        what = self.entity_id
+        what = self.detail or self.entity_id
         if self.rank is not None:
             r = self.rank
             what = (
@@ -80,7 +88,30 @@ class ScoreOutcome(BaseModel):
     label: str
     hard_fail: bool
     missing_primary: list[str] = Field(default_factory=list)
+    missing_any: list[str] = Field(
+        default_factory=list, description="The any-of primaries, when none of them was selected"
+    )
+    no_relevant_selected: bool = Field(
+        default=False, description="A graded test that selected nothing with a gain above 0"
+    )
     penalties: list[Penalty] = Field(default_factory=list)
+
+    @property
+    def relevance_fails(self) -> list[str]:
+        """The any-of and graded hard fails ("none of any-of [a, b] selected", ...)."""
+        reasons = [f"none of any-of [{', '.join(self.missing_any)}] selected"] if self.missing_any else []
+        return reasons + (["no relevant entity selected"] if self.no_relevant_selected else [])
+
+    @property
+    def hard_fail_reasons(self) -> list[str]:
+        """Why the test hard-failed, one phrase per item ("missing primary x", ...); empty if it did not."""
+        return [f"missing primary {e}" for e in self.missing_primary] + self.relevance_fails
+
+    @property
+    def hard_fail_text(self) -> str:
+        """The same in one line: "missing a, b; none of any-of [c, d] selected"."""
+        primaries = [f"missing {', '.join(self.missing_primary)}"] if self.missing_primary else []
+        return "; ".join(primaries + self.relevance_fails)
 
 
 def label_for(score: int) -> str:
@@ -127,11 +158,37 @@ def rank_penalties(violations: Iterable[RankViolation]) -> list[Penalty]:
     ]
 
 
-def score(missing_primary: Sequence[str], penalties: Sequence[Penalty]) -> ScoreOutcome:
-    """Apply the rules: any missing primary is a hard fail (0); else 100 minus penalties, ≥ 0."""
-    if missing_primary:
+def graded_points(ndcg: float) -> int:
+    """A graded test's points before penalties: 100 × √nDCG, rounded.
+
+    The square root, because nDCG against many judged passages seldom nears 1 even for a good
+    ranking: √ puts nDCG 0.49 at 70 and 0.81 at 90 (docs/scoring.md has the worked examples).
+    """
+    return round(PERFECT * math.sqrt(min(max(ndcg, 0.0), 1.0)))
+
+
+def graded_penalty(points: int, detail: str) -> Penalty:
+    """The graded test's shortfall from 100 (its graded points are 100 plus this)."""
+    return Penalty(kind=PenaltyKind.GRADED_RELEVANCE, entity_id="", points=points - PERFECT, detail=detail)
+
+
+def score(
+    missing_primary: Sequence[str],
+    penalties: Sequence[Penalty],
+    *,
+    missing_any: Sequence[str] = (),
+    no_relevant_selected: bool = False,
+) -> ScoreOutcome:
+    """Apply the rules: any missing primary, an any-of set with nothing selected, or a graded test
+    with nothing relevant selected is a hard fail (0); else 100 minus penalties, ≥ 0."""
+    if missing_primary or missing_any or no_relevant_selected:
         return ScoreOutcome(
-            score=0, label=label_for(0), hard_fail=True, missing_primary=list(missing_primary)
+            score=0,
+            label=label_for(0),
+            hard_fail=True,
+            missing_primary=list(missing_primary),
+            missing_any=list(missing_any),
+            no_relevant_selected=no_relevant_selected,
         )
     value = max(0, PERFECT + sum(p.points for p in penalties))
     return ScoreOutcome(score=value, label=label_for(value), hard_fail=False, penalties=list(penalties))

@@ -22,7 +22,8 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 # 1.4: provenance.rerank_mode and provenance.prompt_cache; 1.5: provenance.code_version
 # 1.6: provenance.identity (project, entity digests, bank test ids, mechanism sources)
 # 1.7: provenance.reevaluations; 1.8: provenance.reevaluations[].banks (the system's answers retried)
-RESULT_SCHEMA_VERSION = "1.8"
+# 1.9: ir_metrics; any-of and graded expectations, outcomes and attributions
+RESULT_SCHEMA_VERSION = "1.9"
 
 
 class TestStatus(StrEnum):
@@ -57,8 +58,11 @@ class SemanticEvaluation(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    primary_pass: bool
+    primary_pass: bool  # nothing that hard-fails: exact primaries, an any-of set, a graded test
     missing_primary: list[str]
+    missing_any: list[str] = Field(default_factory=list, description="The any-of set, when none was selected")
+    no_relevant_selected: bool = False
+    graded_ndcg: float | None = Field(default=None, description="A graded test's nDCG@6 of the selection")
     secondary_missing: list[str]
     false_positives: list[str]
     rank_violations: list[RankViolation]

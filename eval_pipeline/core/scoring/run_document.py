@@ -15,9 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
+from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
 from eval_pipeline.core.scoring.aggregate import Aggregate
-from eval_pipeline.core.scoring.metrics import StageAttribution, TestMetrics, all_metrics, attributions
+from eval_pipeline.core.scoring.metrics import (
+    StageAttribution,
+    TestMetrics,
+    all_metrics,
+    attributions,
+    ir_metrics,
+)
 from eval_pipeline.core.scoring.reevaluation import Reevaluation
 from eval_pipeline.core.scoring.results import (
     RESULT_SCHEMA_VERSION,
@@ -84,19 +91,34 @@ class RunDocument(BaseModel):
     stage_attribution: list[StageAttribution] = Field(
         default_factory=list, description="Where each semantic hard fail arose: embedding, reranker or error"
     )
+    ir_metrics: dict[str, float] | None = Field(
+        default=None,
+        description="nDCG@10, recall@100 and MRR@10 over the judged semantic tests, on their final "
+        "rankings (trec_eval conventions; 1.9+)",
+    )
 
     def with_derived(self) -> RunDocument:
         """This document with its derived sections (metrics, attribution) computed from its results."""
         return self.model_copy(
             update={
                 "retrieval_metrics": all_metrics(self.semantic),
-                "stage_attribution": attributions(self.semantic),
+                "stage_attribution": attributions(self.semantic, self.candidate_depth),
+                "ir_metrics": ir_metrics(self.semantic),
             }
         )
 
     def metrics(self) -> list[TestMetrics]:
         """The stored per-test metrics; computed only for a document written without them."""
         return self.retrieval_metrics or all_metrics(self.semantic)
+
+    @property
+    def candidate_depth(self) -> int:
+        """How many candidates the model's embedding stage kept (models.yaml `candidate_depth`)."""
+        return int(self.provenance.system_config.get("candidate_depth", CANDIDATE_K))
+
+    def standard_metrics(self) -> dict[str, float] | None:
+        """The stored standard cutoffs; computed for a document written before they were (< 1.9)."""
+        return self.ir_metrics if self.ir_metrics is not None else ir_metrics(self.semantic)
 
     @property
     def schema_major(self) -> int:

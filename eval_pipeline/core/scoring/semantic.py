@@ -6,12 +6,17 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+from eval_pipeline.core.inputs.contract import SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.scoring.metrics import graded_ndcg
 from eval_pipeline.core.scoring.points import (
+    PERFECT,
     Penalty,
     PenaltyKind,
     RankViolation,
     ScoreOutcome,
+    graded_penalty,
+    graded_points,
     penalties_for,
     rank_penalties,
     score,
@@ -39,9 +44,15 @@ def rank_violations(selected: Sequence[str], checks: Sequence[RankCheck]) -> lis
 
 def evaluate_selection(selected: Sequence[str], exp: Expectations) -> SemanticEvaluation:
     missing = [e for e in exp.expected_primary if e not in selected]
+    missing_any = [] if any(e in selected for e in exp.expected_any) else list(exp.expected_any)
+    graded = any(g > 0 for g in exp.relevant.values())
+    no_relevant = graded and not any(exp.relevant.get(e, 0) > 0 for e in selected)
     return SemanticEvaluation(
-        primary_pass=not missing,
+        primary_pass=not (missing or missing_any or no_relevant),
         missing_primary=missing,
+        missing_any=missing_any,
+        no_relevant_selected=no_relevant,
+        graded_ndcg=graded_ndcg(selected, exp) if graded and not no_relevant else None,
         secondary_missing=[e for e in exp.expected_secondary if e not in selected],
         false_positives=[e for e in exp.not_expected if e in selected],
         rank_violations=rank_violations(selected, exp.rank_check),
@@ -49,8 +60,13 @@ def evaluate_selection(selected: Sequence[str], exp: Expectations) -> SemanticEv
 
 
 def _penalties(ev: SemanticEvaluation) -> list[Penalty]:
+    graded = []
+    if ev.graded_ndcg is not None and graded_points(ev.graded_ndcg) < PERFECT:
+        ndcg = ev.graded_ndcg
+        graded = [graded_penalty(graded_points(ndcg), f"nDCG@{SELECTION_K} {ndcg:.2f}")]
     return (
-        penalties_for(PenaltyKind.SECONDARY_MISSING, ev.secondary_missing)
+        graded
+        + penalties_for(PenaltyKind.SECONDARY_MISSING, ev.secondary_missing)
         + penalties_for(PenaltyKind.FALSE_POSITIVE, ev.false_positives)
         + rank_penalties(ev.rank_violations)
     )
@@ -64,7 +80,12 @@ def evaluate_semantic_test(
     outcome: ScoreOutcome | None = None
     if retrieval.status == "ok":
         ev = evaluate_selection(retrieval.selected_ids, resolved.expectations)
-        outcome = score(ev.missing_primary, _penalties(ev))
+        outcome = score(
+            ev.missing_primary,
+            _penalties(ev),
+            missing_any=ev.missing_any,
+            no_relevant_selected=ev.no_relevant_selected,
+        )
     return SemanticResult(
         test_id=test.test_id,
         name=test.name,
