@@ -25,6 +25,7 @@ SLOW_FILES = frozenset(
         "test_cli_json_output.py",
         "test_cli_junit.py",
         "test_cli_progress.py",
+        "test_graded_relevance.py",
         "test_html_browser.py",
         "test_cli_calibrate.py",
         "test_cli_noise_confirmation.py",
