@@ -11,7 +11,7 @@ export no_proxy := 127.0.0.1,localhost
 # dg runs in the project's environment; saying so keeps it from warning about a mismatch.
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
-.PHONY: install test lint typecheck defs docs pytest run ui bench lock clean
+.PHONY: install test test-fast lint typecheck defs docs pytest run ui bench lock clean
 
 install: $(STAMP)
 
@@ -44,6 +44,11 @@ pytest: install
 	$(BIN)/pytest
 
 test: lint typecheck defs docs pytest
+
+# What a developer runs while working: the pure core and the CLI without Dagster, servers or real
+# processes (`-m "not slow"`: tests/conftest.py names what is slow); `make test` runs everything.
+test-fast: install
+	$(BIN)/pytest -m "not slow"
 
 # The evaluation itself can end CRITICAL or under a gate (exit 1): that is a result, not a
 # failed `make run`. Bad input (2) or an internal error (3) still fails.

@@ -10,6 +10,53 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 TENANT = REPO / "tests" / "fixtures" / "tenant_domain"
 
+# What `make test-fast` leaves out (`-m "not slow"`): whole folders and files that evaluate
+# through Dagster, start a server (the API emulator, Postgres, a webserver) or real processes.
+# A single slow test in an otherwise fast file carries `@pytest.mark.slow` itself.
+SLOW_FOLDERS = frozenset({"defs", "deploy", "orchestration", "verdicts"})
+SLOW_FILES = frozenset(
+    {
+        "test_backfill.py",
+        "test_check_before_spending.py",
+        "test_ci_recipes.py",
+        "test_ci_run.py",
+        "test_cli_beir.py",
+        "test_cli_dry_run.py",
+        "test_cli_json_output.py",
+        "test_cli_junit.py",
+        "test_cli_progress.py",
+        "test_graded_relevance.py",
+        "test_html_browser.py",
+        "test_cli_calibrate.py",
+        "test_cli_noise_confirmation.py",
+        "test_cli_rerank_batch.py",
+        "test_cli_rerun.py",
+        "test_cli_retry_errored.py",
+        "test_cli_run_failures.py",
+        "test_docs.py",
+        "test_exit_codes.py",
+        "test_noise_gate.py",
+        "test_parallel_models.py",
+        "test_provider_faults.py",
+        "test_system_under_test.py",
+        "test_calibrator.py",
+        "test_claude_rerank.py",
+        "test_emulator.py",
+        "test_http_target.py",
+        "test_rerank_prompt_cache.py",
+        "test_voyage.py",
+        "test_waits.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = REPO / "tests"
+    for item in items:
+        where = item.path.relative_to(tests).parts
+        if where[0] in SLOW_FOLDERS or where[-1] in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def tenant(tmp_path: Path) -> Path:

@@ -24,6 +24,7 @@ def _run(*extra: str) -> int:
     return main(args)
 
 
+@pytest.mark.slow
 def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The tenant domain: its own categories, user types and bank file names, both local models.
     assert _run("--model", "local-minilm", "--model", "local-hybrid") == 0
@@ -48,6 +49,7 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
     assert "gate failed: combined score" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_narrowed_runs_never_replace_the_canonical_evaluation(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -101,6 +103,7 @@ def test_a_selection_that_runs_nothing_is_bad_input(
     assert not (workdir / "results").exists()
 
 
+@pytest.mark.slow
 def test_critical_failure_exits_1(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rules = workdir / "tenant/banks/pattern/pattern_rules.json"
     data = json.loads(rules.read_text())
@@ -142,6 +145,7 @@ def test_show_without_results_is_a_clear_error(workdir: Path, capsys: pytest.Cap
     assert "no results found" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -201,6 +205,7 @@ def test_a_narrowed_run_needs_no_dagster(workdir: Path) -> None:
     assert not (workdir / "dagster_home").exists()  # no Dagster instance was made
 
 
+@pytest.mark.slow
 def test_an_offline_evaluation_never_imports_the_provider_sdks(workdir: Path) -> None:
     # Through the whole Dagster graph, both local models: the Anthropic and Voyage SDKs are a
     # second and a half of imports that only API models and calibration use.

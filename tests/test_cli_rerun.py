@@ -149,12 +149,33 @@ def test_a_later_evaluation_of_another_date_evaluates_again(
     _stands(capsys)
 
 
-def test_a_past_date_always_evaluates(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_past_date_stands_only_as_recorded(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A past date evaluates that day's snapshot of the inputs, which the fingerprint of today's
-    # files does not describe.
+    # files describes only while the instance has stored nothing since (no observation that
+    # would pick another snapshot, no other date's report): then the recorded evaluation stands.
     yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
     _evaluates(capsys, "--date", yesterday)
+    _stands(capsys, "--date", yesterday)
+    _evaluates(capsys)  # today's runs are stored since: yesterday's record no longer answers
     _evaluates(capsys, "--date", yesterday)
+    _stands(capsys, "--date", yesterday)
+    _evaluates(capsys, "--date", yesterday, "--force")
+
+
+def test_a_recorded_evaluation_stands_only_with_the_instance_it_was_recorded_with(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _evaluates(capsys)
+    records = workdir / "dagster_home" / "recorded_evaluations"
+    assert [p.name for p in records.iterdir()] == [f"{today_utc()}.json"]
+    record = json.loads((records / f"{today_utc()}.json").read_text())
+    record["instance_mark"] = "0" * 64  # as if the instance had stored something since
+    (records / f"{today_utc()}.json").write_text(json.dumps(record))
+    _stands(capsys)  # the instance is asked, says it stands, and the record is made anew
+    assert json.loads((records / f"{today_utc()}.json").read_text())["instance_mark"] != "0" * 64
+    results = workdir / "results" / MINILM / today_utc() / "results.json"
+    results.write_text(results.read_text().replace('"health": "', '"health":  "', 1))  # edited by hand
+    _evaluates(capsys)
 
 
 def test_a_model_running_team_code_always_evaluates(

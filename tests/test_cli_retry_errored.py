@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.cli.errors import EXIT_FOR_GATE
+from eval_pipeline.cli.errors import exit_for_gate
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluate import errored_tests
@@ -255,7 +255,7 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
         assert record.api_calls == retried
         assert fixed.provenance.identity == hurt.provenance.identity
         gate = project.gate(DAY)
-        assert gate.errored == 0 and code == EXIT_FOR_GATE[gate.status] == clean_code
+        assert gate.errored == 0 and code == exit_for_gate(gate.status) == clean_code
         assert (gate.status, gate.combined_score) == (
             project.gate(BEFORE).status,
             clean.aggregate.combined_score,
@@ -299,4 +299,4 @@ def test_errored_tests_of_the_built_in_mechanisms_are_named_not_retried(
     )
     assert f"  {line}" in out.splitlines() and "retried" not in out.replace("not retried", "")
     assert len(dg.DagsterInstance.get().get_runs()) == runs  # nothing evaluated, nothing merged
-    assert code == EXIT_FOR_GATE[project.gate(DAY).status]
+    assert code == exit_for_gate(project.gate(DAY).status)

@@ -52,6 +52,7 @@ def _not_derived(classes: list[type[BaseException]]) -> list[str]:
     return sorted(c.__name__ for c in classes if not issubclass(c, EvalPipelineError))
 
 
+@pytest.mark.slow
 def test_every_error_the_cli_catches_derives_from_the_one_base() -> None:
     errors = _package_errors()
     caught = [errors[name] for name in _caught_by_cli() if name in errors]
@@ -61,6 +62,7 @@ def test_every_error_the_cli_catches_derives_from_the_one_base() -> None:
     assert _not_derived(caught) == []
 
 
+@pytest.mark.slow
 def test_every_public_error_of_the_package_derives_from_the_one_base() -> None:
     errors = list(_package_errors().values())
     assert len(errors) >= 17

@@ -253,7 +253,7 @@ def test_an_internal_error_is_one_line_and_exit_3(
     def broken(*_: object) -> str:
         raise RuntimeError("summary renderer exploded\nsecond line")
 
-    monkeypatch.setattr("eval_pipeline.cli.show.console_summary", broken)
+    monkeypatch.setattr("eval_pipeline.core.report.markdown.console_summary", broken)
     _, err = _expect(capsys, "any", INTERNAL, 3, cli.main(["show"]))
     assert err == (
         "internal error: RuntimeError: summary renderer exploded; rerun with --debug for the traceback\n"

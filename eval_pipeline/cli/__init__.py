@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
-from eval_pipeline.core.inputs.loading import InputError
-from eval_pipeline.core.inputs.text import one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +88,10 @@ class _PipeSafeStdout(io.TextIOBase):
 
 
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    # Here, not at the top: `--help` and parsing import no pydantic model.
+    from eval_pipeline.core.inputs.loading import InputError
+    from eval_pipeline.core.inputs.text import one_line
+
     try:
         return func(args)
     except InputError as exc:

@@ -13,15 +13,7 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.calibration.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-    MIN_TOPIC_TESTS,
-    agreement_from_files,
-    markdown,
-)
-from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.calibration.agreement_defaults import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_TOPIC_TESTS
 
 
 def add_agreement_commands(sub: Any) -> None:
@@ -49,6 +41,10 @@ def add_agreement_commands(sub: Any) -> None:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.calibration.agreement import agreement_from_files, markdown
+    from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.inputs.validation import load_validated
+
     if args.resamples < 1 or args.min_topic_tests < 1:
         raise UsageError("--resamples and --min-topic-tests must be at least 1")
     _, banks = load_validated(args.kb, args.banks_dir)

@@ -6,15 +6,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.errors import UsageError
-from eval_pipeline.core.calibration.proposals import ProposalDiff
-from eval_pipeline.core.inputs.banks import MAX_GAIN, Expectations, RankCheck, SemanticTest
-from eval_pipeline.core.inputs.history_file import HistoryFile, LoadedHistory
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks, InputError
-from eval_pipeline.core.inputs.validation import cross_check
+
+if TYPE_CHECKING:  # every command's parser imports this module: the models load with a command
+    from eval_pipeline.core.calibration.proposals import ProposalDiff
+    from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
+    from eval_pipeline.core.inputs.history_file import HistoryFile
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks
 
 BANKS_DIR_HELP = "folder of the test banks, rules and expectation history [test_banks]"
 MODELS_FILE_HELP = "the models file: retrieval configurations, limits, prices [models.yaml]"
@@ -76,6 +77,8 @@ def semantic_tests_of(banks: Banks) -> list[SemanticTest]:
 
 
 def parse_rank(text: str) -> RankCheck:
+    from eval_pipeline.core.inputs.banks import RankCheck
+
     higher, sep, lower = text.partition(">")
     if not sep or not higher.strip() or not lower.strip() or ">" in lower:
         raise UsageError(f"--rank: '{text}' is not HIGHER>LOWER")
@@ -84,6 +87,8 @@ def parse_rank(text: str) -> RankCheck:
 
 def parse_gain(text: str) -> tuple[str, int]:
     """`--relevant ENTITY=GAIN`: a whole gain from 0 (judged not relevant) to 1000."""
+    from eval_pipeline.core.inputs.banks import MAX_GAIN
+
     entity, sep, gain = text.partition("=")
     if not sep or not entity.strip() or not gain.strip().isdigit() or int(gain) > MAX_GAIN:
         raise UsageError(f"--relevant: '{text}' is not ENTITY=GAIN (a whole number 0..{MAX_GAIN})")
@@ -93,6 +98,10 @@ def parse_gain(text: str) -> tuple[str, int]:
 def validate_entry(kb: KnowledgeBase, kb_path: Path, banks: Banks, entry: HistoryFile, label: str) -> None:
     """A human's expectations get the same cross-checks as bank expectations (the loaded banks
     are already clean); `label` names the entry in the problems."""
+    from eval_pipeline.core.inputs.history_file import LoadedHistory
+    from eval_pipeline.core.inputs.loading import InputError
+    from eval_pipeline.core.inputs.validation import cross_check
+
     candidate = LoadedHistory(path=Path(label), entry=entry)
     problems = cross_check(kb, kb_path, banks.model_copy(update={"history": [candidate]}))
     if problems:

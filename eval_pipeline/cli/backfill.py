@@ -15,24 +15,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_FOR_GATE, EXIT_OK, UsageError
+from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError, exit_for_gate
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run import parse_date, select_models
-from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.diff.comparison import ModelComparison
-from eval_pipeline.core.scoring.run_document import (
-    COMPARISON_DIR,
-    COMPARISON_FILE,
-    GATE_FILE,
-    REGRESSION_DIFF_FILE,
-    RESULTS_FILE,
-    DocumentError,
-    read_document,
-)
-from eval_pipeline.core.verdicts.run_gate import GateDecision
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -122,6 +108,21 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) -> int:
     """One line per date and model (health, score, gate, diff), then the date's comparison;
     the exit code is the worst gate (3 > 1 > 0), or 3 when a result is missing."""
+    from pydantic import ValidationError
+
+    from eval_pipeline.core.diff.baseline import RegressionDiff
+    from eval_pipeline.core.diff.comparison import ModelComparison
+    from eval_pipeline.core.scoring.run_document import (
+        COMPARISON_DIR,
+        COMPARISON_FILE,
+        GATE_FILE,
+        REGRESSION_DIFF_FILE,
+        RESULTS_FILE,
+        DocumentError,
+        read_document,
+    )
+    from eval_pipeline.core.verdicts.run_gate import GateDecision
+
     code = EXIT_OK
     for date in dates:
         for model in models:
@@ -139,7 +140,7 @@ def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) ->
             reasons = f" ({'; '.join(gate.reasons)})" if gate.reasons else ""
             print(f"{date} {model}: {agg.health.value} {score}, gate {gate.status.value}{reasons}")
             print(f"    diff: {diff.verdict}")
-            code = max(code, EXIT_FOR_GATE[gate.status])
+            code = max(code, exit_for_gate(gate.status))
         comparison_file = results_dir / COMPARISON_DIR / date / COMPARISON_FILE
         if len(models) > 1 and comparison_file.is_file():
             comparison = ModelComparison.model_validate_json(comparison_file.read_text())

@@ -11,7 +11,6 @@ file, one raw-response file and one log record.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,15 +25,9 @@ from eval_pipeline.cli.arguments import (
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
-from eval_pipeline.core.calibration.files import latest_documents
-from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
-from eval_pipeline.core.calibration.records import CalibrationRun
-from eval_pipeline.core.calibration.scope import retrieved_entities
-from eval_pipeline.core.inputs.loading import history_dir
-from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.writable import require_writable
 
-if TYPE_CHECKING:  # the SDK is imported only by the commands that call it
+if TYPE_CHECKING:  # the SDK and the models are imported only by the commands that use them
+    from eval_pipeline.core.calibration.records import CalibrationRun
     from eval_pipeline.providers.anthropic_client import BatchProgress
     from eval_pipeline.providers.calibration_session import CalibrationPlan
     from eval_pipeline.providers.calibrator import Progress
@@ -89,6 +82,9 @@ def add_calibrate_commands(sub: Any) -> None:
 
 def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
     """Entities each test's latest retrieval saw (the affected scope only reads results)."""
+    from eval_pipeline.core.calibration.files import latest_documents
+    from eval_pipeline.core.calibration.scope import retrieved_entities
+
     if args.scope != "affected":
         return {}
     docs, unreadable = latest_documents(results_dir(args))
@@ -98,6 +94,12 @@ def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
+    from eval_pipeline.core.inputs.loading import history_dir
+    from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.core.writable import require_writable
     from eval_pipeline.providers.calibration_session import plan_calibration
     from eval_pipeline.providers.calibrator import DEFAULT_MODEL, api_key_from_env
 

@@ -9,17 +9,14 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import allow_removed_arg, results_dir
-from eval_pipeline.cli.errors import EXIT_FOR_GATE, UsageError
+from eval_pipeline.cli.errors import UsageError, exit_for_gate
 from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
-from eval_pipeline.core.diff.compare import diff_documents, load_for_diff
-from eval_pipeline.core.report.diff_comment import render_diff_comment
-from eval_pipeline.core.report.diff_junit import render_diff_junit
-from eval_pipeline.core.report.diffs import render_diff_text
-from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument
-from eval_pipeline.core.verdicts.regression_gate import diff_gate
+
+if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
+    from eval_pipeline.core.scoring.run_document import RunDocument
 
 
 def add_diff_commands(sub: Any) -> None:
@@ -48,6 +45,8 @@ def add_diff_commands(sub: Any) -> None:
 
 def resolve(ref: str, results_dir: Path) -> Path:
     """A results.json path, a run directory, or MODEL@DATE under `results_dir`."""
+    from eval_pipeline.core.scoring.run_document import RESULTS_FILE
+
     path = Path(ref)
     if path.is_file():
         return path
@@ -62,10 +61,18 @@ def resolve(ref: str, results_dir: Path) -> Path:
 
 
 def _load(ref: str, results_dir: Path) -> RunDocument:
+    from eval_pipeline.core.diff.compare import load_for_diff
+
     return load_for_diff(resolve(ref, results_dir))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.diff.compare import diff_documents
+    from eval_pipeline.core.report.diff_comment import render_diff_comment
+    from eval_pipeline.core.report.diff_junit import render_diff_junit
+    from eval_pipeline.core.report.diffs import render_diff_text
+    from eval_pipeline.core.verdicts.regression_gate import diff_gate
+
     check_junit(args.junit)
     root = results_dir(args)
     base, head = _load(args.base, root), _load(args.head, root)
@@ -81,4 +88,4 @@ def cmd_diff(args: argparse.Namespace) -> int:
     categories = {r.test_id: r.category for r in head.semantic}
     write_junit(args.junit, render_diff_junit(diff, gate, args.allow_removed, categories))
     print(renderers[args.output]())
-    return EXIT_FOR_GATE[gate.status]
+    return exit_for_gate(gate.status)

@@ -1,7 +1,10 @@
 """Exit codes and the user-mistake error shared by every `eval-pipeline` command."""
 
+from __future__ import annotations
+
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 # The codes live with the error classes that carry them (core/errors.py).
 from eval_pipeline.core.errors import EXIT_ERROR as EXIT_ERROR
@@ -9,16 +12,22 @@ from eval_pipeline.core.errors import EXIT_GATE as EXIT_GATE
 from eval_pipeline.core.errors import EXIT_INPUT as EXIT_INPUT
 from eval_pipeline.core.errors import EXIT_OK as EXIT_OK
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.inputs.loading import Problem
-from eval_pipeline.core.verdicts.run_gate import GateStatus
+
+if TYPE_CHECKING:  # the parser imports this module: no pydantic models at import time
+    from eval_pipeline.core.inputs.loading import Problem
+    from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
 class UsageError(BadInput):
     """A user mistake in flags or configuration: one clear line, exit 2."""
 
 
-# A gate's status as the exit code that reports it (`run`'s release gate, `diff`'s diff gate).
-EXIT_FOR_GATE = {GateStatus.PASSED: EXIT_OK, GateStatus.FAILED: EXIT_GATE, GateStatus.UNEVALUABLE: EXIT_ERROR}
+def exit_for_gate(status: GateStatus) -> int:
+    """A gate's status as the exit code that reports it (`run`'s release gate, `diff`'s diff gate)."""
+    from eval_pipeline.core.verdicts.run_gate import GateStatus
+
+    codes = {GateStatus.PASSED: EXIT_OK, GateStatus.FAILED: EXIT_GATE, GateStatus.UNEVALUABLE: EXIT_ERROR}
+    return codes[status]
 
 
 def print_warnings(warnings: Sequence[Problem]) -> None:

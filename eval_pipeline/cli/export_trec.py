@@ -10,26 +10,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
 from eval_pipeline.cli.run import parse_date
-from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.report.trec import (
-    QRELS_FILE,
-    RUN_FILE,
-    OriginalIds,
-    qrel_rows,
-    qrels_text,
-    ranked_results,
-    run_rows,
-    run_text,
-)
-from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument, read_document
+
+if TYPE_CHECKING:  # the parser imports this module: the models load with the command
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks
+    from eval_pipeline.core.report.trec import OriginalIds
+    from eval_pipeline.core.scoring.run_document import RunDocument
 
 
 def add_export_trec_command(sub: Any) -> None:
@@ -50,6 +41,8 @@ def add_export_trec_command(sub: Any) -> None:
 
 
 def _evaluation(args: argparse.Namespace) -> RunDocument:
+    from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
+
     date = parse_date(args.date)
     path = results_dir(args) / args.model / date / RESULTS_FILE
     if not path.is_file():
@@ -73,6 +66,8 @@ def _same_inputs(doc: RunDocument, kb: KnowledgeBase, banks: Banks, kb_path: Pat
 
 
 def original_ids(kb: KnowledgeBase, banks: Banks) -> OriginalIds:
+    from eval_pipeline.core.report.trec import OriginalIds
+
     return OriginalIds(
         documents={e.entity_id: e.source_id for e in kb.entities if e.source_id is not None},
         queries={t.test_id: t.source_id for t in banks.semantic_tests if t.source_id is not None},
@@ -80,6 +75,18 @@ def original_ids(kb: KnowledgeBase, banks: Banks) -> OriginalIds:
 
 
 def cmd_export_trec(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.core.report.trec import (
+        QRELS_FILE,
+        RUN_FILE,
+        qrel_rows,
+        qrels_text,
+        ranked_results,
+        run_rows,
+        run_text,
+    )
+
     doc = _evaluation(args)
     kb, banks = load_validated(args.kb, args.banks_dir)
     _same_inputs(doc, kb, banks, args.kb)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.errors import EXIT_OK
 from eval_pipeline.cli.init import MODELS
-from eval_pipeline.core.inputs.beir_project import ImportCounts, ImportTargets, import_beir
+
+if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
+    from eval_pipeline.core.inputs.beir_project import ImportCounts
 
 # Standard cutoffs such as R@100 need 100 candidates per query, not the 15 a chat assistant's
 # reranker is shown.
@@ -37,6 +37,8 @@ def add_import_beir_command(sub: Any) -> None:
 
 def imported_models() -> str:
     """The offline models of `init`, each retrieving IMPORTED_CANDIDATE_DEPTH candidates."""
+    import yaml
+
     data = yaml.safe_load(MODELS)
     for entry in data["models"].values():
         entry["candidate_depth"] = IMPORTED_CANDIDATE_DEPTH
@@ -55,6 +57,8 @@ def _summary(counts: ImportCounts) -> str:
 
 
 def cmd_import_beir(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.inputs.beir_project import ImportTargets, import_beir
+
     src: Path = args.src
     targets = ImportTargets(args.kb, args.banks_dir, args.kb.parent / "models.yaml")
     name = args.name or src.resolve().name

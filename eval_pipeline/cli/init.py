@@ -10,10 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.fileio import atomic_write_text
 
 _PERSONA = "assistant_persona"
 _WELCOME = "handler_welcome"
@@ -163,6 +160,10 @@ def add_init_command(sub: Any) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    import yaml
+
+    from eval_pipeline.core.fileio import atomic_write_text
+
     root: Path = args.dir
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise UsageError(f"{root}: exists and is not an empty folder; init writes a new project")

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.writable import require_writable_file
-
 ROLE = "--junit file"
 
 
@@ -22,10 +19,14 @@ def junit_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 def check_junit(path: Path | None) -> None:
     """Before any evaluation or read: a FILE that cannot be written is bad input (exit 2)."""
+    from eval_pipeline.core.writable import require_writable_file
+
     if path is not None:
         require_writable_file(ROLE, path)
 
 
 def write_junit(path: Path | None, xml: str) -> None:
+    from eval_pipeline.core.fileio import atomic_write_text
+
     if path is not None:
         atomic_write_text(path, xml)

@@ -4,7 +4,7 @@ later calibration until withdrawn."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import (
     data_args,
@@ -16,12 +16,10 @@ from eval_pipeline.cli.arguments import (
     validate_entry,
 )
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.dates import now_utc
-from eval_pipeline.core.expectations.history import append_history
-from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve
-from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, HumanOverride
-from eval_pipeline.core.inputs.loading import history_dir, load_history
-from eval_pipeline.core.inputs.validation import load_validated
+
+if TYPE_CHECKING:  # the parser imports this module: the models load with the command
+    from eval_pipeline.core.expectations.resolution import ResolvedExpectation
+    from eval_pipeline.core.inputs.history_file import HumanOverride
 
 
 def add_override_command(sub: Any) -> None:
@@ -46,6 +44,9 @@ def add_override_command(sub: Any) -> None:
 
 
 def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOverride:
+    from eval_pipeline.core.dates import now_utc
+    from eval_pipeline.core.inputs.history_file import HumanOverride
+
     today = now_utc().date().isoformat()
     if not args.by.strip() or not args.reason.strip():
         raise UsageError("--by and --reason must not be empty")
@@ -74,6 +75,13 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
 
 
 def cmd_override(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.dates import now_utc
+    from eval_pipeline.core.expectations.history import append_history
+    from eval_pipeline.core.expectations.resolution import resolve
+    from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile
+    from eval_pipeline.core.inputs.loading import history_dir, load_history
+    from eval_pipeline.core.inputs.validation import load_validated
+
     kb, banks = load_validated(args.kb, args.banks_dir)
     tests = semantic_tests_of(banks)
     if args.test_id not in {t.test_id for t in tests}:

@@ -10,11 +10,6 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import results_dir, results_dir_arg
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.report.html import render_html
-from eval_pipeline.core.writable import require_writable
-from eval_pipeline.providers.object_store import output_path
-from eval_pipeline.providers.results_history import read_history
 
 
 def add_report_command(sub: Any) -> None:
@@ -49,6 +44,12 @@ def _date(text: str | None, flag: str) -> str | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.report.html import render_html
+    from eval_pipeline.core.writable import require_writable
+    from eval_pipeline.providers.object_store import output_path
+    from eval_pipeline.providers.results_history import read_history
+
     date_from, date_to = _date(args.date_from, "--from"), _date(args.date_to, "--to")
     if date_from and date_to and date_from > date_to:
         raise UsageError(f"--from {date_from} is after --to {date_to}")

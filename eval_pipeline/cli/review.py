@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.arguments import (
     diff_lines,
@@ -22,31 +23,14 @@ from eval_pipeline.cli.arguments import (
     validate_entry,
 )
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.calibration.files import LOG_FILE, append_log
-from eval_pipeline.core.calibration.review import (
-    AppliedReview,
-    ReviewError,
-    ReviewFile,
-    ReviewItem,
-    bank_hash,
-    decide,
-    read_review,
-    review_lock,
-    reviewed_history,
-    save_review,
-    stale_reasons,
-)
-from eval_pipeline.core.dates import now_utc
-from eval_pipeline.core.expectations.history import append_history
-from eval_pipeline.core.expectations.resolution import resolve
-from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile
-from eval_pipeline.core.inputs.loading import history_dir, load_history
-from eval_pipeline.core.inputs.validation import load_validated
+
+if TYPE_CHECKING:  # `calibrate`'s parser imports this module: the models load with a review
+    from eval_pipeline.core.calibration.review import ReviewFile, ReviewItem
+    from eval_pipeline.core.inputs.banks import Expectations
 
 Ask = Callable[[str], str]
 Say = Callable[[str], None]
-Check = Callable[[str, Expectations], None]  # raises InputError when a human's edit is invalid
+Check = Callable[[str, "Expectations"], None]  # raises InputError when a human's edit is invalid
 
 
 def add_review_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,6 +72,10 @@ def _already_applied(path: Path, review: ReviewFile) -> UsageError:
 
 def _checker(args: argparse.Namespace, path: Path) -> Check:
     """Validates an edit like an override: known SEMANTIC entities, no entity in two lists."""
+    from eval_pipeline.core.dates import now_utc
+    from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile
+    from eval_pipeline.core.inputs.validation import load_validated
+
     kb, banks = load_validated(args.kb, args.banks_dir)
 
     def check(test_id: str, expectations: Expectations) -> None:
@@ -102,6 +90,8 @@ def _checker(args: argparse.Namespace, path: Path) -> Check:
 
 
 def _edited(args: argparse.Namespace) -> Expectations:
+    from eval_pipeline.core.inputs.banks import Expectations
+
     if not args.primary:
         raise UsageError(
             f"--edit {args.edit} needs --primary (and optionally --secondary/--not-expected/--rank)"
@@ -115,6 +105,8 @@ def _edited(args: argparse.Namespace) -> Expectations:
 
 
 def _scripted_decisions(args: argparse.Namespace, review: ReviewFile, check: Check) -> ReviewFile:
+    from eval_pipeline.core.calibration.review import decide
+
     named = [*args.accept, *args.reject, *([args.edit] if args.edit else [])]
     twice = sorted({t for t in named if named.count(t) > 1})
     if twice:
@@ -158,6 +150,8 @@ def _ids(text: str) -> list[str]:
 
 def _ask_edit(item: ReviewItem, ask: Ask) -> Expectations:
     """Each list typed anew; an empty answer keeps the proposal's list."""
+    from eval_pipeline.core.inputs.banks import Expectations
+
     proposed = item.diff.proposed
     fields = {
         "expected_primary": proposed.expected_primary,
@@ -182,6 +176,8 @@ def _ask_edit(item: ReviewItem, ask: Ask) -> Expectations:
 
 def walk(review: ReviewFile, ask: Ask, say: Say, check: Check, by: str | None) -> ReviewFile:
     """Every pending proposal on a terminal: accept, reject, edit, skip, or quit (keeps the rest)."""
+    from eval_pipeline.core.calibration.review import decide
+
     pending = [i for i in review.to_review if i.decision == "pending"]
     for n, item in enumerate(pending, 1):
         say(f"\n({n}/{len(pending)}) " + "\n".join(_item_lines(item)))
@@ -222,6 +218,8 @@ def _summary(review: ReviewFile) -> str:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.calibration.review import ReviewError, read_review, review_lock, save_review
+
     path: Path = args.review
     with review_lock(path):
         review = read_review(path)
@@ -251,6 +249,23 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 
 def cmd_apply_from(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.calibration.files import LOG_FILE, append_log
+    from eval_pipeline.core.calibration.review import (
+        AppliedReview,
+        ReviewError,
+        bank_hash,
+        read_review,
+        review_lock,
+        reviewed_history,
+        save_review,
+        stale_reasons,
+    )
+    from eval_pipeline.core.dates import now_utc
+    from eval_pipeline.core.expectations.history import append_history
+    from eval_pipeline.core.expectations.resolution import resolve
+    from eval_pipeline.core.inputs.loading import history_dir, load_history
+    from eval_pipeline.core.inputs.validation import load_validated
+
     path: Path = args.apply_from
     by = (args.by or "").strip()
     if not by:

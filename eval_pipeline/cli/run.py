@@ -16,51 +16,30 @@ from eval_pipeline.cli.arguments import allow_removed_arg, data_args, results_ar
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import (
     EXIT_ERROR,
-    EXIT_FOR_GATE,
     EXIT_OK,
     UsageError,
+    exit_for_gate,
     print_warnings,
 )
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
 from eval_pipeline.cli.numbers import check_number
-from eval_pipeline.cli.project import record_project, refuse_other_project
-from eval_pipeline.cli.up_to_date import evaluation_inputs, stands
 from eval_pipeline.core.dates import now_utc, today_utc
-from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks, Problem
-from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.report.html import REPORT_HTML_FILE
-from eval_pipeline.core.report.markdown import console_summary, render_markdown
-from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
-from eval_pipeline.core.report.run_output import (
-    REGRESSION_DIFF_MD,
-    failure_lines,
-    since_lines,
-)
-from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
-from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-from eval_pipeline.core.scoring.run_document import (
-    GATE_FILE,
-    REGRESSION_DIFF_FILE,
-    REPORT_FILE,
-    RESULTS_FILE,
-    SCOPED_DIR,
-    read_document,
-)
-from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates, read_gate
-from eval_pipeline.core.verdicts.since import since_verdict
-from eval_pipeline.core.writable import require_writable
+from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED
 from eval_pipeline.location import START_DATE_ENV, start_date
 
-if TYPE_CHECKING:  # the providers are imported only by the runs that call them
+# Parsing and `--help` import this module: the models, providers and Dagster are imported only
+# by the functions that use them (tests/test_import_sets.py).
+if TYPE_CHECKING:
     from dagster import DagsterInstance
     from upath import UPath
 
+    from eval_pipeline.core.diff.baseline import RegressionDiff
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks, Problem
     from eval_pipeline.core.report.pipeline import Evaluation
+    from eval_pipeline.core.report.up_to_date import EvaluationInputs
+    from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.location import LocationPaths
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
@@ -141,6 +120,8 @@ def add_run_commands(sub: Any) -> None:
 
 
 def _parse_banks(text: str) -> list[str]:
+    from eval_pipeline.core.inputs.banks import Mechanism
+
     if text == "all":
         return [m.value for m in Mechanism]
     names = [b.strip() for b in text.split(",") if b.strip()]
@@ -196,6 +177,9 @@ def default_parallel(models: list[str], models_file: Path) -> int:
 
 
 def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
+    from eval_pipeline.core.inputs.banks import Mechanism
+    from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
+
     scope = Scope(
         banks=frozenset(Mechanism(b) for b in _parse_banks(args.banks)),
         test_ids=frozenset(args.tests),
@@ -215,6 +199,9 @@ def _results_location(args: argparse.Namespace, paths: LocationPaths) -> str:
 def _check_folders(args: argparse.Namespace, scope: Scope, paths: LocationPaths, results: str) -> None:
     """Every folder the run writes into, before it evaluates or calls an API: a narrowed run
     writes only its ad-hoc results and the caches."""
+    from eval_pipeline.core.scoring.run_document import SCOPED_DIR
+    from eval_pipeline.core.writable import require_writable
+
     if not scope.is_full:
         scoped = local_results_dir(args) / SCOPED_DIR / scope.label
         require_writable([("results folder", scoped), ("cache folder", args.cache_dir)])
@@ -233,6 +220,9 @@ def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from eval_pipeline.cli.project import refuse_other_project
+    from eval_pipeline.core.inputs.validation import load_validated
+
     check_number("--fail-under", args.fail_under, low=0, high=100)
     check_junit(args.junit)
     warnings: list[Problem] = []
@@ -273,57 +263,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not scope.is_full:
         return _adhoc(args, kb, banks, scope, models, date, parallel, locations)
 
-    from eval_pipeline.defs.resources import RunScopeResource
-    from eval_pipeline.orchestration.execution import project_instance
+    from eval_pipeline.cli.project import record_project
+    from eval_pipeline.cli.up_to_date import evaluation_inputs, record_standing, stands, stands_as_recorded
+    from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+    from eval_pipeline.core.verdicts.run_gate import Gates
     from eval_pipeline.providers.object_store import output_path
 
-    gates = RunScopeResource(fail_under=args.fail_under, max_errored=args.max_errored)
-    inputs = evaluation_inputs(args, kb, banks, models, date, gates, results, paths)
+    gate_settings = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
+    inputs = evaluation_inputs(
+        args, kb, banks, models, date, gate_settings, DEFAULT_PASS_THRESHOLD, results, paths
+    )
     record_project(kb, locations)
+    # Decided from what was recorded when it last stood: no Dagster, no code location loaded.
+    if not args.retry_errored and stands_as_recorded(args, inputs, output_path(results)):
+        return _report(
+            models,
+            date,
+            output_path(results),
+            scope,
+            [],
+            args.fail_on_regression,
+            args.allow_removed,
+            args.junit,
+        )
+    from eval_pipeline.orchestration.execution import project_instance
+    from eval_pipeline.orchestration.up_to_date import history_in_home, stored_evaluation
+
+    errors: list[str] = []
     # One progress bar per terminal: models running at once would draw over each other.
     with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
-        if not args.retry_errored and stands(args, inputs, instance, output_path(results)):
-            return _report(
-                models,
-                date,
-                output_path(results),
-                scope,
-                [],
-                args.fail_on_regression,
-                args.allow_removed,
-                args.junit,
+        standing = None if args.retry_errored else stands(args, inputs, instance, output_path(results))
+        if standing is None:
+            errors = _evaluate_date(
+                args, kb, banks, date, models, parallel, results, paths, instance, inputs, progress_fd
             )
-        # Only an evaluation needs the whole code location: a rerun that stands has answered.
-        from eval_pipeline.definitions import build_resources
-        from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-        from eval_pipeline.defs.run_monitor import end_orphaned_runs
-
-        for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
-            print(f"  {line}")
-
-        resources = build_resources(
-            InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
-            StorageResource(
-                storage_dir=str(args.storage_dir), results_dir=results, outputs_uri=paths.outputs_uri
-            ),
-            ProvidersResource.from_environment(
-                models_file=str(args.models_file),
-                cache_dir=str(args.cache_dir),
-                cache_mode=args.cache,
-                rerank_batch=args.batch,
-            ),
-            RunScopeResource(
-                fail_under=args.fail_under, max_errored=args.max_errored, progress_fd=progress_fd
-            ),
-        )
-        from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
-
-        again = Evaluation(args, kb, banks, date, output_path(results), instance, resources)
-        if args.retry_errored:
-            errors = retry_errored(again, models)
-        else:
-            errors = _evaluate(date, models, resources, instance, parallel, inputs.fingerprint())
-            errors += confirm_noise(again, models) if not errors else []
+            if not errors:  # recorded only if the instance says it stands (never with an errored test)
+                standing = stored_evaluation(instance, date, models, inputs.fingerprint())
+        recordable = standing is not None and history_in_home(instance)
+    if recordable and standing is not None:
+        record_standing(inputs, standing)  # after the instance is closed: closing may write its files
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return _report(
@@ -336,6 +314,58 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.allow_removed,
         args.junit,
     )
+
+
+def _evaluate_date(
+    args: argparse.Namespace,
+    kb: KnowledgeBase,
+    banks: Banks,
+    date: str,
+    models: list[str],
+    parallel: int,
+    results: str,
+    paths: LocationPaths,
+    instance: DagsterInstance,
+    inputs: EvaluationInputs,
+    progress_fd: int | None,
+) -> list[str]:
+    """The full evaluation through the graph (or a retry of its errored tests); the errors."""
+    # Only an evaluation needs the whole code location: a rerun that stands has answered.
+    from eval_pipeline.definitions import build_resources
+    from eval_pipeline.defs.resources import (
+        InputsResource,
+        ProvidersResource,
+        RunScopeResource,
+        StorageResource,
+    )
+    from eval_pipeline.defs.run_monitor import end_orphaned_runs
+    from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
+    from eval_pipeline.providers.object_store import output_path
+
+    for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
+        print(f"  {line}")
+
+    gates = RunScopeResource(
+        fail_under=args.fail_under, max_errored=args.max_errored, progress_fd=progress_fd
+    )
+    resources = build_resources(
+        InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
+        StorageResource(
+            storage_dir=str(args.storage_dir), results_dir=results, outputs_uri=paths.outputs_uri
+        ),
+        ProvidersResource.from_environment(
+            models_file=str(args.models_file),
+            cache_dir=str(args.cache_dir),
+            cache_mode=args.cache,
+            rerank_batch=args.batch,
+        ),
+        gates,
+    )
+    again = Evaluation(args, kb, banks, date, output_path(results), instance, resources)
+    if args.retry_errored:
+        return retry_errored(again, models)
+    errors = _evaluate(date, models, resources, instance, parallel, inputs.fingerprint())
+    return errors + (confirm_noise(again, models) if not errors else [])
 
 
 @contextlib.contextmanager
@@ -393,7 +423,9 @@ def _adhoc(
     Dagster here, and the pipelines wait on providers or in onnxruntime, both outside the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from eval_pipeline.cli.project import record_project
     from eval_pipeline.core.calibration.files import calibration_cost
+    from eval_pipeline.core.scoring.run_document import SCOPED_DIR
     from eval_pipeline.location import location_paths
     from eval_pipeline.providers.models import load_models
 
@@ -448,7 +480,13 @@ def _adhoc_model(
     results_dir: Path,
     progress_fd: int | None,
 ) -> Evaluation:
+    from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.inputs.banks import Mechanism
+    from eval_pipeline.core.report.markdown import render_markdown
     from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
+    from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+    from eval_pipeline.core.scoring.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
+    from eval_pipeline.core.verdicts.run_gate import Gates
     from eval_pipeline.providers.factory import rerank_mode, run_semantic
     from eval_pipeline.providers.progress_bar import semantic_bar
     from eval_pipeline.providers.system_target import run_system
@@ -519,6 +557,20 @@ def _report(
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
     process has just written (a narrowed run), used as they are instead of read back."""
+    from eval_pipeline.core.diff.baseline import RegressionDiff
+    from eval_pipeline.core.report.html import REPORT_HTML_FILE
+    from eval_pipeline.core.report.markdown import console_summary
+    from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
+    from eval_pipeline.core.report.run_output import failure_lines
+    from eval_pipeline.core.scoring.run_document import (
+        GATE_FILE,
+        REGRESSION_DIFF_FILE,
+        REPORT_FILE,
+        RESULTS_FILE,
+        read_document,
+    )
+    from eval_pipeline.core.verdicts.run_gate import read_gate
+
     code = EXIT_ERROR if errors else EXIT_OK
     runs: list[ModelRun] = []
     for model in models:
@@ -551,7 +603,7 @@ def _report(
         runs.append(ModelRun(model, doc, gate))
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
-        code = max(code, EXIT_FOR_GATE[gate.status])
+        code = max(code, exit_for_gate(gate.status))
     write_junit(junit, render_run_junit(runs))
     return code
 
@@ -560,6 +612,9 @@ def _since(
     regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
 ) -> int:
     """Print what changed since the previous evaluation; the exit code its verdict asks for."""
+    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
+    from eval_pipeline.core.verdicts.since import since_verdict
+
     if not scope.is_full:
         print("  since: a narrowed run is not compared")
         return EXIT_OK
@@ -570,4 +625,4 @@ def _since(
         print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating, allow_removed)))
         if not gating and verdict.reasons:
             print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(verdict.reasons)}")
-    return EXIT_FOR_GATE[verdict.status]
+    return exit_for_gate(verdict.status)

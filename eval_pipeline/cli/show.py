@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import results_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.report.markdown import all_results, console_summary
-from eval_pipeline.core.scoring.run_document import (
-    RESULTS_FILE,
-    RunDocument,
-    model_dirs,
-    read_document,
-    result_dates,
-)
+
+if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
+    from eval_pipeline.core.scoring.run_document import RunDocument
 
 
 def add_show_command(sub: Any) -> None:
@@ -33,6 +28,8 @@ def add_show_command(sub: Any) -> None:
 
 
 def _documents(args: argparse.Namespace) -> list[RunDocument]:
+    from eval_pipeline.core.scoring.run_document import RESULTS_FILE, model_dirs, read_document, result_dates
+
     root = results_dir(args)
     docs = []
     for model_dir in [root / args.model] if args.model else model_dirs(root):
@@ -47,6 +44,8 @@ def _documents(args: argparse.Namespace) -> list[RunDocument]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.report.markdown import all_results, console_summary
+
     docs = _documents(args)
     if args.test is None:
         for doc in docs:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.errors import EXIT_OK, print_warnings
-from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.json_schemas import json_schemas
-from eval_pipeline.core.inputs.loading import Problem
-from eval_pipeline.core.inputs.validation import load_validated
+
+if TYPE_CHECKING:  # the parser imports this module: the input models load with the command
+    from eval_pipeline.core.inputs.loading import Problem
 
 
 def add_validate_commands(sub: Any) -> None:
@@ -37,6 +36,9 @@ def add_validate_commands(sub: Any) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.inputs.banks import Mechanism
+    from eval_pipeline.core.inputs.validation import load_validated
+
     warnings: list[Problem] = []
     kb, banks = load_validated(args.kb, args.banks_dir, warnings)
     print_warnings(warnings)
@@ -50,6 +52,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.inputs.json_schemas import json_schemas
+
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     for name, schema in json_schemas().items():

@@ -8,20 +8,25 @@ may stand on those runs instead of evaluating again when, for every asset of its
   regression baseline, another model's a comparison input: either may change what this
   date's diffs would say), by a run with any other fingerprint, a UI launch or automation.
 The run reports' recorded results-file hashes go back to `run`, which checks them against the
-files it reads (cli/up_to_date.py).
+files it reads (cli/up_to_date.py). An evaluation that stands is recorded with a mark of the
+instance's files (orchestration/recorded_evaluations.py), where the instance keeps them.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import dagster as dg
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from eval_pipeline.defs.graph import COMPARISON, DATE_STAGE, PER_MODEL
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
+from eval_pipeline.location import instance_home
+from eval_pipeline.orchestration.recorded_evaluations import HISTORY_DIR
 
 FINGERPRINT_TAG = "eval_pipeline/inputs"
 OTHER_RUN = "was last made by a run of other code, inputs, models or gates"
@@ -88,3 +93,12 @@ def stored_evaluation(
         stamp = datetime.fromtimestamp(record.timestamp, UTC)
         made_at = stamp if made_at is None else max(made_at, stamp)
     return StoredEvaluation(sorted(runs), made_at, results_sha256=written)
+
+
+def history_in_home(instance: dg.DagsterInstance) -> bool:
+    """Whether the instance keeps its events in SQLite files under its home's history folder,
+    the files a recorded evaluation's mark covers (not so for a Postgres instance)."""
+    events = instance.event_log_storage
+    where = os.path.realpath(instance_home() / HISTORY_DIR / "runs")
+    # _base_dir: where Dagster's SQLite event log keeps its files (no public accessor).
+    return isinstance(events, SqliteEventLogStorage) and os.path.realpath(events._base_dir) == where

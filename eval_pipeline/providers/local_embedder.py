@@ -27,8 +27,9 @@ from tokenizers import Encoding, Tokenizer
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
+from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME
 
-NAME = "local-minilm-l6-int8"
+NAME = LOCAL_EMBEDDER_NAME
 DIM = 384
 MAX_TOKENS = 256
 BATCH_SIZE = 32

@@ -33,10 +33,9 @@ from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.circuit import BreakerSettings
-from eval_pipeline.providers.local_embedder import NAME as LOCAL_EMBEDDER_NAME
+from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME, STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
-from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.waits import WaitLimits
 
 EmbedderKind = Literal["local", "voyage"]

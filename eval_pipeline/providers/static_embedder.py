@@ -25,6 +25,7 @@ import onnxruntime as ort
 from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import sha256_text
 from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
+from eval_pipeline.providers.embedder_names import STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_embedder import (
     DIM,
     MODEL_SHA256,
@@ -35,7 +36,7 @@ from eval_pipeline.providers.local_embedder import (
     runtime,
 )
 
-NAME = "static-minilm-l6"
+NAME = STATIC_EMBEDDER_NAME
 _DISTIL_BATCH = 512
 _TABLES: dict[Path, np.ndarray] = {}
 _TABLES_LOCK = threading.Lock()

@@ -124,6 +124,7 @@ def _planted(head: RunDocument, banks: Banks) -> RunDocument:
     return head.model_copy(update={"state": rows})
 
 
+@pytest.mark.slow  # the sample KB, many trials: minutes of CPU under xdist
 @pytest.mark.parametrize("dataset", sorted(DATASETS))
 def test_measured_retrials_of_only_the_regressed_tests_end_same_model_false_failures(dataset: str) -> None:
     kb, banks = load_validated(*DATASETS[dataset])

@@ -17,7 +17,7 @@ from moto.server import ThreadedMotoServer
 from upath import UPath
 
 from eval_pipeline.cli import main
-from eval_pipeline.cli.errors import EXIT_FOR_GATE
+from eval_pipeline.cli.errors import exit_for_gate
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
@@ -120,7 +120,7 @@ def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
     out, err = capsys.readouterr()
     run = UPath(f"{s3}/cli-results/{MODELS[0]}/{DATE}")
     gate = GateDecision.model_validate_json(run.joinpath(GATE_FILE).read_text())
-    assert code == EXIT_FOR_GATE[gate.status], out + err
+    assert code == exit_for_gate(gate.status), out + err
     assert f"results: {run}/{RESULTS_FILE}" in out and "no results were written" not in err
     assert UPath(f"{s3}/cli-outputs/documents/run_report/{DATE}/{MODELS[0]}.json").exists()
     assert not (tmp_path / "results").exists()
@@ -128,7 +128,7 @@ def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
 
     # --results-dir still wins over the environment.
     code = main([*argv, "--banks-dir", str(tenant / "banks"), "--results-dir", str(tmp_path / "mine")])
-    assert code == EXIT_FOR_GATE[gate.status]
+    assert code == exit_for_gate(gate.status)
     assert (tmp_path / "mine" / MODELS[0] / DATE / RESULTS_FILE).is_file()
 
 

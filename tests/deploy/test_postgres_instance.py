@@ -25,6 +25,7 @@ from tests.defs.automation_driver import Driver
 from tests.defs.conftest import Env
 
 REPO = Path(__file__).resolve().parents[2]
+DAEMON_SITE = REPO / "tests" / "daemon_site"
 MODELS = ["local-minilm", "local-hybrid"]
 
 
@@ -101,6 +102,9 @@ def test_a_backfill_runs_through_the_daemon_on_postgres(
         "DAGSTER_HOME": str(pg_home),
         "EVAL_PIPELINE_KB": str(tenant / "kb.yaml"),
         "EVAL_PIPELINE_BANKS_DIR": str(tenant / "banks"),
+        # The daemon's backfill loop every 2 s instead of Dagster's fixed 30 s (tests/daemon_site).
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(DAEMON_SITE), os.environ.get("PYTHONPATH")])),
+        "EVAL_PIPELINE_TEST_DAEMON_INTERVAL_S": "2",
     }
     for key in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
         env.pop(key, None)

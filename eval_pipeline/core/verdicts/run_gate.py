@@ -16,8 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.fileio import TextFile, read_json_model
 from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.run_document import DocumentError, RunDocument
-
-DEFAULT_MAX_ERRORED = 0
+from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED as DEFAULT_MAX_ERRORED
 
 
 class GateStatus(StrEnum):

@@ -1,0 +1,86 @@
+"""Commands import only what they use (docs/performance.md, "Start-up"): each case runs the
+command in a fresh interpreter and reads `sys.modules` after it, so an import added at the top of
+a module on the way shows here, not as a slower start a user notices later.
+
+- `--help`, every command's `--help`: no numpy, onnxruntime, pandas, Dagster, nor pydantic;
+- a narrowed run (`run --test ID`): no Dagster, no pandas;
+- an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
+  (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.cli import build_parser, main
+from eval_pipeline.core.dates import today_utc
+
+DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
+PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
+NARROWED = {"dagster", "pandas"}
+RERUN = {"dagster", "pandas", "onnxruntime"}
+STANDS = "up to date:"
+
+# The command's exit code, what it printed, and which of the watched modules it imported.
+_PROBE = """
+import contextlib, io, json, sys
+from eval_pipeline.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+watched = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
+print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
+"""
+
+
+def _probe(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    return report["code"], report["out"], set(report["imported"])
+
+
+def _commands() -> list[str]:
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert isinstance(sub.choices, dict)
+    return sorted(sub.choices)
+
+
+def test_help_and_parsing_import_no_models_numpy_or_dagster(tmp_path: Path) -> None:
+    commands = _commands()
+    assert {"run", "diff", "calibrate", "backfill"} <= set(commands)
+    for argv in [["--help"], *([c, "--help"] for c in commands)]:
+        code, out, imported = _probe(tmp_path, *argv)
+        assert (code, imported & PARSING) == (0, set()), argv
+        assert "usage: eval-pipeline" in out, argv
+
+
+def test_a_narrowed_run_imports_no_dagster(workdir: Path) -> None:
+    code, out, imported = _probe(workdir, "run", *DATA, "--test", "T-RENT-001")
+    assert code in (0, 1) and "narrowed run" in out, out
+    assert imported & NARROWED == set(), imported
+    assert "numpy" in imported  # it did evaluate: the probe sees what the command imports
+
+
+@pytest.mark.slow
+def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
+    for when in (["--date", yesterday], []):
+        assert main(["run", *DATA, *when]) in (0, 1)  # evaluates, in process, through Dagster
+        assert STANDS not in capsys.readouterr().out
+        code, out, imported = _probe(workdir, "run", *DATA, *when)
+        assert code in (0, 1) and STANDS in out, out
+        assert imported & RERUN == set(), (when, imported)
