@@ -150,8 +150,17 @@ def ranked_run(entity_ids: Sequence[str], query_id: str) -> list[ScoredDoc]:
 
 def _values(
     measures: Sequence[Measure], qrel: list[Qrel], run: list[ScoredDoc]
-) -> dict[tuple[str, Measure], float]:
-    return {(m.query_id, m.measure): float(m.value) for m in ir_measures.iter_calc(list(measures), qrel, run)}
+) -> dict[Measure, dict[str, float]]:
+    """Each measure's value per query. Answers are matched to the measures asked by identity:
+    ir_measures hashes a measure through its repr, which per answer was a sixth of a warm run."""
+    values: dict[Measure, dict[str, float]] = {m: {} for m in measures}
+    by_identity = {id(m): values[m] for m in measures}
+    for metric in ir_measures.iter_calc(list(measures), qrel, run):
+        per_query = by_identity.get(id(metric.measure))
+        if per_query is None:  # a copy of a measure asked for: found the slow way
+            per_query = values[metric.measure]
+        per_query[metric.query_id] = float(metric.value)
+    return values
 
 
 def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
@@ -170,14 +179,16 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
         first_run += ranked_run([c.entity_id for c in r.candidates], _query_id(r))
     final = _values((NDCG, RECALL, MRR_PRIMARY), qrel, final_run) if scored else {}
     first = _values((CANDIDATE_RECALL,), qrel, first_run) if scored else {}
+    ndcg, recall, mrr = (final.get(m, {}) for m in (NDCG, RECALL, MRR_PRIMARY))
+    candidate_recall = first.get(CANDIDATE_RECALL, {})
     return [
         TestMetrics(
             test_id=r.test_id,
             trial=r.trial,
-            ndcg_6=final.get((_query_id(r), NDCG), 0.0),
-            recall_6=final.get((_query_id(r), RECALL), 0.0),
-            mrr_primary=final.get((_query_id(r), MRR_PRIMARY), 0.0),
-            candidate_recall_15=first.get((_query_id(r), CANDIDATE_RECALL), 0.0),
+            ndcg_6=ndcg.get(_query_id(r), 0.0),
+            recall_6=recall.get(_query_id(r), 0.0),
+            mrr_primary=mrr.get(_query_id(r), 0.0),
+            candidate_recall_15=candidate_recall.get(_query_id(r), 0.0),
         )
         for r in scored
     ]
@@ -186,7 +197,7 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
 def graded_ndcg(selected: Sequence[str], exp: Expectations) -> float:
     """nDCG@SELECTION_K of a selection against the test's judgments (what a graded test scores)."""
     values = _values((NDCG,), qrels(exp, "q"), ranked_run(selected, "q")) if selected else {}
-    return values.get(("q", NDCG), 0.0)
+    return values.get(NDCG, {}).get("q", 0.0)
 
 
 def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
@@ -205,12 +216,12 @@ def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
     per_test: dict[str, list[SemanticResult]] = {}
     for r in judged:
         per_test.setdefault(r.test_id, []).append(r)
+    per_measure = {name: values[measure] for name, measure in IR_MEASURES.items()}
     return {
         name: statistics.fmean(
-            statistics.fmean(values.get((_query_id(r), measure), 0.0) for r in trials)
-            for trials in per_test.values()
+            statistics.fmean(per_query.get(_query_id(r), 0.0) for r in trials) for trials in per_test.values()
         )
-        for name, measure in IR_MEASURES.items()
+        for name, per_query in per_measure.items()
     }
 
 
