@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import sys
 import threading
@@ -382,6 +383,20 @@ def progress_terminal(wanted: bool) -> Iterator[int | None]:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: an evaluation allocates hundreds of thousands of small
+    objects and keeps nearly all of them to the end, so the collector's passes over them found
+    nothing and took ~40% of a warm 10,000-test run (reference counting still frees the rest)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _evaluate(
     date: str,
     models: list[str],
@@ -435,6 +450,7 @@ def _adhoc(
     cost = calibration_cost(location_paths().calibration_dir, date)
     record_project(kb, locations)
     with (
+        cyclic_gc_paused(),
         progress_terminal(parallel == 1) as progress_fd,
         ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
     ):
