@@ -2,19 +2,23 @@
 
 The first QUERIES prompts of test_banks/semantic/parent_test_bank.json go through SemanticPipeline
 over the KB's semantic entities (Voyage embedding, then the Claude reranker: two calls a query,
-real SDK clients, loopback emulator answering after 300 ms) in three tiers:
+real SDK clients, loopback emulator answering after 300 ms) in four tiers:
 
   48/min              the specification's rate: rate-bound
   1000/min            latency-bound: 4 queries in flight, two 300 ms calls each, ask for 6.7
                       reranks/s, well under the 16.7/s the limiter allows
   48/min, 20% faults  every kind of fault the emulator injects, on every route: rate-bound
+  1000/min, batched   the run's queries embedded up front in as few requests as the caps allow
+                      (`batch_queries`), then the reranks: latency-bound
 
 all at concurrency 4, models.yaml's default, and the retry policy's defaults.
 The floor is the least time any client could take under the tier's limits, the larger of
   rate-bound     (rerank calls - burst) / rate, where the limiter's bucket lets the first
                  burst = max(1, rate/60) calls through at once: (calls - 1) / rate at 48/min;
   latency-bound  calls x latency / concurrency  (every emulator call, embed and rerank; at most
-                 `concurrency` in flight, each taking the emulator's configured latency),
+                 `concurrency` in flight, each taking the emulator's configured latency); in the
+                 batched tier the embedding calls come first, all answered before any rerank:
+                 ceil(embedding calls / concurrency) x latency + rerank calls x latency / concurrency,
 both counting every call made, retries and repair calls included. Each tier reports ours over
 that floor, and the specification's sequential runner at the same rate (one test at a time, then
 a sleep of 60/rate s, same pipeline without a limiter) over the same floor.
