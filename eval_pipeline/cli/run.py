@@ -449,31 +449,31 @@ def _adhoc(
     configs = load_models(args.models_file)
     cost = calibration_cost(location_paths().calibration_dir, date)
     record_project(kb, locations)
-    with (
-        cyclic_gc_paused(),
-        progress_terminal(parallel == 1) as progress_fd,
-        ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
-    ):
-        runs = [
-            pool.submit(
-                _adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
-            )
-            for m in models
-        ]
-        # The first model's exception, if any, as a sequential run would raise it; what each
-        # model wrote is reported from memory, not read back and validated again.
-        evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
-    return _report(
-        models,
-        date,
-        results_dir,
-        scope,
-        [],
-        args.fail_on_regression,
-        args.allow_removed,
-        args.junit,
-        evaluated,
-    )
+    with cyclic_gc_paused():  # the report too: it walks every result
+        with (
+            progress_terminal(parallel == 1) as progress_fd,
+            ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
+        ):
+            runs = [
+                pool.submit(
+                    _adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
+                )
+                for m in models
+            ]
+            # The first model's exception, if any, as a sequential run would raise it; what each
+            # model wrote is reported from memory, not read back and validated again.
+            evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
+        return _report(
+            models,
+            date,
+            results_dir,
+            scope,
+            [],
+            args.fail_on_regression,
+            args.allow_removed,
+            args.junit,
+            evaluated,
+        )
 
 
 _SAY = threading.Lock()
