@@ -167,7 +167,7 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
 def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eval_pipeline.cli.run import _report
+    from eval_pipeline.cli.run_verdict import report_runs
 
     assert _run("--model", "local-minilm", "--banks", "semantic,state", "--fail-under", "99.5") == 1
     scope = Scope(banks=frozenset({Mechanism.SEMANTIC, Mechanism.STATE}))
@@ -179,10 +179,10 @@ def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
     # The verdict printed and the exit code come from the stored decision, not a second derivation.
     planted = gate.model_copy(update={"status": GateStatus.PASSED, "passed": True, "reasons": []})
     (run_dir / GATE_FILE).write_text(planted.model_dump_json())
-    assert _report(["local-minilm"], DATE, scoped, scope, [], False, False) == 0
+    assert report_runs(["local-minilm"], DATE, scoped, scope, [], False, False) == 0
     assert "gate failed" not in capsys.readouterr().out
     (run_dir / GATE_FILE).unlink()
-    assert _report(["local-minilm"], DATE, scoped, scope, [], False, False) == 3
+    assert report_runs(["local-minilm"], DATE, scoped, scope, [], False, False) == 3
     assert "no gate decision was written" in capsys.readouterr().err
 
 

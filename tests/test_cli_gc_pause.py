@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from eval_pipeline.cli.run import cyclic_gc_paused
+from eval_pipeline.cli.narrowed_run import cyclic_gc_paused
 
 
 def test_the_collector_is_paused_inside_and_restored_after() -> None:

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
-import os
 import sys
-import threading
-from collections.abc import Iterator, Mapping
 from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,16 +11,15 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.cli.arguments import allow_removed_arg, data_args, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import (
-    EXIT_ERROR,
-    EXIT_OK,
     UsageError,
-    exit_for_gate,
     print_warnings,
 )
 from eval_pipeline.cli.folders import check_evaluation_folders
-from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
+from eval_pipeline.cli.junit import check_junit, junit_arg
 from eval_pipeline.cli.numbers import check_number
-from eval_pipeline.core.dates import now_utc, today_utc
+from eval_pipeline.cli.run_verdict import report_runs
+from eval_pipeline.cli.terminal import progress_terminal
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED
 from eval_pipeline.location import START_DATE_ENV, start_date
 
@@ -35,15 +29,11 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance
     from upath import UPath
 
-    from eval_pipeline.core.diff.baseline import RegressionDiff
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks, Problem
-    from eval_pipeline.core.report.pipeline import Evaluation
     from eval_pipeline.core.report.up_to_date import EvaluationInputs
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.location import LocationPaths
-    from eval_pipeline.providers.models import ModelConfig
-    from eval_pipeline.providers.target import PrepareReport
 
 
 def add_run_commands(sub: Any) -> None:
@@ -262,7 +252,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )
     if not scope.is_full:
-        return _adhoc(args, kb, banks, scope, models, date, parallel, locations)
+        from eval_pipeline.cli.narrowed_run import narrowed_run
+
+        return narrowed_run(args, kb, banks, scope, models, date, parallel, locations)
 
     from eval_pipeline.cli.project import record_project
     from eval_pipeline.cli.up_to_date import evaluation_inputs, record_standing, stands, stands_as_recorded
@@ -277,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     record_project(kb, locations)
     # Decided from what was recorded when it last stood: no Dagster, no code location loaded.
     if not args.retry_errored and stands_as_recorded(args, inputs, output_path(results)):
-        return _report(
+        return report_runs(
             models,
             date,
             output_path(results),
@@ -305,7 +297,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         record_standing(inputs, standing)  # after the instance is closed: closing may write its files
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
-    return _report(
+    return report_runs(
         models,
         date,
         output_path(results),
@@ -369,34 +361,6 @@ def _evaluate_date(
     return errors + (confirm_noise(again, models) if not errors else [])
 
 
-@contextlib.contextmanager
-def progress_terminal(wanted: bool) -> Iterator[int | None]:
-    """A duplicate of stderr for the progress bar while stderr is a terminal, else None: inside
-    a Dagster step fds 1 and 2 go to the compute log, so the step's own stderr never is one."""
-    if not (wanted and sys.stderr.isatty()):
-        yield None
-        return
-    fd = os.dup(sys.stderr.fileno())
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: an evaluation allocates hundreds of thousands of small
-    objects and keeps nearly all of them to the end, so the collector's passes over them found
-    nothing and took ~40% of a warm 10,000-test run (reference counting still frees the rest)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _evaluate(
     date: str,
     models: list[str],
@@ -420,225 +384,3 @@ def _evaluate(
         tags={FINGERPRINT_TAG: fingerprint},
     )
     return [f"{o.name}: {f}" for o in outcomes for f in o.failures]
-
-
-def _adhoc(
-    args: argparse.Namespace,
-    kb: KnowledgeBase,
-    banks: Banks,
-    scope: Scope,
-    models: list[str],
-    date: str,
-    parallel: int,
-    locations: list[tuple[str, UPath]],
-) -> int:
-    """A narrowed run is an ad-hoc check: straight through the core's one route and the models'
-    pipelines, no Dagster run and no partition touched, results and gate decision in a folder
-    named for the scope (never a diff baseline). Up to `parallel` models at once, on threads: no
-    Dagster here, and the pipelines wait on providers or in onnxruntime, both outside the GIL."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from eval_pipeline.cli.project import record_project
-    from eval_pipeline.core.calibration.files import calibration_cost
-    from eval_pipeline.core.scoring.run_document import SCOPED_DIR
-    from eval_pipeline.location import location_paths
-    from eval_pipeline.providers.models import load_models
-
-    results_dir = local_results_dir(args) / SCOPED_DIR / scope.label
-    print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
-    configs = load_models(args.models_file)
-    cost = calibration_cost(location_paths().calibration_dir, date)
-    record_project(kb, locations)
-    with cyclic_gc_paused():  # the report too: it walks every result
-        with (
-            progress_terminal(parallel == 1) as progress_fd,
-            ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
-        ):
-            runs = [
-                pool.submit(
-                    _adhoc_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
-                )
-                for m in models
-            ]
-            # The first model's exception, if any, as a sequential run would raise it; what each
-            # model wrote is reported from memory, not read back and validated again.
-            evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
-        return _report(
-            models,
-            date,
-            results_dir,
-            scope,
-            [],
-            args.fail_on_regression,
-            args.allow_removed,
-            args.junit,
-            evaluated,
-        )
-
-
-_SAY = threading.Lock()
-
-
-def _say(line: str) -> None:
-    """One whole line, even when models on other threads print too."""
-    with _SAY:
-        print(line, flush=True)
-
-
-def _adhoc_model(
-    args: argparse.Namespace,
-    kb: KnowledgeBase,
-    banks: Banks,
-    scope: Scope,
-    cfg: ModelConfig,
-    date: str,
-    calibration_cost_usd: float,
-    results_dir: Path,
-    progress_fd: int | None,
-) -> Evaluation:
-    from eval_pipeline.core.fileio import atomic_write_text
-    from eval_pipeline.core.inputs.banks import Mechanism
-    from eval_pipeline.core.report.markdown import render_markdown
-    from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
-    from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-    from eval_pipeline.core.scoring.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
-    from eval_pipeline.core.verdicts.run_gate import Gates
-    from eval_pipeline.providers.factory import rerank_mode, run_semantic
-    from eval_pipeline.providers.progress_bar import semantic_bar
-    from eval_pipeline.providers.system_target import run_system
-    from eval_pipeline.providers.target import retrieval_items
-
-    model = cfg.key
-    tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
-    boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-    items = retrieval_items(tests, cfg.trials)
-    _say(f"  running model {model} ({len(items)} semantic retrievals) …")
-    prepared: list[PrepareReport] = []
-    with semantic_bar(progress_fd if items else None, model, len(items)) as on_done:
-        retrievals = (
-            run_semantic(
-                cfg,
-                kb.entities,
-                items,
-                boosts,
-                args.cache_dir,
-                args.cache,
-                on_done=on_done,
-                batch=args.batch,
-                on_prepared=prepared.append,
-            )
-            if items
-            else []
-        )
-    cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
-    if cache_note is not None:
-        _say(f"  {cache_note}")
-    setup = RunSetup(
-        kb=kb,
-        banks=banks,
-        date=date,
-        model=model,
-        system_config=cfg.model_dump(mode="json"),
-        implementations=cfg.implementations,
-        pass_threshold=DEFAULT_PASS_THRESHOLD,
-        generated_at=now_utc(),
-        calibration_cost_usd=calibration_cost_usd,
-        rerank_mode=rerank_mode(cfg, args.batch),
-        prompt_cache=cache_note,
-    )
-    observed = Observed(retrievals, run_system(cfg, banks, scope))
-    gates = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
-    evaluation = evaluate(setup, observed, scope, gates)
-    run_dir = results_dir / model / date
-    # The gate decision beside the results, as the graph's release gate writes it: `_report`
-    # reads the stored decision for every kind of run, so no verdict is derived twice.
-    atomic_write_text(run_dir / RESULTS_FILE, evaluation.document.model_dump_json(indent=2))
-    atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document))
-    atomic_write_text(run_dir / GATE_FILE, evaluation.gate.model_dump_json(indent=2))
-    _say(f"  finished model {model}")
-    return evaluation
-
-
-def _report(
-    models: list[str],
-    date: str,
-    results_dir: Path | UPath,
-    scope: Scope,
-    errors: list[str],
-    fail_on_regression: bool,
-    allow_removed: bool,
-    junit: Path | None = None,
-    evaluated: Mapping[str, Evaluation] | None = None,
-) -> int:
-    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
-    `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
-    process has just written (a narrowed run), used as they are instead of read back."""
-    from eval_pipeline.core.diff.baseline import RegressionDiff
-    from eval_pipeline.core.report.html import REPORT_HTML_FILE
-    from eval_pipeline.core.report.markdown import console_summary
-    from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
-    from eval_pipeline.core.report.run_output import failure_lines
-    from eval_pipeline.core.scoring.run_document import (
-        GATE_FILE,
-        REGRESSION_DIFF_FILE,
-        REPORT_FILE,
-        RESULTS_FILE,
-        read_document,
-    )
-    from eval_pipeline.core.verdicts.run_gate import read_gate
-
-    code = EXIT_ERROR if errors else EXIT_OK
-    runs: list[ModelRun] = []
-    for model in models:
-        run_dir = results_dir / model / date
-        held = (evaluated or {}).get(model)
-        if held is None and not (run_dir / RESULTS_FILE).is_file():
-            code = EXIT_ERROR
-            print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
-            runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
-            continue
-        doc = held.document if held is not None else read_document(run_dir / RESULTS_FILE)
-        diff_file = run_dir / REGRESSION_DIFF_FILE
-        regression = None
-        if scope.is_full and diff_file.is_file():
-            regression = RegressionDiff.model_validate_json(diff_file.read_text())
-            for skipped in regression.passed_over:
-                print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
-        print(console_summary(doc))
-        code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
-        print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
-        print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
-        if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
-            print(f"  html: {run_dir / REPORT_HTML_FILE}")
-        if held is None and not (run_dir / GATE_FILE).is_file():
-            code = EXIT_ERROR
-            print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
-            runs.append(ModelRun(model, doc, None, "no gate decision was written"))
-            continue
-        gate = held.gate if held is not None else read_gate(run_dir / GATE_FILE)
-        runs.append(ModelRun(model, doc, gate))
-        if not gate.passed:
-            print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
-        code = max(code, exit_for_gate(gate.status))
-    write_junit(junit, render_run_junit(runs))
-    return code
-
-
-def _since(
-    regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
-) -> int:
-    """Print what changed since the previous evaluation; the exit code its verdict asks for."""
-    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
-    from eval_pipeline.core.verdicts.since import since_verdict
-
-    if not scope.is_full:
-        print("  since: a narrowed run is not compared")
-        return EXIT_OK
-    verdict = since_verdict(regression, fail_on_regression=gating, allow_removed=allow_removed)
-    if regression is None:
-        print("  since: no regression diff was written")
-    else:
-        print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating, allow_removed)))
-        if not gating and verdict.reasons:
-            print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(verdict.reasons)}")
-    return exit_for_gate(verdict.status)

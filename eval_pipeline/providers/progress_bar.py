@@ -2,7 +2,7 @@
 
 The caller passes the descriptor rather than using sys.stderr: inside a Dagster step fds 1 and
 2 go to the step's compute log, so the CLI hands over a duplicate of the terminal it opened
-before the run (`cli.run.progress_terminal`)."""
+before the run (`cli.terminal.progress_terminal`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,104 @@
+"""What `run` prints for each model's stored (or just made) evaluation, and the exit code: the
+summary, the since block, failing tests, the gate. One route for full, narrowed and standing runs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, exit_for_gate
+from eval_pipeline.cli.junit import write_junit
+
+if TYPE_CHECKING:
+    from upath import UPath
+
+    from eval_pipeline.core.diff.baseline import RegressionDiff
+    from eval_pipeline.core.report.pipeline import Evaluation
+    from eval_pipeline.core.scoring.evaluation import Scope
+
+
+def report_runs(
+    models: list[str],
+    date: str,
+    results_dir: Path | UPath,
+    scope: Scope,
+    errors: list[str],
+    fail_on_regression: bool,
+    allow_removed: bool,
+    junit: Path | None = None,
+    evaluated: Mapping[str, Evaluation] | None = None,
+) -> int:
+    """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
+    `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
+    process has just written (a narrowed run), used as they are instead of read back."""
+    from eval_pipeline.core.diff.baseline import RegressionDiff
+    from eval_pipeline.core.report.html import REPORT_HTML_FILE
+    from eval_pipeline.core.report.markdown import console_summary
+    from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
+    from eval_pipeline.core.report.run_output import failure_lines
+    from eval_pipeline.core.scoring.run_document import (
+        GATE_FILE,
+        REGRESSION_DIFF_FILE,
+        REPORT_FILE,
+        RESULTS_FILE,
+        read_document,
+    )
+    from eval_pipeline.core.verdicts.run_gate import read_gate
+
+    code = EXIT_ERROR if errors else EXIT_OK
+    runs: list[ModelRun] = []
+    for model in models:
+        run_dir = results_dir / model / date
+        held = (evaluated or {}).get(model)
+        if held is None and not (run_dir / RESULTS_FILE).is_file():
+            code = EXIT_ERROR
+            print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
+            runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
+            continue
+        doc = held.document if held is not None else read_document(run_dir / RESULTS_FILE)
+        diff_file = run_dir / REGRESSION_DIFF_FILE
+        regression = None
+        if scope.is_full and diff_file.is_file():
+            regression = RegressionDiff.model_validate_json(diff_file.read_text())
+            for skipped in regression.passed_over:
+                print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
+        print(console_summary(doc))
+        code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
+        print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE))))
+        print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
+        if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
+            print(f"  html: {run_dir / REPORT_HTML_FILE}")
+        if held is None and not (run_dir / GATE_FILE).is_file():
+            code = EXIT_ERROR
+            print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
+            runs.append(ModelRun(model, doc, None, "no gate decision was written"))
+            continue
+        gate = held.gate if held is not None else read_gate(run_dir / GATE_FILE)
+        runs.append(ModelRun(model, doc, gate))
+        if not gate.passed:
+            print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
+        code = max(code, exit_for_gate(gate.status))
+    write_junit(junit, render_run_junit(runs))
+    return code
+
+
+def _since(
+    regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
+) -> int:
+    """Print what changed since the previous evaluation; the exit code its verdict asks for."""
+    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
+    from eval_pipeline.core.verdicts.since import since_verdict
+
+    if not scope.is_full:
+        print("  since: a narrowed run is not compared")
+        return EXIT_OK
+    verdict = since_verdict(regression, fail_on_regression=gating, allow_removed=allow_removed)
+    if regression is None:
+        print("  since: no regression diff was written")
+    else:
+        print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating, allow_removed)))
+        if not gating and verdict.reasons:
+            print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(verdict.reasons)}")
+    return exit_for_gate(verdict.status)
