@@ -21,7 +21,7 @@ from eval_pipeline.providers.models import load_models
 from eval_pipeline.providers.spend_estimate import ModelSpend, StageSpend, estimate_spend
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
-from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
+from tests.providers.conftest import FAKE_ANTHROPIC_KEY, VOYAGE_HAIKU, point_sdks_at
 
 DATE = "2026-11-19"
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE]
@@ -45,10 +45,7 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHa
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     with start_emulator() as emu:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
-        monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
-        monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+        point_sdks_at(emu, monkeypatch)
         yield emu
 
 
@@ -163,10 +160,7 @@ def test_on_a_kb_larger_than_the_candidate_list_the_estimate_holds_too(
     ids = [t.test_id for t in banks.semantic_tests[:20]]
     scope = Scope(banks=frozenset({Mechanism.SEMANTIC}), test_ids=frozenset(ids), topic=None)
     with start_emulator() as emu:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
-        monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
-        monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+        point_sdks_at(emu, monkeypatch)
         cfg = load_models(Path("models.yaml"))[HAIKU]
         spend = estimate_spend(cfg, kb.entities, banks, scope, Path(".cache"), "use")
         assert len(kb.entities) > 15 and emu.stats["total_requests"] == 0

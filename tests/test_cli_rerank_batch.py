@@ -16,7 +16,7 @@ from eval_pipeline import cli
 from eval_pipeline.core.scoring.run_document import REPORT_FILE, RESULTS_FILE, SCOPED_DIR, read_document
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
-from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
+from tests.providers.conftest import VOYAGE_HAIKU, point_sdks_at
 
 DATE = "2026-11-19"
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE]
@@ -35,10 +35,7 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorHa
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     (tmp_path / "dagster_home").mkdir()
     with start_emulator() as emu:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
-        monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
-        monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+        point_sdks_at(emu, monkeypatch)
         yield emu
 
 

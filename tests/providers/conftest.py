@@ -34,6 +34,14 @@ STALL_S = 1.0
 SAFE_TIMEOUT_S = 10.0
 
 
+def point_sdks_at(emu: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both SDKs' keys and base URLs as a user sets them, aimed at the loopback emulator."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
+    monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
+    monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+
+
 class RecordingClock:
     """A clock whose sleeps take no real time: they advance `now()` and are recorded."""
 

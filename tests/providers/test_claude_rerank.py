@@ -37,6 +37,7 @@ from tests.providers.conftest import (
     STALL_S,
     RecordingClock,
     make_entities,
+    point_sdks_at,
 )
 
 pytestmark = pytest.mark.anyio
@@ -270,10 +271,7 @@ async def test_build_pipeline_wires_the_api_providers(
     cache: ResponseCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with start_emulator() as emu:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
-        monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", emu.base_url)
-        monkeypatch.setenv("VOYAGE_BASE_URL", emu.voyage_base_url)
+        point_sdks_at(emu, monkeypatch)
         cfg = ModelConfig(
             key="voyage-haiku",
             embedder=EmbedderConfig(kind="voyage", model_id="voyage-3.5"),
