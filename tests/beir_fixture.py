@@ -86,3 +86,78 @@ def tenant_as_beir(tenant: Path, root: Path) -> Path:
         for e in t.get(key, [])
     ]
     return write_beir(root, documents, queries, qrels, header=False)
+
+
+# Nine topics, two passages each (the second the less relevant), and a question on each.
+TOPICS: list[tuple[str, str, str, str]] = [
+    (
+        "bees",
+        "Honey bees dance to tell the hive where flowers are.",
+        "A bee colony has one queen, thousands of workers and a few drones.",
+        "how do honey bees tell each other where the flowers are",
+    ),
+    (
+        "glaciers",
+        "Glaciers carve U-shaped valleys as the ice grinds over rock.",
+        "Glacial ice forms from snow compressed over many winters.",
+        "how do glaciers shape valleys",
+    ),
+    (
+        "violin",
+        "A violin's sound comes from the bow making the strings vibrate.",
+        "Violins are made of spruce and maple and have four strings.",
+        "how does a violin make its sound",
+    ),
+    (
+        "tax",
+        "A value added tax is charged at each step of production and sale.",
+        "Income tax is levied on wages, salaries and other earnings.",
+        "what is a value added tax",
+    ),
+    (
+        "orbit",
+        "Satellites stay in orbit because their speed balances the pull of gravity.",
+        "A geostationary orbit keeps a satellite above one point of the equator.",
+        "why do satellites stay in orbit",
+    ),
+    (
+        "bread",
+        "Yeast ferments sugar into carbon dioxide, which makes bread dough rise.",
+        "Kneading develops gluten, giving bread its chewy structure.",
+        "what makes bread dough rise",
+    ),
+    (
+        "vaccines",
+        "Vaccines train the immune system to recognise a germ before an infection.",
+        "Some vaccines need a booster dose to keep immunity strong.",
+        "how do vaccines protect against disease",
+    ),
+    (
+        "chess",
+        "In chess, castling moves the king two squares towards a rook.",
+        "A chess pawn that reaches the last rank is promoted.",
+        "what is castling in chess",
+    ),
+    (
+        "rainbows",
+        "Rainbows appear when sunlight is refracted and reflected in raindrops.",
+        "A double rainbow has its second arc with the colours reversed.",
+        "why do rainbows appear after rain",
+    ),
+]
+# The last three questions are judged against another topic's first passage only, which the
+# retriever has no reason to rank high: those tests select nothing relevant.
+MISJUDGED = {"chess": "bees", "rainbows": "tax", "vaccines": "tax"}
+
+
+def all_or_nothing_beir(root: Path) -> Path:
+    """A graded BEIR set of the issue's adversarial shape: most queries judged against passages the
+    retriever finds first (gains 2 and 1), a third judged against passages it has no reason to find."""
+    documents = [(f"{t}/{n}", "", text) for t, *texts, _ in TOPICS for n, text in enumerate(texts, 1)]
+    queries = [(f"q-{t}", question) for t, _, _, question in TOPICS]
+    qrels = [
+        (f"q-{t}", f"{MISJUDGED[t]}/1", 2) if t in MISJUDGED else (f"q-{t}", f"{t}/{n}", 3 - n)
+        for t, *_ in TOPICS
+        for n in ((1,) if t in MISJUDGED else (1, 2))
+    ]
+    return write_beir(root, documents, queries, qrels)

@@ -11,10 +11,20 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
+from eval_pipeline.core.report.failures import failing_tests
+from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.run_document import read_document
-from tests.beir_fixture import JUDGED_QUERY_IDS, ORIGINAL_DOC_IDS, tenant_as_beir, write_beir
+from tests.beir_fixture import (
+    JUDGED_QUERY_IDS,
+    MISJUDGED,
+    ORIGINAL_DOC_IDS,
+    all_or_nothing_beir,
+    tenant_as_beir,
+    write_beir,
+)
 
 DATE = "2026-11-20"
 MEASURES = [ir_measures.nDCG @ 10, ir_measures.R @ 100, ir_measures.RR @ 10]
@@ -142,3 +152,29 @@ def test_export_of_a_project_that_was_not_imported_uses_its_own_ids(
     assert {(row[1], row[5]) for row in rows} == {("Q0", "local-minilm")}
     qrels = (workdir / "trec" / "qrels.trec").read_text()
     assert "T-RENT-001 0 rent_arrears 2\n" in qrels
+
+
+def test_an_imported_graded_set_with_ndcg10_of_0_6_or_more_is_never_poor(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's must-show end to end: import, run, and the verdict in results.json. A third of the
+    queries select nothing relevant, which a 0 per such query would drag under 70."""
+    assert _import(all_or_nothing_beir(workdir / "src")) == 0
+    project = workdir / "proj"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(project)
+        code = main(["run", "--model", "local-minilm", "--date", DATE])
+    doc = read_document(project / "results" / "local-minilm" / DATE / "results.json")
+    assert doc.ir_metrics is not None and doc.aggregate.combined_score is not None
+    ndcg, combined = doc.ir_metrics["ndcg@10"], doc.aggregate.combined_score
+    nothing = sorted(r.test_id for r in doc.semantic if r.no_relevant_selected)
+    assert len(nothing) == len(MISJUDGED) and not any(r.hard_fail for r in doc.semantic)
+    assert ndcg >= 0.6 and doc.aggregate.health is not Health.POOR, (ndcg, combined)
+    assert combined >= 25 + 75 * ndcg - 1e-9
+    # Under the old rule (0 for nothing relevant) the same set would have been POOR.
+    assert sum(r.score or 0 for r in doc.semantic if not r.no_relevant_selected) / len(doc.semantic) < 70
+    # Those tests failed all the same, named in the failures and the run's exit code.
+    failed = {f.test_id: f.rule for f in failing_tests(doc)}
+    assert {t: failed.get(t) for t in nothing} == dict.fromkeys(nothing, "no relevant entity selected")
+    assert doc.aggregate.banks[Mechanism.SEMANTIC].passed == len(doc.semantic) - len(nothing)
+    assert code in (0, 1)

@@ -16,6 +16,7 @@ import yaml
 
 from eval_pipeline import cli
 from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from tests.core.test_graded_scoring import _independent
@@ -101,9 +102,9 @@ def _old_rule(selected: list[str], exp: Expectations) -> int:
     return max(0, 100 - lost)
 
 
-def _ndcg6(selected: list[str], gains: dict[str, int]) -> float:
-    dcg = sum(gains.get(e, 0) / math.log2(i + 2) for i, e in enumerate(selected[:6]))
-    ideal = sorted((g for g in gains.values() if g > 0), reverse=True)[:6]
+def _ndcg10(ranking: list[str], gains: dict[str, int]) -> float:
+    dcg = sum(gains.get(e, 0) / math.log2(i + 2) for i, e in enumerate(ranking[:10]))
+    ideal = sorted((g for g in gains.values() if g > 0), reverse=True)[:10]
     return dcg / sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
 
 
@@ -123,11 +124,12 @@ def test_old_tests_score_by_the_old_rule_and_new_ones_by_theirs(evaluated: dict[
         elif exp.expected_any:
             hit = any(e in selected for e in exp.expected_any)
             assert r.hard_fail is not hit and (r.score == 0) is not hit, r.test_id
-        else:
-            relevant = [e for e in selected if exp.relevant.get(e, 0) > 0]
-            expected = round(100 * math.sqrt(_ndcg6(selected, exp.relevant))) if relevant else 0
-            expected -= 20 * sum(e in selected for e in exp.not_expected) if relevant else 0
-            assert r.score == max(0, expected), r.test_id
+        else:  # graded: ceil(25 + 75 × nDCG@10 of the final ranking), never a hard fail
+            ndcg = _ndcg10(final_ranking(r.selections, r.candidates), exp.relevant)
+            expected = math.ceil(25 + 75 * ndcg - 1e-9) - 20 * sum(e in selected for e in exp.not_expected)
+            assert r.score == max(0, expected) and not r.hard_fail, r.test_id
+            assert r.no_relevant_selected is not any(exp.relevant.get(e, 0) > 0 for e in selected), r.test_id
+            assert r.evaluation is not None and r.evaluation.graded_ndcg == pytest.approx(ndcg, abs=1e-12)
 
 
 def test_ir_metrics_equal_ir_measures_on_the_stored_rankings(evaluated: dict[str, Any]) -> None:

@@ -153,7 +153,7 @@ def test_failures_and_the_model_comparison_speak_of_the_new_kinds() -> None:
     found = {f.test_id: (f.rule, f.reason) for f in failing_tests(run)}
     assert found == {
         "A": ("any-of missing", "none of any-of [a, b] selected; selected x, y"),
-        "G": ("no relevant selected", "no relevant entity selected; selected x"),
+        "G": ("no relevant entity selected", "-75 no relevant entity selected: nDCG@10 0.00; selected x"),
     }
     other = doc(
         [sem("A", ["a"], exp=any_of.expectations), sem("G", ["a"], exp=graded.expectations)], model="m2"

@@ -4,9 +4,10 @@ Each test falls in one kind: `critical` (a critical failure the base did not hav
 score), `regressed` (passing → not passing), `fixed`, `changed` (same pass/fail, but the score, a
 penalty, the selections, a rank, a trigger or the reasoning moved), `cosmetic` (only noise moved:
 the order inside the top-15 candidates, or numbers inside a reason), `unchanged`, `added` or
-`removed`. A test passes when its score (the mean of its trials) is at least the pass threshold;
-an errored test is not passing, since its outcome is unknown. A selected primary whose
-similarity to the query collapsed (same embedder) is flagged as an alert on its test.
+`removed`. A test passes when its score (the mean of its trials) is at least the pass threshold
+and, for a graded test, every trial selected something relevant; an errored test is not passing,
+since its outcome is unknown. A selected primary whose similarity to the query collapsed (same
+embedder) is flagged as an alert on its test.
 
 Every delta names its cause: the *expectation* changed (resolved expectations, their source or
 the test's own definition differ), the *system* changed (what was retrieved, triggered or

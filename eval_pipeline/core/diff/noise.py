@@ -27,7 +27,7 @@ from eval_pipeline.core.scoring.reevaluate import record_of
 from eval_pipeline.core.scoring.reevaluation import Confirmation, Decision, StoredReevaluation, Why
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import by_test
+from eval_pipeline.core.scoring.trials import Outcome, by_test
 
 DEFAULT_RETRIALS = 3
 
@@ -62,7 +62,7 @@ def confirmations(
     for t in by_test(retrials, threshold):
         scores = t.scores
         mean = statistics.fmean(scores) if scores else None
-        regressed = mean is None or mean < threshold
+        regressed = t.outcome is not Outcome.PASS  # as the diff judges a pass
         out.append(
             Confirmation(
                 test_id=t.test_id,

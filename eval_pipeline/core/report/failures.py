@@ -1,9 +1,10 @@
 """Which tests of a run fail, and why, worst first.
 
 A test fails when it errored (no outcome, which is no pass), hard-failed (an expected primary
-missing) or scored under the run's pass threshold; a critical pattern failure fails whatever its
-score. Each failure names the scoring rule that failed and a one-line reason, so a reader of
-`run`'s output or report.md sees what broke in every bank without opening results.json.
+missing), is a graded test that selected nothing relevant, or scored under the run's pass
+threshold; a critical pattern failure fails whatever its score. Each failure names the scoring
+rule that failed and a one-line reason, so a reader of `run`'s output or report.md sees what
+broke in every bank without opening results.json.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.points import PenaltyKind
 from eval_pipeline.core.scoring.results import AnyResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
@@ -19,7 +21,7 @@ from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
 ERRORED = "errored"
 PRIMARY_MISSING = "primary missing"
 ANY_OF_MISSING = "any-of missing"
-NO_RELEVANT = "no relevant selected"
+NO_RELEVANT = "no relevant entity selected"  # the rule, hard fail (before 1.10) or penalty
 # What each mechanism produced, named in a hard fail's reason beside what it missed.
 _PRODUCED = {
     Mechanism.SEMANTIC: "selected",
@@ -57,14 +59,19 @@ def _rule_and_reason(r: AnyResult, bank: Mechanism) -> tuple[str, str]:
     if r.outcome is None:
         return ERRORED, _one_line(r.error or "no reason recorded")
     out = r.outcome
+    got = f"{_PRODUCED[bank]} {', '.join(_produced(r)) or 'nothing'}"
     if out.hard_fail:
-        got = ", ".join(_produced(r)) or "nothing"
         rules = [PRIMARY_MISSING] if out.missing_primary else []
         rules += [ANY_OF_MISSING] if out.missing_any else []
         rules += [NO_RELEVANT] if out.no_relevant_selected else []
-        return ", ".join(rules), f"{out.hard_fail_text}; {_PRODUCED[bank]} {got}"
-    penalties = sorted(r.outcome.penalties, key=lambda p: p.points)  # the costliest rule first
-    return ", ".join(dict.fromkeys(p.rule for p in penalties)), "; ".join(p.text for p in penalties)
+        return ", ".join(rules), f"{out.hard_fail_text}; {got}"
+    # The costliest rule first; nothing relevant selected, which fails the test whatever its
+    # points, leads, followed by what was selected instead.
+    penalties = sorted(
+        out.penalties, key=lambda p: (p.kind is not PenaltyKind.NO_RELEVANT_SELECTED, p.points)
+    )
+    reasons = [p.text for p in penalties] + ([got] if out.no_relevant_selected else [])
+    return ", ".join(dict.fromkeys(p.rule for p in penalties)), "; ".join(reasons)
 
 
 def _worst_row(t: TestTrials[AnyResult]) -> AnyResult:

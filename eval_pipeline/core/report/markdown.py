@@ -222,10 +222,10 @@ def _stage_attribution(doc: RunDocument) -> list[str]:
     counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
     rows = [(a.test_id, a.trial, a.stage.value, a.detail) for a in found]
     return [
-        "## Stage attribution (semantic hard fails and errors)",
+        "## Stage attribution (semantic hard fails, nothing relevant selected, errors)",
         "",
-        f"Where each primary was lost: {counts}. *embedding*: it never reached the "
-        "candidates; *reranker*: it was a candidate but was not selected.",
+        f"Where each primary (or every relevant entity) was lost: {counts}. *embedding*: it never "
+        "reached the candidates; *reranker*: it was a candidate but was not selected.",
         "",
         *markdown_table(("Test", "Trial", "Stage", "Detail"), rows),
     ]

@@ -28,7 +28,7 @@ from eval_pipeline.core.scoring.results import (
     StateResult,
     TestStatus,
 )
-from eval_pipeline.core.scoring.trials import by_test
+from eval_pipeline.core.scoring.trials import Outcome, by_test, outcome_of
 
 T = TypeVar("T")
 
@@ -152,6 +152,8 @@ class Scored(Protocol):
     def status(self) -> TestStatus: ...
     @property
     def hard_fail(self) -> bool: ...
+    @property
+    def no_relevant_selected(self) -> bool: ...
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -181,7 +183,7 @@ def bank_summary(
     return BankSummary(
         **group_score(results).model_dump(),
         mechanism=mechanism,
-        passed=sum(s >= threshold for s in scores),
+        passed=sum(outcome_of(r.score, threshold, r.no_relevant_selected) is Outcome.PASS for r in results),
         distribution=distribution(_whole_points(s) for s in scores),
     )
 

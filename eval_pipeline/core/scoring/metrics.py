@@ -37,6 +37,8 @@ IR_MEASURES: dict[str, Measure] = {
     "recall@100": ir_measures.R @ 100,
     "mrr@10": ir_measures.RR @ 10,
 }
+GRADED_CUTOFF = 10
+GRADED_NDCG = IR_MEASURES["ndcg@10"]  # a graded test's points come from the standard nDCG@10
 
 
 class _Frozen(BaseModel):
@@ -194,10 +196,12 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
     ]
 
 
-def graded_ndcg(selected: Sequence[str], exp: Expectations) -> float:
-    """nDCG@SELECTION_K of a selection against the test's judgments (what a graded test scores)."""
-    values = _values((NDCG,), qrels(exp, "q"), ranked_run(selected, "q")) if selected else {}
-    return values.get(NDCG, {}).get("q", 0.0)
+def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:
+    """nDCG@10 of a test's `final_ranking` against its judgments: what a graded test scores, and
+    that test's `ir_metrics` nDCG@10. A ranking shorter than 10 is measured as it is (trec_eval)."""
+    top = ranking[:GRADED_CUTOFF]  # nothing below the cutoff can change nDCG@10
+    values = _values((GRADED_NDCG,), qrels(exp, "q"), ranked_run(top, "q")) if top else {}
+    return values.get(GRADED_NDCG, {}).get("q", 0.0)
 
 
 def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
@@ -240,10 +244,11 @@ def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
 
 
 def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:
-    """Where a hard fail (or an error) arose; None for a trial that is neither."""
+    """Where a hard fail, a graded test's nothing relevant selected, or an error arose; None for a
+    trial that is none of them."""
     if r.status is TestStatus.ERRORED:
         return StageAttribution(test_id=r.test_id, trial=r.trial, stage=Stage.ERROR, missed=[], error=r.error)
-    if not r.hard_fail or r.outcome is None:
+    if r.outcome is None or not (r.hard_fail or r.no_relevant_selected):
         return None
     out = r.outcome
     places = {c.entity_id: i for i, c in enumerate(r.candidates, start=1)}
@@ -277,5 +282,6 @@ def _best_relevant(exp: Expectations, places: dict[str, int]) -> BestRelevant | 
 
 
 def attributions(results: Sequence[SemanticResult], depth: int = CANDIDATE_K) -> list[StageAttribution]:
-    """Every hard fail's and error's stage; `depth` is the model's candidate depth."""
+    """Every hard fail's, nothing-relevant failure's and error's stage; `depth` is the model's
+    candidate depth."""
     return [a for a in (attribute(r, depth) for r in results) if a is not None]

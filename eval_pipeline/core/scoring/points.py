@@ -1,8 +1,9 @@
 """The 100-point score (specification §3): hard fail on a missing primary, per-item penalties.
 
-Tests that state "any of" primaries hard-fail when none of them is selected; graded tests
-hard-fail when nothing with a gain is selected and otherwise start from their graded points
-(docs/scoring.md), the shortfall from 100 being one more named penalty.
+Tests that state "any of" primaries hard-fail when none of them is selected. Graded tests start
+from their graded points, ceil(25 + 75 × nDCG@10) (docs/scoring.md), the shortfall from 100 being
+one more named penalty; one that selected nothing relevant is not a hard fail (a 0 would let a set
+with a good nDCG@10 read POOR) but a failed test whatever its points.
 
 Scoring never looks at *how* a mechanism decided; the evaluators hand it the missing,
 wrong and misordered items and it applies the published rules.
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 PERFECT = 100
 DEFAULT_PASS_THRESHOLD = 60
+FAILING = "Failing"
 
 
 class PenaltyKind(StrEnum):
@@ -26,6 +28,7 @@ class PenaltyKind(StrEnum):
     RANK_VIOLATION = "rank_violation"
     WRONG_HANDLER = "wrong_handler"
     GRADED_RELEVANCE = "graded_relevance"
+    NO_RELEVANT_SELECTED = "no_relevant_selected"  # a graded shortfall that also fails the test
 
 
 PENALTY_POINTS: dict[PenaltyKind, int] = {
@@ -41,6 +44,7 @@ _DESCRIPTIONS: dict[PenaltyKind, str] = {
     PenaltyKind.RANK_VIOLATION: "rank violation",
     PenaltyKind.WRONG_HANDLER: "wrong handler",
     PenaltyKind.GRADED_RELEVANCE: "graded relevance",
+    PenaltyKind.NO_RELEVANT_SELECTED: "no relevant entity selected",
 }
 
 
@@ -92,15 +96,20 @@ class ScoreOutcome(BaseModel):
         default_factory=list, description="The any-of primaries, when none of them was selected"
     )
     no_relevant_selected: bool = Field(
-        default=False, description="A graded test that selected nothing with a gain above 0"
+        default=False,
+        description="A graded test that selected nothing with a gain above 0: failed whatever its score "
+        "(a hard fail in results before 1.10)",
     )
     penalties: list[Penalty] = Field(default_factory=list)
 
     @property
     def relevance_fails(self) -> list[str]:
-        """The any-of and graded hard fails ("none of any-of [a, b] selected", ...)."""
+        """The any-of and graded hard fails ("none of any-of [a, b] selected", ...). Nothing relevant
+        selected is named here only in a hard fail; otherwise its penalty names it."""
         reasons = [f"none of any-of [{', '.join(self.missing_any)}] selected"] if self.missing_any else []
-        return reasons + (["no relevant entity selected"] if self.no_relevant_selected else [])
+        return reasons + (
+            ["no relevant entity selected"] if self.no_relevant_selected and self.hard_fail else []
+        )
 
     @property
     def hard_fail_reasons(self) -> list[str]:
@@ -122,7 +131,7 @@ def label_for(score: int) -> str:
             return label
     if score >= DEFAULT_PASS_THRESHOLD:
         return "Barely acceptable"
-    return "Failing" if score > 0 else "Hard fail"
+    return FAILING if score > 0 else "Hard fail"
 
 
 BUCKETS: tuple[str, ...] = ("100", "90-99", "80-89", "70-79", "60-69", "1-59", "0")
@@ -158,18 +167,28 @@ def rank_penalties(violations: Iterable[RankViolation]) -> list[Penalty]:
     ]
 
 
+# Graded points are GRADED_BASE + GRADED_SLOPE × nDCG@10: the line through (0.6, 70) and (1, 100), the
+# least a query may score for a bank whose mean nDCG@10 is 0.6 never to average under 70 (POOR).
+GRADED_BASE, GRADED_SLOPE = 25, 75
+# nDCG from the library can sit a float's hair above a value that is exactly on a whole point.
+_FLOAT_HAIR = 1e-9
+
+
 def graded_points(ndcg: float) -> int:
-    """A graded test's points before penalties: 100 × √nDCG, rounded.
+    """A graded test's points before penalties: ceil(25 + 75 × nDCG@10), 25 to 100.
 
-    The square root, because nDCG against many judged passages seldom nears 1 even for a good
-    ranking: √ puts nDCG 0.49 at 70 and 0.81 at 90 (docs/scoring.md has the worked examples).
+    Rounded up, so a set at exactly nDCG@10 0.6 averages 70, not a rounding below it
+    (docs/scoring.md has the arithmetic and the worked examples).
     """
-    return round(PERFECT * math.sqrt(min(max(ndcg, 0.0), 1.0)))
+    exact = GRADED_BASE + GRADED_SLOPE * min(max(ndcg, 0.0), 1.0)
+    return min(PERFECT, math.ceil(exact - _FLOAT_HAIR))
 
 
-def graded_penalty(points: int, detail: str) -> Penalty:
-    """The graded test's shortfall from 100 (its graded points are 100 plus this)."""
-    return Penalty(kind=PenaltyKind.GRADED_RELEVANCE, entity_id="", points=points - PERFECT, detail=detail)
+def graded_penalty(points: int, detail: str, *, nothing_relevant: bool = False) -> Penalty:
+    """The graded test's shortfall from 100 (its graded points are 100 plus this), named
+    "no relevant entity selected" when the selection held nothing relevant."""
+    kind = PenaltyKind.NO_RELEVANT_SELECTED if nothing_relevant else PenaltyKind.GRADED_RELEVANCE
+    return Penalty(kind=kind, entity_id="", points=points - PERFECT, detail=detail)
 
 
 def score(
@@ -179,9 +198,10 @@ def score(
     missing_any: Sequence[str] = (),
     no_relevant_selected: bool = False,
 ) -> ScoreOutcome:
-    """Apply the rules: any missing primary, an any-of set with nothing selected, or a graded test
-    with nothing relevant selected is a hard fail (0); else 100 minus penalties, ≥ 0."""
-    if missing_primary or missing_any or no_relevant_selected:
+    """Apply the rules: any missing primary or an any-of set with nothing selected is a hard fail
+    (0); else 100 minus penalties, ≥ 0. A graded test with nothing relevant selected keeps its
+    points (its shortfall is a penalty) and is labelled failing: it fails whatever it scores."""
+    if missing_primary or missing_any:
         return ScoreOutcome(
             score=0,
             label=label_for(0),
@@ -191,7 +211,14 @@ def score(
             no_relevant_selected=no_relevant_selected,
         )
     value = max(0, PERFECT + sum(p.points for p in penalties))
-    return ScoreOutcome(score=value, label=label_for(value), hard_fail=False, penalties=list(penalties))
+    label = FAILING if no_relevant_selected and value > 0 else label_for(value)
+    return ScoreOutcome(
+        score=value,
+        label=label,
+        hard_fail=False,
+        no_relevant_selected=no_relevant_selected,
+        penalties=list(penalties),
+    )
 
 
 def all_or_nothing(missing: Sequence[str]) -> ScoreOutcome:

@@ -23,7 +23,9 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 # 1.6: provenance.identity (project, entity digests, bank test ids, mechanism sources)
 # 1.7: provenance.reevaluations; 1.8: provenance.reevaluations[].banks (the system's answers retried)
 # 1.9: ir_metrics; any-of and graded expectations, outcomes and attributions
-RESULT_SCHEMA_VERSION = "1.9"
+# 1.10: graded points from nDCG@10 of the final ranking (evaluation.graded_ndcg); nothing relevant
+#       selected is a failed test with a no_relevant_selected penalty, no longer a hard fail
+RESULT_SCHEMA_VERSION = "1.10"
 
 
 class TestStatus(StrEnum):
@@ -52,17 +54,25 @@ class ResultBase(BaseModel):
     def hard_fail(self) -> bool:
         return self.outcome is not None and self.outcome.hard_fail
 
+    @property
+    def no_relevant_selected(self) -> bool:
+        """A graded test that selected nothing relevant: failed whatever its score."""
+        return self.outcome is not None and self.outcome.no_relevant_selected
+
 
 class SemanticEvaluation(BaseModel):
     """How an ordered selection compares to the expectations, before scoring."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    primary_pass: bool  # nothing that hard-fails: exact primaries, an any-of set, a graded test
+    primary_pass: bool  # exact primaries and an any-of set selected, and something relevant if graded
     missing_primary: list[str]
     missing_any: list[str] = Field(default_factory=list, description="The any-of set, when none was selected")
     no_relevant_selected: bool = False
-    graded_ndcg: float | None = Field(default=None, description="A graded test's nDCG@6 of the selection")
+    graded_ndcg: float | None = Field(
+        default=None,
+        description="A graded test's nDCG@10 of its final ranking (1.10+; nDCG@6 of the selection before)",
+    )
     secondary_missing: list[str]
     false_positives: list[str]
     rank_violations: list[RankViolation]

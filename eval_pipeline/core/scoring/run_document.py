@@ -89,7 +89,9 @@ class RunDocument(BaseModel):
         default_factory=list, description="nDCG@6, recall@6, MRR and candidate recall@15 per scored test"
     )
     stage_attribution: list[StageAttribution] = Field(
-        default_factory=list, description="Where each semantic hard fail arose: embedding, reranker or error"
+        default_factory=list,
+        description="Where each semantic hard fail (or graded test with nothing relevant selected) arose: "
+        "embedding, reranker or error",
     )
     ir_metrics: dict[str, float] | None = Field(
         default=None,

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
-from eval_pipeline.core.inputs.contract import SELECTION_K
-from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.scoring.metrics import graded_ndcg
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, final_ranking
+from eval_pipeline.core.scoring.metrics import GRADED_CUTOFF, graded_ndcg
 from eval_pipeline.core.scoring.points import (
     PERFECT,
     Penalty,
@@ -42,7 +41,11 @@ def rank_violations(selected: Sequence[str], checks: Sequence[RankCheck]) -> lis
     return out
 
 
-def evaluate_selection(selected: Sequence[str], exp: Expectations) -> SemanticEvaluation:
+def evaluate_selection(
+    selected: Sequence[str], exp: Expectations, ranking: Sequence[str] | None = None
+) -> SemanticEvaluation:
+    """`ranking` is the test's `final_ranking` (the selection, then the other candidates), which a
+    graded test's nDCG@10 is measured on; without it, the selection alone."""
     missing = [e for e in exp.expected_primary if e not in selected]
     missing_any = [] if any(e in selected for e in exp.expected_any) else list(exp.expected_any)
     graded = any(g > 0 for g in exp.relevant.values())
@@ -52,20 +55,27 @@ def evaluate_selection(selected: Sequence[str], exp: Expectations) -> SemanticEv
         missing_primary=missing,
         missing_any=missing_any,
         no_relevant_selected=no_relevant,
-        graded_ndcg=graded_ndcg(selected, exp) if graded and not no_relevant else None,
+        graded_ndcg=graded_ndcg(selected if ranking is None else ranking, exp) if graded else None,
         secondary_missing=[e for e in exp.expected_secondary if e not in selected],
         false_positives=[e for e in exp.not_expected if e in selected],
         rank_violations=rank_violations(selected, exp.rank_check),
     )
 
 
+def _graded(ev: SemanticEvaluation) -> list[Penalty]:
+    """A graded test's shortfall from 100; with nothing relevant selected it is always listed (even
+    at 0 points), since it is what fails the test."""
+    if ev.graded_ndcg is None:
+        return []
+    points, detail = graded_points(ev.graded_ndcg), f"nDCG@{GRADED_CUTOFF} {ev.graded_ndcg:.2f}"
+    if ev.no_relevant_selected:
+        return [graded_penalty(points, detail, nothing_relevant=True)]
+    return [graded_penalty(points, detail)] if points < PERFECT else []
+
+
 def _penalties(ev: SemanticEvaluation) -> list[Penalty]:
-    graded = []
-    if ev.graded_ndcg is not None and graded_points(ev.graded_ndcg) < PERFECT:
-        ndcg = ev.graded_ndcg
-        graded = [graded_penalty(graded_points(ndcg), f"nDCG@{SELECTION_K} {ndcg:.2f}")]
     return (
-        graded
+        _graded(ev)
         + penalties_for(PenaltyKind.SECONDARY_MISSING, ev.secondary_missing)
         + penalties_for(PenaltyKind.FALSE_POSITIVE, ev.false_positives)
         + rank_penalties(ev.rank_violations)
@@ -79,7 +89,8 @@ def evaluate_semantic_test(
     ev: SemanticEvaluation | None = None
     outcome: ScoreOutcome | None = None
     if retrieval.status == "ok":
-        ev = evaluate_selection(retrieval.selected_ids, resolved.expectations)
+        ranking = final_ranking(retrieval.selections, retrieval.candidates)
+        ev = evaluate_selection(retrieval.selected_ids, resolved.expectations, ranking)
         outcome = score(
             ev.missing_primary,
             _penalties(ev),

@@ -25,10 +25,12 @@ class Outcome(StrEnum):
     ERROR = "error"  # no score: the outcome is unknown, which is not a pass
 
 
-def outcome_of(score: float | None, threshold: int) -> Outcome:
+def outcome_of(score: float | None, threshold: int, no_relevant_selected: bool = False) -> Outcome:
+    """Pass at or above the threshold, except a graded test that selected nothing relevant: its
+    points can reach the threshold (they follow nDCG@10 of the whole ranking), yet it failed."""
     if score is None:
         return Outcome.ERROR
-    return Outcome.PASS if score >= threshold else Outcome.FAIL
+    return Outcome.PASS if score >= threshold and not no_relevant_selected else Outcome.FAIL
 
 
 def trial_of(result: ResultBase) -> int:
@@ -75,12 +77,17 @@ class TestTrials(Generic[R]):
         return any(r.hard_fail for r in self.rows)
 
     @property
+    def no_relevant_selected(self) -> bool:
+        # Conservative like `hard_fail`: a trial that selected nothing relevant fails the test.
+        return any(r.no_relevant_selected for r in self.rows)
+
+    @property
     def outcome(self) -> Outcome:
-        return outcome_of(self.score, self.threshold)
+        return outcome_of(self.score, self.threshold, self.no_relevant_selected)
 
     @property
     def trial_outcomes(self) -> list[Outcome]:
-        return [outcome_of(r.score, self.threshold) for r in self.rows]
+        return [outcome_of(r.score, self.threshold, r.no_relevant_selected) for r in self.rows]
 
     @property
     def flaky(self) -> bool:
