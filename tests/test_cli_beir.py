@@ -173,8 +173,8 @@ def test_an_imported_graded_set_with_ndcg10_of_0_6_or_more_is_never_poor(
     assert combined >= 25 + 75 * ndcg - 1e-9
     # Under the old rule (0 for nothing relevant) the same set would have been POOR.
     assert sum(r.score or 0 for r in doc.semantic if not r.no_relevant_selected) / len(doc.semantic) < 70
-    # Those tests failed all the same, named in the failures and the run's exit code.
+    # Those tests failed all the same: named among the failures, not counted as passed.
     failed = {f.test_id: f.rule for f in failing_tests(doc)}
     assert {t: failed.get(t) for t in nothing} == dict.fromkeys(nothing, "no relevant entity selected")
     assert doc.aggregate.banks[Mechanism.SEMANTIC].passed == len(doc.semantic) - len(nothing)
-    assert code in (0, 1)
+    assert code == 0  # FAIR, and no gate asked for more (failed tests alone fail no gate)
