@@ -8,6 +8,7 @@ from pathlib import Path
 
 import ir_measures
 import pytest
+import pytrec_eval
 import yaml
 
 from eval_pipeline.cli import main
@@ -113,6 +114,23 @@ def test_import_run_export_round_trips_every_original_id(
     assert reported is not None
     for name, measure in zip(("ndcg@10", "recall@100", "mrr@10"), MEASURES, strict=True):
         assert abs(reported[name] - exported[measure]) < 1e-9, name
+    # And pytrec_eval itself (trec_eval's C code) on the same files, RR cut at 10 by the run's top 10.
+    trec_qrels: dict[str, dict[str, int]] = {}
+    for q in qrels:
+        trec_qrels.setdefault(q.query_id, {})[q.doc_id] = q.relevance
+    trec_run: dict[str, dict[str, float]] = {}
+    for r in run:
+        trec_run.setdefault(r.query_id, {})[r.doc_id] = r.score
+    top10 = {q: dict(sorted(d.items(), key=lambda kv: -kv[1])[:10]) for q, d in trec_run.items()}
+    full = pytrec_eval.RelevanceEvaluator(trec_qrels, {"ndcg_cut.10", "recall.100"}).evaluate(trec_run)
+    cut = pytrec_eval.RelevanceEvaluator(trec_qrels, {"recip_rank"}).evaluate(top10)
+    for name, per_query in (
+        ("ndcg@10", [m["ndcg_cut_10"] for m in full.values()]),
+        ("recall@100", [m["recall_100"] for m in full.values()]),
+        ("mrr@10", [m["recip_rank"] for m in cut.values()]),
+    ):
+        assert len(per_query) == len(JUDGED_QUERY_IDS)
+        assert abs(reported[name] - sum(per_query) / len(per_query)) < 1e-9, name
 
 
 def test_export_refuses_a_missing_evaluation_and_a_changed_kb(
