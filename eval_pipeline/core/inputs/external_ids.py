@@ -88,11 +88,15 @@ class OriginalIds(BaseModel):
 
 def recorded_original_ids(entities: Iterable[Entity], tests: Iterable[SemanticTest]) -> OriginalIds | None:
     """The original ids of the semantic tests and the entities they judge (not the whole corpus:
-    an imported collection can hold 100,000 passages); None for a project that was not imported."""
+    an imported collection can hold 100,000 passages), where they differ from ours; None when none does."""
     tests = list(tests)
     judged = {e for t in tests for e in t.original_expectations().entity_ids()}
     ids = OriginalIds(
-        documents={e.entity_id: e.source_id for e in entities if e.source_id and e.entity_id in judged},
-        queries={t.test_id: t.source_id for t in tests if t.source_id},
+        documents={
+            e.entity_id: e.source_id
+            for e in entities
+            if e.source_id and e.source_id != e.entity_id and e.entity_id in judged
+        },
+        queries={t.test_id: t.source_id for t in tests if t.source_id and t.source_id != t.test_id},
     )
     return ids if ids.documents or ids.queries else None

@@ -63,7 +63,7 @@ def detail_lines(d: TestDelta) -> list[str]:
         return [f"no longer run ({critical}was {d.base.label if d.base else ''})"]
     lines = [f"ALERT {a}" for a in d.alerts]
     lines += [d.best_dropped.line] if d.best_dropped else []
-    lines += [d.ndcg.line] if d.ndcg else []
+    lines += [d.ndcg.line] if d.ndcg and d.ndcg.delta else []
     lines += [f"new penalty: {p}" for p in d.penalties_added]
     lines += [f"penalty gone: {p}" for p in d.penalties_removed]
     lines += [f"expectation: {c}" for c in d.expectation_changes]
