@@ -193,6 +193,8 @@ def test_the_diff_names_exactly_the_queries_whose_best_relevant_entity_dropped(p
         for e in d.best_dropped.entities:
             assert f"{e.original_id} (gain {e.gain}, was #{e.base_rank})" in text
             assert e.original_id in comment
+    # Read back as the regression_diff asset's readers do: nothing lost, nothing refused.
+    assert RunDiff.model_validate_json(diff.model_dump_json()) == diff
     dumped = json.loads(diff.model_dump_json())
     in_json = {d["best_dropped"]["query_id"] for d in dumped["deltas"] if "best_dropped" in d}
     assert in_json == {sources[t] for t in named}
