@@ -216,6 +216,28 @@ def test_per_query_ndcg_deltas_equal_ir_measures_on_each_side(project: Project) 
     assert any(c is not None and c.delta < 0 for c in graded.values())
 
 
+def _with_stored_ndcg(document: RunDocument, value: float, schema: str) -> RunDocument:
+    rows = [
+        r.model_copy(update={"evaluation": r.evaluation.model_copy(update={"graded_ndcg": value})})
+        if r.evaluation
+        else r
+        for r in document.semantic
+    ]
+    provenance = document.provenance.model_copy(update={"schema_version": schema})
+    return document.model_copy(update={"semantic": rows, "provenance": provenance})
+
+
+def test_stored_ndcg10_is_read_from_1_10_on_and_measured_again_before(project: Project) -> None:
+    base, head = _two_evaluations(project)
+    measured = {d.test_id: d.ndcg for d in diff_documents(base, head).deltas}
+    # 1.10+ stores nDCG@10 of the final ranking: read as stored (a planted value shows through).
+    planted = diff_documents(_with_stored_ndcg(base, 0.123, "1.10"), head)
+    assert {d.ndcg.before for d in planted.deltas if d.ndcg} == {0.123}
+    # Before 1.10 the stored value was nDCG@6 of the selection: the ranking is measured again.
+    old = diff_documents(_with_stored_ndcg(base, 0.123, "1.9"), head)
+    assert {d.test_id: d.ndcg for d in old.deltas} == measured
+
+
 def test_the_paired_ndcg_statistic_equals_scipys_on_the_same_pairs(project: Project) -> None:
     base, head = _two_evaluations(project)
     diff = diff_documents(base, head)

@@ -33,7 +33,7 @@ from eval_pipeline.core.diff.explain import (
     reason_drift,
     same_but_numbers,
 )
-from eval_pipeline.core.diff.graded import best_dropped, graded_statistics, ndcg_change
+from eval_pipeline.core.diff.graded import best_dropped, graded_statistics, ndcg_change, stores_ndcg10
 from eval_pipeline.core.diff.kb_change import incomparable, kb_change
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
@@ -124,6 +124,7 @@ def _delta(
     same_embedder: bool,
     depth: int = CANDIDATE_K,
     ids: OriginalIds | None = None,
+    stored_ndcg: tuple[bool, bool] = (False, False),
 ) -> TestDelta:
     base_rows, head_rows = list(b.rows), list(h.rows)
     expectation = field_lines(expectation_view(b.first), expectation_view(h.first))
@@ -159,7 +160,7 @@ def _delta(
         cosmetic_changes=cosmetic,
         alerts=alerts,
         head_stages=attributions([r for r in head_rows if isinstance(r, SemanticResult)], depth),
-        ndcg=ndcg_change(base_rows, head_rows),
+        ndcg=ndcg_change(base_rows, head_rows, stored_ndcg),
         best_dropped=best_dropped(base_rows, head_rows, ids or OriginalIds()),
     )
 
@@ -281,8 +282,9 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
     compare_reasons = _same_stage(base, head, "reranker")
     same_embedder = _same_stage(base, head, "embedder")
     ids = _original_ids(base, head)
+    stored = (stores_ndcg10(base.provenance.schema_version), stores_ndcg10(head.provenance.schema_version))
     deltas = [
-        _delta(before[key], after[key], compare_reasons, same_embedder, head.candidate_depth, ids)
+        _delta(before[key], after[key], compare_reasons, same_embedder, head.candidate_depth, ids, stored)
         if key in before
         else _one_sided(after[key], DeltaKind.ADDED)
         for key in after

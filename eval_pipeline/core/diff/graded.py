@@ -2,8 +2,10 @@
 paired comparison of those nDCG@10 values, and the best relevant entity leaving the selection.
 
 - nDCG@10 of a side: the mean over its scored trials of nDCG@10 of each trial's final ranking
-  against that trial's judgments (`metrics.graded_ndcg`, what graded points come from), so a
-  document written before 1.10, which stored nDCG@6 of the selection, is measured the same way.
+  against that trial's judgments (`metrics.graded_ndcg`, what graded points come from). Results
+  1.10+ store exactly that value (`evaluation.graded_ndcg`), read as it is (measuring again costs
+  milliseconds a query, tens of seconds on a large imported set); results written before stored
+  nDCG@6 of the selection, so their rankings are measured again.
 - Only a test graded on both sides and scored on both gets one: a test graded on one side only
   changed its expectations (the diff says so), and an errored side has no ranking to measure.
 - Best relevant dropped: the head's judged entities of the top gain (all of them on a tie); the
@@ -25,6 +27,7 @@ from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.metrics import graded_ndcg
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 
+NDCG10_STORED_SINCE = (1, 10)
 NDCG_POINTS = "nDCG@10 points"  # nDCG@10 × 100: the paired comparison's unit
 
 
@@ -40,17 +43,33 @@ def _scored(rows: Sequence[AnyResult]) -> list[SemanticResult]:
     return [r for r in semantic if r.status is TestStatus.SCORED]
 
 
-def side_ndcg(rows: Sequence[SemanticResult]) -> float:
-    return statistics.fmean(
-        graded_ndcg(final_ranking(r.selections, r.candidates), r.expectations) for r in rows
-    )
+def _trial_ndcg(r: SemanticResult, stored: bool) -> float:
+    if stored and r.evaluation is not None and r.evaluation.graded_ndcg is not None:
+        return r.evaluation.graded_ndcg
+    return graded_ndcg(final_ranking(r.selections, r.candidates), r.expectations)
 
 
-def ndcg_change(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> NdcgChange | None:
+def side_ndcg(rows: Sequence[SemanticResult], stored: bool) -> float:
+    return statistics.fmean(_trial_ndcg(r, stored) for r in rows)
+
+
+def stores_ndcg10(schema_version: str) -> bool:
+    """Whether results of this schema store a graded test's nDCG@10 of its final ranking."""
+    try:
+        version = tuple(int(part) for part in schema_version.split(".")[:2])
+    except ValueError:
+        return False
+    return version >= NDCG10_STORED_SINCE
+
+
+def ndcg_change(
+    base: Sequence[AnyResult], head: Sequence[AnyResult], stored: tuple[bool, bool] = (False, False)
+) -> NdcgChange | None:
+    """`stored`: whether each side's results store nDCG@10 (`stores_ndcg10`)."""
     b, h = _scored(base), _scored(head)
     if not b or not h:
         return None
-    before, after = side_ndcg(b), side_ndcg(h)
+    before, after = side_ndcg(b, stored[0]), side_ndcg(h, stored[1])
     return NdcgChange(before=before, after=after, delta=after - before)
 
 
