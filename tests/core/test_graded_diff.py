@@ -21,7 +21,7 @@ from scipy import stats
 from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.comparison import compare_models
 from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff
-from eval_pipeline.core.inputs.banks import Mechanism, SemanticTest
+from eval_pipeline.core.inputs.banks import Expectations, Mechanism, SemanticTest
 from eval_pipeline.core.inputs.beir_project import ImportTargets, import_beir
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
@@ -35,6 +35,7 @@ from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.core.verdicts.run_gate import Gates
 from tests.beir_fixture import tenant_as_beir, write_beir
+from tests.run_docs import doc, sem
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "ungraded_diff_golden.json"
 SEMANTIC = Scope(banks=frozenset({Mechanism.SEMANTIC}))
@@ -341,3 +342,21 @@ def test_ungraded_diff_outputs_are_byte_identical_to_before_graded_diffs() -> No
     """The golden file was rendered by the code before graded diffs existed (main at 88dea33)."""
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
     assert _ungraded_outputs() == golden
+
+
+def test_hundreds_of_dropped_best_entities_keep_the_pr_comment_within_its_budget() -> None:
+    graded = Expectations(relevant={"a": 3, "b": 1})
+    base = doc([sem(f"G-{i:03}", ["a", "b"], exp=graded, candidates=["a", "b", "c"]) for i in range(300)])
+    head = doc(
+        [sem(f"G-{i:03}", ["c", "b"], exp=graded, candidates=["c", "b", "a"]) for i in range(300)],
+        date="2026-11-20",
+    )
+    diff = diff_documents(base, head)
+    assert len(diff.best_dropped()) == 300
+    comment = render_diff_comment(diff, diff_gate(diff))
+    lines = comment.splitlines()
+    assert len(lines) <= MAX_LINES
+    assert "<details><summary>Best relevant dropped (300)</summary>" in comment
+    assert any(line.startswith("- … ") and "more" in line for line in lines)
+    # 300 equal nDCG@10 drops have no spread: no effect size, not one of 10^13 deviations.
+    assert diff.graded_statistics is not None and diff.graded_statistics.effect_size is None

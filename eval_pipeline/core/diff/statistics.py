@@ -156,7 +156,9 @@ def cohens_dz(diffs: np.ndarray) -> float | None:
     if len(diffs) < 2:
         return None
     sd = float(np.std(diffs, ddof=1))
-    if sd == 0:
+    # Equal differences can leave a float's hair of spread (nDCG × 100 is not a whole number):
+    # that is no spread, not an effect of 10^13 standard deviations.
+    if sd <= _TOLERANCE:
         return 0.0 if float(np.mean(diffs)) == 0 else None
     return float(np.mean(diffs)) / sd
 
