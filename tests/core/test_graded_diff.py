@@ -266,7 +266,9 @@ def test_the_paired_ndcg_statistic_equals_scipys_on_the_same_pairs(project: Proj
     # A model comparison adjusts the nDCG@10 comparisons across its pairs, as the score ones.
     comparison = compare_models("2026-11-21", [base, head])
     assert comparison.pairs[0].graded_statistics == s
-    assert "Statistics (graded tests, nDCG@10 × 100)" in render_comparison_markdown(comparison)
+    markdown = render_comparison_markdown(comparison)
+    assert "Statistics (graded tests, nDCG@10 × 100)" in markdown
+    assert f"### Best relevant dropped ({len(_named(project))})" in markdown
 
 
 def _exact_primary(banks_dir: Path, test: SemanticTest) -> None:
