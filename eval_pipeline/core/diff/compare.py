@@ -33,12 +33,14 @@ from eval_pipeline.core.diff.explain import (
     reason_drift,
     same_but_numbers,
 )
+from eval_pipeline.core.diff.graded import best_dropped, graded_statistics, ndcg_change, stores_ndcg10
 from eval_pipeline.core.diff.kb_change import incomparable, kb_change
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
-from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison
+from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import CANDIDATE_K
+from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )
@@ -121,6 +123,8 @@ def _delta(
     compare_reasons: bool,
     same_embedder: bool,
     depth: int = CANDIDATE_K,
+    ids: OriginalIds | None = None,
+    stored_ndcg: tuple[bool, bool] = (False, False),
 ) -> TestDelta:
     base_rows, head_rows = list(b.rows), list(h.rows)
     expectation = field_lines(expectation_view(b.first), expectation_view(h.first))
@@ -156,6 +160,8 @@ def _delta(
         cosmetic_changes=cosmetic,
         alerts=alerts,
         head_stages=attributions([r for r in head_rows if isinstance(r, SemanticResult)], depth),
+        ndcg=ndcg_change(base_rows, head_rows, stored_ndcg),
+        best_dropped=best_dropped(base_rows, head_rows, ids or OriginalIds()),
     )
 
 
@@ -241,7 +247,7 @@ def _statistics(
 ) -> PairedComparison:
     """Semantic tests scored in both runs, resampled by topic cluster (a test's first topic)."""
     paired = [
-        (d.base.score, d.head.score, (topics.get(d.test_id) or [d.test_id])[0])
+        (d.base.score, d.head.score, topic_cluster(topics, d.test_id))
         for d in deltas
         if d.mechanism == Mechanism.SEMANTIC.value
         and d.base
@@ -258,6 +264,15 @@ def _statistics(
     )
 
 
+def _original_ids(base: RunDocument, head: RunDocument) -> OriginalIds:
+    """Both sides' recorded ids, the head's first: an entity the head no longer has keeps its name."""
+    sides = [d.provenance.original_ids or OriginalIds() for d in (base, head)]
+    return OriginalIds(
+        documents={k: v for s in sides for k, v in s.documents.items()},
+        queries={k: v for s in sides for k, v in s.queries.items()},
+    )
+
+
 def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
     """Compare `head` with `base`, test by test. Raises DiffError across schema majors."""
     for doc in (base, head):
@@ -266,14 +281,17 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
     before, after = _tests(base, threshold), _tests(head, threshold)
     compare_reasons = _same_stage(base, head, "reranker")
     same_embedder = _same_stage(base, head, "embedder")
+    ids = _original_ids(base, head)
+    stored = (stores_ndcg10(base.provenance.schema_version), stores_ndcg10(head.provenance.schema_version))
     deltas = [
-        _delta(before[key], after[key], compare_reasons, same_embedder, head.candidate_depth)
+        _delta(before[key], after[key], compare_reasons, same_embedder, head.candidate_depth, ids, stored)
         if key in before
         else _one_sided(after[key], DeltaKind.ADDED)
         for key in after
     ]
     deltas += [_one_sided(before[key], DeltaKind.REMOVED) for key in before if key not in after]
     kinds, mechanisms = list(DeltaKind), [m.value for m in Mechanism]
+    topics = {r.test_id: r.topics for r in head.semantic}
     deltas.sort(key=lambda d: (kinds.index(d.kind), mechanisms.index(d.mechanism), d.test_id))
     return RunDiff(
         base=_ref(base),
@@ -284,7 +302,8 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         base_health=base.aggregate.health.value,
         head_health=head.aggregate.health.value,
         head_unevaluable=head.aggregate.unevaluable_reasons(),
-        statistics=_statistics(deltas, {r.test_id: r.topics for r in head.semantic}, _ref(base), _ref(head)),
+        statistics=_statistics(deltas, topics, _ref(base), _ref(head)),
+        graded_statistics=graded_statistics(deltas, topics, _ref(base), _ref(head)),
         deltas=deltas,
         removed_banks=[m.value for m in Mechanism if m.value in _banks_run(base) - _banks_run(head)],
         kb_change=kb_change(base.provenance.identity, head.provenance.identity),

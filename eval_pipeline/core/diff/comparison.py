@@ -57,10 +57,21 @@ def compare_models(date: str, docs: Sequence[RunDocument]) -> ModelComparison:
     # Several pairs tested at once: Holm keeps the chance of any false "significant" at alpha.
     adjusted = with_holm([d.statistics for d in pairs])
     pairs = [d.model_copy(update={"statistics": s}) for d, s in zip(pairs, adjusted, strict=True)]
+    pairs = _graded_with_holm(pairs)
     verdicts = [verdict(d) for d in pairs] or [
         f"{len(docs)} model(s) with results for {date}: nothing to compare"
     ]
     return ModelComparison(date=date, models=[_summary(d) for d in docs], pairs=pairs, verdicts=verdicts)
+
+
+def _graded_with_holm(pairs: list[RunDiff]) -> list[RunDiff]:
+    """The pairs' nDCG@10 comparisons adjusted among themselves, as the score comparisons are."""
+    graded = [i for i, d in enumerate(pairs) if d.graded_statistics is not None]
+    adjusted = with_holm([s for i in graded if (s := pairs[i].graded_statistics) is not None])
+    out = list(pairs)
+    for i, s in zip(graded, adjusted, strict=True):
+        out[i] = pairs[i].model_copy(update={"graded_statistics": s})
+    return out
 
 
 def counts_by_kind(diffs: Sequence[RunDiff]) -> Mapping[str, int]:

@@ -15,6 +15,7 @@ from eval_pipeline.core.scoring.metrics import (
 )
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.scoring.trials import Outcome
+from eval_pipeline.core.sparse_json import SparseModel
 
 
 class DiffError(BadInput, ValueError):
@@ -76,8 +77,43 @@ class ReasonDrift(FrozenModel):
     trial: int = 0
 
 
-class TestDelta(FrozenModel):
+class NdcgChange(FrozenModel):
+    """A graded test's nDCG@10 (its final ranking, mean of the scored trials) on each side."""
+
+    before: float
+    after: float
+    delta: float = Field(description="after − before, unrounded")
+
+    @property
+    def line(self) -> str:
+        return f"nDCG@10 {self.before:.3f} → {self.after:.3f} ({self.delta:+.3f})"
+
+
+class DroppedEntity(FrozenModel):
+    entity_id: str
+    original_id: str = Field(description="The imported collection's id (= entity_id when not imported)")
+    gain: int
+    base_rank: int = Field(description="Its place in the base's selection (first scored trial selecting it)")
+
+
+class BestDropped(FrozenModel):
+    """A graded test's best relevant entities (those of the top gain) that the base selected and
+    the head selects none of."""
+
+    query_id: str = Field(
+        description="The test's id in the imported collection (= test_id when not imported)"
+    )
+    entities: list[DroppedEntity]
+
+    @property
+    def line(self) -> str:
+        dropped = ", ".join(f"{e.original_id} (gain {e.gain}, was #{e.base_rank})" for e in self.entities)
+        return f"best relevant dropped from the selection: {dropped}"
+
+
+class TestDelta(SparseModel, FrozenModel):
     __test__ = False  # not a pytest test class despite the name
+    omitted_at_default = ("ndcg", "best_dropped")
 
     test_id: str
     mechanism: str
@@ -102,9 +138,15 @@ class TestDelta(FrozenModel):
     head_stages: list[StageAttribution] = Field(
         default_factory=list, description="Where the head's semantic hard fails and errors arose"
     )
+    ndcg: NdcgChange | None = Field(
+        default=None, description="Graded on both sides and scored on both: nDCG@10 before and after"
+    )
+    best_dropped: BestDropped | None = None
 
 
-class RunDiff(FrozenModel):
+class RunDiff(SparseModel, FrozenModel):
+    omitted_at_default = ("graded_statistics",)
+
     base: RunRef
     head: RunRef
     pass_threshold: int
@@ -117,6 +159,11 @@ class RunDiff(FrozenModel):
     )
     statistics: PairedComparison = Field(
         description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
+    )
+    graded_statistics: PairedComparison | None = Field(
+        default=None,
+        description="Per-test nDCG@10 of the tests graded and scored on both sides, paired as the "
+        "scores are (None: no such test)",
     )
     deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
     removed_banks: list[str] = Field(default_factory=list, description="Banks the base ran, the head not")
@@ -133,6 +180,11 @@ class RunDiff(FrozenModel):
 
     def of_kind(self, kind: DeltaKind) -> list[TestDelta]:
         return [d for d in self.deltas if d.kind is kind]
+
+    def best_dropped(self) -> list[TestDelta]:
+        """Tests whose best relevant entity left the selection: regressions first, then by id."""
+        found = [d for d in self.deltas if d.best_dropped is not None]
+        return sorted(found, key=lambda d: (d.kind is not DeltaKind.REGRESSED, d.test_id))
 
     @property
     def regressed(self) -> bool:

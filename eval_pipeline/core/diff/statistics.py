@@ -18,10 +18,12 @@ A difference is called significant only when p < 0.05 *and* the interval exclude
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from eval_pipeline.core.sparse_json import SparseModel
 
 ALPHA = 0.05
 _Z_ALPHA = 1.959964  # two-sided 5%
@@ -33,8 +35,12 @@ EXACT_UP_TO = 12  # differing tests up to which all 2^n sign patterns are enumer
 _TOLERANCE = 1e-9  # float noise when comparing permuted statistics with the observed one
 
 
-class PairedComparison(BaseModel):
+POINTS = "points"
+
+
+class PairedComparison(SparseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    omitted_at_default = ("unit",)
 
     base_label: str
     head_label: str
@@ -57,6 +63,12 @@ class PairedComparison(BaseModel):
     method: str
     significant: bool
     verdict: str
+    unit: str = Field(default=POINTS, description="What a difference is counted in")
+
+
+def topic_cluster(topics: Mapping[str, list[str]], test_id: str) -> str:
+    """A test's cluster: its first topic, else the test alone."""
+    return (topics.get(test_id) or [test_id])[0]
 
 
 def _chunks(resamples: int, width: int) -> list[int]:
@@ -144,7 +156,9 @@ def cohens_dz(diffs: np.ndarray) -> float | None:
     if len(diffs) < 2:
         return None
     sd = float(np.std(diffs, ddof=1))
-    if sd == 0:
+    # Equal differences can leave a float's hair of spread (nDCG × 100 is not a whole number):
+    # that is no spread, not an effect of 10^13 standard deviations.
+    if sd <= _TOLERANCE:
         return 0.0 if float(np.mean(diffs)) == 0 else None
     return float(np.mean(diffs)) / sd
 
@@ -166,7 +180,7 @@ def _verdict(c: PairedComparison) -> str:
     p = f"p = {c.p_value:.3g}" + (f", Holm {c.p_adjusted:.3g}" if c.p_adjusted != c.p_value else "")
     mde = "" if c.minimum_detectable_effect is None else f"; detectable ±{c.minimum_detectable_effect:.1f}"
     detail = (
-        f"{c.mean_difference:+.1f} points per test for {c.head_label} vs {c.base_label} "
+        f"{c.mean_difference:+.1f} {c.unit} per test for {c.head_label} vs {c.base_label} "
         f"(95% CI {c.ci_low:+.1f} to {c.ci_high:+.1f}, {p}{mde}; "
         f"{c.wins} wins, {c.ties} ties, {c.losses} losses over {c.tests} tests; "
         f"effect {c.effect_label}, d = {d})"
@@ -185,6 +199,7 @@ def paired_comparison(
     seed: int = SEED,
     resamples: int = RESAMPLES,
     clusters: Sequence[str] | None = None,
+    unit: str = POINTS,
 ) -> PairedComparison:
     """Compare per-test scores given in the same test order for both runs; `clusters` names
     each test's cluster (e.g. its topic) when tests are not independent."""
@@ -222,5 +237,6 @@ def paired_comparison(
         method=f"{method}; bootstrap CI, {resamples} resamples; {len(sums)} clusters; seed {seed}",
         significant=p_value < ALPHA and not low <= 0 <= high,
         verdict="",
+        unit=unit,
     )
     return comparison.model_copy(update={"verdict": _verdict(comparison)})

@@ -17,6 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.kb import Entity
 
 ENTITY_ID_MAX = 120
 TEST_ID_MAX = 80
@@ -62,3 +68,35 @@ def mapped_test_id(original: str) -> str:
         return original
     slug = re.sub(r"[^A-Za-z0-9.-]+", "_", _ascii(original))[:_SLUG_CHARS].strip("_") or "q"
     return f"{slug}{SEPARATOR}{_digest(original)}"
+
+
+class OriginalIds(BaseModel):
+    """An imported collection's own ids, as a results document records them: entity id -> the
+    document's id, test id -> the query's id. An id not listed is its own original."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    documents: dict[str, str] = Field(default_factory=dict)
+    queries: dict[str, str] = Field(default_factory=dict)
+
+    def document(self, entity_id: str) -> str:
+        return self.documents.get(entity_id, entity_id)
+
+    def query(self, test_id: str) -> str:
+        return self.queries.get(test_id, test_id)
+
+
+def recorded_original_ids(entities: Iterable[Entity], tests: Iterable[SemanticTest]) -> OriginalIds | None:
+    """The original ids of the semantic tests and the entities they judge (not the whole corpus:
+    an imported collection can hold 100,000 passages), where they differ from ours; None when none does."""
+    tests = list(tests)
+    judged = {e for t in tests for e in t.original_expectations().entity_ids()}
+    ids = OriginalIds(
+        documents={
+            e.entity_id: e.source_id
+            for e in entities
+            if e.source_id and e.source_id != e.entity_id and e.entity_id in judged
+        },
+        queries={t.test_id: t.source_id for t in tests if t.source_id and t.source_id != t.test_id},
+    )
+    return ids if ids.documents or ids.queries else None

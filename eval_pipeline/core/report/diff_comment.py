@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.report.diffs import (
     DETAILED,
+    DROPPED,
+    GRADED_STATISTICS,
     detail_lines,
+    dropped_line,
     headline,
     health_line,
     implementation_lines,
@@ -61,6 +64,8 @@ def _summary(diff: RunDiff) -> list[str]:
         _cut(f"**{health_line(diff)}** · pass: score ≥ {diff.pass_threshold} · {counts}"),
         _cut(f"**statistics (semantic)**: {diff.statistics.verdict}"),
     ]
+    if diff.graded_statistics:
+        lines.append(_cut(f"**{GRADED_STATISTICS}**: {diff.graded_statistics.verdict}"))
     spans = [*implementation_lines(diff), *diff.warnings, *span_lines(diff)]
     return [*lines, *(_cut(f"- ⚠️ {s}") for s in spans[:3]), *(["- ⚠️ …"] if len(spans) > 3 else []), ""]
 
@@ -85,23 +90,37 @@ def _shares(sizes: Sequence[int], budget: int) -> list[int]:
     return shares
 
 
+def _kinds(diff: RunDiff) -> list[tuple[str, list[str]]]:
+    """Each kind of change with its items, most telling first; the graded tests whose best
+    relevant entity left the selection right after the regressions."""
+    blocks: list[tuple[str, list[str]]] = []
+    for kind in DETAILED:
+        deltas = diff.of_kind(kind)
+        if deltas:
+            blocks.append((f"{kind_title(kind).capitalize()} ({len(deltas)})", [_item(d) for d in deltas]))
+        dropped = diff.best_dropped() if kind is DeltaKind.REGRESSED else []
+        if dropped:
+            items = [_cut(f"- {dropped_line(d)}") for d in dropped]
+            blocks.append((f"{DROPPED.capitalize()} ({len(dropped)})", items))
+    return blocks
+
+
 def _blocks(diff: RunDiff, budget: int) -> list[str]:
-    kinds = [k for k in DETAILED if diff.of_kind(k)]
-    while kinds and budget < (_BLOCK_OVERHEAD + 1) * len(kinds):
-        kinds.pop()  # the least telling kind first (the gate's reasons above still name removals)
+    blocks = _kinds(diff)
+    while blocks and budget < (_BLOCK_OVERHEAD + 1) * len(blocks):
+        blocks.pop()  # the least telling kind first (the gate's reasons above still name removals)
     # A block that cannot show all its tests spends one line on how many more there are.
-    items = max(budget - _BLOCK_OVERHEAD * len(kinds), 0)
-    sizes = [len(diff.of_kind(k)) for k in kinds]
+    items = max(budget - _BLOCK_OVERHEAD * len(blocks), 0)
+    sizes = [len(block) for _, block in blocks]
     shares = _shares(sizes, items)
     if any(s < n for s, n in zip(shares, sizes, strict=True)):
-        shares = _shares(sizes, max(items - len(kinds), 0))
+        shares = _shares(sizes, max(items - len(blocks), 0))
     lines: list[str] = []
-    for kind, share in zip(kinds, shares, strict=True):
-        deltas = diff.of_kind(kind)
-        lines += [f"<details><summary>{kind_title(kind).capitalize()} ({len(deltas)})</summary>", ""]
-        lines += [_item(d) for d in deltas[:share]]
-        if share < len(deltas):
-            lines.append(f"- … {len(deltas) - share} more: `eval-pipeline diff` lists every test")
+    for (title, block), share in zip(blocks, shares, strict=True):
+        lines += [f"<details><summary>{title}</summary>", ""]
+        lines += block[:share]
+        if share < len(block):
+            lines.append(f"- … {len(block) - share} more: `eval-pipeline diff` lists every test")
         lines.append("</details>")
     return lines
 

@@ -30,6 +30,8 @@ DETAILED = (
     DeltaKind.ADDED,
     DeltaKind.REMOVED,
 )
+DROPPED = "best relevant dropped"  # listed beside the regressions; the test keeps its own kind
+GRADED_STATISTICS = "statistics (graded nDCG@10)"
 _CAUSES = {
     (Cause.EXPECTATION,): "expectation changed",
     (Cause.SYSTEM,): "system changed",
@@ -60,6 +62,8 @@ def detail_lines(d: TestDelta) -> list[str]:
         critical = "critical test, " if d.critical else ""
         return [f"no longer run ({critical}was {d.base.label if d.base else ''})"]
     lines = [f"ALERT {a}" for a in d.alerts]
+    lines += [d.best_dropped.line] if d.best_dropped else []
+    lines += [d.ndcg.line] if d.ndcg and d.ndcg.delta else []
     lines += [f"new penalty: {p}" for p in d.penalties_added]
     lines += [f"penalty gone: {p}" for p in d.penalties_removed]
     lines += [f"expectation: {c}" for c in d.expectation_changes]
@@ -72,12 +76,22 @@ def detail_lines(d: TestDelta) -> list[str]:
     return lines
 
 
-def _statistics_rows(s: PairedComparison) -> list[tuple[str, str]]:
+def dropped_line(d: TestDelta) -> str:
+    """A test whose best relevant entity left the selection, named by the collection's query id."""
+    if d.best_dropped is None:
+        return ""
+    query = d.best_dropped.query_id
+    named = query if query == d.test_id else f"{query} (test {d.test_id})"
+    ndcg = f"; {d.ndcg.line}" if d.ndcg else ""
+    return f"{named} [{kind_title(d.kind)}]: {d.best_dropped.line}{ndcg}"
+
+
+def _statistics_rows(s: PairedComparison, tests: str = "Paired semantic tests") -> list[tuple[str, str]]:
     effect = "n/a" if s.effect_size is None else f"{s.effect_size:+.3f} ({s.effect_label})"
-    mde = "n/a" if s.minimum_detectable_effect is None else f"±{s.minimum_detectable_effect:.2f} points"
+    mde = "n/a" if s.minimum_detectable_effect is None else f"±{s.minimum_detectable_effect:.2f} {s.unit}"
     return [
-        ("Paired semantic tests (topic clusters)", f"{s.tests} ({s.clusters})"),
-        (f"Mean difference ({s.head_label} − {s.base_label})", f"{s.mean_difference:+.2f} points"),
+        (f"{tests} (topic clusters)", f"{s.tests} ({s.clusters})"),
+        (f"Mean difference ({s.head_label} − {s.base_label})", f"{s.mean_difference:+.2f} {s.unit}"),
         ("95% CI", f"{s.ci_low:+.2f} to {s.ci_high:+.2f}"),
         ("p-value (Holm-adjusted)", f"{s.p_value:.4g} ({s.p_adjusted:.4g})"),
         ("Minimum detectable effect (80% power)", mde),
@@ -130,17 +144,29 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
     lines += [f"warning: {w}" for w in diff.warnings] + span_lines(diff)
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
-        if not deltas:
-            continue
-        lines.append(f"== {kind_title(kind)} ({len(deltas)}) ==")
+        if deltas:
+            lines.append(f"== {kind_title(kind)} ({len(deltas)}) ==")
         for d in deltas:
             lines += [headline(d), *(f"    {line}" for line in detail_lines(d))]
+        if kind is DeltaKind.REGRESSED:
+            lines += _dropped_text(diff)
     lines += [
         f"cosmetic: {diff.counts[DeltaKind.COSMETIC]} (top-15 reorders, numbers in reasons)",
         f"unchanged: {diff.counts[DeltaKind.UNCHANGED]}",
         f"statistics (semantic): {diff.statistics.verdict}",
+        *graded_statistics_lines(diff),
     ]
     return "\n".join(lines)
+
+
+def graded_statistics_lines(diff: RunDiff) -> list[str]:
+    graded = diff.graded_statistics
+    return [f"{GRADED_STATISTICS}: {graded.verdict}"] if graded else []
+
+
+def _dropped_text(diff: RunDiff) -> list[str]:
+    dropped = diff.best_dropped()
+    return [f"== {DROPPED} ({len(dropped)}) ==", *(dropped_line(d) for d in dropped)] if dropped else []
 
 
 # --- markdown ----------------------------------------------------------------------------------
@@ -156,13 +182,20 @@ def _diff_body(diff: RunDiff, level: int) -> list[str]:
     lines += markdown_table(("Kind", "Tests"), ((kind_title(k), diff.counts.get(k, 0)) for k in DeltaKind))
     lines += [f"{h} Statistics (semantic tests)", "", f"**{diff.statistics.verdict}**", ""]
     lines += markdown_table(("", ""), _statistics_rows(diff.statistics))
+    if diff.graded_statistics:
+        graded = diff.graded_statistics
+        lines += [f"{h} Statistics (graded tests, nDCG@10 × 100)", "", f"**{graded.verdict}**", ""]
+        lines += markdown_table(("", ""), _statistics_rows(graded, "Paired graded tests"))
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
-        if not deltas:
-            continue
-        lines += [f"{h} {kind_title(kind).capitalize()} ({len(deltas)})", ""]
+        if deltas:
+            lines += [f"{h} {kind_title(kind).capitalize()} ({len(deltas)})", ""]
         for d in deltas:
             lines += [f"{h}# {headline(d)}", *(f"- {line}" for line in detail_lines(d)), ""]
+        dropped = diff.best_dropped() if kind is DeltaKind.REGRESSED else []
+        if dropped:
+            lines += [f"{h} {DROPPED.capitalize()} ({len(dropped)})", ""]
+            lines += [*(f"- {dropped_line(d)}" for d in dropped), ""]
     cosmetic = diff.counts[DeltaKind.COSMETIC]
     lines += [
         f"{h} Unchanged",

@@ -20,6 +20,7 @@ from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.external_ids import recorded_original_ids
 from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
@@ -89,6 +90,7 @@ class RunSetup:
             rerank_mode=self.rerank_mode,
             prompt_cache=self.prompt_cache,
             identity=evaluation_identity(self.kb, self.banks, history, self.implementations),
+            original_ids=recorded_original_ids(self.kb.entities, self.banks.semantic_tests),
         )
 
 

@@ -25,7 +25,8 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 # 1.9: ir_metrics; any-of and graded expectations, outcomes and attributions
 # 1.10: graded points from nDCG@10 of the final ranking (evaluation.graded_ndcg); nothing relevant
 #       selected is a failed test with a no_relevant_selected penalty, no longer a hard fail
-RESULT_SCHEMA_VERSION = "1.10"
+# 1.11: provenance.original_ids (an imported collection's ids, for diffs to name)
+RESULT_SCHEMA_VERSION = "1.11"
 
 
 class TestStatus(StrEnum):

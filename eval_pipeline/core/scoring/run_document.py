@@ -16,6 +16,7 @@ from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
 from eval_pipeline.core.inputs.contract import CANDIDATE_K
+from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import (
@@ -33,12 +34,14 @@ from eval_pipeline.core.scoring.results import (
     SemanticResult,
     StateResult,
 )
+from eval_pipeline.core.sparse_json import SparseModel
 
 
-class Provenance(BaseModel):
+class Provenance(SparseModel):
     """Everything a result depends on, so any past evaluation can be explained and reproduced."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    omitted_at_default = ("original_ids",)
 
     schema_version: str = RESULT_SCHEMA_VERSION
     generated_at: datetime
@@ -72,6 +75,10 @@ class Provenance(BaseModel):
     )
     reevaluations: list[Reevaluation] = Field(
         default_factory=list, description="Tests evaluated again after the day's evaluation, and why (1.7+)"
+    )
+    original_ids: OriginalIds | None = Field(
+        default=None,
+        description="An imported collection's ids of the semantic tests and the entities they judge (1.11+)",
     )
 
 

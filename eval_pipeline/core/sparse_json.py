@@ -1,0 +1,26 @@
+"""Models whose later-added fields stay out of their JSON while they hold their default.
+
+A field added to a written document (results, diffs) would otherwise appear as `null` or `[]` in
+every document of a project that has no use for it: listing it in `omitted_at_default` keeps
+those documents, and the outputs built from them, byte for byte what they were. Reading such a
+document back gives the default again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+
+
+class SparseModel(BaseModel):
+    omitted_at_default: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        fields = type(self).model_fields
+        for name in self.omitted_at_default:
+            if getattr(self, name) == fields[name].get_default(call_default_factory=True):
+                data.pop(name, None)
+        return data
