@@ -132,14 +132,14 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
     """A date to evaluate, today (UTC) when None: from the project's first date (or up to
     MAX_DAYS_BACK before today) to today. A date before the first date lowers it for this process
     (`lower_start`), so its partitions exist when the code location is imported."""
+    first, today = start_date(), today_utc()  # a wrong setting is bad input before anything runs
     if text is None:
-        return today_utc()
+        return today
     try:
         value = date_type.fromisoformat(text)
     except ValueError:
         raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
-    today = today_utc()
-    earliest = min(start_date(), (date_type.fromisoformat(today) - timedelta(days=MAX_DAYS_BACK)).isoformat())
+    earliest = min(first, (date_type.fromisoformat(today) - timedelta(days=MAX_DAYS_BACK)).isoformat())
     if not (earliest <= value.isoformat() <= today):
         raise UsageError(f"{flag}: must be between {earliest} and today ({today}), UTC")
     lower_start(value.isoformat())
