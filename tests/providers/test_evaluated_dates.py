@@ -31,7 +31,8 @@ def test_the_first_date_is_the_earliest_model_date_folder(tmp_path: Path, store:
     root.mkdir(parents=True)
     assert first_evaluated_date(root) is None
     # Narrowed runs and comparisons (`_…`) are no model's evaluation; other names are no dates.
-    _evaluated(root, "_comparison/2026-01-02", "_scoped/2026-01-01", "m1/2026-13-01", "m1/20260103", "m1/notes")
+    _evaluated(root, "_comparison/2026-01-02", "_scoped/2026-01-01")
+    _evaluated(root, "m1/2026-13-01", "m1/20260103", "m1/notes")
     assert first_evaluated_date(root) is None
     _evaluated(root, "m1/2026-11-20", "m1/2026-11-21", "m2/2026-11-19")
     assert first_evaluated_date(root) == "2026-11-19"
