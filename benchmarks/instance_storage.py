@@ -21,13 +21,15 @@ from pathlib import Path
 import dagster as dg
 
 from benchmarks.table import Row, load_average, machine, render
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
 from eval_pipeline.orchestration.execution import DAGSTER_YAML, run_all
 from eval_pipeline.testing.postgres import new_database, postgres_server
 
 REPO = Path(__file__).resolve().parents[1]
-DATE = "2026-11-20"
+# Today: a date partition on any project (the first date is the first evaluation, else today).
+DATE = today_utc()
 MODELS = ["local-minilm", "local-hybrid"]
 SQLITE_YAML = "telemetry:\n  enabled: false\n"
 KINDS = {"sqlite": "Dagster's SQLite", "project": "project SQLite", "postgres": "Postgres"}

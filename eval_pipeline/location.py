@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from eval_pipeline.core.dates import START_DATE, today_utc
+from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.errors import BadInput
 
 ENV_PREFIX = "EVAL_PIPELINE_"
@@ -61,9 +61,17 @@ def location_paths() -> LocationPaths:
 
 def start_date() -> str:
     """The first date the daily partitions hold: `EVAL_PIPELINE_START_DATE` (YYYY-MM-DD, not
-    after today), else the sample project's first date. Days before it are no partitions, so the
-    UI counts none of them as missing; an earlier date cannot be evaluated until it is moved."""
-    text = os.environ.get(START_DATE_ENV) or START_DATE
+    after today) when set, else the first date the project evaluated (its results location's
+    folders), else today (UTC). Days before it are no partitions, so the UI counts none of them
+    as missing; a past date asked for lowers it (`lower_start`)."""
+    text = os.environ.get(START_DATE_ENV)
+    if not text:
+        # Here, not at the top: parsing the command line imports this module, and needs no upath.
+        from eval_pipeline.providers.evaluated_dates import first_evaluated_date
+        from eval_pipeline.providers.object_store import output_path
+
+        first = first_evaluated_date(output_path(location_paths().results_root))
+        return min(first or today_utc(), today_utc())
     try:
         first = date.fromisoformat(text).isoformat()
     except ValueError:
@@ -71,6 +79,15 @@ def start_date() -> str:
     if first > today_utc():
         raise BadInput(f"{START_DATE_ENV}: {first} is after today ({today_utc()}, UTC)")
     return first
+
+
+def lower_start(day: str) -> None:
+    """Make `day` the first date for this process and every process it starts (the runs, a
+    daemon), when it is before `start_date()`: set before the code location is imported, so a
+    past date asked for is a partition. Once evaluated, its results folder keeps it the first
+    date for every later load (the UI, the daemon)."""
+    if day < start_date():
+        os.environ[START_DATE_ENV] = day
 
 
 def instance_home() -> Path:

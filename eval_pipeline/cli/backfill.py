@@ -53,19 +53,32 @@ def _dates(start: str, end: str | None) -> list[str]:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from eval_pipeline.location import location_paths
+    from eval_pipeline.location import START_DATE_ENV, location_paths, start_date
 
     paths = location_paths()
+    first = start_date()  # what a code location loaded now holds, before --from may lower it
     dates = _dates(args.start, args.end)
     models = select_models(args.model, paths.models_file)
     check_number("--timeout", args.timeout, above=0)
     check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location
     from eval_pipeline.defs.run_monitor import end_orphaned_runs
-    from eval_pipeline.orchestration.backfill import backfill_targets, daemon, progress, submit_backfill
+    from eval_pipeline.orchestration.backfill import (
+        backfill_targets,
+        daemon,
+        daemon_running,
+        progress,
+        submit_backfill,
+    )
     from eval_pipeline.orchestration.execution import project_instance
 
     with project_instance() as instance:
+        if dates[0] < first and daemon_running(instance):
+            # Its code location was loaded with the later first date: it has no such partitions.
+            raise UsageError(
+                f"--from {dates[0]}: before the first date {first} of the running daemon (`dg dev`); "
+                f"stop it so that this command starts its own, or restart it with {START_DATE_ENV}={dates[0]}"
+            )
         for line in end_orphaned_runs(instance):
             print(f"  {line}")
         total = len(backfill_targets(dates, models))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import date as date_type
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED
-from eval_pipeline.location import START_DATE_ENV, start_date
+from eval_pipeline.location import lower_start, start_date
 
 # Parsing and `--help` import this module: the models, providers and Dagster are imported only
 # by the functions that use them (tests/test_import_sets.py).
@@ -122,17 +123,26 @@ def _parse_banks(text: str) -> list[str]:
     return names
 
 
+# How far back a date before the project's first date may be asked for: every day from the first
+# date on is a partition of each model that the UI lists (and `backfill` takes a year at most).
+MAX_DAYS_BACK = 366
+
+
 def parse_date(text: str | None, flag: str = "--date") -> str:
-    """A date the partitions hold: the project's first date..today (UTC); None is today."""
+    """A date to evaluate, today (UTC) when None: from the project's first date (or up to
+    MAX_DAYS_BACK before today) to today. A date before the first date lowers it for this process
+    (`lower_start`), so its partitions exist when the code location is imported."""
+    first, today = start_date(), today_utc()  # a wrong setting is bad input before anything runs
     if text is None:
-        return today_utc()
+        return today
     try:
         value = date_type.fromisoformat(text)
     except ValueError:
         raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
-    first = start_date()
-    if not (first <= value.isoformat() <= today_utc()):
-        raise UsageError(f"{flag}: must be between {first} ({START_DATE_ENV}) and today ({today_utc()}), UTC")
+    earliest = min(first, (date_type.fromisoformat(today) - timedelta(days=MAX_DAYS_BACK)).isoformat())
+    if not (earliest <= value.isoformat() <= today):
+        raise UsageError(f"{flag}: must be between {earliest} and today ({today}), UTC")
+    lower_start(value.isoformat())
     return value.isoformat()
 
 

@@ -1,10 +1,8 @@
-"""Evaluation dates: UTC days, from the first date the partitions hold."""
+"""Evaluation dates: UTC days."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
-
-START_DATE = "2026-11-01"
 
 
 def today_utc() -> str:

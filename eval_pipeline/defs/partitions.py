@@ -11,7 +11,8 @@ from eval_pipeline.location import start_date
 
 MODEL_DIM, DATE_DIM = "model", "date"
 
-# From the project's first date (EVAL_PIPELINE_START_DATE), so no earlier day shows as missing.
+# From the project's first date (its first evaluation, or today; EVAL_PIPELINE_START_DATE overrides
+# it), read when the code location loads: no day before it shows as missing.
 date_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), end_offset=1, timezone="UTC")
 # Dynamic, so the asset definitions don't depend on the models file; keys are synced from it.
 model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
