@@ -33,8 +33,6 @@ def report_runs(
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
     process has just written (a narrowed run), used as they are instead of read back."""
-    from eval_pipeline.core.diff.baseline import RegressionDiff
-    from eval_pipeline.core.report.html import REPORT_HTML_FILE
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
     from eval_pipeline.core.report.run_output import failure_lines
@@ -42,6 +40,7 @@ def report_runs(
         GATE_FILE,
         REGRESSION_DIFF_FILE,
         REPORT_FILE,
+        REPORT_HTML_FILE,
         RESULTS_FILE,
         read_document,
     )
@@ -61,6 +60,8 @@ def report_runs(
         diff_file = run_dir / REGRESSION_DIFF_FILE
         regression = None
         if scope.is_full and diff_file.is_file():
+            from eval_pipeline.core.diff.baseline import RegressionDiff
+
             regression = RegressionDiff.model_validate_json(diff_file.read_text())
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)

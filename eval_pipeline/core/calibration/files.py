@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.errors import BadInput
@@ -50,6 +48,8 @@ def calibration_cost(calibration_dir: Path, date: str) -> float:
 
 
 def append_log(path: Path, record: CalibrationRecord) -> None:
+    from filelock import FileLock  # here: a run that only reads the log never loads it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.parent / LOCK_NAME), timeout=LOCK_TIMEOUT_S):
         log = read_log(path)
