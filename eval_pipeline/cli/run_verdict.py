@@ -33,9 +33,9 @@ def report_runs(
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
     process has just written (a narrowed run), used as they are instead of read back."""
+    from eval_pipeline.core.report.failure_lines import failure_lines
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
-    from eval_pipeline.core.report.run_output import failure_lines
     from eval_pipeline.core.scoring.run_document import (
         GATE_FILE,
         REGRESSION_DIFF_FILE,
