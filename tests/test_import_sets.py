@@ -6,7 +6,8 @@ a module on the way shows here, not as a slower start a user notices later.
 - a narrowed run (`run --test ID`): no Dagster, no pandas; once its texts are in the embedding
   cache, no onnxruntime and no tokenizer either (they load with the model, for a text to embed),
   nor what only other paths use (an object store's fsspec, a terminal's progress bar, the HTML
-  report's templates, the locks of calibration writes, the retries of remote calls);
+  report's templates, the locks of calibration writes, the retries of remote calls, the diff
+  models of a comparison, the records of a calibration log the project does not have);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
   (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
 """
@@ -28,7 +29,12 @@ DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "loc
 PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
 NARROWED = {"dagster", "pandas"}
 MODEL_RUNTIME = {"onnxruntime", "tokenizers"}
-WARM_NARROWED = NARROWED | MODEL_RUNTIME | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
+# A narrowed run is never compared (no diff models) and a project that never calibrated has no
+# calibration log to read (no calibration records).
+NOT_ASKED = {"eval_pipeline.core.diff.model", "eval_pipeline.core.calibration.records"}
+WARM_NARROWED = (
+    NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
+)
 RERUN = {"dagster", "pandas", "onnxruntime"}
 STANDS = "up to date:"
 
@@ -43,7 +49,8 @@ with contextlib.redirect_stdout(out):
     except SystemExit as exc:
         code = exc.code
 watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic", "upath", "fsspec",
-           "rich", "jinja2", "filelock", "tenacity"}
+           "rich", "jinja2", "filelock", "tenacity", "eval_pipeline.core.diff.model",
+           "eval_pipeline.core.calibration.records"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 

@@ -89,12 +89,12 @@ def _since(
     regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
 ) -> int:
     """Print what changed since the previous evaluation; the exit code its verdict asks for."""
-    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
-    from eval_pipeline.core.verdicts.since import since_verdict
-
     if not scope.is_full:
         print("  since: a narrowed run is not compared")
         return EXIT_OK
+    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
+    from eval_pipeline.core.verdicts.since import since_verdict
+
     verdict = since_verdict(regression, fail_on_regression=gating, allow_removed=allow_removed)
     if regression is None:
         print("  since: no regression diff was written")
