@@ -11,6 +11,7 @@ from benchmarks.__main__ import benchmarks
 from benchmarks.api_pace import Tier, floor
 from benchmarks.interleave import Timing, interleaved
 from benchmarks.scale import half_bank, marginal_row, numpy_floor, warm_row
+from benchmarks.startup import Pairs
 from benchmarks.synthetic import write_corpus
 from benchmarks.table import Row, render
 from eval_pipeline.core.inputs.loading import Problem
@@ -63,9 +64,15 @@ def test_the_runner_finds_the_pace_benchmark() -> None:
 
 
 def test_the_runner_finds_every_benchmark() -> None:
-    assert {"api_pace", "embedding", "scale", "run_paths", "instance_storage", "parallel_models"} <= set(
-        benchmarks()
-    )
+    assert {
+        "api_pace",
+        "embedding",
+        "scale",
+        "run_paths",
+        "startup",
+        "instance_storage",
+        "parallel_models",
+    } <= set(benchmarks())
     assert "synthetic" not in benchmarks()
 
 
@@ -140,3 +147,13 @@ def test_the_synthetic_beir_set_parses_to_the_texts_the_import_embeds(tmp_path: 
     first = json.loads((src / "corpus.jsonl").read_text().splitlines()[0])
     summary = first_sentence(first["text"], SUMMARY_CHARS)
     assert ids[0] == "doc:0/p" and texts[0] == f"{first['title']}\n{summary}\n{first['text']}"
+
+
+def test_whole_process_ratios_are_taken_round_by_round() -> None:
+    # A slow round (a neighbour's burst) lands on both sides of it: the per-round ratios stay 2x.
+    measured = Pairs(
+        a_wall=(1.0, 4.0, 1.2), a_cpu=(0.4, 1.6, 0.5), b_wall=(0.5, 2.0, 0.6), b_cpu=(0.2, 0.8, 0.25)
+    )
+    assert measured.cpu_ratio == pytest.approx(2.0)
+    assert measured.wall_ratio == pytest.approx(2.0)
+    assert "per-round cpu ratio 2.0–2.0×" in measured.detail("A", "B")

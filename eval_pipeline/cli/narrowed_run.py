@@ -49,7 +49,7 @@ def narrowed_run(
     models: list[str],
     date: str,
     parallel: int,
-    locations: list[tuple[str, UPath]],
+    locations: list[tuple[str, Path | UPath]],
 ) -> int:
     """A narrowed run is an ad-hoc check: straight through the core's one route and the models'
     pipelines, no Dagster run and no partition touched, results and gate decision in a folder

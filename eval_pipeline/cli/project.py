@@ -5,9 +5,10 @@ are, so two projects never share results folders or model x date partitions by a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from upath import UPath
 
 from eval_pipeline.cli.errors import UsageError
 from eval_pipeline.core.inputs.identity import ProjectIdentity, project_identity
@@ -15,10 +16,13 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.verdicts.identity import location_conflict
 from eval_pipeline.providers.object_store import write_text
 
+if TYPE_CHECKING:
+    from upath import UPath
+
 PROJECT_FILE = "_project.json"
 
 
-def _held(marker: UPath) -> ProjectIdentity | None:
+def _held(marker: Path | UPath) -> ProjectIdentity | None:
     if not marker.is_file():
         return None
     try:
@@ -28,7 +32,7 @@ def _held(marker: UPath) -> ProjectIdentity | None:
         raise UsageError(f"{marker}: not a readable project record ({kind}); restore or remove it") from None
 
 
-def refuse_other_project(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath]]) -> None:
+def refuse_other_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPath]]) -> None:
     """Refuse (one line, nothing written) if any location holds another project's evaluations."""
     running = project_identity(kb)
     for where, root in locations:
@@ -38,7 +42,7 @@ def refuse_other_project(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath
             raise UsageError(conflict)
 
 
-def record_project(kb: KnowledgeBase, locations: Sequence[tuple[str, UPath]]) -> None:
+def record_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPath]]) -> None:
     """Record this KB's project in each location, its entity ids brought up to date (a KB edit
     stays the same project); called once every input has been accepted, so bad input later in
     the checks still leaves nothing written."""

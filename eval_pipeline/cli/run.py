@@ -210,13 +210,13 @@ def _check_folders(args: argparse.Namespace, scope: Scope, paths: LocationPaths,
     check_evaluation_folders(results, args.storage_dir, args.cache_dir, paths.outputs_uri)
 
 
-def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str, UPath]]:
+def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str, Path | UPath]]:
     """The results and storage folders this run writes into: they belong to its KB's project."""
-    from eval_pipeline.providers.object_store import output_path
+    from eval_pipeline.providers.object_store import output_location
 
     return [
-        ("results folder " + results, output_path(results)),
-        ("storage folder " + str(args.storage_dir), output_path(args.storage_dir)),
+        ("results folder " + results, output_location(results)),
+        ("storage folder " + str(args.storage_dir), output_location(args.storage_dir)),
     ]
 
 
@@ -270,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval_pipeline.cli.up_to_date import evaluation_inputs, record_standing, stands, stands_as_recorded
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.core.verdicts.run_gate import Gates
-    from eval_pipeline.providers.object_store import output_path
+    from eval_pipeline.providers.object_store import output_location, output_path
 
     gate_settings = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
     inputs = evaluation_inputs(
@@ -278,11 +278,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     record_project(kb, locations)
     # Decided from what was recorded when it last stood: no Dagster, no code location loaded.
-    if not args.retry_errored and stands_as_recorded(args, inputs, output_path(results)):
+    if not args.retry_errored and stands_as_recorded(args, inputs, output_location(results)):
         return report_runs(
             models,
             date,
-            output_path(results),
+            output_location(results),
             scope,
             [],
             args.fail_on_regression,

@@ -33,15 +33,14 @@ def report_runs(
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
     process has just written (a narrowed run), used as they are instead of read back."""
-    from eval_pipeline.core.diff.baseline import RegressionDiff
-    from eval_pipeline.core.report.html import REPORT_HTML_FILE
+    from eval_pipeline.core.report.failure_lines import failure_lines
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
-    from eval_pipeline.core.report.run_output import failure_lines
     from eval_pipeline.core.scoring.run_document import (
         GATE_FILE,
         REGRESSION_DIFF_FILE,
         REPORT_FILE,
+        REPORT_HTML_FILE,
         RESULTS_FILE,
         read_document,
     )
@@ -61,6 +60,8 @@ def report_runs(
         diff_file = run_dir / REGRESSION_DIFF_FILE
         regression = None
         if scope.is_full and diff_file.is_file():
+            from eval_pipeline.core.diff.baseline import RegressionDiff
+
             regression = RegressionDiff.model_validate_json(diff_file.read_text())
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
@@ -88,12 +89,12 @@ def _since(
     regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
 ) -> int:
     """Print what changed since the previous evaluation; the exit code its verdict asks for."""
-    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
-    from eval_pipeline.core.verdicts.since import since_verdict
-
     if not scope.is_full:
         print("  since: a narrowed run is not compared")
         return EXIT_OK
+    from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
+    from eval_pipeline.core.verdicts.since import since_verdict
+
     verdict = since_verdict(regression, fail_on_regression=gating, allow_removed=allow_removed)
     if regression is None:
         print("  since: no regression diff was written")

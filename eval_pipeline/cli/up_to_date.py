@@ -84,7 +84,7 @@ def _may_stand(args: argparse.Namespace, inputs: EvaluationInputs) -> bool:
     return not args.force and args.cache == "use" and bool(inputs.settings["reproducible"])
 
 
-def _stored_results(inputs: EvaluationInputs, results: UPath) -> dict[str, str] | str | None:
+def _stored_results(inputs: EvaluationInputs, results: Path | UPath) -> dict[str, str] | str | None:
     """Each model's stored results-file hash when the files may stand for `inputs`; else why not
     (None: nothing stored to stand on, a first evaluation, nothing to say)."""
     docs, hashes = [], {}
@@ -105,7 +105,7 @@ def _stored_results(inputs: EvaluationInputs, results: UPath) -> dict[str, str] 
     return stale if stale is not None else hashes
 
 
-def stands_as_recorded(args: argparse.Namespace, inputs: EvaluationInputs, results: UPath) -> bool:
+def stands_as_recorded(args: argparse.Namespace, inputs: EvaluationInputs, results: Path | UPath) -> bool:
     """Whether the evaluation recorded for this date has these inputs, the instance has stored
     nothing since, and the results files are those its runs wrote: then its verdict stands, for
     any date, decided without Dagster. Silent when not: the instance is asked next."""

@@ -19,7 +19,7 @@ from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.report.diffs import render_comparison_markdown, render_regression_markdown
-from eval_pipeline.core.report.html import REPORT_HTML_FILE, render_html
+from eval_pipeline.core.report.html import render_html
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_output import since_markdown
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
@@ -28,6 +28,7 @@ from eval_pipeline.core.scoring.run_document import (
     COMPARISON_FILE,
     REGRESSION_DIFF_FILE,
     REPORT_FILE,
+    REPORT_HTML_FILE,
     RunDocument,
 )
 from eval_pipeline.core.verdicts.regression_gate import diff_gate

@@ -15,13 +15,12 @@ from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.providers.base import Embedder, Reranker
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
+from eval_pipeline.providers.embedder_names import STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
 from eval_pipeline.providers.models import ModelConfig, require_keys
 from eval_pipeline.providers.pricing import cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
-from eval_pipeline.providers.static_embedder import NAME as STATIC_EMBEDDER_NAME
-from eval_pipeline.providers.static_embedder import StaticMiniLMEmbedder
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
@@ -45,6 +44,8 @@ def _policy(cfg: ModelConfig) -> RetryPolicy:
 def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
     embedder, _ = cfg.stages()
     if embedder.model_id == STATIC_EMBEDDER_NAME:
+        from eval_pipeline.providers.static_embedder import StaticMiniLMEmbedder
+
         return StaticMiniLMEmbedder(cache.directory)
     if embedder.kind == "local":
         return LocalMiniLMEmbedder()

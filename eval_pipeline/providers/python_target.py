@@ -18,14 +18,17 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.models import ConfigError, ModelConfig
-from eval_pipeline.providers.ratelimit import REAL_CLOCK, Clock
+
+# The retry machinery (tenacity) loads with a target, not with the check every run makes.
+if TYPE_CHECKING:
+    from eval_pipeline.providers.ratelimit import Clock
 
 Handler = Callable[[SystemRequest], Any]
 MAX_REASON = 200
@@ -98,6 +101,8 @@ class PythonTarget:
     ) -> None:
         self._handlers = load_handlers(spec, mechanisms)
         self._timeout_s = timeout_s
+        from eval_pipeline.providers.ratelimit import REAL_CLOCK
+
         self.clock = clock or REAL_CLOCK
 
     async def aclose(self) -> None:

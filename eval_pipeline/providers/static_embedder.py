@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import sha256_text
@@ -43,6 +42,8 @@ _TABLES_LOCK = threading.Lock()
 
 
 def table_path(cache_dir: Path) -> Path:
+    import onnxruntime as ort  # here: a run whose texts are all cached never loads it
+
     key = sha256_text(f"{MODEL_SHA256}:{TOKENIZER_SHA256}:{ort.__version__}")[:16]
     return cache_dir / f"{NAME}-{key}.npy"
 
@@ -105,7 +106,7 @@ class StaticMiniLMEmbedder:
     def __init__(
         self, cache_dir: Path, model_path: Path | None = None, tokenizer_path: Path | None = None
     ) -> None:
-        self._path = table_path(cache_dir)
+        self._cache_dir = cache_dir
         self._model_path = model_path or installed_model_path()
         self._tokenizer_path = tokenizer_path or VENDORED_TOKENIZER
 
@@ -114,7 +115,7 @@ class StaticMiniLMEmbedder:
         return EmbedResult(vectors=await asyncio.to_thread(self._embed_sync, list(texts)))
 
     def _embed_sync(self, texts: list[str]) -> Vectors:
-        table = _load_table(self._path, self._model_path, self._tokenizer_path)
+        table = _load_table(table_path(self._cache_dir), self._model_path, self._tokenizer_path)
         tokenizer = runtime(self._model_path, self._tokenizer_path).tokenizer
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         for row, encoding in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):

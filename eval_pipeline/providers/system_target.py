@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, ContractViolation, SystemAnswer, SystemRequest
@@ -19,10 +19,13 @@ from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Semant
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.implementations import answer_output, system_requests
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.models import ModelConfig, SystemConfig
-from eval_pipeline.providers.ratelimit import Clock, RetryPolicy
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
+
+# The retry machinery (tenacity) loads with a target: a model without a system never needs it.
+if TYPE_CHECKING:
+    from eval_pipeline.providers.call_guard import FaultSettings
+    from eval_pipeline.providers.ratelimit import Clock, RetryPolicy
 
 REASON_PREFIX = "target: "
 
@@ -38,6 +41,8 @@ class SystemTarget(Protocol):
 
 
 def retry_policy(cfg: ModelConfig) -> RetryPolicy:
+    from eval_pipeline.providers.ratelimit import RetryPolicy
+
     return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
 
 

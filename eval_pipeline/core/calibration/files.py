@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from filelock import FileLock
-
-from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
 from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.history import append_history
@@ -28,6 +26,11 @@ from eval_pipeline.core.scoring.run_document import (
     result_dates,
 )
 
+# The log's models load with a log to read or write: every run asks its date's cost, and on a
+# project that never calibrated there is none.
+if TYPE_CHECKING:
+    from eval_pipeline.core.calibration.records import CalibrationLog, CalibrationRecord, CalibrationRun
+
 RESPONSES_DIR = "opus_responses"
 LOG_FILE = "calibration_log.json"
 LOCK_NAME = ".calibration.lock"
@@ -39,6 +42,8 @@ class CalibrationFileError(BadInput):
 
 
 def read_log(path: Path) -> CalibrationLog:
+    from eval_pipeline.core.calibration.records import CalibrationLog
+
     if not path.exists():
         return CalibrationLog()
     return read_json_model(path, CalibrationLog, CalibrationFileError, "calibration log")
@@ -46,10 +51,14 @@ def read_log(path: Path) -> CalibrationLog:
 
 def calibration_cost(calibration_dir: Path, date: str) -> float:
     """What calibrations cost on `date`, reported apart from the system under test."""
+    if not (calibration_dir / LOG_FILE).exists():
+        return 0.0
     return round(read_log(calibration_dir / LOG_FILE).cost_by_date().get(date, 0.0), 6)
 
 
 def append_log(path: Path, record: CalibrationRecord) -> None:
+    from filelock import FileLock  # here: a run that only reads the log never loads it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.parent / LOCK_NAME), timeout=LOCK_TIMEOUT_S):
         log = read_log(path)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from filelock import FileLock
-
 from eval_pipeline.core.fileio import publish_new
 from eval_pipeline.core.inputs.history_file import HistoryFile
 
@@ -19,6 +17,8 @@ def append_history(directory: Path, entry: HistoryFile) -> Path:
     temp-file + hard-link publish means a reader never sees a partial file and an existing file
     can never be replaced, even without the lock.
     """
+    from filelock import FileLock  # here: reading expectations (every run) never loads it
+
     payload = entry.model_dump_json(indent=2, exclude_none=False)
     directory.mkdir(parents=True, exist_ok=True)
     with FileLock(str(directory / LOCK_NAME), timeout=60):

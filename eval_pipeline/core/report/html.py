@@ -14,8 +14,6 @@ from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.report.html_view import HtmlReport, build_report
 from eval_pipeline.core.scoring.run_document import RunDocument
 
-REPORT_HTML_FILE = "report.html"
-
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("eval_pipeline.core.report", "templates"),
     autoescape=True,

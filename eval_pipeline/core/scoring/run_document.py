@@ -136,6 +136,7 @@ class RunDocument(BaseModel):
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
+REPORT_HTML_FILE = "report.html"  # written with the regression diff (full runs)
 GATE_FILE = "gate.json"
 # Tests evaluated again into the run (retries, re-trials), re-applied whenever its report is rebuilt.
 REEVALUATIONS_FILE = "reevaluations.json"

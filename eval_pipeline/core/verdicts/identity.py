@@ -3,8 +3,13 @@ comparison of two projects is incomparable, never a pass."""
 
 from __future__ import annotations
 
-from eval_pipeline.core.diff.model import RunDiff
+from typing import TYPE_CHECKING
+
 from eval_pipeline.core.inputs.identity import ProjectIdentity
+
+# Every run asks `location_conflict`; only a comparison has a RunDiff (and its statistics).
+if TYPE_CHECKING:
+    from eval_pipeline.core.diff.model import RunDiff
 
 
 def location_conflict(held: ProjectIdentity, running: ProjectIdentity, where: str) -> str | None:
