@@ -226,13 +226,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(self._serve(path, family, handler, body), f"POST {path}")
 
     def _serve(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
+        arrived = time.monotonic()
         if family != "target" and not self._has_key():
             return error_reply(family, 401, "missing API key")
         wait = self.emu.rate_limited()
         if wait is not None:
             headers = {"retry-after": str(max(1, math.ceil(wait)))}
             return error_reply(family, 429, "requests per minute exceeded", headers)
-        self.emu.pause(self.emu.config.latency_ms / 1000.0)
+        reply = self._answer(path, family, handler, body)
+        # The latency runs from arrival to answer: the emulator's own work (parsing, hashing,
+        # building the reply) happens within it, as a real API's does, not on top of it.
+        self.emu.pause(self.emu.config.latency_ms / 1000.0 - (time.monotonic() - arrived))
+        return reply
+
+    def _answer(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
         try:
             request = json.loads(body or b"{}")
         except json.JSONDecodeError:
