@@ -333,6 +333,7 @@ class SemanticPipeline:
         vectors = {**known, **fresh}
         matrix = np.stack([vectors[h] for h in hashes]) if entities else np.empty((0, 0))
         self._index = _Index(entities, matrix.astype(np.float32))
+        _blas()  # finding the process's BLAS libraries takes ~20 ms: here, not before the first rerank
         prompt_cache = None
         if isinstance(self._reranker, CatalogueReranker):
             prompt_cache = await self._reranker.prepare(self._index.shown(self._index.everything()))
