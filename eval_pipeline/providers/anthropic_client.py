@@ -12,7 +12,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anthropic
 from anthropic.types import Message
@@ -56,6 +56,36 @@ def usage_of(message: Message) -> Usage:
         cache_creation_1h_input_tokens=u.cache_creation.ephemeral_1h_input_tokens if u.cache_creation else 0,
         cache_read_input_tokens=u.cache_read_input_tokens or 0,
     )
+
+
+# A reply of the shape the reranker gets: a tool call, usage with prompt-cache fields.
+_SAMPLE_REPLY: dict[str, Any] = {
+    "id": "msg_sample",
+    "type": "message",
+    "role": "assistant",
+    "model": "sample",
+    "content": [{"type": "tool_use", "id": "toolu_sample", "name": "sample", "input": {}}],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+    },
+}
+
+
+def build_reply_parsers() -> Message:
+    """Build the SDK's parsers for a Messages reply now, by parsing a sample.
+
+    The SDK builds its pydantic validators for a reply's content blocks on the first reply a
+    process parses (tens of ms of CPU, more on a busy machine), and that first reply holds up
+    every other one arriving with it. Run in a worker thread while a call is awaited, this costs
+    no wall time.
+    """
+    return Message.model_construct(**_SAMPLE_REPLY)
 
 
 def unanswered(result: MessageBatchIndividualResponse) -> str | None:

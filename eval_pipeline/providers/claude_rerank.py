@@ -5,8 +5,9 @@ the KB's rerankable entities (`[entity_id] title: summary`, sorted by id) form o
 marked `cache_control`; the candidates and the user's message go in the user turn. The API
 caches a prefix only from a per-model minimum length (`prompt_cache`; 4096 tokens for Haiku 4.5),
 so the catalogue is what can make caching pay: `prepare` counts the prefix once per run
-(`messages.count_tokens`, free) and says whether it meets the minimum. The first call runs alone
-so that calls 2..n find the prefix written. rerank-v1 (instructions only, ~300 tokens, below
+(`messages.count_tokens`, free) and says whether it meets the minimum. When it may be cached, the
+first call runs alone so that calls 2..n find the prefix written; a prefix counted below the
+minimum is never written, so then no call waits for another. rerank-v1 (instructions only, ~300 tokens, below
 every minimum) stays available for reproducing older runs.
 
 The answer must be a subset of the candidates, without duplicates, 1..top_k long. An invalid
@@ -43,7 +44,13 @@ from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.anthropic_client import MessageBatches, classify, service_url, usage_of
+from eval_pipeline.providers.anthropic_client import (
+    MessageBatches,
+    build_reply_parsers,
+    classify,
+    service_url,
+    usage_of,
+)
 from eval_pipeline.providers.api_base import ApiProvider
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
@@ -253,14 +260,19 @@ class ClaudeReranker(ApiProvider):
         informs: when it fails (an outage of that endpoint, a gateway without it) the run goes on
         and says the cache status is unknown, rather than error every test."""
         self.use_catalogue(catalogue)
-        self._warmed = False
+        parsers = asyncio.create_task(asyncio.to_thread(build_reply_parsers))  # while counting
         try:
-            return await self._count_prefix()
+            status = await self._count_prefix()
         except ProviderError as exc:
             minimum = minimum_cacheable_tokens(self.model_id)
-            return PromptCacheStatus(
+            status = PromptCacheStatus(
                 model_id=self.model_id, prefix_tokens=None, minimum=minimum, count_error=str(exc)
             )
+        finally:
+            await parsers
+        # A prefix the API will not cache has nothing for a first call to write.
+        self._warmed = status.below_minimum
+        return status
 
     def use_catalogue(self, catalogue: Sequence[RerankCandidate]) -> None:
         """The KB's catalogue in the prefix (not for rerank-v1); no call."""
@@ -435,7 +447,8 @@ class ClaudeReranker(ApiProvider):
 
     async def _create(self, messages: list[MessageParam]) -> Message:
         """One Messages call; until one has succeeded, calls run one at a time, so the first
-        writes the cached prefix and the others read it instead of each writing it again."""
+        writes the cached prefix and the others read it instead of each writing it again (not
+        when `prepare` counted the prefix below the minimum: nothing is written)."""
         if not self._warmed:
             async with self._warm_lock.get():
                 if not self._warmed:

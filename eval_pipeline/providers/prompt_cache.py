@@ -51,6 +51,11 @@ class PromptCacheStatus(BaseModel):
         )
 
     @property
+    def below_minimum(self) -> bool:
+        """Known never to be cached: counted, and shorter than the model's known minimum."""
+        return self.minimum is not None and self.prefix_tokens is not None and not self.used
+
+    @property
     def note(self) -> str:
         if self.prefix_tokens is None:
             return (

@@ -15,10 +15,11 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import ThreadpoolController
 
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
@@ -167,7 +168,7 @@ class _Index:
         for start in range(0, len(queries), _QUERY_BLOCK):
             block = queries[start : start + _QUERY_BLOCK]
             padded = block if len(block) > 1 else np.vstack([block, np.zeros_like(block)])
-            scores = (padded @ self.matrix.T)[: len(block)]
+            scores = _products(padded, self.matrix)[: len(block)]
             rows = _top_rows(scores, k)
             values = np.take_along_axis(scores, rows, axis=1).tolist()
             for row, row_values in zip(rows.tolist(), values, strict=True):
@@ -180,6 +181,26 @@ class _Index:
 # Queries scored per matrix product: bounds the block of scores (block x entities float32, 20 MB
 # at 5,000 entities) whatever the bank's size.
 _QUERY_BLOCK = 1024
+
+# A score product of fewer multiply-adds (queries x entities x dimensions) runs on one BLAS thread.
+# Threads gain nothing at this size, and on a busy machine a threaded product waits for them: 40
+# queries x 61 entities x 256 dimensions took 73-94 ms threaded and 1.4-2 ms on one thread, at
+# load 15 on 2 cores (the pace benchmark's batched tier, between the embedding batch and the first
+# reranks). OpenBLAS splits a product by rows and columns, so each score is the same either way.
+_ONE_THREAD_BELOW = 1 << 24
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
+def _products(queries: Vectors, matrix: Vectors) -> Vectors:
+    """`queries @ matrix.T`, on one BLAS thread when it is small."""
+    if queries.shape[0] * matrix.shape[0] * matrix.shape[1] >= _ONE_THREAD_BELOW:
+        return queries @ matrix.T
+    with _blas().limit(limits=1, user_api="blas"):
+        return queries @ matrix.T
 
 
 def _top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
@@ -312,6 +333,7 @@ class SemanticPipeline:
         vectors = {**known, **fresh}
         matrix = np.stack([vectors[h] for h in hashes]) if entities else np.empty((0, 0))
         self._index = _Index(entities, matrix.astype(np.float32))
+        _blas()  # finding the process's BLAS libraries takes ~20 ms: here, not before the first rerank
         prompt_cache = None
         if isinstance(self._reranker, CatalogueReranker):
             prompt_cache = await self._reranker.prepare(self._index.shown(self._index.everything()))

@@ -17,7 +17,14 @@ from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.local_rerank import CosineReranker
 from eval_pipeline.providers.pricing import Price, cost_usd
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
-from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, _Index, _share
+from eval_pipeline.providers.semantic_pipeline import (
+    _ONE_THREAD_BELOW,
+    SemanticPipeline,
+    _blas,
+    _Index,
+    _products,
+    _share,
+)
 from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.providers.voyage import MAX_TEXTS_PER_REQUEST, VoyageEmbedder
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
@@ -136,3 +143,18 @@ def test_a_query_ranks_the_same_alone_as_in_a_batch() -> None:
     batch = index.top_many(queries, 15)
     assert [index.top(q, 15) for q in queries] == batch
     assert index.top_many(queries[3:5], 15) == batch[3:5]
+
+
+@pytest.mark.parametrize("shape", [(40, 61, 256), (94, 61, 1024), (300, 200, 256)])
+def test_a_small_score_product_on_one_blas_thread_gives_the_same_scores(shape: tuple[int, int, int]) -> None:
+    # Below the size where BLAS threads pay, the index holds the product to one thread (a busy
+    # machine would make it wait for the others): every score must come out as the threaded
+    # product gives it, and the process's thread setting must be back as it was afterwards.
+    queries, entities, dims = shape
+    assert queries * entities * dims < _ONE_THREAD_BELOW
+    rng = np.random.default_rng(7)
+    block = rng.standard_normal((queries, dims)).astype(np.float32)
+    matrix = rng.standard_normal((entities, dims)).astype(np.float32)
+    threads = [lib["num_threads"] for lib in _blas().info()]
+    assert np.array_equal(_products(block, matrix), block @ matrix.T)
+    assert [lib["num_threads"] for lib in _blas().info()] == threads

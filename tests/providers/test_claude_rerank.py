@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
+from anthropic.types import Message, ToolUseBlock
 
 from eval_pipeline.core.inputs.contract import SELECTION_K
+from eval_pipeline.providers.anthropic_client import build_reply_parsers
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import (
@@ -301,3 +303,11 @@ async def test_a_failed_repair_call_still_counts_the_first_calls_usage(
     else:
         pytest.fail("no seed gave an invalid first answer and a failed repair")
     assert caught.value.api_calls == 1 and caught.value.usage.input_tokens > 0
+
+
+def test_the_sample_reply_goes_through_the_sdks_content_block_parsing() -> None:
+    """`build_reply_parsers` builds what a first reply would: its sample must reach the SDK's
+    content-block union (a tool call parsed as a ToolUseBlock, not left a plain dict)."""
+    message = build_reply_parsers()
+    assert isinstance(message, Message) and isinstance(message.content[0], ToolUseBlock)
+    assert message.usage.cache_creation is not None

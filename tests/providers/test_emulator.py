@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -105,6 +106,19 @@ async def test_a_configured_minimum_applies_to_every_model() -> None:
         async with _claude(emu) as client:
             result = await client.messages.create(**_message_params(model="claude-sonnet-4-5"))
     assert not result.usage.cache_creation_input_tokens and not result.usage.cache_read_input_tokens
+
+
+async def test_gather_holds_a_paths_first_requests_until_all_have_come() -> None:
+    with start_emulator(gather=("/v1/messages", 3), barrier_timeout_s=10.0) as emu:
+        async with _claude(emu) as client:
+            together = await asyncio.gather(*(client.messages.create(**_message_params()) for _ in range(3)))
+            later = await client.messages.create(**_message_params())  # past the first 3: not held
+    assert [m.stop_reason for m in [*together, later]] == ["tool_use"] * 4
+    with start_emulator(gather=("/v1/messages", 2), barrier_timeout_s=0.1) as emu:
+        async with _claude(emu) as client:
+            await client.messages.count_tokens(model="claude-haiku-4-5", messages=[])  # another path
+            with pytest.raises(anthropic.BadRequestError, match="emulated gather: 1 request"):
+                await client.messages.create(**_message_params())  # alone: the second never came
 
 
 async def test_count_tokens_and_batches(emulator: EmulatorHandle) -> None:

@@ -3,7 +3,7 @@ minimum cacheable prefixes, through the real anthropic SDK.
 
 Haiku 4.5 caches a prefix only from 4096 tokens. The sample KB's catalogue makes a prefix of
 about 3,300 (emulator) tokens: below, so nothing is cached and the run says so. The same KB
-with generated entities added is above: call 1 writes the prefix, calls 2..n read it.
+with generated entities added is above: call 1 writes the prefix (alone), calls 2..n read it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from eval_pipeline.providers import anthropic_client
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
 from eval_pipeline.providers.pricing import BUILTIN_PRICES, Price, cost_usd
+from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 from eval_pipeline.providers.ratelimit import RateLimiter
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 from eval_pipeline.providers.target import PrepareReport, RetrievalItem, retrieval_items
@@ -200,6 +201,29 @@ async def test_a_tiny_kb_in_another_domain_is_below_the_minimum(make: Make) -> N
     assert prepared.prompt_cache is not None and not prepared.prompt_cache.used
     assert results and all(r.status == "ok" for r in results)
     assert sum(r.usage.cache_read_input_tokens + r.usage.cache_creation_input_tokens for r in results) == 0
+
+
+@pytest.mark.parametrize("domain", [sample, tenant], ids=["sample", "tenant"])
+async def test_below_the_minimum_no_call_waits_for_a_first_one(
+    make: Make, emulator: EmulatorHandle, domain: Callable[[], tuple[list[Entity], list[RetrievalItem]]]
+) -> None:
+    """A prefix below the minimum is never written, so the first call has nothing to write for
+    the others: the pipeline's first 4 rerank requests (its concurrency) are in flight at once.
+    The emulator holds each until all 4 have come, and fails it with 400 if they do not."""
+    entities, items = domain()
+    emulator.reconfigure(gather=("/v1/messages", 4), barrier_timeout_s=10.0)
+    prepared, results = await _run(make(), entities, items)
+    assert prepared.prompt_cache is not None and prepared.prompt_cache.below_minimum
+    assert len(results) >= 4 and all(r.status == "ok" for r in results), [r.error for r in results]
+
+
+def test_only_a_counted_prefix_under_a_known_minimum_is_below_it() -> None:
+    def status(tokens: int | None, minimum: int | None) -> PromptCacheStatus:
+        return PromptCacheStatus(model_id=HAIKU, prefix_tokens=tokens, minimum=minimum)
+
+    assert status(4095, 4096).below_minimum and not status(4096, 4096).below_minimum
+    assert not status(None, 4096).below_minimum  # the count failed: it may be cached
+    assert not status(100, None).below_minimum  # a model the table does not know
 
 
 @pytest.mark.parametrize("extra", [0, 100], ids=["below-minimum", "above-minimum"])

@@ -53,6 +53,9 @@ class EmulatorConfig:
     # been asked for (so they must be in flight at once), else fails with 400 after the timeout.
     barrier: tuple[str, ...] = ()
     barrier_timeout_s: float = 20.0
+    # (path, n): the first n requests to `path` each wait until all n have arrived (so they were in
+    # flight at once), else fail with 400 after `barrier_timeout_s`; later requests pass.
+    gather: tuple[str, int] | None = None
 
 
 @dataclass

@@ -24,7 +24,8 @@ seeded fault injection (or faults placed at the n-th request to a path, `fault_a
 `malformed` (tool input that fails validation or is not JSON; a calibration answer naming an
 unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere)
 and `429`; a `barrier` over request model names (each waits until all of them were asked
-for: proof that they were in flight at once). A fault is drawn from a hash of (seed, route,
+for: proof that they were in flight at once), and `gather` over one path's first n requests (the
+same proof for n requests to one model). A fault is drawn from a hash of (seed, route,
 request body, how many times that body was seen), so a run's faults do not depend on arrival
 order and a retry gets a fresh draw.
 
@@ -77,6 +78,7 @@ class Emulator:
         self._accepted: deque[float] = deque()
         self._arrived = threading.Condition()
         self._models_seen: set[str] = set()
+        self._gathered = 0  # requests to the `gather` path so far
 
     def reset(self) -> None:
         self.stats.reset()
@@ -87,6 +89,7 @@ class Emulator:
             self._accepted.clear()
         with self._arrived:
             self._models_seen.clear()
+            self._gathered = 0
 
     def plan_fault(self, route: str, body: bytes) -> FaultKind | None:
         config = self.config
@@ -140,6 +143,22 @@ class Emulator:
                 timeout=self.config.barrier_timeout_s,
             )
             return sorted(set(parties) - self._models_seen)
+
+    def gather_missing(self, route: str) -> int:
+        """For one of the `gather` path's first n requests: wait until all n have arrived; how
+        many never came (0: passed)."""
+        if self.config.gather is None or self.config.gather[0] != route:
+            return 0
+        n = self.config.gather[1]
+        with self._arrived:
+            self._gathered += 1
+            if self._gathered > n:
+                return 0
+            self._arrived.notify_all()
+            self._arrived.wait_for(
+                lambda: self._gathered >= n or self.stopping.is_set(), timeout=self.config.barrier_timeout_s
+            )
+            return max(0, n - self._gathered)
 
     def pause(self, seconds: float) -> None:
         """Sleep, but wake at once when the server stops."""
@@ -207,13 +226,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(self._serve(path, family, handler, body), f"POST {path}")
 
     def _serve(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
+        arrived = time.monotonic()
         if family != "target" and not self._has_key():
             return error_reply(family, 401, "missing API key")
         wait = self.emu.rate_limited()
         if wait is not None:
             headers = {"retry-after": str(max(1, math.ceil(wait)))}
             return error_reply(family, 429, "requests per minute exceeded", headers)
-        self.emu.pause(self.emu.config.latency_ms / 1000.0)
+        reply = self._answer(path, family, handler, body)
+        # The latency runs from arrival to answer: the emulator's own work (parsing, hashing,
+        # building the reply) happens within it, as a real API's does, not on top of it.
+        self.emu.pause(self.emu.config.latency_ms / 1000.0 - (time.monotonic() - arrived))
+        return reply
+
+    def _answer(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
         try:
             request = json.loads(body or b"{}")
         except json.JSONDecodeError:
@@ -222,6 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
         missing = self.emu.barrier_missing(request)
         if missing:  # 400: the SDKs do not retry it, so a missed barrier fails at once
             return error_reply(family, 400, f"emulated barrier: no request for {', '.join(missing)} came")
+        if absent := self.emu.gather_missing(path):
+            return error_reply(family, 400, f"emulated gather: {absent} request(s) to {path} never came")
         fault = self.emu.plan_fault(path, body)
         if fault is None:
             return handler(self, request)
