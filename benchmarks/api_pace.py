@@ -363,6 +363,11 @@ async def benchmark(queries: int, latency_ms: float, hog: bool, only: Sequence[s
                 row, ratio = tier_row(tier, ours, seq, latency_s)
                 if tier.batched:
                     row = await _with_bare(bench, tier, row, ours.seconds / ratio)
+                elif (
+                    floor(tier, ours.rate_calls, ours.calls, latency_s).bound == "latency"
+                    and not tier.fault_rate
+                ):
+                    row = await _median_of_rounds(bench, tier, row, ours.seconds / ratio)
                 rows.append(row)
                 if i == 0 and hog:
                     rows.append(await _under_load(bench, tier, ratio, latency_s))
@@ -396,6 +401,21 @@ async def _with_bare(bench: Bench, tier: Tier, row: Row, floor_s: float) -> Row:
         detail=row.detail
         + f"; in turns, {BARE_ROUNDS} rounds: ours {_seconds(ours)}, the bare SDKs making the same calls "
         + _seconds(bare),
+    )
+
+
+async def _median_of_rounds(bench: Bench, tier: Tier, row: Row, floor_s: float) -> Row:
+    """A latency-bound tier again, BARE_ROUNDS more runs of ours, judged on their median: a single
+    run of a few seconds on a shared machine moves by several percent from pass to pass."""
+    ours = [(await bench.ours(tier, f"round-{r}")).seconds for r in range(BARE_ROUNDS)]
+    ratio = statistics.median(ours) / floor_s
+    print(f"{NAME} {tier.name}, {BARE_ROUNDS} rounds: ours {ratio:.3f}× floor", flush=True)
+    return replace(
+        row,
+        measured=f"ours {ratio:.3f}× floor (median of {BARE_ROUNDS}); first "
+        + row.measured.removeprefix("ours "),
+        met=ratio <= MAX_RATIO,
+        detail=row.detail + f"; {BARE_ROUNDS} more rounds: ours {_seconds(ours)}",
     )
 
 
