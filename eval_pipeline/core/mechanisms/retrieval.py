@@ -46,6 +46,11 @@ class Usage(BaseModel):
             {name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
         )
 
+    @property
+    def any_tokens(self) -> bool:
+        """Whether anything was used: asked once or more a test, so it builds no `Usage()` to compare."""
+        return any(getattr(self, name) for name in Usage.model_fields)
+
     @classmethod
     def total(cls, usages: Iterable[Usage]) -> Usage:
         """The sum of `usages` as one model, not one per addition (a run adds one per test)."""
