@@ -82,7 +82,7 @@ def narrowed_run(
             # The first model's exception, if any, as a sequential run would raise it; what each
             # model wrote is reported from memory, not read back and validated again.
             evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
-        return report_runs(
+        code = report_runs(
             models,
             date,
             results_dir,
@@ -93,6 +93,10 @@ def narrowed_run(
             args.junit,
             evaluated,
         )
+        # Freed before the collector resumes: its first pass would walk every result of the run
+        # (a quarter of a second at 10,000 tests) only to find them all still referenced here.
+        del evaluated, runs
+    return code
 
 
 _SAY = threading.Lock()
@@ -172,7 +176,7 @@ def _evaluate_model(
     # The gate decision beside the results, as the graph's release gate writes it: `_report`
     # reads the stored decision for every kind of run, so no verdict is derived twice.
     atomic_write_text(run_dir / RESULTS_FILE, evaluation.document.model_dump_json(indent=2))
-    atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document))
+    atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document, grouped=evaluation.grouped))
     atomic_write_text(run_dir / GATE_FILE, evaluation.gate.model_dump_json(indent=2))
     _say(f"  finished model {model}")
     return evaluation

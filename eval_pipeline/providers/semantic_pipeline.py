@@ -45,7 +45,7 @@ CostFn = Callable[[Usage], float]
 
 def _no_billing(usage: Usage) -> float:
     """Cost function for a stage with no price: fine while it reports no usage, loud otherwise."""
-    if usage != Usage():
+    if usage.any_tokens:
         raise ProviderError("reported token usage but the pipeline has no price for it")
     return 0.0
 
@@ -66,13 +66,14 @@ class _Tally:
 
     def add(self, usage: Usage, api_calls: int, cache_hits: int, cost_fn: CostFn) -> None:
         self.cost_usd += cost_fn(usage)
-        self.usage = self.usage + usage
+        if usage.any_tokens:
+            self.usage = self.usage + usage
         self.api_calls += api_calls
         self.cache_hits += cache_hits
 
     def add_batch(self, usage: Usage, cost_fn: CostFn) -> None:
         """Usage billed through a message batch (its calls are already counted)."""
-        if usage != Usage():
+        if usage.any_tokens:
             self.cost_usd += cost_fn(usage) * BATCH_DISCOUNT
             self.usage = self.usage + usage
 

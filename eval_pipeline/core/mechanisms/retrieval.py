@@ -5,7 +5,7 @@ This is the boundary between `providers/` (which produce it) and scoring (which 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +45,20 @@ class Usage(BaseModel):
         return Usage.model_validate(
             {name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
         )
+
+    @property
+    def any_tokens(self) -> bool:
+        """Whether anything was used: asked once or more a test, so it builds no `Usage()` to compare."""
+        return any(getattr(self, name) for name in Usage.model_fields)
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage]) -> Usage:
+        """The sum of `usages` as one model, not one per addition (a run adds one per test)."""
+        sums = dict.fromkeys(cls.model_fields, 0)
+        for usage in usages:
+            for name in sums:
+                sums[name] += getattr(usage, name)
+        return cls.model_validate(sums)
 
 
 class SemanticRetrieval(BaseModel):

@@ -35,9 +35,10 @@ def _failure_line(f: Failure, shared: set[str]) -> str:
     return f"{f.test_id} [{f.bank.value}] {fmt_score(f.score)} {f.rule}: {reason}"
 
 
-def failure_lines(doc: RunDocument, details: str) -> list[str]:
-    """Every failing test that is not a critical failure (those are listed above), worst first."""
-    failures = failing_tests(doc)
+def failure_lines(doc: RunDocument, details: str, failures: Sequence[Failure] | None = None) -> list[str]:
+    """Every failing test that is not a critical failure (those are listed above), worst first.
+    `failures`: `doc`'s failing tests, when the caller has found them already."""
+    failures = failing_tests(doc) if failures is None else failures
     others = [f for f in failures if not f.critical]
     if not others:
         return ["  failing tests: none" + (" besides the critical failures above" if failures else "")]

@@ -9,14 +9,14 @@ broke in every bank without opening results.json.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.points import PenaltyKind
 from eval_pipeline.core.scoring.results import AnyResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
+from eval_pipeline.core.scoring.trials import Outcome, TestTrials
 
 ERRORED = "errored"
 PRIMARY_MISSING = "primary missing"
@@ -95,18 +95,16 @@ def _severity(f: Failure) -> tuple[bool, float, int, str]:
     return (not f.critical, -1.0 if f.score is None else f.score, list(Mechanism).index(f.bank), f.test_id)
 
 
-def failing_tests(doc: RunDocument) -> list[Failure]:
-    """Every failing test of every bank, worst first (a semantic test once, over its trials)."""
-    banks: Sequence[tuple[Mechanism, Sequence[AnyResult]]] = (
-        (Mechanism.SEMANTIC, doc.semantic),
-        (Mechanism.STATE, doc.state),
-        (Mechanism.PATTERN, doc.pattern),
-        (Mechanism.ALWAYS, doc.always),
-    )
+def failing_tests(doc: RunDocument, grouped: GroupedResults | None = None) -> list[Failure]:
+    """Every failing test of every bank, worst first (a semantic test once, over its trials).
+    `grouped`: `doc`'s results by test, when the caller has grouped them already."""
+    tests = group_document(doc) if grouped is None else grouped
     found = []
-    for bank, rows in banks:
-        for t in by_test(rows, doc.provenance.pass_threshold):
-            critical = any(isinstance(r, PatternResult) and r.critical_failure for r in t.rows)
+    for bank in Mechanism:
+        for t in tests.of(bank):
+            critical = bank is Mechanism.PATTERN and any(
+                isinstance(r, PatternResult) and r.critical_failure for r in t.rows
+            )
             if _fails(t, critical):
                 found.append(_failure(bank, t, critical))
     return sorted(found, key=_severity)

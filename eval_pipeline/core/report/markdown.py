@@ -15,10 +15,11 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.report.failures import Failure, failing_tests
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
+from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, is_judged, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import by_test
+from eval_pipeline.core.scoring.trials import TestTrials
 
 MAX_DETAILED_FAILURES = 30
 GRADED_SHOWN = 5  # graded judgments listed per test; imported sets judge dozens
@@ -86,9 +87,8 @@ def _failure_row(f: Failure) -> tuple[str, str, str, str]:
     return test, fmt_score(f.score), f.rule, f.reason.replace("|", "\\|")  # a pipe would split the cell
 
 
-def _failing(doc: RunDocument) -> list[str]:
+def _failing(failures: Sequence[Failure]) -> list[str]:
     """Every failing test, one section per bank, worst first."""
-    failures = failing_tests(doc)
     if not failures:
         return ["## Failing tests", "", "None.", ""]
     lines: list[str] = []
@@ -231,8 +231,7 @@ def _stage_attribution(doc: RunDocument) -> list[str]:
     ]
 
 
-def _trials(doc: RunDocument) -> list[str]:
-    tests = by_test(doc.semantic, doc.provenance.pass_threshold)
+def _trials(tests: Sequence[TestTrials[SemanticResult]]) -> list[str]:
     n = max((t.trials for t in tests), default=1)
     if n == 1:
         return []
@@ -351,10 +350,14 @@ def all_results(doc: RunDocument) -> list[AnyResult]:
     return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
 
 
-def render_markdown(doc: RunDocument, since: Sequence[str] = ()) -> str:
-    """The report; `since` is the "since last run" section, once the regression diff exists."""
+def render_markdown(
+    doc: RunDocument, since: Sequence[str] = (), grouped: GroupedResults | None = None
+) -> str:
+    """The report; `since` is the "since last run" section, once the regression diff exists.
+    `grouped`: `doc`'s results by test, when the caller has grouped them already."""
     agg = doc.aggregate
     results = all_results(doc)
+    tests = group_document(doc) if grouped is None else grouped
     lines = [
         f"# Retrieval evaluation — {doc.provenance.model} — {doc.provenance.date}",
         "",
@@ -365,7 +368,7 @@ def render_markdown(doc: RunDocument, since: Sequence[str] = ()) -> str:
         *_summary(agg),
         *_critical(agg),
         *since,
-        *_failing(doc),
+        *_failing(failing_tests(doc, tests)),
         *_distribution(agg),
         *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
         *_groups("Category scores (semantic)", agg.category_scores, "Category"),
@@ -373,7 +376,7 @@ def render_markdown(doc: RunDocument, since: Sequence[str] = ()) -> str:
         *_sources(agg),
         *_semantic_failures(doc.semantic),
         *_stage_attribution(doc),
-        *_trials(doc),
+        *_trials(tests.semantic),
         *_penalties(results),
         *_errored(results),
         *_handlers(agg),

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
@@ -37,9 +35,11 @@ from eval_pipeline.core.scoring.evaluation import (
     score_state,
     state_outputs,
 )
+from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.implementations import Implementations, score_system
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
+from eval_pipeline.core.scoring.trials import TestTrials, by_test
 from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
 
 ADHOC_SNAPSHOT = "current files (ad-hoc check, not snapshotted)"
@@ -115,13 +115,14 @@ class ScoredBanks:
     conflicts: Sequence[ExpectationConflict] = ()
 
 
-class Evaluation(BaseModel):
-    """A run's document and the verdict on it: written side by side (results.json, gate.json)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True)
+class Evaluation:
+    """A run's document and the verdict on it: written side by side (results.json, gate.json).
+    `grouped`: the document's results by test, grouped once for the reports made from memory."""
 
     document: RunDocument
     gate: GateDecision
+    grouped: GroupedResults
 
 
 def score_scope(setup: RunSetup, observed: Observed, scope: Scope) -> ScoredBanks:
@@ -146,9 +147,14 @@ def score_scope(setup: RunSetup, observed: Observed, scope: Scope) -> ScoredBank
 
 
 def aggregate_scope(
-    scored: ScoredBanks, scope: Scope, threshold: int, implementations: Implementations
+    scored: ScoredBanks,
+    scope: Scope,
+    threshold: int,
+    implementations: Implementations,
+    semantic_tests: Sequence[TestTrials[SemanticResult]] | None = None,
 ) -> Aggregate:
-    """Bank scores, combined score and health over the banks the scope ran."""
+    """Bank scores, combined score and health over the banks the scope ran; `semantic_tests`:
+    `scored.semantic` grouped by test, when the caller has done it."""
     return aggregate(
         semantic=scored.semantic if scope.runs(Mechanism.SEMANTIC) else None,
         state=scored.state if scope.runs(Mechanism.STATE) else None,
@@ -156,6 +162,7 @@ def aggregate_scope(
         always=scored.always if scope.runs(Mechanism.ALWAYS) else None,
         threshold=threshold,
         implementations=implementations,
+        semantic_tests=semantic_tests,
     )
 
 
@@ -181,10 +188,13 @@ def verdict(document: RunDocument, scope: Scope, gates: Gates) -> GateDecision:
 def conclude(
     setup: RunSetup, provenance: Provenance, scored: ScoredBanks, scope: Scope, gates: Gates
 ) -> Evaluation:
-    """Scored banks to the run's document and its verdict."""
-    agg = aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations)
+    """Scored banks to the run's document and its verdict. The semantic results are grouped by
+    test once, for the aggregate and for every report made from this evaluation."""
+    semantic = by_test(scored.semantic, setup.pass_threshold)
+    agg = aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations, semantic)
     document = assemble_document(provenance, agg, scored)
-    return Evaluation(document=document, gate=verdict(document, scope, gates))
+    grouped = group_document(document, semantic if Mechanism.SEMANTIC in agg.banks else None)
+    return Evaluation(document=document, gate=verdict(document, scope, gates), grouped=grouped)
 
 
 def evaluate(setup: RunSetup, observed: Observed, scope: Scope, gates: Gates) -> Evaluation:

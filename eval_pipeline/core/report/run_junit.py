@@ -15,9 +15,10 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.failures import Failure, failing_tests
 from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
 from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import TestTrials, by_test
+from eval_pipeline.core.scoring.trials import TestTrials
 from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
 
 GATE_SUITE = "gate"
@@ -31,16 +32,7 @@ class ModelRun:
     document: RunDocument | None
     gate: GateDecision | None
     problem: str = ""  # why the document or the gate is missing
-
-
-def _rows(doc: RunDocument, bank: Mechanism) -> Sequence[AnyResult]:
-    banks: dict[Mechanism, Sequence[AnyResult]] = {
-        Mechanism.SEMANTIC: doc.semantic,
-        Mechanism.STATE: doc.state,
-        Mechanism.PATTERN: doc.pattern,
-        Mechanism.ALWAYS: doc.always,
-    }
-    return banks[bank]
+    grouped: GroupedResults | None = None  # the document's results by test, when already grouped
 
 
 def _classname(prefix: str, bank: Mechanism, first: AnyResult) -> str:
@@ -93,10 +85,11 @@ def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
     doc = run.document
     if doc is None:
         return []
-    failures = {(f.bank, f.test_id): f for f in failing_tests(doc)}
+    grouped = group_document(doc) if run.grouped is None else run.grouped
+    failures = {(f.bank, f.test_id): f for f in failing_tests(doc, grouped)}
     suites = []
     for bank in Mechanism:
-        tests = by_test(_rows(doc, bank), doc.provenance.pass_threshold)
+        tests = grouped.of(bank)
         if not tests:
             continue
         cases = [_case(prefix, bank, t, failures.get((bank, t.test_id))) for t in tests]

@@ -28,7 +28,7 @@ from eval_pipeline.core.scoring.results import (
     StateResult,
     TestStatus,
 )
-from eval_pipeline.core.scoring.trials import Outcome, by_test, outcome_of
+from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test, outcome_of
 
 T = TypeVar("T")
 
@@ -272,13 +272,17 @@ def aggregate(
     always: Sequence[AlwaysResult] | None = None,
     threshold: int = DEFAULT_PASS_THRESHOLD,
     implementations: Mapping[Mechanism, str] | None = None,
+    semantic_tests: Sequence[TestTrials[SemanticResult]] | None = None,
 ) -> Aggregate:
     """Aggregate the banks that ran (None = not run; an empty list = ran with no tests).
-    `implementations` says what produced each bank (default: the built-in reference).
+    `implementations` says what produced each bank (default: the built-in reference);
+    `semantic_tests`: `semantic` already grouped by test, when the caller has done it.
 
     A semantic test run for several trials counts once, with the mean of its trials.
     """
-    sem = by_test(semantic or [], threshold)
+    sem: Sequence[TestTrials[SemanticResult]] = []
+    if semantic is not None:
+        sem = by_test(semantic, threshold) if semantic_tests is None else semantic_tests
     by_bank: dict[Mechanism, Sequence[Scored]] = {
         m: rs
         for m, rs in (
@@ -315,6 +319,6 @@ def aggregate(
         if semantic is not None
         else {},
         expectation_conflicts=sum(t.first.expectation_conflict for t in sem),
-        usage=sum((r.usage for r in semantic or []), Usage()),
+        usage=Usage.total(r.usage for r in semantic or []),
         cost_usd=round(sum(r.cost_usd for r in semantic or []), 6),
     )

@@ -14,16 +14,16 @@ Errored trials have no retrieval to measure; they are attributed to the "error" 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
 import ir_measures
-from ir_measures import Measure, Qrel, ScoredDoc
+from ir_measures import Measure
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
-from eval_pipeline.core.mechanisms.retrieval import final_ranking
+from eval_pipeline.core.mechanisms.retrieval import Selection, final_ranking
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 
 PRIMARY_GAIN, SECONDARY_GAIN = 2, 1
@@ -119,6 +119,10 @@ class StageAttribution(_Frozen):
         return f"{self.stage.value}: {self.detail}"
 
 
+def _rank(s: Selection) -> int:
+    return s.rank
+
+
 def _query_id(r: SemanticResult) -> str:
     return f"{r.test_id}#{r.trial}"
 
@@ -141,18 +145,34 @@ def is_judged(exp: Expectations) -> bool:
     return any(g > 0 for g in judgments(exp).values())
 
 
-def qrels(exp: Expectations, query_id: str) -> list[Qrel]:
-    return [Qrel(query_id, entity, gain) for entity, gain in judgments(exp).items()]
+# ir_measures' own dict-of-dict forms (query id -> entity -> gain or score): handing it these,
+# rather than a named tuple a judgment and a ranked entity that it converts back into them, took
+# a third off the metrics of a warm run.
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, dict[str, float]]
 
 
-def ranked_run(entity_ids: Sequence[str], query_id: str) -> list[ScoredDoc]:
-    # Scores that reproduce the stored order exactly: no tie is left to the library to break.
-    return [ScoredDoc(query_id, entity, float(-place)) for place, entity in enumerate(entity_ids)]
+def qrels_of(judged: Iterable[tuple[str, Expectations]]) -> Qrels:
+    """The qrels of (query id, expectations) pairs; a query that judges nothing has none."""
+    out: Qrels = {}
+    for query_id, exp in judged:
+        gains = judgments(exp)
+        if gains:
+            out[query_id] = gains
+    return out
 
 
-def _values(
-    measures: Sequence[Measure], qrel: list[Qrel], run: list[ScoredDoc]
-) -> dict[Measure, dict[str, float]]:
+def run_of(rankings: Iterable[tuple[str, Sequence[str]]]) -> Run:
+    """The run of (query id, ranked entity ids) pairs; a query that ranked nothing is absent.
+    Scores reproduce the stored order exactly: no tie is left to the library to break."""
+    return {
+        query_id: {entity: float(-place) for place, entity in enumerate(entity_ids)}
+        for query_id, entity_ids in rankings
+        if entity_ids
+    }
+
+
+def _values(measures: Sequence[Measure], qrel: Qrels, run: Run) -> dict[Measure, dict[str, float]]:
     """Each measure's value per query. Answers are matched to the measures asked by identity:
     ir_measures hashes a measure through its repr, which per answer was a sixth of a warm run."""
     values: dict[Measure, dict[str, float]] = {m: {} for m in measures}
@@ -171,14 +191,10 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
     One evaluator per stage for the whole run: building one per test cost more than the measuring.
     A query with nothing ranked is absent from the library's answer and measures 0.
     """
-    scored = [r for r in results if r.status is TestStatus.SCORED]
-    qrel = [q for r in scored for q in qrels(r.expectations, _query_id(r))]
-    final_run: list[ScoredDoc] = []
-    first_run: list[ScoredDoc] = []
-    for r in scored:
-        selected = sorted(r.selections, key=lambda s: s.rank)
-        final_run += ranked_run([s.entity_id for s in selected], _query_id(r))
-        first_run += ranked_run([c.entity_id for c in r.candidates], _query_id(r))
+    scored = [(_query_id(r), r) for r in results if r.status is TestStatus.SCORED]
+    qrel = qrels_of((q, r.expectations) for q, r in scored)
+    final_run = run_of((q, [s.entity_id for s in sorted(r.selections, key=_rank)]) for q, r in scored)
+    first_run = run_of((q, [c.entity_id for c in r.candidates]) for q, r in scored)
     final = _values((NDCG, RECALL, MRR_PRIMARY), qrel, final_run) if scored else {}
     first = _values((CANDIDATE_RECALL,), qrel, first_run) if scored else {}
     ndcg, recall, mrr = (final.get(m, {}) for m in (NDCG, RECALL, MRR_PRIMARY))
@@ -187,12 +203,12 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
         TestMetrics(
             test_id=r.test_id,
             trial=r.trial,
-            ndcg_6=ndcg.get(_query_id(r), 0.0),
-            recall_6=recall.get(_query_id(r), 0.0),
-            mrr_primary=mrr.get(_query_id(r), 0.0),
-            candidate_recall_15=candidate_recall.get(_query_id(r), 0.0),
+            ndcg_6=ndcg.get(q, 0.0),
+            recall_6=recall.get(q, 0.0),
+            mrr_primary=mrr.get(q, 0.0),
+            candidate_recall_15=candidate_recall.get(q, 0.0),
         )
-        for r in scored
+        for q, r in scored
     ]
 
 
@@ -200,7 +216,7 @@ def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:
     """nDCG@10 of a test's `final_ranking` against its judgments: what a graded test scores, and
     that test's `ir_metrics` nDCG@10. A ranking shorter than 10 is measured as it is (trec_eval)."""
     top = ranking[:GRADED_CUTOFF]  # nothing below the cutoff can change nDCG@10
-    values = _values((GRADED_NDCG,), qrels(exp, "q"), ranked_run(top, "q")) if top else {}
+    values = _values((GRADED_NDCG,), qrels_of([("q", exp)]), run_of([("q", top)])) if top else {}
     return values.get(GRADED_NDCG, {}).get("q", 0.0)
 
 
@@ -214,8 +230,8 @@ def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
     judged = [r for r in results if r.status is TestStatus.SCORED and is_judged(r.expectations)]
     if not judged:
         return None
-    qrel = [q for r in judged for q in qrels(r.expectations, _query_id(r))]
-    run = [d for r in judged for d in ranked_run(final_ranking(r.selections, r.candidates), _query_id(r))]
+    qrel = qrels_of((_query_id(r), r.expectations) for r in judged)
+    run = run_of((_query_id(r), final_ranking(r.selections, r.candidates)) for r in judged)
     values = _values(tuple(IR_MEASURES.values()), qrel, run)
     per_test: dict[str, list[SemanticResult]] = {}
     for r in judged:
@@ -223,7 +239,10 @@ def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
     per_measure = {name: values[measure] for name, measure in IR_MEASURES.items()}
     return {
         name: statistics.fmean(
-            statistics.fmean(per_query.get(_query_id(r), 0.0) for r in trials) for trials in per_test.values()
+            [
+                statistics.fmean([per_query.get(_query_id(r), 0.0) for r in trials])
+                for trials in per_test.values()
+            ]
         )
         for name, per_query in per_measure.items()
     }
@@ -238,9 +257,9 @@ def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
         return None
     fields = list(RetrievalMetrics.model_fields)
     test_means = [
-        {f: statistics.fmean(getattr(m, f) for m in trials) for f in fields} for trials in per_test.values()
+        {f: statistics.fmean([getattr(m, f) for m in trials]) for f in fields} for trials in per_test.values()
     ]
-    return RetrievalMetrics(**{f: round(statistics.fmean(t[f] for t in test_means), 4) for f in fields})
+    return RetrievalMetrics(**{f: round(statistics.fmean([t[f] for t in test_means]), 4) for f in fields})
 
 
 def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:

@@ -11,12 +11,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Generic, TypeVar
 
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.scoring.results import ResultBase, SemanticResult, TestStatus
 
-R = TypeVar("R", bound=ResultBase)
+R = TypeVar("R", bound=ResultBase, covariant=True)  # read-only rows: a semantic test is a test
 
 
 class Outcome(StrEnum):
@@ -39,7 +40,10 @@ def trial_of(result: ResultBase) -> int:
 
 @dataclass(frozen=True)
 class TestTrials(Generic[R]):
-    """A test's result rows, in trial order, judged against one pass threshold."""
+    """A test's result rows, in trial order, judged against one pass threshold.
+
+    Its score and hard fail are computed once: the aggregate, the failing tests and every report
+    ask them of each test several times a run."""
 
     __test__ = False  # not a pytest test class despite the name
 
@@ -58,11 +62,11 @@ class TestTrials(Generic[R]):
     def trials(self) -> int:
         return len(self.rows)
 
-    @property
+    @cached_property
     def scores(self) -> list[int]:
         return [r.score for r in self.rows if r.score is not None]
 
-    @property
+    @cached_property
     def score(self) -> float | None:
         scores = self.scores
         return statistics.fmean(scores) if scores else None
@@ -71,7 +75,7 @@ class TestTrials(Generic[R]):
     def status(self) -> TestStatus:
         return TestStatus.SCORED if self.scores else TestStatus.ERRORED
 
-    @property
+    @cached_property
     def hard_fail(self) -> bool:
         # Conservative: a primary that goes missing in any trial can go missing in production.
         return any(r.hard_fail for r in self.rows)

@@ -1,0 +1,56 @@
+"""A run's results grouped by test, once per run.
+
+The aggregate, the failing tests, report.md, `run`'s output and its JUnit file all look at a test
+as one unit over its trials. Each used to regroup the rows itself (18 times a run); the one route
+now groups them once and hands this down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.scoring.results import (
+    AlwaysResult,
+    AnyResult,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+)
+from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import TestTrials, by_test
+
+
+@dataclass(frozen=True)
+class GroupedResults:
+    """Each bank's tests, in first-seen order, each with its rows in trial order."""
+
+    threshold: int
+    semantic: Sequence[TestTrials[SemanticResult]]
+    state: Sequence[TestTrials[StateResult]]
+    pattern: Sequence[TestTrials[PatternResult]]
+    always: Sequence[TestTrials[AlwaysResult]]
+
+    def of(self, bank: Mechanism) -> Sequence[TestTrials[AnyResult]]:
+        banks: dict[Mechanism, Sequence[TestTrials[AnyResult]]] = {
+            Mechanism.SEMANTIC: self.semantic,
+            Mechanism.STATE: self.state,
+            Mechanism.PATTERN: self.pattern,
+            Mechanism.ALWAYS: self.always,
+        }
+        return banks[bank]
+
+
+def group_document(
+    doc: RunDocument, semantic: Sequence[TestTrials[SemanticResult]] | None = None
+) -> GroupedResults:
+    """`doc`'s results by test; `semantic`: its semantic tests when the caller grouped them already."""
+    threshold = doc.provenance.pass_threshold
+    return GroupedResults(
+        threshold=threshold,
+        semantic=by_test(doc.semantic, threshold) if semantic is None else semantic,
+        state=by_test(doc.state, threshold),
+        pattern=by_test(doc.pattern, threshold),
+        always=by_test(doc.always, threshold),
+    )

@@ -1,0 +1,125 @@
+"""A run groups its results by test once and hands the grouping down: what it writes and reports
+from memory must be exactly what the file models give when the same results.json is read back
+and everything is grouped again. On the sample and on the second domain, with trials, errors,
+hard fails and penalties in the run, for a full scope and a scope without the semantic bank."""
+
+from __future__ import annotations
+
+import shutil
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.core.inputs.banks import Mechanism, SemanticTest
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
+from eval_pipeline.core.report.failure_lines import failure_lines
+from eval_pipeline.core.report.failures import failing_tests
+from eval_pipeline.core.report.markdown import render_markdown
+from eval_pipeline.core.report.pipeline import Evaluation, Observed, RunSetup, evaluate
+from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
+from eval_pipeline.core.scoring.aggregate import REFERENCE, aggregate
+from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.run_document import parse_document
+from eval_pipeline.core.verdicts.run_gate import Gates
+
+REPO = Path(__file__).resolve().parents[2]
+TRIALS = 2
+WITHOUT_SEMANTIC = Scope(banks=frozenset({Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS}))
+
+
+@pytest.fixture(params=["sample", "tenant"])
+def project(request: pytest.FixtureRequest, tenant: Path, tmp_path: Path) -> tuple[KnowledgeBase, Banks]:
+    if request.param == "tenant":
+        return load_validated(tenant / "kb.yaml", tenant / "banks", [])
+    shutil.copytree(REPO / "kb", tmp_path / "kb")
+    shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
+    return load_validated(tmp_path / "kb", tmp_path / "test_banks", [])
+
+
+def _retrieval(test: SemanticTest, trial: int, kb: KnowledgeBase) -> SemanticRetrieval:
+    """A fixed mix of outcomes by test and trial: perfect, a secondary or the primary missed, a
+    forbidden entity selected, ranked the wrong way round, or errored."""
+    kind = zlib.crc32(f"{test.test_id}|{trial}".encode()) % 6
+    if kind == 5:
+        return SemanticRetrieval(
+            test_id=test.test_id, model="m", trial=trial, status="errored", error="timeout"
+        )
+    chosen = [*(test.expected_primary or test.expected_any[:1]), *test.expected_secondary]
+    if kind == 1 and chosen:
+        chosen = chosen[1:]
+    if kind == 2 and test.not_expected:
+        chosen.append(test.not_expected[0])
+    if kind == 3 and len(chosen) > 1:
+        chosen[0], chosen[1] = chosen[1], chosen[0]
+    others = [e.entity_id for e in kb.entities if e.entity_id not in chosen][:5]
+    return SemanticRetrieval(
+        test_id=test.test_id,
+        model="m",
+        trial=trial,
+        status="ok",
+        candidates=[Candidate(entity_id=e, score=0.9 - i / 50) for i, e in enumerate([*chosen, *others])],
+        selections=[Selection(entity_id=e, rank=i, reason="r") for i, e in enumerate(chosen[:6], start=1)],
+        latency_ms=1.5,
+    )
+
+
+def _evaluation(kb: KnowledgeBase, banks: Banks, scope: Scope) -> Evaluation:
+    setup = RunSetup(
+        kb=kb,
+        banks=banks,
+        date="2026-11-20",
+        model="m",
+        system_config={},
+        implementations={m: REFERENCE for m in Mechanism},
+        pass_threshold=60,
+        generated_at=datetime(2026, 11, 20, 12, tzinfo=UTC),
+    )
+    retrievals = (
+        [_retrieval(t, trial, kb) for t in banks.semantic_tests for trial in range(TRIALS)]
+        if scope.runs(Mechanism.SEMANTIC)
+        else []
+    )
+    return evaluate(setup, Observed(retrievals), scope, Gates())
+
+
+@pytest.mark.parametrize("scope", [Scope(), WITHOUT_SEMANTIC], ids=["full", "without-semantic"])
+def test_what_is_made_from_memory_is_what_the_file_gives(
+    project: tuple[KnowledgeBase, Banks], scope: Scope
+) -> None:
+    kb, banks = project
+    run = _evaluation(kb, banks, scope)
+    doc, grouped = run.document, run.grouped
+    written = doc.model_dump_json(indent=2)
+    read = parse_document(written, "results.json")
+    assert read.model_dump_json(indent=2) == written  # the file model writes the same results.json
+    # The run is not trivial: the semantic bank holds every outcome, over several trials.
+    if scope.runs(Mechanism.SEMANTIC):
+        assert {t.trials for t in grouped.semantic} == {TRIALS}
+        assert any(r.status is TestStatus.ERRORED for r in read.semantic)
+        assert any(r.hard_fail for r in read.semantic)
+        assert any(r.outcome is not None and r.outcome.penalties for r in read.semantic)
+    else:
+        assert grouped.semantic == [] and doc.aggregate.topic_scores == {}
+    # Everything made from the grouping held in memory equals the same made from the file alone.
+    assert render_markdown(doc, grouped=grouped) == render_markdown(read)
+    assert failure_lines(doc, "report.md", failing_tests(doc, grouped)) == failure_lines(read, "report.md")
+    assert render_run_junit([ModelRun("m", doc, run.gate, grouped=grouped)]) == render_run_junit(
+        [ModelRun("m", read, run.gate)]
+    )
+    # The aggregate made from the handed-down grouping is the one made by grouping again.
+    ran = set(doc.aggregate.banks)
+    again = aggregate(
+        semantic=read.semantic if Mechanism.SEMANTIC in ran else None,
+        state=read.state if Mechanism.STATE in ran else None,
+        pattern=read.pattern if Mechanism.PATTERN in ran else None,
+        always=read.always if Mechanism.ALWAYS in ran else None,
+        threshold=60,
+        implementations=doc.aggregate.implementations,
+    )
+    assert again.model_dump_json() == doc.aggregate.model_dump_json()
