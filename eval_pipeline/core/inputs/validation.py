@@ -20,6 +20,7 @@ from pathlib import Path
 
 from eval_pipeline.core.inputs.banks import Expectations, PatternType
 from eval_pipeline.core.inputs.kb import FieldCondition, KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.kb_cache import KbCache
 from eval_pipeline.core.inputs.loading import (
     Banks,
     InputError,
@@ -363,16 +364,20 @@ def cross_check(
 
 
 def load_validated(
-    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None
+    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None, kb_cache: KbCache | None = None
 ) -> tuple[KnowledgeBase, Banks]:
     """Load and cross-check everything; raise InputError listing every problem found. Warnings
-    (legal but probably unintended) are appended to `warnings` when given."""
+    (legal but probably unintended) are appended to `warnings` when given. With `kb_cache`, the
+    KB comes from its stored copy while its files are unchanged, and is stored once everything
+    has loaded without a problem."""
     problems: list[Problem] = []
-    kb = load_kb(kb_path, problems)
+    kb, store = kb_cache.load(kb_path, problems) if kb_cache else (load_kb(kb_path, problems), None)
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
     problems.extend(cross_check(kb, kb_path, banks, broken, warnings=warnings))
     if problems or kb is None:
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
+    if store is not None:
+        store()
     return kb, banks
