@@ -168,7 +168,7 @@ def _damage(file: Path, how: str) -> None:
         file.write_bytes(b"")
     elif how == "payload edited":  # valid JSON, plausible, but not what was checksummed
         payload = json.loads(body)
-        payload["entities"][0][2]["title"] = "Tampered title"
+        payload["kb"]["entities"][0]["title"] = "Tampered title"
         file.write_bytes(head + b"\n" + json.dumps(payload).encode())
     elif how == "other code":  # stored by another version of the code
         header["code"] = "0" * 64

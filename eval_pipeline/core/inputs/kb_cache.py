@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.fileio import atomic_write_bytes
-from eval_pipeline.core.inputs.kb import Entity, EntityType, KnowledgeBase, LoadMode, Vocabulary
+from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST, Problem, kb_entity_names, load_kb
 
 FORMAT = 1
@@ -44,69 +46,60 @@ RACY_NS = 2_000_000_000  # covers coarse filesystem clocks (ticks of ms) and FAT
 Stat = list[str | int]  # as JSON gives it back
 
 
+def _stat(name: str, file: str | Path, dir_fd: int | None = None) -> Stat:
+    info = os.stat(file, dir_fd=dir_fd)
+    return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
 def _stats(path: Path) -> list[Stat] | None:
     """Each source file's identity, or None when one cannot be stat-ed (the load reports it)."""
-    if path.is_dir():
-        root, entities = str(path), str(path / KB_ENTITIES_DIR)
-        files = [(KB_MANIFEST, f"{root}/{KB_MANIFEST}")]
-        files += [(name, f"{entities}/{name}") for name in kb_entity_names(path)]
-    else:
-        files = [(path.name, str(path))]
-    out: list[Stat] = []
-    for name, file in files:
-        try:
-            info = os.stat(file)
-        except OSError:
-            return None
-        out.append([name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev])
-    return out
+    try:
+        if not path.is_dir():
+            return [_stat(path.name, path)]
+        out = [_stat(KB_MANIFEST, path / KB_MANIFEST)]
+        names = kb_entity_names(path)
+        if names:
+            # Relative to the open folder: thousands of stats without resolving the path again.
+            folder = os.open(path / KB_ENTITIES_DIR, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                out += [_stat(name, name, folder) for name in names]
+            finally:
+                os.close(folder)
+        return out
+    except OSError:
+        return None
 
 
-def _entity(fields: dict[str, Any], unset: list[str], content_hash: str) -> Entity:
-    """An Entity from fields that were validated when stored (no validation again), with its
-    stored content hash (no hashing again). Every field is given: pydantic inspects a default
-    factory's signature each time it fills a default, which would cost more than the rest."""
-    values = dict(fields)
-    values["entity_type"] = EntityType(values["entity_type"])
-    values["load_mode"] = LoadMode(values["load_mode"])
-    entity = Entity.model_construct(_fields_set=set(values).difference(unset), **values)
-    entity.__dict__["content_hash"] = content_hash  # the cached_property's slot
-    return entity
+class _Stored(BaseModel):
+    """What is stored of a KB: the KB as its files gave it (fields a file left out stay unset),
+    validated again when read (pydantic's JSON validation costs less than building the models
+    unvalidated in Python), and the hashes computed when it was stored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kb: KnowledgeBase
+    entity_hashes: list[str]
+    kb_hash: str
+
+    def knowledge_base(self) -> KnowledgeBase:
+        if len(self.entity_hashes) != len(self.kb.entities):
+            raise ValueError("one hash an entity")
+        for entity, content_hash in zip(self.kb.entities, self.entity_hashes, strict=True):
+            entity.__dict__["content_hash"] = content_hash  # the cached_property's slot
+        self.kb.__dict__["content_hash"] = self.kb_hash
+        return self.kb
 
 
-def _stored_entity(entity: Entity) -> list[Any]:
-    unset = sorted(set(Entity.model_fields).difference(entity.model_fields_set))
-    return [entity.content_hash, unset, entity.model_dump(mode="json")]
-
-
-def _payload(kb: KnowledgeBase) -> dict[str, Any] | None:
-    """The KB as plain JSON data, or None when a value would not come back as it was (YAML can
-    give a date where JSON gives a string): such a KB is loaded from its files every time."""
-    entities = [_stored_entity(e) for e in kb.entities]
-    for (content_hash, unset, fields), original in zip(entities, kb.entities, strict=True):
-        again = _entity(json.loads(json.dumps(fields)), unset, content_hash)
-        if again.model_dump() != original.model_dump():
-            return None
-    return {
-        "kb_version": kb.kb_version,
-        "name": kb.name,
-        "vocabulary": kb.vocabulary.model_dump(mode="json"),
-        "kb_hash": kb.content_hash,
-        "entities": entities,
-    }
-
-
-def _knowledge_base(payload: dict[str, Any]) -> KnowledgeBase:
-    kb = KnowledgeBase.model_construct(
-        kb_version=payload["kb_version"],
-        name=payload["name"],
-        vocabulary=Vocabulary.model_construct(**payload["vocabulary"]),
-        entities=[
-            _entity(fields, unset, content_hash) for content_hash, unset, fields in payload["entities"]
-        ],
+def _body(kb: KnowledgeBase) -> bytes | None:
+    """The stored form of `kb`, or None when a value would not come back as it was (YAML gives a
+    date where JSON gives a string): such a KB is loaded from its files every time."""
+    stored = _Stored(kb=kb, entity_hashes=[e.content_hash for e in kb.entities], kb_hash=kb.content_hash)
+    body = stored.model_dump_json(exclude_unset=True).encode("utf-8")
+    again = _Stored.model_validate_json(body).kb
+    same = again.model_dump() == kb.model_dump() and all(
+        a.model_fields_set == b.model_fields_set for a, b in zip(again.entities, kb.entities, strict=True)
     )
-    kb.__dict__["content_hash"] = payload["kb_hash"]
-    return kb
+    return body if same else None
 
 
 @dataclass
@@ -135,7 +128,7 @@ class KbCache:
             expected = {**self._header(kb_path, stats), "sha256": hashlib.sha256(body).hexdigest()}
             if header != expected:
                 return None
-            return _knowledge_base(json.loads(body))
+            return _Stored.model_validate_json(body).knowledge_base()
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None  # absent, unreadable or not ours: load from the files
 
@@ -170,10 +163,9 @@ class StoreLater:
         # The files may have changed while they were read: store only what is still current.
         if _stats(self.kb_path) != self.stats:
             return
-        payload = _payload(self.kb)
-        if payload is None:
+        body = _body(self.kb)
+        if body is None:
             return
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         header = {**self.cache._header(self.kb_path, self.stats), "sha256": hashlib.sha256(body).hexdigest()}
         # A cache that cannot be written is a slower next run, not a failed one.
         with contextlib.suppress(OSError):
