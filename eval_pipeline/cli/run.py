@@ -211,6 +211,7 @@ def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from eval_pipeline.cli.narrowed_run import cyclic_gc_paused
     from eval_pipeline.cli.project import refuse_other_project
     from eval_pipeline.core.inputs.kb_cache import KbCache
     from eval_pipeline.core.inputs.validation import load_validated
@@ -224,7 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.cache != "off"
         else None
     )
-    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
+    with cyclic_gc_paused():  # what loading builds lives to the end of the run: nothing to collect
+        kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")

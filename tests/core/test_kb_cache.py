@@ -40,8 +40,8 @@ def _cache(tmp_path: Path) -> KbCache:
 
 def _stored(cache: KbCache, kb: Path) -> KnowledgeBase:
     """Load through the cache (from the files) and store it, as a successful load does."""
-    loaded, store = cache.load(kb, [])
-    assert loaded is not None and store is not None, "a settled KB loaded from its files is stored"
+    loaded, from_store, store = cache.load(kb, [])
+    assert loaded is not None and not from_store and store is not None, "a settled KB is stored"
     store()
     assert cache.file_for(kb).is_file()
     return loaded
@@ -49,8 +49,8 @@ def _stored(cache: KbCache, kb: Path) -> KnowledgeBase:
 
 def _hit(cache: KbCache, kb: Path) -> KnowledgeBase:
     """Load through the cache and require that the stored KB answered (nothing to store)."""
-    loaded, store = cache.load(kb, [])
-    assert loaded is not None and store is None, "expected the stored KB"
+    loaded, from_store, store = cache.load(kb, [])
+    assert loaded is not None and from_store and store is None, "expected the stored KB"
     return loaded
 
 
@@ -112,7 +112,7 @@ def test_an_edit_of_the_same_size_with_its_mtime_put_back_is_still_seen(
         before.st_mtime_ns,
         before.st_ino,
     )
-    loaded, _ = cache.load(kb, [])
+    loaded = cache.load(kb, []).kb
     assert loaded is not None
     # The ctime moved (no user can set it back), so the file was read again.
     assert loaded.by_id[file.stem].title == edited
@@ -126,8 +126,8 @@ def test_an_edited_file_is_read_again(sample: tuple[Path, Path], tmp_path: Path)
     stored = _stored(cache, kb)
     file = _entity_file(kb)
     file.write_text(file.read_text(encoding="utf-8") + "\n# a comment changes no entity\n", encoding="utf-8")
-    loaded, store = cache.load(kb, [])
-    assert store is not None  # loaded from the files, to be stored again
+    loaded, from_store, store = cache.load(kb, [])
+    assert not from_store and store is not None  # loaded from the files, to be stored again
     assert loaded == stored  # a comment: the same entities
 
 
@@ -137,7 +137,7 @@ def test_a_deleted_file_is_no_longer_in_the_kb(sample: tuple[Path, Path], tmp_pa
     stored = _stored(cache, kb)
     file = _entity_file(kb)
     file.unlink()
-    loaded, _ = cache.load(kb, [])
+    loaded = cache.load(kb, []).kb
     assert loaded is not None
     assert file.stem not in {e.entity_id for e in loaded.entities}
     assert len(loaded.entities) == len(stored.entities) - 1
@@ -152,7 +152,7 @@ def test_an_added_file_is_in_the_kb(sample: tuple[Path, Path], tmp_path: Path) -
     added.write_text(
         source.read_text(encoding="utf-8").replace(source.stem, "zz_added_entity"), encoding="utf-8"
     )
-    loaded, _ = cache.load(kb, [])
+    loaded = cache.load(kb, []).kb
     assert loaded is not None and "zz_added_entity" in {e.entity_id for e in loaded.entities}
 
 
@@ -191,8 +191,9 @@ def test_a_damaged_or_foreign_cache_file_is_ignored_and_rebuilt(
     cache = _cache(tmp_path)
     fresh = _stored(cache, kb)
     _damage(cache.file_for(kb), how)
-    loaded, store = cache.load(kb, [])
-    assert loaded is not None and store is not None, "loaded from the files, never from the damaged file"
+    loaded, from_store, store = cache.load(kb, [])
+    assert loaded is not None and not from_store, "loaded from the files, never from the damaged file"
+    assert store is not None
     _same(loaded, fresh)
     if how == "a directory":
         cache.file_for(kb).rmdir()
@@ -206,8 +207,8 @@ def test_files_changed_within_the_racy_window_are_not_stored(
     kb, _ = sample
     newest = max(os.stat(f).st_ctime_ns for f in kb.rglob("*") if f.is_file())
     cache = KbCache(tmp_path / "cache", clock=lambda: newest + 1)  # just after the copy was made
-    loaded, store = cache.load(kb, [])
-    assert loaded is not None and store is None
+    loaded, from_store, store = cache.load(kb, [])
+    assert loaded is not None and not from_store and store is None
     assert not cache.file_for(kb).exists()
 
 
@@ -217,10 +218,10 @@ def test_refresh_reads_the_files_and_stores_them_and_a_dry_run_writes_nothing(
     kb, _ = sample
     _stored(_cache(tmp_path), kb)
     refresh = KbCache(tmp_path / "cache", read=False, clock=_settled)
-    loaded, store = refresh.load(kb, [])
-    assert loaded is not None and store is not None
+    loaded, from_store, store = refresh.load(kb, [])
+    assert loaded is not None and not from_store and store is not None
     dry = KbCache(tmp_path / "dry", write=False, clock=_settled)
-    assert dry.load(kb, [])[1] is None
+    assert dry.load(kb, []).store is None
     assert not (tmp_path / "dry").exists()
 
 
@@ -239,7 +240,7 @@ def test_a_kb_with_a_bad_entity_is_reported_and_not_stored(sample: tuple[Path, P
     file = _entity_file(kb)
     file.write_text(file.read_text(encoding="utf-8").replace("load_mode:", "load_mood:", 1), encoding="utf-8")
     problems: list[Problem] = []
-    _, store = _cache(tmp_path).load(kb, problems)
+    store = _cache(tmp_path).load(kb, problems).store
     assert problems and store is None
 
 
@@ -253,11 +254,11 @@ def test_a_value_json_cannot_carry_keeps_the_kb_from_being_stored(tmp_path: Path
         encoding="utf-8",
     )
     cache = _cache(tmp_path)
-    loaded, store = cache.load(kb, [])
-    assert loaded is not None and store is not None
+    loaded, from_store, store = cache.load(kb, [])
+    assert loaded is not None and not from_store and store is not None
     store()
     assert not cache.file_for(kb).exists()
-    again, _ = cache.load(kb, [])
+    again = cache.load(kb, []).kb
     assert again == loaded
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -137,19 +137,26 @@ class KbCache:
         after = self.clock() - RACY_NS
         return any(max(int(s[2]), int(s[3])) >= after for s in stats)
 
-    def load(self, kb_path: Path, problems: list[Problem]) -> tuple[KnowledgeBase | None, StoreLater | None]:
-        """The KB (stored, or loaded from its files) and, when it should be stored, what to call
-        once the whole input has loaded without a problem."""
+    def load(self, kb_path: Path, problems: list[Problem]) -> Loaded:
+        """The KB, stored or loaded from its files (then, when it should be stored, what to call
+        once the whole input has loaded without a problem)."""
         stats = _stats(kb_path)
         if stats is not None and self.read:
             stored = self._stored(kb_path, stats)
             if stored is not None:
-                return stored, None
+                return Loaded(stored, from_store=True)
         before = len(problems)
         kb = load_kb(kb_path, problems)
         if not self.write or kb is None or len(problems) > before or stats is None or self._racy(stats):
-            return kb, None
-        return kb, StoreLater(self, kb_path, kb, stats)
+            return Loaded(kb)
+        return Loaded(kb, store=StoreLater(self, kb_path, kb, stats))
+
+
+class Loaded(NamedTuple):
+    kb: KnowledgeBase | None
+    # Read from the store: the KB passed its own checks (`cross_check`'s KB part) when stored.
+    from_store: bool = False
+    store: StoreLater | None = None
 
 
 @dataclass(frozen=True)
