@@ -48,4 +48,15 @@ def record_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPat
     the checks still leaves nothing written."""
     running = project_identity(kb).model_dump_json(indent=2)
     for _, root in locations:
-        write_text(root / PROJECT_FILE, running)
+        marker = root / PROJECT_FILE
+        # Unchanged is the rule (every run of a project records it): reading it costs less than
+        # writing and syncing a list of every entity id again.
+        if not _holds(marker, running):
+            write_text(marker, running)
+
+
+def _holds(marker: UPath, text: str) -> bool:
+    try:
+        return marker.is_file() and marker.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False

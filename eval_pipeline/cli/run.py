@@ -221,13 +221,22 @@ def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from eval_pipeline.cli.narrowed_run import cyclic_gc_paused
     from eval_pipeline.cli.project import refuse_other_project
+    from eval_pipeline.core.inputs.kb_cache import KbCache
     from eval_pipeline.core.inputs.validation import load_validated
 
     check_number("--fail-under", args.fail_under, low=0, high=100)
     check_junit(args.junit)
     warnings: list[Problem] = []
-    kb, banks = load_validated(args.kb, args.banks_dir, warnings)
+    # The validated KB stored beside the other caches: a warm run reads one file, not every entity.
+    kb_cache = (
+        KbCache(args.cache_dir, read=args.cache == "use", write=not args.dry_run)
+        if args.cache != "off"
+        else None
+    )
+    with cyclic_gc_paused():  # what loading builds lives to the end of the run: nothing to collect
+        kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")

@@ -8,6 +8,8 @@ the fresh answers); `off` neither reads nor writes and creates no file.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import sqlite3
@@ -21,14 +23,19 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import canonical_json, sha256_text
-from eval_pipeline.providers.base import InputType
+from eval_pipeline.providers.base import InputType, Vectors
 
 CacheMode = Literal["use", "refresh", "off"]
 Vector = npt.NDArray[np.float32]
 
 _BUSY_TIMEOUT_S = 30.0
 _MAX_PARAMS = 500  # stay far below SQLite's bound-parameter limit in IN (...) lookups
+_MATRICES_DIR = "matrices"
+# Entity matrices kept per embedder: a few KB versions back (a run on the one before an edit, two
+# KBs in turn) without growing with every edit.
+_MATRICES_KEPT = 4
 
 _RESPONSES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -226,6 +233,49 @@ class EmbeddingStore:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+
+    def get_matrix(self, embedder: str, hashes: Sequence[str]) -> Vectors | None:
+        """The vectors of `hashes`, row by row, from the one file a run stored for exactly these
+        hashes (`put_matrix`), or None. The file is checked against its own checksum, so a
+        corrupt one is never trusted (the rows then come from the store)."""
+        if self.mode != "use":
+            return None
+        try:
+            head, _, body = self._matrix_file(embedder, hashes).read_bytes().partition(b"\n")
+            if head.decode("ascii") != hashlib.sha256(body).hexdigest():
+                return None
+            matrix = np.load(io.BytesIO(body), allow_pickle=False)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != len(hashes):
+            return None
+        self._counters.count(hits=len(hashes), misses=0)
+        return matrix  # type: ignore[no-any-return]
+
+    def put_matrix(self, embedder: str, hashes: Sequence[str], matrix: Vectors) -> None:
+        """Store `matrix` (one row per hash) as one file, so the next run with the same entities
+        reads one array instead of a row each; only the newest few per embedder are kept."""
+        if self.mode == "off":
+            return
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
+        body = buffer.getvalue()
+        target = self._matrix_file(embedder, hashes)
+        try:
+            atomic_write_bytes(target, hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body)
+            kept = sorted(
+                target.parent.glob(f"{target.name.split('-')[0]}-*.bin"),
+                key=lambda f: f.stat().st_mtime_ns,
+                reverse=True,
+            )
+            for old in kept[_MATRICES_KEPT:]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            pass  # the rows stay in the store: the next run reads them from there
+
+    def _matrix_file(self, embedder: str, hashes: Sequence[str]) -> Path:
+        key = sha256_text("\n".join(hashes))
+        return self._db.path.parent / _MATRICES_DIR / f"{sha256_text(embedder)[:16]}-{key}.bin"
 
     def close(self) -> None:
         self._db.close()

@@ -327,13 +327,19 @@ class SemanticPipeline:
         """Index the SEMANTIC entities. Raises on failure: without an index no test can run."""
         entities = _semantic(kb_entities)
         hashes = [e.content_hash for e in entities]
-        known = self._store.get_many(self._embedder.name, hashes) if self._store else {}
-        todo = [e for e in entities if e.content_hash not in known]
         tally = _Tally()
-        fresh = await self._embed_documents(todo, tally)
-        vectors = {**known, **fresh}
-        matrix = np.stack([vectors[h] for h in hashes]) if entities else np.empty((0, 0))
-        self._index = _Index(entities, matrix.astype(np.float32))
+        todo: list[Entity] = []
+        # The whole matrix as one stored array when these entities were indexed before.
+        matrix = self._store.get_matrix(self._embedder.name, hashes) if self._store and entities else None
+        if matrix is None:
+            known = self._store.get_many(self._embedder.name, hashes) if self._store else {}
+            todo = [e for e in entities if e.content_hash not in known]
+            fresh = await self._embed_documents(todo, tally)
+            vectors = {**known, **fresh}
+            matrix = np.stack([vectors[h] for h in hashes]).astype(np.float32) if entities else None
+            if self._store and matrix is not None:
+                self._store.put_matrix(self._embedder.name, hashes, matrix)
+        self._index = _Index(entities, matrix if matrix is not None else np.empty((0, 0), dtype=np.float32))
         _blas()  # finding the process's BLAS libraries takes ~20 ms: here, not before the first rerank
         prompt_cache = None
         if isinstance(self._reranker, CatalogueReranker):

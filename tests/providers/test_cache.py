@@ -160,3 +160,78 @@ def test_a_one_entity_edit_re_embeds_one_entity(tmp_path: Path) -> None:
     again = prepare(EmbeddingStore(tmp_path), edited)
     assert again.texts == [edited[1].embedding_text()]
     assert len(prepare(EmbeddingStore(tmp_path, mode="refresh"), edited).texts) == 3
+
+
+def _matrix(rows: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, 4)).astype(np.float32)
+
+
+def _matrix_files(cache_dir: Path) -> list[Path]:
+    return sorted((cache_dir / "matrices").glob("*.bin"))
+
+
+def test_an_entity_matrix_is_read_back_only_for_the_same_embedder_and_entities(tmp_path: Path) -> None:
+    store, hashes, matrix = EmbeddingStore(tmp_path), ["h1", "h2", "h3"], _matrix(3)
+    store.put_matrix("emb", hashes, matrix)
+    got = EmbeddingStore(tmp_path).get_matrix("emb", hashes)
+    assert got is not None and got.dtype == np.float32 and np.array_equal(got, matrix)
+    assert store.get_matrix("other-embedder", hashes) is None
+    assert store.get_matrix("emb", ["h2", "h1", "h3"]) is None  # rows are in this order only
+    assert store.get_matrix("emb", ["h1", "h2"]) is None
+    # refresh writes but never reads; off neither reads nor writes.
+    assert EmbeddingStore(tmp_path, mode="refresh").get_matrix("emb", hashes) is None
+    EmbeddingStore(tmp_path / "off", mode="off").put_matrix("emb", hashes, matrix)
+    assert not (tmp_path / "off").exists()
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated", "no checksum", "empty", "row count"])
+def test_a_damaged_matrix_file_is_never_trusted(tmp_path: Path, damage: str) -> None:
+    store, hashes = EmbeddingStore(tmp_path), ["h1", "h2", "h3"]
+    store.put_matrix("emb", hashes, _matrix(3))
+    (file,) = _matrix_files(tmp_path)
+    data = bytearray(file.read_bytes())
+    if damage == "flipped byte":
+        data[-1] ^= 0x01
+    elif damage == "truncated":
+        data = data[: len(data) - 7]
+    elif damage == "no checksum":
+        data = data[data.index(b"\n") + 1 :]
+    elif damage == "empty":
+        data = bytearray()
+    file.write_bytes(bytes(data))
+    if damage == "row count":  # a whole, checksummed file of the wrong shape
+        store.put_matrix("emb", hashes, _matrix(2))
+    assert store.get_matrix("emb", hashes) is None
+
+
+def test_only_the_newest_matrices_of_an_embedder_are_kept(tmp_path: Path) -> None:
+    store = EmbeddingStore(tmp_path)
+    store.put_matrix("other", ["x"], _matrix(1))
+    for n in range(6):
+        store.put_matrix("emb", [f"h{n}"], _matrix(1, seed=n))
+    assert len(_matrix_files(tmp_path)) == 4 + 1
+    assert store.get_matrix("other", ["x"]) is not None
+    assert store.get_matrix("emb", ["h5"]) is not None and store.get_matrix("emb", ["h0"]) is None
+
+
+def test_an_index_from_the_stored_matrix_ranks_as_one_from_the_store(tmp_path: Path) -> None:
+    kb = [entity(name, f"{name} content") for name in ("gray_rock", "biff", "boundaries")]
+    prepare(EmbeddingStore(tmp_path), kb)  # embeds, stores the rows and the matrix
+
+    async def ranked(store: EmbeddingStore) -> tuple[list[str], list[float], int]:
+        embedder = CountingEmbedder()
+        pipeline = SemanticPipeline("m", embedder, CosineReranker(), store, concurrency=1)
+        await pipeline.prepare(kb)
+        done = await pipeline.retrieve("t", "friendly and firm")
+        return done.candidate_ids, [c.score for c in done.candidates], len(embedder.texts)
+
+    from_matrix = asyncio.run(ranked(EmbeddingStore(tmp_path)))
+    (file,) = _matrix_files(tmp_path)
+    file.write_bytes(b"0" * 64 + b"\nnot an array")  # rows from the store again
+    from_rows = asyncio.run(ranked(EmbeddingStore(tmp_path)))
+    assert from_matrix[:2] == from_rows[:2]
+    # The query once (the first time), never an entity again: the rows came from the store.
+    assert (from_matrix[2], from_rows[2]) == (1, 0)
+    hashes = sorted((e.entity_id, e.content_hash) for e in kb)
+    rebuilt = EmbeddingStore(tmp_path).get_matrix(LocalMiniLMEmbedder().name, [h for _, h in hashes])
+    assert rebuilt is not None and rebuilt.shape[0] == len(kb)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from eval_pipeline.core.inputs.banks import Expectations, PatternType
 from eval_pipeline.core.inputs.kb import FieldCondition, KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.kb_cache import KbCache, Loaded
 from eval_pipeline.core.inputs.loading import (
     Banks,
     InputError,
@@ -348,9 +349,13 @@ def cross_check(
     broken: frozenset[str] = frozenset(),
     now: datetime | None = None,
     warnings: list[Problem] | None = None,
+    kb_checked: bool = False,
 ) -> list[Problem]:
+    """Every cross-file problem; `kb_checked` skips the KB's own checks (a stored KB passed them
+    with this code when it was stored)."""
     c = _Checker(kb, banks, broken, now or datetime.now(UTC))
-    _check_kb(c, kb_path)
+    if not kb_checked:
+        _check_kb(c, kb_path)
     _check_duplicate_tests(c)
     _check_semantic(c)
     _check_state(c)
@@ -363,16 +368,21 @@ def cross_check(
 
 
 def load_validated(
-    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None
+    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None, kb_cache: KbCache | None = None
 ) -> tuple[KnowledgeBase, Banks]:
     """Load and cross-check everything; raise InputError listing every problem found. Warnings
-    (legal but probably unintended) are appended to `warnings` when given."""
+    (legal but probably unintended) are appended to `warnings` when given. With `kb_cache`, the
+    KB comes from its stored copy while its files are unchanged, and is stored once everything
+    has loaded without a problem."""
     problems: list[Problem] = []
-    kb = load_kb(kb_path, problems)
+    loaded = kb_cache.load(kb_path, problems) if kb_cache else Loaded(load_kb(kb_path, problems))
+    kb = loaded.kb
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
-    problems.extend(cross_check(kb, kb_path, banks, broken, warnings=warnings))
+    problems.extend(cross_check(kb, kb_path, banks, broken, warnings=warnings, kb_checked=loaded.from_store))
     if problems or kb is None:
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
+    if loaded.store is not None:
+        loaded.store()
     return kb, banks

@@ -1,0 +1,179 @@
+"""The validated KB, stored: a warm run reads one file instead of parsing and validating every
+entity file again.
+
+The stored KB is trusted only while every file the KB loads from is the same file it was: same
+name, size, mtime_ns, ctime_ns, inode and device (what git and make trust, plus ctime, which no
+user can set: restoring an edited file's mtime still moves its ctime), and while the code that
+validated it is the same (`code_version`). Anything else, a file added, edited, deleted or
+renamed, or a stored file that is unreadable, truncated or does not match its own checksum, is
+ignored and the KB is loaded from its files again, never half-trusted.
+
+A file changed within `RACY_NS` of when it was read could change again within the same tick of
+the filesystem's clock and keep its size and times, so a KB holding one is not stored (git's
+"racy" rule); the next run stores it. The limit: a change that keeps a file's size, mtime, ctime
+and inode (a clock set back, a disk edited underneath the filesystem) goes unseen;
+`--cache refresh` reloads from the files.
+
+One file per KB path, under the cache folder (`<cache>/kb/`), written atomically, and only after
+the whole input loaded without a problem, so bad input writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from eval_pipeline.core.code_version import code_version
+from eval_pipeline.core.fileio import atomic_write_bytes
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST, Problem, kb_entity_names, load_kb
+
+FORMAT = 1
+DIRECTORY = "kb"
+RACY_NS = 2_000_000_000  # covers coarse filesystem clocks (ticks of ms) and FAT's 2 s mtimes
+
+# File name (the manifest comes first, then the entity files), size, mtime_ns, ctime_ns, inode,
+# device.
+Stat = list[str | int]  # as JSON gives it back
+
+
+def _stat(name: str, file: str | Path, dir_fd: int | None = None) -> Stat:
+    info = os.stat(file, dir_fd=dir_fd)
+    return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
+def _stats(path: Path) -> list[Stat] | None:
+    """Each source file's identity, or None when one cannot be stat-ed (the load reports it)."""
+    try:
+        if not path.is_dir():
+            return [_stat(path.name, path)]
+        out = [_stat(KB_MANIFEST, path / KB_MANIFEST)]
+        names = kb_entity_names(path)
+        if names:
+            # Relative to the open folder: thousands of stats without resolving the path again.
+            folder = os.open(path / KB_ENTITIES_DIR, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                out += [_stat(name, name, folder) for name in names]
+            finally:
+                os.close(folder)
+        return out
+    except OSError:
+        return None
+
+
+class _Stored(BaseModel):
+    """What is stored of a KB: the KB as its files gave it (fields a file left out stay unset),
+    validated again when read (pydantic's JSON validation costs less than building the models
+    unvalidated in Python), and the hashes computed when it was stored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kb: KnowledgeBase
+    entity_hashes: list[str]
+    kb_hash: str
+
+    def knowledge_base(self) -> KnowledgeBase:
+        if len(self.entity_hashes) != len(self.kb.entities):
+            raise ValueError("one hash an entity")
+        for entity, content_hash in zip(self.kb.entities, self.entity_hashes, strict=True):
+            entity.__dict__["content_hash"] = content_hash  # the cached_property's slot
+        self.kb.__dict__["content_hash"] = self.kb_hash
+        return self.kb
+
+
+def _body(kb: KnowledgeBase) -> bytes | None:
+    """The stored form of `kb`, or None when a value would not come back as it was (YAML gives a
+    date where JSON gives a string): such a KB is loaded from its files every time."""
+    stored = _Stored(kb=kb, entity_hashes=[e.content_hash for e in kb.entities], kb_hash=kb.content_hash)
+    body = stored.model_dump_json(exclude_unset=True).encode("utf-8")
+    again = _Stored.model_validate_json(body).kb
+    same = again.model_dump() == kb.model_dump() and all(
+        a.model_fields_set == b.model_fields_set for a, b in zip(again.entities, kb.entities, strict=True)
+    )
+    return body if same else None
+
+
+@dataclass
+class KbCache:
+    """Where stored KBs live, whether to read them (`refresh` only writes) and whether to write
+    them (a dry run writes nothing)."""
+
+    directory: Path
+    read: bool = True
+    write: bool = True
+    clock: Callable[[], int] = time.time_ns  # for the racy rule; tests move it on
+
+    def file_for(self, kb_path: Path) -> Path:
+        name = hashlib.sha256(str(kb_path.resolve()).encode("utf-8")).hexdigest()[:32]
+        return self.directory / DIRECTORY / f"{name}.json"
+
+    def _header(self, kb_path: Path, stats: list[Stat]) -> dict[str, Any]:
+        return {"format": FORMAT, "code": code_version(), "kb": str(kb_path.resolve()), "files": stats}
+
+    def _stored(self, kb_path: Path, stats: list[Stat]) -> KnowledgeBase | None:
+        """The stored KB if it is there, whole, and of exactly these files and this code."""
+        try:
+            data = self.file_for(kb_path).read_bytes()
+            head, _, body = data.partition(b"\n")
+            header = json.loads(head)
+            expected = {**self._header(kb_path, stats), "sha256": hashlib.sha256(body).hexdigest()}
+            if header != expected:
+                return None
+            return _Stored.model_validate_json(body).knowledge_base()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            return None  # absent, unreadable or not ours: load from the files
+
+    def _racy(self, stats: list[Stat]) -> bool:
+        """Whether a file changed so recently that it could change again unseen (see above)."""
+        after = self.clock() - RACY_NS
+        return any(max(int(s[2]), int(s[3])) >= after for s in stats)
+
+    def load(self, kb_path: Path, problems: list[Problem]) -> Loaded:
+        """The KB, stored or loaded from its files (then, when it should be stored, what to call
+        once the whole input has loaded without a problem)."""
+        stats = _stats(kb_path)
+        if stats is not None and self.read:
+            stored = self._stored(kb_path, stats)
+            if stored is not None:
+                return Loaded(stored, from_store=True)
+        before = len(problems)
+        kb = load_kb(kb_path, problems)
+        if not self.write or kb is None or len(problems) > before or stats is None or self._racy(stats):
+            return Loaded(kb)
+        return Loaded(kb, store=StoreLater(self, kb_path, kb, stats))
+
+
+class Loaded(NamedTuple):
+    kb: KnowledgeBase | None
+    # Read from the store: the KB passed its own checks (`cross_check`'s KB part) when stored.
+    from_store: bool = False
+    store: StoreLater | None = None
+
+
+@dataclass(frozen=True)
+class StoreLater:
+    cache: KbCache
+    kb_path: Path
+    kb: KnowledgeBase
+    stats: list[Stat]
+
+    def __call__(self) -> None:
+        # The files may have changed while they were read: store only what is still current.
+        if _stats(self.kb_path) != self.stats:
+            return
+        body = _body(self.kb)
+        if body is None:
+            return
+        header = {**self.cache._header(self.kb_path, self.stats), "sha256": hashlib.sha256(body).hexdigest()}
+        # A cache that cannot be written is a slower next run, not a failed one.
+        with contextlib.suppress(OSError):
+            atomic_write_bytes(self.cache.file_for(self.kb_path), json.dumps(header).encode() + b"\n" + body)
