@@ -55,7 +55,7 @@ def record_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPat
             write_text(marker, running)
 
 
-def _holds(marker: UPath, text: str) -> bool:
+def _holds(marker: Path | UPath, text: str) -> bool:
     try:
         return marker.is_file() and marker.read_text(encoding="utf-8") == text
     except (OSError, UnicodeDecodeError):
