@@ -72,12 +72,20 @@ SLOW_FILES = frozenset(
 )
 
 
+def _slow_file(item: pytest.Item) -> bool:
+    where = item.path.relative_to(REPO / "tests").parts
+    return where[0] in SLOW_FOLDERS or where[-1] in SLOW_FILES
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    tests = REPO / "tests"
     for item in items:
-        where = item.path.relative_to(tests).parts
-        if where[0] in SLOW_FOLDERS or where[-1] in SLOW_FILES:
+        if _slow_file(item):
             item.add_marker(pytest.mark.slow)
+    # Slow files first, each file's tests in their order (a stable sort by file): with
+    # `--no-loadscope-reorder` xdist hands out files in this order, so the long files start early
+    # and the many quick ones fill the workers' gaps at the end. xdist's default order (most tests
+    # first) left the few-test, long files (Postgres, noise gate, automation) for last.
+    items.sort(key=lambda item: not _slow_file(item))
 
 
 @pytest.fixture
