@@ -7,18 +7,26 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+from tokenizers import Tokenizer
 
+from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.providers.base import Vectors
 from eval_pipeline.providers.local_embedder import (
     BATCH_SIZE,
     BATCH_TOKENS,
     DIM,
+    MAX_TOKENS,
     NAME,
     VENDORED_TOKENIZER,
     LocalMiniLMEmbedder,
     ModelFileError,
+    _feeds,
+    _session_options,
+    installed_model_path,
     plan_batches,
+    runtime,
 )
 
 
@@ -104,3 +112,54 @@ def test_batches_bound_rows_and_padded_tokens_and_cover_every_text_once() -> Non
     per = BATCH_TOKENS // 256
     assert plan_batches([256] * (2 * per + 1)) == [list(range(per)), list(range(per, 2 * per)), [2 * per]]
     assert plan_batches([]) == []
+
+
+def _domain_texts(domain: Path) -> list[str]:
+    """The second domain's entity texts and prompts, plus lengths that span several batches, an
+    empty text and one past the truncation limit."""
+    kb, banks = load_validated(domain / "kb.yaml", domain / "banks")
+    texts = [e.embedding_text() for e in kb.entities] + [t.prompt for t in banks.semantic_tests]
+    return texts + [" ".join(texts[i : i + 2]) for i in range(12)] + ["", " ".join(texts * 20)]
+
+
+def _bare_onnxruntime(texts: list[str]) -> Vectors:
+    """The floor, written independently: each text alone through its own session (so no padding
+    at all), mean of its token vectors in float64, unit length."""
+    tokenizer = Tokenizer.from_file(str(VENDORED_TOKENIZER))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    session = ort.InferenceSession(str(installed_model_path()), _session_options())
+    names = {i.name for i in session.get_inputs()}
+    out = []
+    for text in texts:
+        enc = tokenizer.encode(text)
+        feeds = {
+            "input_ids": np.array([enc.ids], dtype=np.int64),
+            "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
+        }
+        hidden = session.run(None, {k: v for k, v in feeds.items() if k in names})[0][0]
+        mean = hidden.astype(np.float64).mean(axis=0)
+        out.append(mean / np.linalg.norm(mean))
+    return np.array(out, dtype=np.float32)
+
+
+def test_vectors_match_bare_onnxruntime_text_by_text(embedder: LocalMiniLMEmbedder, tenant: Path) -> None:
+    texts = _domain_texts(tenant)
+    assert len(texts) > BATCH_SIZE  # several batches, each padded
+    np.testing.assert_allclose(embed(embedder, texts), _bare_onnxruntime(texts), atol=1e-6, rtol=0)
+
+
+def test_a_batch_is_padded_as_the_tokenizer_itself_pads(tenant: Path) -> None:
+    rt = runtime(installed_model_path(), VENDORED_TOKENIZER)
+    texts = _domain_texts(tenant)[:BATCH_SIZE]
+    padded = Tokenizer.from_file(str(VENDORED_TOKENIZER))
+    padded.enable_truncation(max_length=MAX_TOKENS)
+    padded.enable_padding()  # to the longest row, with the vocabulary's pad id
+    expected = padded.encode_batch(texts)
+    feeds = _feeds(rt, rt.tokenizer.encode_batch_fast(texts))
+    assert all(v.dtype == np.int64 and v.flags.c_contiguous for v in feeds.values())
+    assert feeds["input_ids"].tolist() == [e.ids for e in expected]
+    assert feeds["attention_mask"].tolist() == [e.attention_mask for e in expected]
+    if "token_type_ids" in feeds:
+        assert feeds["token_type_ids"].tolist() == [e.type_ids for e in expected]
