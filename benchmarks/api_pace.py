@@ -393,13 +393,12 @@ async def _with_bare(bench: Bench, tier: Tier, row: Row, floor_s: float) -> Row:
                 bare.append(await bench.bare(bodies, tier.concurrency))
     ratio, bare_ratio = statistics.median(ours) / floor_s, statistics.median(bare) / floor_s
     print(f"{NAME} {tier.name}, in turns: ours {ratio:.3f}× floor, bare SDKs {bare_ratio:.3f}×", flush=True)
-    return replace(
+    return _judged_on_median(
         row,
-        measured=f"ours {ratio:.3f}× floor (median of {BARE_ROUNDS}; bare SDKs {bare_ratio:.3f}×); first "
-        + row.measured.removeprefix("ours "),
-        met=ratio <= MAX_RATIO,
-        detail=row.detail
-        + f"; in turns, {BARE_ROUNDS} rounds: ours {_seconds(ours)}, the bare SDKs making the same calls "
+        ours,
+        floor_s,
+        f"; bare SDKs {bare_ratio:.3f}×",
+        f"; in turns, {BARE_ROUNDS} rounds: ours {_seconds(ours)}, the bare SDKs making the same calls "
         + _seconds(bare),
     )
 
@@ -408,14 +407,22 @@ async def _median_of_rounds(bench: Bench, tier: Tier, row: Row, floor_s: float) 
     """A latency-bound tier again, BARE_ROUNDS more runs of ours, judged on their median: a single
     run of a few seconds on a shared machine moves by several percent from pass to pass."""
     ours = [(await bench.ours(tier, f"round-{r}")).seconds for r in range(BARE_ROUNDS)]
+    print(
+        f"{NAME} {tier.name}, {BARE_ROUNDS} rounds: ours {statistics.median(ours) / floor_s:.3f}× floor",
+        flush=True,
+    )
+    return _judged_on_median(row, ours, floor_s, "", f"; {BARE_ROUNDS} more rounds: ours {_seconds(ours)}")
+
+
+def _judged_on_median(row: Row, ours: Sequence[float], floor_s: float, beside: str, detail: str) -> Row:
+    """`row` judged on ours' median over more rounds, its first pass kept beside it."""
     ratio = statistics.median(ours) / floor_s
-    print(f"{NAME} {tier.name}, {BARE_ROUNDS} rounds: ours {ratio:.3f}× floor", flush=True)
     return replace(
         row,
-        measured=f"ours {ratio:.3f}× floor (median of {BARE_ROUNDS}); first "
+        measured=f"ours {ratio:.3f}× floor (median of {len(ours)}{beside}); first "
         + row.measured.removeprefix("ours "),
         met=ratio <= MAX_RATIO,
-        detail=row.detail + f"; {BARE_ROUNDS} more rounds: ours {_seconds(ours)}",
+        detail=row.detail + detail,
     )
 
 
