@@ -5,17 +5,14 @@ hard fails and penalties in the run, for a full scope and a scope without the se
 
 from __future__ import annotations
 
-import shutil
 import zlib
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism, SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
 from eval_pipeline.core.report.failure_lines import failure_lines
 from eval_pipeline.core.report.failures import failing_tests
@@ -28,18 +25,8 @@ from eval_pipeline.core.scoring.results import TestStatus
 from eval_pipeline.core.scoring.run_document import parse_document
 from eval_pipeline.core.verdicts.run_gate import Gates
 
-REPO = Path(__file__).resolve().parents[2]
 TRIALS = 2
 WITHOUT_SEMANTIC = Scope(banks=frozenset({Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS}))
-
-
-@pytest.fixture(params=["sample", "tenant"])
-def project(request: pytest.FixtureRequest, tenant: Path, tmp_path: Path) -> tuple[KnowledgeBase, Banks]:
-    if request.param == "tenant":
-        return load_validated(tenant / "kb.yaml", tenant / "banks", [])
-    shutil.copytree(REPO / "kb", tmp_path / "kb")
-    shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
-    return load_validated(tmp_path / "kb", tmp_path / "test_banks", [])
 
 
 def _retrieval(test: SemanticTest, trial: int, kb: KnowledgeBase) -> SemanticRetrieval:
@@ -90,9 +77,9 @@ def _evaluation(kb: KnowledgeBase, banks: Banks, scope: Scope) -> Evaluation:
 
 @pytest.mark.parametrize("scope", [Scope(), WITHOUT_SEMANTIC], ids=["full", "without-semantic"])
 def test_what_is_made_from_memory_is_what_the_file_gives(
-    project: tuple[KnowledgeBase, Banks], scope: Scope
+    sample_or_tenant: tuple[KnowledgeBase, Banks], scope: Scope
 ) -> None:
-    kb, banks = project
+    kb, banks = sample_or_tenant
     run = _evaluation(kb, banks, scope)
     doc, grouped = run.document, run.grouped
     written = doc.model_dump_json(indent=2)

@@ -3,34 +3,19 @@ the run document and its gate decision out, on the sample and on the second doma
 
 from __future__ import annotations
 
-import shutil
 from datetime import UTC, datetime
-from pathlib import Path
-
-import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
 from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate, verdict
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.verdicts.run_gate import Gates, GateStatus, gate_decision
 
-REPO = Path(__file__).resolve().parents[2]
 DATE = "2026-11-20"
 DETERMINISTIC = Scope(banks=frozenset({Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS}))
-
-
-@pytest.fixture(params=["sample", "tenant"])
-def project(request: pytest.FixtureRequest, tenant: Path, tmp_path: Path) -> tuple[KnowledgeBase, Banks]:
-    if request.param == "tenant":
-        return load_validated(tenant / "kb.yaml", tenant / "banks", [])
-    shutil.copytree(REPO / "kb", tmp_path / "kb")
-    shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
-    return load_validated(tmp_path / "kb", tmp_path / "test_banks", [])
 
 
 def _setup(kb: KnowledgeBase, banks: Banks) -> RunSetup:
@@ -47,9 +32,9 @@ def _setup(kb: KnowledgeBase, banks: Banks) -> RunSetup:
 
 
 def test_a_narrowed_evaluation_documents_and_judges_only_its_scope(
-    project: tuple[KnowledgeBase, Banks],
+    sample_or_tenant: tuple[KnowledgeBase, Banks],
 ) -> None:
-    kb, banks = project
+    kb, banks = sample_or_tenant
     run = evaluate(_setup(kb, banks), Observed(), DETERMINISTIC, Gates())
     doc = run.document
     assert set(doc.aggregate.banks) == {Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS}
@@ -62,8 +47,8 @@ def test_a_narrowed_evaluation_documents_and_judges_only_its_scope(
     assert (run.gate.model, run.gate.date) == ("m", DATE)
 
 
-def test_the_gates_given_are_the_gates_applied(project: tuple[KnowledgeBase, Banks]) -> None:
-    kb, banks = project
+def test_the_gates_given_are_the_gates_applied(sample_or_tenant: tuple[KnowledgeBase, Banks]) -> None:
+    kb, banks = sample_or_tenant
     run = evaluate(_setup(kb, banks), Observed(), DETERMINISTIC, Gates(fail_under=100.5))
     assert run.gate.status is GateStatus.FAILED
     assert any(r.startswith("combined score") and "under 100.5" in r for r in run.gate.reasons)
@@ -71,9 +56,9 @@ def test_the_gates_given_are_the_gates_applied(project: tuple[KnowledgeBase, Ban
 
 
 def test_errored_retrievals_make_the_verdict_unknown_never_a_pass(
-    project: tuple[KnowledgeBase, Banks],
+    sample_or_tenant: tuple[KnowledgeBase, Banks],
 ) -> None:
-    kb, banks = project
+    kb, banks = sample_or_tenant
     scope = Scope(banks=frozenset({Mechanism.SEMANTIC}))
     down = [
         SemanticRetrieval(test_id=t.test_id, model="m", status="errored", error="reranker down")
@@ -84,8 +69,10 @@ def test_errored_retrievals_make_the_verdict_unknown_never_a_pass(
     assert run.gate.status is GateStatus.UNEVALUABLE and not run.gate.passed
 
 
-def test_retrievals_are_scored_against_the_expectations(project: tuple[KnowledgeBase, Banks]) -> None:
-    kb, banks = project
+def test_retrievals_are_scored_against_the_expectations(
+    sample_or_tenant: tuple[KnowledgeBase, Banks],
+) -> None:
+    kb, banks = sample_or_tenant
     test = banks.semantic_tests[0]
     scope = Scope(banks=frozenset({Mechanism.SEMANTIC}), test_ids=frozenset({test.test_id}))
     wanted = test.original_expectations().expected_primary
