@@ -66,11 +66,12 @@ def start_date() -> str:
     as missing; a past date asked for lowers it (`lower_start`)."""
     text = os.environ.get(START_DATE_ENV)
     if not text:
-        # Here, not at the top: parsing the command line imports this module, and needs no upath.
+        # Here, not at the top: parsing the command line imports this module. A local results
+        # folder stays a Path, so every `run` (which reads this first) imports no upath for it.
         from eval_pipeline.providers.evaluated_dates import first_evaluated_date
-        from eval_pipeline.providers.object_store import output_path
+        from eval_pipeline.providers.object_store import output_location
 
-        first = first_evaluated_date(output_path(location_paths().results_root))
+        first = first_evaluated_date(output_location(location_paths().results_root))
         return min(first or today_utc(), today_utc())
     try:
         first = date.fromisoformat(text).isoformat()

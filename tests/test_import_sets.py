@@ -15,6 +15,7 @@ a module on the way shows here, not as a slower start a user notices later.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import date, timedelta
@@ -24,6 +25,7 @@ import pytest
 
 from eval_pipeline.cli import build_parser, main
 from eval_pipeline.core.dates import today_utc
+from eval_pipeline.location import START_DATE_ENV
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
 PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
@@ -56,8 +58,11 @@ print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watche
 
 
 def _probe(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
+    # As a user runs it: without the first-date setting the suite pins (tests/conftest.py), so the
+    # command works out the first date from the project, as every `run` does.
+    env = {k: v for k, v in os.environ.items() if k != START_DATE_ENV}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _PROBE, *argv], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])

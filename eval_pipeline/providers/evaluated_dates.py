@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import re
 from datetime import date
-
-from upath import UPath
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eval_pipeline.core.errors import CouldNotEvaluate
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 _DATE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -26,7 +29,7 @@ def _is_date(name: str) -> bool:
     return True
 
 
-def first_evaluated_date(root: UPath) -> str | None:
+def first_evaluated_date(root: Path | UPath) -> str | None:
     """The earliest `<root>/<model>/<date>` folder's date; None before any evaluation. Folders
     named `_…` (narrowed runs, comparisons) hold no model's evaluations and are passed over."""
     try:
