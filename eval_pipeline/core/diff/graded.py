@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from eval_pipeline.core.diff.model import BestDropped, DroppedEntity, NdcgChange, RunRef, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
-from eval_pipeline.core.inputs.banks import Expectations, Mechanism
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.metrics import graded_ndcg
@@ -31,14 +31,10 @@ NDCG10_STORED_SINCE = (1, 10)
 NDCG_POINTS = "nDCG@10 points"  # nDCG@10 × 100: the paired comparison's unit
 
 
-def is_graded(exp: Expectations) -> bool:
-    return any(g > 0 for g in exp.relevant.values())
-
-
 def _scored(rows: Sequence[AnyResult]) -> list[SemanticResult]:
     """The scored trials of a semantic test graded in every one of them; none otherwise."""
     semantic = [r for r in rows if isinstance(r, SemanticResult)]
-    if len(semantic) != len(rows) or not all(is_graded(r.expectations) for r in semantic):
+    if len(semantic) != len(rows) or not all(r.expectations.graded for r in semantic):
         return []
     return [r for r in semantic if r.status is TestStatus.SCORED]
 

@@ -52,9 +52,14 @@ class _Relevance(_Strict):
     expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
     relevant: dict[str, Gain] = Field(default_factory=dict, description="Graded judgments: entity -> gain")
 
+    @property
+    def graded(self) -> bool:
+        """Whether a graded judgment names something relevant (a gain above 0)."""
+        return any(g > 0 for g in self.relevant.values())
+
     @model_validator(mode="after")
     def _names_something_relevant(self) -> _Relevance:
-        if not (self.expected_primary or self.expected_any or any(g > 0 for g in self.relevant.values())):
+        if not (self.expected_primary or self.expected_any or self.graded):
             raise ValueError("needs expected_primary, expected_any or a relevant entity with gain > 0")
         return self
 

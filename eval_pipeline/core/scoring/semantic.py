@@ -48,14 +48,13 @@ def evaluate_selection(
     graded test's nDCG@10 is measured on; without it, the selection alone."""
     missing = [e for e in exp.expected_primary if e not in selected]
     missing_any = [] if any(e in selected for e in exp.expected_any) else list(exp.expected_any)
-    graded = any(g > 0 for g in exp.relevant.values())
-    no_relevant = graded and not any(exp.relevant.get(e, 0) > 0 for e in selected)
+    no_relevant = exp.graded and not any(exp.relevant.get(e, 0) > 0 for e in selected)
     return SemanticEvaluation(
         primary_pass=not (missing or missing_any or no_relevant),
         missing_primary=missing,
         missing_any=missing_any,
         no_relevant_selected=no_relevant,
-        graded_ndcg=graded_ndcg(selected if ranking is None else ranking, exp) if graded else None,
+        graded_ndcg=graded_ndcg(selected if ranking is None else ranking, exp) if exp.graded else None,
         secondary_missing=[e for e in exp.expected_secondary if e not in selected],
         false_positives=[e for e in exp.not_expected if e in selected],
         rank_violations=rank_violations(selected, exp.rank_check),
