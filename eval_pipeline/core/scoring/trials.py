@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from typing import Generic, TypeVar
 
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
@@ -42,13 +41,25 @@ def trial_of(result: ResultBase) -> int:
 class TestTrials(Generic[R]):
     """A test's result rows, in trial order, judged against one pass threshold.
 
-    Its score and hard fail are computed once: the aggregate, the failing tests and every report
-    ask them of each test several times a run."""
+    Its scores, mean score and hard fail are computed once, when it is made: the aggregate, the
+    failing tests and every report ask them of each test several times a run (computing them on
+    first use, with `cached_property`, cost more than computing them: it takes a lock each time)."""
 
     __test__ = False  # not a pytest test class despite the name
 
     rows: tuple[R, ...]
     threshold: int = DEFAULT_PASS_THRESHOLD
+    scores: list[int] = field(init=False, repr=False, compare=False)
+    score: float | None = field(init=False, repr=False, compare=False)
+    # Conservative: a primary that goes missing in any trial can go missing in production.
+    hard_fail: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        scores = [r.score for r in self.rows if r.score is not None]
+        object.__setattr__(self, "scores", scores)
+        # Whole points: their sum is exact, so one division rounds the mean as statistics.fmean does.
+        object.__setattr__(self, "score", sum(scores) / len(scores) if scores else None)
+        object.__setattr__(self, "hard_fail", any(r.hard_fail for r in self.rows))
 
     @property
     def first(self) -> R:
@@ -62,23 +73,9 @@ class TestTrials(Generic[R]):
     def trials(self) -> int:
         return len(self.rows)
 
-    @cached_property
-    def scores(self) -> list[int]:
-        return [r.score for r in self.rows if r.score is not None]
-
-    @cached_property
-    def score(self) -> float | None:
-        scores = self.scores
-        return statistics.fmean(scores) if scores else None
-
     @property
     def status(self) -> TestStatus:
         return TestStatus.SCORED if self.scores else TestStatus.ERRORED
-
-    @cached_property
-    def hard_fail(self) -> bool:
-        # Conservative: a primary that goes missing in any trial can go missing in production.
-        return any(r.hard_fail for r in self.rows)
 
     @property
     def no_relevant_selected(self) -> bool:
