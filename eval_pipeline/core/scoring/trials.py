@@ -41,9 +41,9 @@ def trial_of(result: ResultBase) -> int:
 class TestTrials(Generic[R]):
     """A test's result rows, in trial order, judged against one pass threshold.
 
-    Its scores, mean score and hard fail are computed once, when it is made: the aggregate, the
-    failing tests and every report ask them of each test several times a run (computing them on
-    first use, with `cached_property`, cost more than computing them: it takes a lock each time)."""
+    What the aggregate, the failing tests and every report ask of each test, several times a run,
+    is found once, when it is made (`cached_property` found it on first use at a higher cost: it
+    takes a lock each time)."""
 
     __test__ = False  # not a pytest test class despite the name
 
@@ -53,13 +53,17 @@ class TestTrials(Generic[R]):
     score: float | None = field(init=False, repr=False, compare=False)
     # Conservative: a primary that goes missing in any trial can go missing in production.
     hard_fail: bool = field(init=False, repr=False, compare=False)
+    # Conservative like `hard_fail`: a trial that selected nothing relevant fails the test.
+    no_relevant_selected: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        scores = [r.score for r in self.rows if r.score is not None]
+        outcomes = [r.outcome for r in self.rows if r.outcome is not None]
+        scores = [o.score for o in outcomes]
         object.__setattr__(self, "scores", scores)
         # Whole points: their sum is exact, so one division rounds the mean as statistics.fmean does.
         object.__setattr__(self, "score", sum(scores) / len(scores) if scores else None)
-        object.__setattr__(self, "hard_fail", any(r.hard_fail for r in self.rows))
+        object.__setattr__(self, "hard_fail", any([o.hard_fail for o in outcomes]))
+        object.__setattr__(self, "no_relevant_selected", any([o.no_relevant_selected for o in outcomes]))
 
     @property
     def first(self) -> R:
@@ -76,11 +80,6 @@ class TestTrials(Generic[R]):
     @property
     def status(self) -> TestStatus:
         return TestStatus.SCORED if self.scores else TestStatus.ERRORED
-
-    @property
-    def no_relevant_selected(self) -> bool:
-        # Conservative like `hard_fail`: a trial that selected nothing relevant fails the test.
-        return any(r.no_relevant_selected for r in self.rows)
 
     @property
     def outcome(self) -> Outcome:
