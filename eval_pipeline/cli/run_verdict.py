@@ -57,7 +57,7 @@ def report_runs(
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
             runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
             continue
-        # Grouped and its failures found once, for every report.
+        # One reading for every report below: grouped once, its failing tests found once.
         reading = held.reading if held is not None else reading_of(read_document(run_dir / RESULTS_FILE))
         doc = reading.document
         diff_file = run_dir / REGRESSION_DIFF_FILE
