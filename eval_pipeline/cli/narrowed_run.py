@@ -176,7 +176,7 @@ def _evaluate_model(
     # The gate decision beside the results, as the graph's release gate writes it: `_report`
     # reads the stored decision for every kind of run, so no verdict is derived twice.
     atomic_write_text(run_dir / RESULTS_FILE, evaluation.document.model_dump_json(indent=2))
-    atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document, grouped=evaluation.grouped))
+    atomic_write_text(run_dir / REPORT_FILE, render_markdown(evaluation.document, reading=evaluation.reading))
     atomic_write_text(run_dir / GATE_FILE, evaluation.gate.model_dump_json(indent=2))
     _say(f"  finished model {model}")
     return evaluation

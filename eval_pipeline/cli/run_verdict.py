@@ -34,10 +34,9 @@ def report_runs(
     `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
     process has just written (a narrowed run), used as they are instead of read back."""
     from eval_pipeline.core.report.failure_lines import failure_lines
-    from eval_pipeline.core.report.failures import failing_tests
     from eval_pipeline.core.report.markdown import console_summary
+    from eval_pipeline.core.report.reading import reading_of
     from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
-    from eval_pipeline.core.scoring.grouped import group_document
     from eval_pipeline.core.scoring.run_document import (
         GATE_FILE,
         REGRESSION_DIFF_FILE,
@@ -58,8 +57,9 @@ def report_runs(
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
             runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
             continue
-        doc = held.document if held is not None else read_document(run_dir / RESULTS_FILE)
-        grouped = held.grouped if held is not None else group_document(doc)  # once, for every report
+        # One reading for every report below: grouped once, its failing tests found once.
+        reading = held.reading if held is not None else reading_of(read_document(run_dir / RESULTS_FILE))
+        doc = reading.document
         diff_file = run_dir / REGRESSION_DIFF_FILE
         regression = None
         if scope.is_full and diff_file.is_file():
@@ -70,17 +70,17 @@ def report_runs(
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
         code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
-        print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE), failing_tests(doc, grouped))))
+        print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE), reading.failures)))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
             print(f"  html: {run_dir / REPORT_HTML_FILE}")
         if held is None and not (run_dir / GATE_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
-            runs.append(ModelRun(model, doc, None, "no gate decision was written", grouped))
+            runs.append(ModelRun(model, doc, None, "no gate decision was written", reading))
             continue
         gate = held.gate if held is not None else read_gate(run_dir / GATE_FILE)
-        runs.append(ModelRun(model, doc, gate, grouped=grouped))
+        runs.append(ModelRun(model, doc, gate, reading=reading))
         if not gate.passed:
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, exit_for_gate(gate.status))

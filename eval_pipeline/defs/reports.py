@@ -20,6 +20,7 @@ from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.pipeline import RunSetup, ScoredBanks, assemble_document, verdict
+from eval_pipeline.core.report.reading import reading_of
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
@@ -146,7 +147,8 @@ def run_report(
     doc = reevaluate_all(
         doc, test_banks, resolved_expectations.resolved, _stored_reevaluations(context, out_dir)
     )
-    markdown = render_markdown(doc)
+    # Both routes to `doc` derive its sections here (assemble_document, reevaluate_all).
+    markdown = render_markdown(doc, reading=reading_of(doc, derived_here=True))
     results_json = doc.model_dump_json(indent=2)
     write_text(out_dir / RESULTS_FILE, results_json)
     write_text(out_dir / REPORT_FILE, markdown)

@@ -6,7 +6,10 @@ hard fails and penalties in the run, for a full scope and a scope without the se
 from __future__ import annotations
 
 import zlib
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -21,11 +24,13 @@ from eval_pipeline.core.report.pipeline import Evaluation, Observed, RunSetup, e
 from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
 from eval_pipeline.core.scoring.aggregate import REFERENCE, aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.metrics import attributions
 from eval_pipeline.core.scoring.results import TestStatus
 from eval_pipeline.core.scoring.run_document import parse_document
 from eval_pipeline.core.verdicts.run_gate import Gates
 
 TRIALS = 2
+READING = "eval_pipeline.core.report.reading"
 WITHOUT_SEMANTIC = Scope(banks=frozenset({Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS}))
 
 
@@ -81,7 +86,7 @@ def test_what_is_made_from_memory_is_what_the_file_gives(
 ) -> None:
     kb, banks = sample_or_tenant
     run = _evaluation(kb, banks, scope)
-    doc, grouped = run.document, run.grouped
+    doc, grouped = run.document, run.reading.grouped
     written = doc.model_dump_json(indent=2)
     read = parse_document(written, "results.json")
     assert read.model_dump_json(indent=2) == written  # the file model writes the same results.json
@@ -93,10 +98,13 @@ def test_what_is_made_from_memory_is_what_the_file_gives(
         assert any(r.outcome is not None and r.outcome.penalties for r in read.semantic)
     else:
         assert grouped.semantic == [] and doc.aggregate.topic_scores == {}
-    # Everything made from the grouping held in memory equals the same made from the file alone.
-    assert render_markdown(doc, grouped=grouped) == render_markdown(read)
-    assert failure_lines(doc, "report.md", failing_tests(doc, grouped)) == failure_lines(read, "report.md")
-    assert render_run_junit([ModelRun("m", doc, run.gate, grouped=grouped)]) == render_run_junit(
+    # Everything made from the reading held in memory (its grouping, failing tests and the stage
+    # attribution the document stored) equals the same made from the file alone.
+    markdown = render_markdown(doc, reading=run.reading)
+    assert markdown == render_markdown(read)
+    assert ("## Stage attribution" in markdown) is scope.runs(Mechanism.SEMANTIC)
+    assert failure_lines(doc, "report.md", run.reading.failures) == failure_lines(read, "report.md")
+    assert render_run_junit([ModelRun("m", doc, run.gate, reading=run.reading)]) == render_run_junit(
         [ModelRun("m", read, run.gate)]
     )
     # The aggregate made from the handed-down grouping is the one made by grouping again.
@@ -110,3 +118,30 @@ def test_what_is_made_from_memory_is_what_the_file_gives(
         implementations=doc.aggregate.implementations,
     )
     assert again.model_dump_json() == doc.aggregate.model_dump_json()
+
+
+def test_a_run_finds_its_failing_tests_once_and_its_stage_attribution_never_again(
+    sample_or_tenant: tuple[KnowledgeBase, Banks], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """report.md, `run`'s output and its JUnit file share one search for the failing tests, and
+    report.md shows the attribution `with_derived` has just stored rather than finding it again."""
+    kb, banks = sample_or_tenant
+    run = _evaluation(kb, banks, Scope())
+    calls: Counter[str] = Counter()
+
+    def counted(name: str, found: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls[name] += 1
+            return found(*args)
+
+        return call
+
+    monkeypatch.setattr(f"{READING}.failing_tests", counted("failing_tests", failing_tests))
+    monkeypatch.setattr(f"{READING}.attributions", counted("attributions", attributions))
+    render_markdown(run.document, reading=run.reading)
+    failure_lines(run.document, "report.md", run.reading.failures)
+    render_run_junit([ModelRun("m", run.document, run.gate, reading=run.reading)])
+    assert calls == {"failing_tests": 1}
+    assert run.reading.stage_attribution  # the run has some: not found again is not none found
+    render_markdown(run.document)  # a document read back finds both again
+    assert calls == {"failing_tests": 2, "attributions": 1}

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import CANDIDATE_K
-from eval_pipeline.core.report.failures import Failure, failing_tests
+from eval_pipeline.core.report.failures import Failure
+from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
-from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
-from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, attributions, is_judged, mean_metrics
+from eval_pipeline.core.scoring.metrics import Stage, StageAttribution, TestMetrics, is_judged, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TestTrials
@@ -215,8 +215,7 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
     ]
 
 
-def _stage_attribution(doc: RunDocument) -> list[str]:
-    found = attributions(doc.semantic, doc.candidate_depth)
+def _stage_attribution(found: Sequence[StageAttribution]) -> list[str]:
     if not found:
         return []
     counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
@@ -350,14 +349,12 @@ def all_results(doc: RunDocument) -> list[AnyResult]:
     return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
 
 
-def render_markdown(
-    doc: RunDocument, since: Sequence[str] = (), grouped: GroupedResults | None = None
-) -> str:
+def render_markdown(doc: RunDocument, since: Sequence[str] = (), reading: Reading | None = None) -> str:
     """The report; `since` is the "since last run" section, once the regression diff exists.
-    `grouped`: `doc`'s results by test, when the caller has grouped them already."""
+    `reading`: `doc` as the caller has read it already (grouped, its failures found)."""
     agg = doc.aggregate
     results = all_results(doc)
-    tests = group_document(doc) if grouped is None else grouped
+    run = reading_of(doc) if reading is None else reading
     lines = [
         f"# Retrieval evaluation — {doc.provenance.model} — {doc.provenance.date}",
         "",
@@ -368,15 +365,15 @@ def render_markdown(
         *_summary(agg),
         *_critical(agg),
         *since,
-        *_failing(failing_tests(doc, tests)),
+        *_failing(run.failures),
         *_distribution(agg),
         *_groups("Topic scores (semantic)", agg.topic_scores, "Topic"),
         *_groups("Category scores (semantic)", agg.category_scores, "Category"),
         *_ir_metrics(doc),
         *_sources(agg),
         *_semantic_failures(doc.semantic),
-        *_stage_attribution(doc),
-        *_trials(tests.semantic),
+        *_stage_attribution(run.stage_attribution),
+        *_trials(run.grouped.semantic),
         *_penalties(results),
         *_errored(results),
         *_handlers(agg),

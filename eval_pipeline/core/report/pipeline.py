@@ -23,6 +23,7 @@ from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.report.reading import Reading
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
@@ -35,7 +36,7 @@ from eval_pipeline.core.scoring.evaluation import (
     score_state,
     state_outputs,
 )
-from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
+from eval_pipeline.core.scoring.grouped import group_document
 from eval_pipeline.core.scoring.implementations import Implementations, score_system
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
@@ -118,11 +119,14 @@ class ScoredBanks:
 @dataclass(frozen=True)
 class Evaluation:
     """A run's document and the verdict on it: written side by side (results.json, gate.json).
-    `grouped`: the document's results by test, grouped once for the reports made from memory."""
+    `reading`: the document as every report made from memory reads it (grouped once)."""
 
-    document: RunDocument
+    reading: Reading
     gate: GateDecision
-    grouped: GroupedResults
+
+    @property
+    def document(self) -> RunDocument:
+        return self.reading.document
 
 
 def score_scope(setup: RunSetup, observed: Observed, scope: Scope) -> ScoredBanks:
@@ -194,7 +198,7 @@ def conclude(
     agg = aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations, semantic)
     document = assemble_document(provenance, agg, scored)
     grouped = group_document(document, semantic if Mechanism.SEMANTIC in agg.banks else None)
-    return Evaluation(document=document, gate=verdict(document, scope, gates), grouped=grouped)
+    return Evaluation(Reading(document, grouped, derived_here=True), verdict(document, scope, gates))
 
 
 def evaluate(setup: RunSetup, observed: Observed, scope: Scope, gates: Gates) -> Evaluation:

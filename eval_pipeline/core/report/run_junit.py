@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.failures import Failure, failing_tests
+from eval_pipeline.core.report.failures import Failure
 from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
 from eval_pipeline.core.report.markdown import fmt_score
-from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
+from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TestTrials
@@ -32,7 +32,7 @@ class ModelRun:
     document: RunDocument | None
     gate: GateDecision | None
     problem: str = ""  # why the document or the gate is missing
-    grouped: GroupedResults | None = None  # the document's results by test, when already grouped
+    reading: Reading | None = None  # the document as the caller has read it already
 
 
 def _classname(prefix: str, bank: Mechanism, first: AnyResult) -> str:
@@ -85,8 +85,9 @@ def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
     doc = run.document
     if doc is None:
         return []
-    grouped = group_document(doc) if run.grouped is None else run.grouped
-    failures = {(f.bank, f.test_id): f for f in failing_tests(doc, grouped)}
+    reading = reading_of(doc) if run.reading is None else run.reading
+    grouped = reading.grouped
+    failures = {(f.bank, f.test_id): f for f in reading.failures}
     suites = []
     for bank in Mechanism:
         tests = grouped.of(bank)

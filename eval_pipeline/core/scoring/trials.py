@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from typing import Generic, TypeVar
 
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
@@ -42,13 +41,29 @@ def trial_of(result: ResultBase) -> int:
 class TestTrials(Generic[R]):
     """A test's result rows, in trial order, judged against one pass threshold.
 
-    Its score and hard fail are computed once: the aggregate, the failing tests and every report
-    ask them of each test several times a run."""
+    What the aggregate, the failing tests and every report ask of each test, several times a run,
+    is found once, when it is made (`cached_property` found it on first use at a higher cost: it
+    takes a lock each time)."""
 
     __test__ = False  # not a pytest test class despite the name
 
     rows: tuple[R, ...]
     threshold: int = DEFAULT_PASS_THRESHOLD
+    scores: list[int] = field(init=False, repr=False, compare=False)
+    score: float | None = field(init=False, repr=False, compare=False)
+    # Conservative: a primary that goes missing in any trial can go missing in production.
+    hard_fail: bool = field(init=False, repr=False, compare=False)
+    # Conservative like `hard_fail`: a trial that selected nothing relevant fails the test.
+    no_relevant_selected: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        outcomes = [r.outcome for r in self.rows if r.outcome is not None]
+        scores = [o.score for o in outcomes]
+        object.__setattr__(self, "scores", scores)
+        # Whole points: their sum is exact, so one division rounds the mean as statistics.fmean does.
+        object.__setattr__(self, "score", sum(scores) / len(scores) if scores else None)
+        object.__setattr__(self, "hard_fail", any([o.hard_fail for o in outcomes]))
+        object.__setattr__(self, "no_relevant_selected", any([o.no_relevant_selected for o in outcomes]))
 
     @property
     def first(self) -> R:
@@ -62,28 +77,9 @@ class TestTrials(Generic[R]):
     def trials(self) -> int:
         return len(self.rows)
 
-    @cached_property
-    def scores(self) -> list[int]:
-        return [r.score for r in self.rows if r.score is not None]
-
-    @cached_property
-    def score(self) -> float | None:
-        scores = self.scores
-        return statistics.fmean(scores) if scores else None
-
     @property
     def status(self) -> TestStatus:
         return TestStatus.SCORED if self.scores else TestStatus.ERRORED
-
-    @cached_property
-    def hard_fail(self) -> bool:
-        # Conservative: a primary that goes missing in any trial can go missing in production.
-        return any(r.hard_fail for r in self.rows)
-
-    @property
-    def no_relevant_selected(self) -> bool:
-        # Conservative like `hard_fail`: a trial that selected nothing relevant fails the test.
-        return any(r.no_relevant_selected for r in self.rows)
 
     @property
     def outcome(self) -> Outcome:
