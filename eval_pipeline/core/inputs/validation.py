@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval_pipeline.core.inputs.banks import Expectations, PatternType
+from eval_pipeline.core.inputs.banks import Expectations, PatternType, SemanticTest
 from eval_pipeline.core.inputs.kb import FieldCondition, KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.kb_cache import KbCache, Loaded
 from eval_pipeline.core.inputs.loading import (
@@ -162,28 +162,39 @@ def _check_duplicate_tests(c: _Checker) -> None:
                 seen[test.test_id] = rel
 
 
-def check_expectations(c: _Checker, file: str, item: str, exp: Expectations, prefix: str = "") -> None:
+def check_expectations(
+    c: _Checker, file: str, item: str, exp: Expectations | SemanticTest, prefix: str = ""
+) -> None:
+    """`exp` is an Expectations, or a test read as its own (the fields are the same, and building
+    an Expectations for each of thousands of tests would validate them all over again)."""
     roles = _roles(exp)
     for role, ids in roles.items():
         c.refs(file, item, f"{prefix}{role}", ids, SEMANTIC_MODES)
-    ranks = [e for rc in exp.rank_check for e in (rc.higher, rc.lower)]
-    c.refs(file, item, f"{prefix}rank_check", ranks, SEMANTIC_MODES)
-    wanted = {*exp.expected_primary, *exp.expected_secondary}
-    for eid in sorted(wanted & set(exp.not_expected)):
-        c.add(file, item, f"{prefix}not_expected", f"'{eid}' is both expected and not expected")
+    ranked = [e for rc in exp.rank_check for e in (rc.higher, rc.lower)]
+    c.refs(file, item, f"{prefix}rank_check", ranked, SEMANTIC_MODES)
+    if exp.not_expected:
+        wanted = {*exp.expected_primary, *exp.expected_secondary}
+        for eid in sorted(wanted.intersection(exp.not_expected)):
+            c.add(file, item, f"{prefix}not_expected", f"'{eid}' is both expected and not expected")
     _check_one_role(c, file, item, prefix, roles)
+    if ranked:  # most tests rank nothing
+        _check_ranks(c, file, item, f"{prefix}rank_check", exp, ranked)
+
+
+def _check_ranks(
+    c: _Checker, file: str, item: str, fld: str, exp: Expectations | SemanticTest, ranked: list[str]
+) -> None:
     for rc in exp.rank_check:
         if rc.higher == rc.lower:
-            c.add(file, item, f"{prefix}rank_check", f"'{rc.higher}' is ranked against itself")
-    forbidden = set(exp.not_expected)
-    for eid in sorted({e for rc in exp.rank_check for e in (rc.higher, rc.lower)} & forbidden):
-        c.add(file, item, f"{prefix}rank_check", f"'{eid}' is not expected, so it can never be ranked")
+            c.add(file, item, fld, f"'{rc.higher}' is ranked against itself")
+    for eid in sorted(set(ranked).intersection(exp.not_expected)):
+        c.add(file, item, fld, f"'{eid}' is not expected, so it can never be ranked")
     cycle = _rank_cycle([(rc.higher, rc.lower) for rc in exp.rank_check if rc.higher != rc.lower])
     if cycle:
-        c.add(file, item, f"{prefix}rank_check", "circular: " + " > ".join(cycle))
+        c.add(file, item, fld, "circular: " + " > ".join(cycle))
 
 
-def _roles(exp: Expectations) -> dict[str, list[str]]:
+def _roles(exp: Expectations | SemanticTest) -> dict[str, list[str]]:
     """Each role an entity can play in a semantic test, and the entities that play it."""
     return {
         "expected_primary": exp.expected_primary,
@@ -201,6 +212,8 @@ _NEW_ROLES = frozenset({"expected_any", "relevant"})
 
 def _check_one_role(c: _Checker, file: str, item: str, prefix: str, roles: dict[str, list[str]]) -> None:
     """An entity plays one role: a gain, an any-of member and a primary at once is ambiguous."""
+    if not any(roles[role] for role in _NEW_ROLES):
+        return  # the usual case: without a newer role, no second role is an error
     seen: dict[str, list[str]] = {}
     for role, ids in roles.items():
         for eid in dict.fromkeys(ids):
@@ -243,7 +256,7 @@ def _check_semantic(c: _Checker) -> None:
     file = c.path(c.banks.layout.semantic)
     vocabulary = c.kb.vocabulary if c.kb else None
     for t in c.banks.semantic.tests:
-        check_expectations(c, file, t.test_id, t.original_expectations())
+        check_expectations(c, file, t.test_id, t)
         if vocabulary is not None:
             _check_vocabulary(c, file, t.test_id, "category", [t.category], vocabulary.categories)
             _check_vocabulary(c, file, t.test_id, "topics", t.topics, vocabulary.topics)
