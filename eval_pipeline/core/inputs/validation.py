@@ -227,8 +227,9 @@ def _check_one_role(c: _Checker, file: str, item: str, prefix: str, roles: dict[
     for role, ids in roles.items():
         for eid in dict.fromkeys(ids):
             seen.setdefault(eid, []).append(role)
-    for eid, where in sorted(seen.items()):
-        if len(where) > 1 and _NEW_ROLES & set(where):
+    shared = sorted((eid, where) for eid, where in seen.items() if len(where) > 1)
+    for eid, where in shared:
+        if not _NEW_ROLES.isdisjoint(where):
             c.add(
                 file,
                 item,
