@@ -55,6 +55,9 @@ def test_the_size_limit_is_named(tmp_path: Path) -> None:
             "state_conditions.d.gte",
         ),
         ("a: 1.0e+400\n", ".yaml", "inf is not a finite number", "-", "a"),
+        ('[{"test_id": "T-2", "w": [Infinity]}]', ".json", "inf is not a finite number", "T-2", "w.0"),
+        ("- entity_id: e2\n  v: [1.5, -.inf]\n", ".yaml", "-inf is not a finite number", "e2", "v.1"),
+        ("a: !!float '1e999'\n", ".yaml", "inf is not a finite number", "-", "a"),
     ],
 )
 def test_non_finite_numbers_are_refused_where_they_are(

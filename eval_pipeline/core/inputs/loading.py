@@ -6,6 +6,7 @@ field. Callers print them one per line and exit 2; nothing here raises for a use
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
@@ -173,6 +174,10 @@ def parse_collection(
     """
     if not isinstance(data, dict) or not isinstance(data.get(items_key), list):
         return parse_model(model, data, shown, problems, id_key)
+    # Valid as a whole (the usual case): one validation. Only a file with a problem is taken
+    # apart, to report every item's problems.
+    with contextlib.suppress(ValidationError):
+        return model.model_validate(data)
     item_model = model.model_fields[items_key].annotation
     items = data[items_key]
     header = parse_model(model, {**data, items_key: []}, shown, problems, id_key)

@@ -42,7 +42,15 @@ _SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _StrictYamlLoader(_SafeBase):  # type: ignore[misc]
-    """Safe YAML that refuses duplicate keys."""
+    """Safe YAML that refuses duplicate keys and notes whether it read a non-finite number."""
+
+    non_finite = False
+
+    def construct_yaml_float(self, node: Any) -> float:
+        value: float = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            self.non_finite = True
+        return value
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -54,6 +62,10 @@ class _StrictYamlLoader(_SafeBase):  # type: ignore[misc]
             seen.add(key)
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
+
+
+# The float tag maps to the base class's function: point it at the override.
+_StrictYamlLoader.add_constructor("tag:yaml.org,2002:float", _StrictYamlLoader.construct_yaml_float)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
@@ -72,19 +84,34 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     return total
 
 
-def _parse_yaml(text: str) -> Any:
+def _parse_yaml(text: str) -> tuple[Any, bool]:
     loader = _StrictYamlLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, False
         # Aliases make a small file stand for a huge tree (a "billion laughs"): refuse it before
         # anything walks it.
         if _expanded_size(node, {}) > MAX_YAML_NODES:
             raise BadFile(f"invalid YAML: expands to more than {MAX_YAML_NODES:,} nodes through aliases")
-        return loader.construct_document(node)
+        return loader.construct_document(node), loader.non_finite
     finally:
         loader.dispose()
+
+
+def _parse_json(text: str) -> tuple[Any, bool]:
+    non_finite = False
+
+    # NaN, ±Infinity and a literal too large for a float (1e400) each reach one of these hooks.
+    def number(literal: str) -> float:
+        nonlocal non_finite
+        value = float(literal)
+        if not math.isfinite(value):
+            non_finite = True
+        return value
+
+    data = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=number, parse_constant=number)
+    return data, non_finite
 
 
 def _first_non_finite(data: Any) -> tuple[Loc, float] | None:
@@ -118,9 +145,7 @@ def _owner(data: Any, loc: Loc) -> tuple[str, str]:
 def parse_input_text(text: str, suffix: str) -> Any:
     """JSON (`.json`) or YAML text as plain data, or BadFile (with the line where known)."""
     try:
-        data = (
-            json.loads(text, object_pairs_hook=_no_duplicate_keys) if suffix == ".json" else _parse_yaml(text)
-        )
+        data, non_finite = _parse_json(text) if suffix == ".json" else _parse_yaml(text)
     except json.JSONDecodeError as exc:
         raise BadFile(f"invalid JSON: {exc.msg}", exc.lineno) from None
     except yaml.YAMLError as exc:
@@ -129,7 +154,9 @@ def parse_input_text(text: str, suffix: str) -> Any:
         raise BadFile(f"invalid YAML: {reason}", mark.line + 1 if mark is not None else None) from None
     except RecursionError:
         raise BadFile("nested too deeply to read") from None
-    bad = _first_non_finite(data)
+    # The parser noticed any non-finite number as it read it; only then is the document walked
+    # to say where the first one is.
+    bad = _first_non_finite(data) if non_finite else None
     if bad is not None:
         item, fld = _owner(data, bad[0])
         raise BadFile(f"{bad[1]} is not a finite number (NaN and infinity are refused)", item=item, field=fld)
