@@ -7,7 +7,8 @@ a module on the way shows here, not as a slower start a user notices later.
   cache, no onnxruntime and no tokenizer either (they load with the model, for a text to embed),
   nor what only other paths use (an object store's fsspec, a terminal's progress bar, the HTML
   report's templates, the locks of calibration writes, the retries of remote calls, the diff
-  models of a comparison, the records of a calibration log the project does not have);
+  models of a comparison, the records of a calibration log the project does not have, the crisis
+  patterns' regex engine with no pattern test in scope, the JUnit writer without `--junit`);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
   (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
 """
@@ -31,9 +32,15 @@ DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "loc
 PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
 NARROWED = {"dagster", "pandas"}
 MODEL_RUNTIME = {"onnxruntime", "tokenizers"}
-# A narrowed run is never compared (no diff models) and a project that never calibrated has no
-# calibration log to read (no calibration records).
-NOT_ASKED = {"eval_pipeline.core.diff.model", "eval_pipeline.core.calibration.records"}
+# A narrowed run is never compared (no diff models), a project that never calibrated has no
+# calibration log to read (no calibration records), a run without pattern tests matches no crisis
+# pattern (no regex) and one without --junit writes no JUnit file.
+NOT_ASKED = {
+    "eval_pipeline.core.diff.model",
+    "eval_pipeline.core.calibration.records",
+    "regex",
+    "eval_pipeline.core.report.junit",
+}
 WARM_NARROWED = (
     NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
 )
@@ -52,7 +59,7 @@ with contextlib.redirect_stdout(out):
         code = exc.code
 watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic", "upath", "fsspec",
            "rich", "jinja2", "filelock", "tenacity", "eval_pipeline.core.diff.model",
-           "eval_pipeline.core.calibration.records"}
+           "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 

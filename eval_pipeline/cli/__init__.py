@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
 
 
@@ -89,8 +90,9 @@ class _PipeSafeStdout(io.TextIOBase):
 
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     # Here, not at the top: `--help` and parsing import no pydantic model.
-    from eval_pipeline.core.inputs.loading import InputError
-    from eval_pipeline.core.inputs.text import one_line
+    with cyclic_gc_paused():  # the models it builds live to the end
+        from eval_pipeline.core.inputs.loading import InputError
+        from eval_pipeline.core.inputs.text import one_line
 
     try:
         return func(args)
@@ -115,7 +117,8 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with cyclic_gc_paused():  # every command's module and the parser live to the end
+        args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     stdout = sys.stdout
     sys.stdout = _PipeSafeStdout(stdout)

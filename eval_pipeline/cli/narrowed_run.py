@@ -4,14 +4,12 @@ the models' pipelines, without Dagster; its results and gate go to a folder name
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
+from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.dates import now_utc
@@ -25,20 +23,6 @@ if TYPE_CHECKING:
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
-
-
-@contextlib.contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: an evaluation allocates hundreds of thousands of small
-    objects and keeps nearly all of them to the end, so the collector's passes over them found
-    nothing and took ~40% of a warm 10,000-test run (reference counting still frees the rest)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def narrowed_run(

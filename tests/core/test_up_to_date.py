@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from eval_pipeline.core.code_version import code_version, dependency_versions, version_of
+from eval_pipeline.core.code_version import code_version, dependency_versions, installed_version, version_of
 from eval_pipeline.core.report.pipeline import scope_record
 from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
 from eval_pipeline.core.scoring.evaluation import Scope
@@ -133,3 +134,11 @@ def test_the_installed_code_version_names_the_runtime_dependencies_only() -> Non
     assert {"dagster", "onnxruntime", "anthropic", "voyageai", "pydantic"} <= names
     assert not names & {"pytest", "ruff", "mypy"}  # dev tools change no result
     assert len(code_version()) == 64
+
+
+def test_a_dependency_version_is_what_the_standard_library_reads() -> None:
+    # Every installed distribution: a version read otherwise would be a new code version.
+    dists = list(importlib.metadata.distributions())
+    assert len(dists) > 25
+    for dist in dists:
+        assert installed_version(dist.metadata["Name"]) == dist.version, dist.metadata["Name"]

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import regex
 from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import PatternRules
+
+if TYPE_CHECKING:
+    import regex
 
 # Far above any sane pattern on a chat message (microseconds), far below a hang.
 MATCH_TIMEOUT_S = 1.0
@@ -65,6 +67,8 @@ class PatternMatcher:
     """Compiled rules. Construct from validated rules (regexes are checked by validation)."""
 
     def __init__(self, rules: PatternRules) -> None:
+        import regex  # here: a run without pattern tests never compiles a crisis pattern
+
         self._crisis = [
             _CompiledCrisis(regex.compile(p.pattern, regex.IGNORECASE), p.entities, p.is_critical)
             for p in rules.crisis_patterns

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.failures import Failure
-from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
 from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TestTrials
 from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
+
+# `run` builds a ModelRun for every model it reports; the JUnit writer (ElementTree, its escaping
+# regex) is imported by the functions below, for `--junit` only.
+if TYPE_CHECKING:
+    from eval_pipeline.core.report.junit import Case, Suite
 
 GATE_SUITE = "gate"
 
@@ -47,6 +52,8 @@ def _seconds(t: TestTrials[AnyResult]) -> float | None:
 
 
 def _case(prefix: str, bank: Mechanism, t: TestTrials[AnyResult], failure: Failure | None) -> Case:
+    from eval_pipeline.core.report.junit import Case, Verdict
+
     case = Case(name=t.test_id, classname=_classname(prefix, bank, t.first), time=_seconds(t))
     if failure is None:
         return case
@@ -82,6 +89,8 @@ def _properties(doc: RunDocument, bank: Mechanism, gate: GateDecision | None) ->
 
 def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
     """One suite per bank the model's evaluation ran; `prefix` tells models apart in one file."""
+    from eval_pipeline.core.report.junit import Suite
+
     doc = run.document
     if doc is None:
         return []
@@ -108,6 +117,8 @@ def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
 def gate_case(run: ModelRun) -> Case:
     """The model's release gate as a test case: the gate can fail where no single test does
     (a combined score under --fail-under), and a model with no evaluation must not vanish."""
+    from eval_pipeline.core.report.junit import Case, Verdict
+
     if run.document is None or run.gate is None:
         reason = run.problem or "no evaluation was read"
         return Case(run.model, GATE_SUITE, Verdict.ERROR, reason, "no evaluation", reason)
@@ -122,6 +133,8 @@ def gate_case(run: ModelRun) -> Case:
 def render_run_junit(runs: Sequence[ModelRun]) -> str:
     """Every model of one `run` in one file; model names prefix suites and classnames only when
     there are several, so one model's file reads as its banks."""
+    from eval_pipeline.core.report.junit import Suite, render_junit
+
     several = len(runs) > 1
     suites = [s for run in runs for s in bank_suites(run, f"{run.model}." if several else "")]
     suites.append(Suite(name=GATE_SUITE, cases=[gate_case(run) for run in runs]))

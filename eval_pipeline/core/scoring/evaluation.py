@@ -125,6 +125,8 @@ def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[Mechani
 
 
 def pattern_outputs(rules: PatternRules, tests: Sequence[PatternTest]) -> list[MechanismOutput]:
+    if not tests:  # a run narrowed to other banks compiles no crisis pattern
+        return []
     matcher = PatternMatcher(rules)
     out = []
     for t in tests:
