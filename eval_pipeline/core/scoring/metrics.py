@@ -17,6 +17,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from enum import StrEnum
+from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -207,10 +208,17 @@ def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
     if not per_test:
         return None
     fields = list(RetrievalMetrics.model_fields)
+    values = attrgetter(*fields)
     test_means = [
-        {f: statistics.fmean([getattr(m, f) for m in trials]) for f in fields} for trials in per_test.values()
+        [statistics.fmean(column) for column in zip(*map(values, trials), strict=True)]
+        for trials in per_test.values()
     ]
-    return RetrievalMetrics(**{f: round(statistics.fmean([t[f] for t in test_means]), 4) for f in fields})
+    return RetrievalMetrics(
+        **{
+            f: round(statistics.fmean(column), 4)
+            for f, column in zip(fields, zip(*test_means, strict=True), strict=True)
+        }
+    )
 
 
 def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:
