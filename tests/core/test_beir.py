@@ -245,7 +245,8 @@ def test_run_is_the_final_ranking_in_original_ids_with_strictly_falling_scores(t
     (tmp_path / "run.trec").write_text(text)
     (tmp_path / "qrels.trec").write_text(qrels_text(qrels))
     assert list(ir_measures.read_trec_run(str(tmp_path / "run.trec"))) == run  # type: ignore[no-untyped-call]
-    assert list(ir_measures.read_trec_qrels(str(tmp_path / "qrels.trec"))) == qrels  # type: ignore[no-untyped-call]
+    read = ir_measures.read_trec_qrels(str(tmp_path / "qrels.trec"))  # type: ignore[no-untyped-call]
+    assert [(q.query_id, q.doc_id, q.relevance) for q in read] == qrels
     # t2 errored in its only trial: in neither file, so no tool can count it differently.
     assert "t2" not in {q.query_id for q in qrels}
     values = {
