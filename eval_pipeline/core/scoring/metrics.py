@@ -115,10 +115,6 @@ def _rank(s: Selection) -> int:
     return s.rank
 
 
-def _query_id(r: SemanticResult) -> str:
-    return f"{r.test_id}#{r.trial}"
-
-
 def judgments(exp: Expectations) -> dict[str, int]:
     """A semantic test's qrels as entity -> gain: every metric here and every TREC qrels file.
 
