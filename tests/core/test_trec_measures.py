@@ -39,7 +39,7 @@ from tests.run_docs import sem
 # Ids of the awkward kind imported collections have (no whitespace: TREC files cannot carry it).
 IDS = st.text(alphabet="ab:/#<>.-_ü0", min_size=1, max_size=6)
 GAIN = st.integers(0, 3) | st.integers(0, 1000)
-EXAMPLES = settings(max_examples=300, deadline=None, derandomize=True)
+EXAMPLES = settings(max_examples=150, deadline=None, derandomize=True)
 
 
 @st.composite
@@ -195,7 +195,7 @@ def _trials(draw: st.DrawFn) -> list[SemanticResult]:
     return results
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(_trials())
 def test_the_runs_metrics_equal_the_librarys_exactly(results: list[SemanticResult]) -> None:
     ours = run_metrics(results)
