@@ -19,6 +19,9 @@ FORBIDDEN = (
     "eval_pipeline.providers",
     "eval_pipeline.defs",
 )
+# The references the IR metrics are checked against: in the dev extra only, so a user's install
+# has neither and no module of the package may import them.
+TEST_ONLY = ("ir_measures", "pytrec_eval")
 # The core's sub-packages, lowest first: each may import only those before it. Top-level core
 # modules (fileio, dates, code_version) sit below all of them.
 CORE_ORDER = [
@@ -70,6 +73,16 @@ def test_core_source_imports_no_dagster_or_network_libraries() -> None:
         for p in _core_modules()
         for name in _imports(p)
         if any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+    }
+    assert not offenders
+
+
+def test_no_module_of_the_package_imports_a_test_only_reference() -> None:
+    offenders = {
+        f"{_module(p)}: {name}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        for name in _imports(p)
+        if any(name == f or name.startswith(f + ".") for f in TEST_ONLY)
     }
     assert not offenders
 

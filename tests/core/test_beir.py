@@ -244,12 +244,15 @@ def test_run_is_the_final_ranking_in_original_ids_with_strictly_falling_scores(t
     # The files read back with ir_measures (pytrec_eval underneath) give the rows written.
     (tmp_path / "run.trec").write_text(text)
     (tmp_path / "qrels.trec").write_text(qrels_text(qrels))
-    assert list(ir_measures.read_trec_run(str(tmp_path / "run.trec"))) == run  # type: ignore[no-untyped-call]
-    assert list(ir_measures.read_trec_qrels(str(tmp_path / "qrels.trec"))) == qrels  # type: ignore[no-untyped-call]
+    read_run = list(ir_measures.read_trec_run(str(tmp_path / "run.trec")))  # type: ignore[no-untyped-call]
+    read_qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "qrels.trec")))  # type: ignore[no-untyped-call]
+    assert read_run == run
+    assert [(q.query_id, q.doc_id, q.relevance) for q in read_qrels] == qrels
     # t2 errored in its only trial: in neither file, so no tool can count it differently.
     assert "t2" not in {q.query_id for q in qrels}
     values = {
-        (m.query_id, str(m.measure)) for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], qrels, run)
+        (m.query_id, str(m.measure))
+        for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], read_qrels, read_run)
     }
     assert {q for q, _ in values} == {"q:1", "t3"}
 

@@ -208,7 +208,7 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
         "## Retrieval metrics (semantic)",
         "",
         "nDCG@6 with primary gain 2 and secondary gain 1; recall of primary + secondary entities in "
-        "the final 6 and among the top 15 candidates; MRR of the first primary (ir-measures).",
+        "the final 6 and among the top 15 candidates; MRR of the first primary (trec_eval conventions).",
         "",
         *markdown_table(header, rows),
         *_standard_cutoffs(doc),

@@ -8,15 +8,16 @@ a run (trec_eval skips it, ir_measures counts it as 0). Scores fall strictly wit
 no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's resolved
 expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
 secondaries gain 1 (the gains of core/scoring/metrics.py). `not_expected` entities are not
-judgments: unjudged counts as not relevant.
+judgments: unjudged counts as not relevant. The rows are named tuples with the fields of
+ir_measures' `ScoredDoc` and `Qrel`, so that library reads them as they are; writing the files
+needs no IR library.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-from ir_measures import Qrel, ScoredDoc
+from typing import NamedTuple
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.external_ids import carriage_problem
@@ -26,6 +27,22 @@ from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 
 RUN_FILE = "run.trec"
 QRELS_FILE = "qrels.trec"
+
+
+class ScoredDoc(NamedTuple):
+    """A run row."""
+
+    query_id: str
+    doc_id: str
+    score: float
+
+
+class Qrel(NamedTuple):
+    """A qrels row: a judgment."""
+
+    query_id: str
+    doc_id: str
+    relevance: int
 
 
 class TrecIdError(BadInput):

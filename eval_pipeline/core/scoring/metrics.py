@@ -1,6 +1,7 @@
 """Retrieval metrics for semantic tests, and the pipeline stage each semantic hard fail arose in.
 
-The metrics come from ir-measures (pytrec_eval underneath) rather than hand-rolled formulas:
+The metrics are trec_eval's (core/scoring/trec_measures.py, checked against ir_measures and
+pytrec_eval in tests):
 - nDCG@6 of the final selection, primary entities with gain 2 and secondary ones with gain 1;
 - recall@6 of primary + secondary entities in the final selection;
 - MRR of the first primary entity (reciprocal rank over primaries only);
@@ -14,31 +15,22 @@ Errored trials have no retrieval to measure; they are attributed to the "error" 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
+from operator import attrgetter
 
-import ir_measures
-from ir_measures import Measure
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
-from eval_pipeline.core.mechanisms.retrieval import Selection, final_ranking
+from eval_pipeline.core.mechanisms.retrieval import Selection, ranking_of
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
 
 PRIMARY_GAIN, SECONDARY_GAIN = 2, 1
-NDCG = ir_measures.nDCG @ SELECTION_K
-RECALL = ir_measures.R(rel=SECONDARY_GAIN) @ SELECTION_K
-MRR_PRIMARY = ir_measures.RR(rel=PRIMARY_GAIN)
-CANDIDATE_RECALL = ir_measures.R(rel=SECONDARY_GAIN) @ CANDIDATE_K
 # The field's standard cutoffs, by the names results.json gives them.
-IR_MEASURES: dict[str, Measure] = {
-    "ndcg@10": ir_measures.nDCG @ 10,
-    "recall@100": ir_measures.R @ 100,
-    "mrr@10": ir_measures.RR @ 10,
-}
-GRADED_CUTOFF = 10
-GRADED_NDCG = IR_MEASURES["ndcg@10"]  # a graded test's points come from the standard nDCG@10
+IR_MEASURES = ("ndcg@10", "recall@100", "mrr@10")
+GRADED_CUTOFF = 10  # a graded test's points come from the standard nDCG@10
 
 
 class _Frozen(BaseModel):
@@ -123,10 +115,6 @@ def _rank(s: Selection) -> int:
     return s.rank
 
 
-def _query_id(r: SemanticResult) -> str:
-    return f"{r.test_id}#{r.trial}"
-
-
 def judgments(exp: Expectations) -> dict[str, int]:
     """A semantic test's qrels as entity -> gain: every metric here and every TREC qrels file.
 
@@ -145,107 +133,67 @@ def is_judged(exp: Expectations) -> bool:
     return any(g > 0 for g in judgments(exp).values())
 
 
-# ir_measures' own dict-of-dict forms (query id -> entity -> gain or score): handing it these,
-# rather than a named tuple a judgment and a ranked entity that it converts back into them, took
-# a third off the metrics of a warm run.
-Qrels = dict[str, dict[str, int]]
-Run = dict[str, dict[str, float]]
+def _standard(ranked: Sequence[int], judged: Judged) -> tuple[float, float, float]:
+    """nDCG@10, R@100 and MRR@10 (`IR_MEASURES`, in order) of a final ranking's gains."""
+    return ndcg(ranked, judged, GRADED_CUTOFF), recall(ranked, judged, 100), reciprocal_rank(ranked, 10)
 
 
-def qrels_of(judged: Iterable[tuple[str, Expectations]]) -> Qrels:
-    """The qrels of (query id, expectations) pairs; a query that judges nothing has none."""
-    out: Qrels = {}
-    for query_id, exp in judged:
-        gains = judgments(exp)
-        if gains:
-            out[query_id] = gains
-    return out
-
-
-def run_of(rankings: Iterable[tuple[str, Sequence[str]]]) -> Run:
-    """The run of (query id, ranked entity ids) pairs; a query that ranked nothing is absent.
-    Scores reproduce the stored order exactly: no tie is left to the library to break."""
-    return {
-        query_id: {entity: float(-place) for place, entity in enumerate(entity_ids)}
-        for query_id, entity_ids in rankings
-        if entity_ids
+def run_metrics(results: Sequence[SemanticResult]) -> tuple[list[TestMetrics], dict[str, float] | None]:
+    """`all_metrics` and `ir_metrics` in one pass: each trial's judgments and rankings read once."""
+    per_trial: list[TestMetrics] = []
+    standard: dict[str, list[tuple[float, float, float]]] = {}  # test id -> its judged trials' values
+    for r in results:
+        if r.status is not TestStatus.SCORED:
+            continue
+        judged = Judged.of(judgments(r.expectations))
+        picked = [s.entity_id for s in sorted(r.selections, key=_rank)]
+        candidates = [c.entity_id for c in r.candidates]
+        selection = judged.ranked(picked)
+        per_trial.append(
+            TestMetrics(
+                test_id=r.test_id,
+                trial=r.trial,
+                ndcg_6=ndcg(selection, judged, SELECTION_K),
+                recall_6=recall(selection, judged, SELECTION_K, rel=SECONDARY_GAIN),
+                mrr_primary=reciprocal_rank(selection, rel=PRIMARY_GAIN),
+                candidate_recall_15=recall(
+                    judged.ranked(candidates), judged, CANDIDATE_K, rel=SECONDARY_GAIN
+                ),
+            )
+        )
+        if judged.ideal:  # judged: it names something relevant
+            ranked = judged.ranked(ranking_of(picked, candidates))
+            standard.setdefault(r.test_id, []).append(_standard(ranked, judged))
+    if not standard:
+        return per_trial, None
+    test_means = [
+        [statistics.fmean(values) for values in zip(*trials, strict=True)] for trials in standard.values()
+    ]
+    return per_trial, {
+        name: statistics.fmean([t[i] for t in test_means]) for i, name in enumerate(IR_MEASURES)
     }
 
 
-def _values(measures: Sequence[Measure], qrel: Qrels, run: Run) -> dict[Measure, dict[str, float]]:
-    """Each measure's value per query. Answers are matched to the measures asked by identity:
-    ir_measures hashes a measure through its repr, which per answer was a sixth of a warm run."""
-    values: dict[Measure, dict[str, float]] = {m: {} for m in measures}
-    by_identity = {id(m): values[m] for m in measures}
-    for metric in ir_measures.iter_calc(list(measures), qrel, run):
-        per_query = by_identity.get(id(metric.measure))
-        if per_query is None:  # a copy of a measure asked for: found the slow way
-            per_query = values[metric.measure]
-        per_query[metric.query_id] = float(metric.value)
-    return values
-
-
 def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
-    """Metrics of every scored trial (errored ones have no retrieval to measure).
-
-    One evaluator per stage for the whole run: building one per test cost more than the measuring.
-    A query with nothing ranked is absent from the library's answer and measures 0.
-    """
-    scored = [(_query_id(r), r) for r in results if r.status is TestStatus.SCORED]
-    qrel = qrels_of((q, r.expectations) for q, r in scored)
-    final_run = run_of((q, [s.entity_id for s in sorted(r.selections, key=_rank)]) for q, r in scored)
-    first_run = run_of((q, [c.entity_id for c in r.candidates]) for q, r in scored)
-    final = _values((NDCG, RECALL, MRR_PRIMARY), qrel, final_run) if scored else {}
-    first = _values((CANDIDATE_RECALL,), qrel, first_run) if scored else {}
-    ndcg, recall, mrr = (final.get(m, {}) for m in (NDCG, RECALL, MRR_PRIMARY))
-    candidate_recall = first.get(CANDIDATE_RECALL, {})
-    return [
-        TestMetrics(
-            test_id=r.test_id,
-            trial=r.trial,
-            ndcg_6=ndcg.get(q, 0.0),
-            recall_6=recall.get(q, 0.0),
-            mrr_primary=mrr.get(q, 0.0),
-            candidate_recall_15=candidate_recall.get(q, 0.0),
-        )
-        for q, r in scored
-    ]
-
-
-def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:
-    """nDCG@10 of a test's `final_ranking` against its judgments: what a graded test scores, and
-    that test's `ir_metrics` nDCG@10. A ranking shorter than 10 is measured as it is (trec_eval)."""
-    top = ranking[:GRADED_CUTOFF]  # nothing below the cutoff can change nDCG@10
-    values = _values((GRADED_NDCG,), qrels_of([("q", exp)]), run_of([("q", top)])) if top else {}
-    return values.get(GRADED_NDCG, {}).get("q", 0.0)
+    """Metrics of every scored trial (errored ones have no retrieval to measure); a trial that
+    ranked nothing measures 0."""
+    return run_metrics(results)[0]
 
 
 def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
     """nDCG@10, R@100 and MRR@10 over the judged tests, on each trial's `final_ranking`.
 
-    trec_eval conventions: unjudged entities are not relevant, and the run's scores strictly
-    decrease so no tie is left to break. Trials are averaged per test, then tests equally.
-    None when no scored test is judged.
+    trec_eval conventions: unjudged entities are not relevant, and the ranking is taken in its
+    order. Trials are averaged per test, then tests equally. None when no scored test is judged.
     """
-    judged = [r for r in results if r.status is TestStatus.SCORED and is_judged(r.expectations)]
-    if not judged:
-        return None
-    qrel = qrels_of((_query_id(r), r.expectations) for r in judged)
-    run = run_of((_query_id(r), final_ranking(r.selections, r.candidates)) for r in judged)
-    values = _values(tuple(IR_MEASURES.values()), qrel, run)
-    per_test: dict[str, list[SemanticResult]] = {}
-    for r in judged:
-        per_test.setdefault(r.test_id, []).append(r)
-    per_measure = {name: values[measure] for name, measure in IR_MEASURES.items()}
-    return {
-        name: statistics.fmean(
-            [
-                statistics.fmean([per_query.get(_query_id(r), 0.0) for r in trials])
-                for trials in per_test.values()
-            ]
-        )
-        for name, per_query in per_measure.items()
-    }
+    return run_metrics(results)[1]
+
+
+def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:
+    """nDCG@10 of a test's `final_ranking` against its judgments: what a graded test scores, and
+    that test's `ir_metrics` nDCG@10. A ranking shorter than 10 is measured as it is (trec_eval)."""
+    judged = Judged.of(judgments(exp))
+    return ndcg(judged.ranked(ranking[:GRADED_CUTOFF]), judged, GRADED_CUTOFF)
 
 
 def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
@@ -256,10 +204,17 @@ def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
     if not per_test:
         return None
     fields = list(RetrievalMetrics.model_fields)
+    values = attrgetter(*fields)
     test_means = [
-        {f: statistics.fmean([getattr(m, f) for m in trials]) for f in fields} for trials in per_test.values()
+        [statistics.fmean(column) for column in zip(*map(values, trials), strict=True)]
+        for trials in per_test.values()
     ]
-    return RetrievalMetrics(**{f: round(statistics.fmean([t[f] for t in test_means]), 4) for f in fields})
+    return RetrievalMetrics(
+        **{
+            f: round(statistics.fmean(column), 4)
+            for f, column in zip(fields, zip(*test_means, strict=True), strict=True)
+        }
+    )
 
 
 def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:

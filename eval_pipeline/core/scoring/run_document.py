@@ -25,6 +25,7 @@ from eval_pipeline.core.scoring.metrics import (
     all_metrics,
     attributions,
     ir_metrics,
+    run_metrics,
 )
 from eval_pipeline.core.scoring.reevaluation import Reevaluation
 from eval_pipeline.core.scoring.results import (
@@ -108,11 +109,12 @@ class RunDocument(BaseModel):
 
     def with_derived(self) -> RunDocument:
         """This document with its derived sections (metrics, attribution) computed from its results."""
+        per_trial, standard = run_metrics(self.semantic)
         return self.model_copy(
             update={
-                "retrieval_metrics": all_metrics(self.semantic),
+                "retrieval_metrics": per_trial,
                 "stage_attribution": attributions(self.semantic, self.candidate_depth),
-                "ir_metrics": ir_metrics(self.semantic),
+                "ir_metrics": standard,
             }
         )
 
