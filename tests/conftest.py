@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -33,6 +34,18 @@ def _temp_files_in_memory() -> None:
 
 
 _temp_files_in_memory()
+
+
+def _interruptible() -> None:
+    """SIGINT back to Python's handler where the suite was started with it ignored (in the
+    background: `make test &`, nohup). Dagster's in-process runs map SIGTERM onto SIGINT's
+    handler, so an ignored SIGINT left SIGTERM ignored too, in the worker and in every process a
+    test then started: `terminate()` of a test's server did nothing and the test waited forever."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_interruptible()
 
 # The tests evaluate fixed past dates from this one on, most in process, where the code location
 # (and so its date partitions) is imported once per worker, before any test could lower it as

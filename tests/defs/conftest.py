@@ -2,15 +2,18 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
+import yaml
 
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, RunScopeResource, StorageResource
+from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
 from tests.conftest import TENANT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +44,15 @@ class Env:
         )
 
 
+@contextmanager
+def project_storage_instance() -> Iterator[dg.DagsterInstance]:
+    """A temporary instance on the project's SQLite storage, the one `run`, `dg dev` and the
+    daemon open (orchestration/instance_storage.py): Dagster's own opens a database engine for
+    every statement, most of a test's materialisation time, and no project runs on it."""
+    with dg.instance_for_test(overrides=yaml.safe_load(STORAGE_YAML)) as instance:
+        yield instance
+
+
 def _env(root: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:
     models = root / "models.yaml"
     shutil.copy(REPO / "models.yaml", models)
@@ -56,7 +68,7 @@ def _env(root: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:
 
 @pytest.fixture
 def env(tenant: Path, tmp_path: Path) -> Iterator[Env]:
-    with dg.instance_for_test() as instance:
+    with project_storage_instance() as instance:
         yield _env(tmp_path, tenant, instance)
 
 
@@ -66,5 +78,5 @@ def shared_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     tenant fixture: the first evaluation is shared, so tests must not write to it."""
     root = tmp_path_factory.mktemp("shared_env")
     shutil.copytree(TENANT, root / "tenant")
-    with dg.instance_for_test() as instance:
+    with project_storage_instance() as instance:
         yield _env(root, root / "tenant", instance)

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
-import dagster as dg
 import fsspec
 import pytest
 from moto.server import ThreadedMotoServer
@@ -30,6 +29,7 @@ from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
 from eval_pipeline.orchestration.execution import run_all
+from tests.defs.conftest import project_storage_instance
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "eval-outputs"
@@ -75,7 +75,7 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
         storage,
         ProvidersResource(models_file=str(tmp_path / "models.yaml"), cache_dir=str(tmp_path / "cache")),
     )
-    with dg.instance_for_test() as instance:
+    with project_storage_instance() as instance:
         outcomes = run_all(DATE, MODELS, resources, instance)
     assert [o.name for o in outcomes] == ["shared", *MODELS, "comparison"]
     assert all(o.failures == [] for o in outcomes), outcomes

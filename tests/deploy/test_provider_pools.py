@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import dagster as dg
+import pytest
 import yaml
 
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
@@ -22,6 +23,7 @@ from eval_pipeline.defs.automation import date_job, model_job
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.pools import provider_pools
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
+from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
 from eval_pipeline.providers.models import load_models
 from eval_pipeline.testing.emulator.server import start_emulator
@@ -76,13 +78,18 @@ def _evaluate_model(tenant: Path, root: Path, urls: tuple[str, str], date: str) 
         return run_stage(date, model_job.name, model_date_key(MODEL, date), defs, instance).failures
 
 
-def test_two_concurrent_runs_of_one_api_model_share_the_providers_rate(tenant: Path, tmp_path: Path) -> None:
+def test_two_concurrent_runs_of_one_api_model_share_the_providers_rate(
+    tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     models = _models_file(tmp_path / "models.yaml")
     assert provider_pools(load_models(models)[MODEL]) == ["anthropic", "voyage"]
     home = tmp_path / "dagster_home"
     home.mkdir()
+    # The project's storage (as `run` writes it), which finds its files by DAGSTER_HOME; the runs'
+    # processes inherit it.
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
     (home / "dagster.yaml").write_text(
-        "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n"
+        "telemetry:\n  enabled: false\n" + STORAGE_YAML + "concurrency:\n  pools:\n    default_limit: 1\n"
     )
     with start_emulator() as emulator, dg.DagsterInstance.from_config(str(home)) as instance:
         urls = (emulator.base_url, emulator.voyage_base_url)
