@@ -41,7 +41,7 @@ class EmbedResult:
     cache_hits: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RerankCandidate:
     """What a reranker sees of one candidate."""
 

@@ -129,8 +129,8 @@ class _Index:
     matrix: Vectors
 
     @cached_property
-    def by_id(self) -> dict[str, Entity]:
-        return {e.entity_id: e for e in self.entities}
+    def _titled(self) -> dict[str, tuple[str, str]]:
+        return {e.entity_id: (e.title, e.summary) for e in self.entities}
 
     @cached_property
     def ids(self) -> list[str]:
@@ -138,15 +138,8 @@ class _Index:
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
         """What the reranker sees of each candidate."""
-        return [
-            RerankCandidate(
-                entity_id=c.entity_id,
-                title=self.by_id[c.entity_id].title,
-                summary=self.by_id[c.entity_id].summary,
-                cosine=c.score,
-            )
-            for c in candidates
-        ]
+        titled = self._titled
+        return [RerankCandidate(c.entity_id, *titled[c.entity_id], c.score) for c in candidates]
 
     def everything(self) -> list[Candidate]:
         return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
@@ -173,9 +166,7 @@ class _Index:
             rows = _top_rows(scores, k)
             values = np.take_along_axis(scores, rows, axis=1).tolist()
             for row, row_values in zip(rows.tolist(), values, strict=True):
-                ranked.append(
-                    [Candidate(entity_id=ids[i], score=v) for i, v in zip(row, row_values, strict=True)]
-                )
+                ranked.append([Candidate(ids[i], v) for i, v in zip(row, row_values, strict=True)])
         return ranked
 
 
@@ -291,8 +282,9 @@ class SemanticPipeline:
         self._depth = candidate_depth
         self._index: _Index | None = None
         self._batch_queries = batch_queries
-        self._queries: dict[str, _Query] = {}  # by the store's query key
-        self._ranked: dict[str, list[Candidate]] = {}  # the prefetched queries' candidates
+        # The prefetched queries, by their text (a store key is a function of it, computed once).
+        self._queries: dict[str, _Query] = {}
+        self._ranked: dict[str, list[Candidate]] = {}  # their candidates
 
     @property
     def embedder(self) -> Embedder:
@@ -380,7 +372,7 @@ class SemanticPipeline:
         """
         keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
         known = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
-        self._queries.update({k: _Query(v, stored=True) for k, v in known.items()})
+        self._queries.update({keys[k]: _Query(v, stored=True) for k, v in known.items()})
         todo = [k for k in keys if k not in known]
         if todo:
             try:
@@ -394,7 +386,7 @@ class SemanticPipeline:
                 bills = _share(result.usage, result.api_calls, [len(keys[k]) for k in todo])
                 self._queries.update(
                     {
-                        k: _Query(fresh[k], stored=False, bill=bill)
+                        keys[k]: _Query(fresh[k], stored=False, bill=bill)
                         for k, bill in zip(todo, bills, strict=True)
                     }
                 )
@@ -404,15 +396,15 @@ class SemanticPipeline:
             self._ranked.update(zip(ranked, tops, strict=True))
 
     async def _embed_query(self, query: str, tally: _Tally) -> Vector:
-        key = EmbeddingStore.query_key("query", query)
-        if key in self._queries:
-            prefetched = self._queries[key]
+        prefetched = self._queries.get(query)
+        if prefetched is not None:
             tally.cache_hits += prefetched.stored
             if prefetched.bill is not None:  # billed to the first test asking, once
                 usage, calls = prefetched.bill
                 tally.add(usage, calls, 0, self._embed_cost)
                 prefetched.bill = None
             return prefetched.vector
+        key = EmbeddingStore.query_key("query", query)
         if self._store:
             stored = self._store.get_many(self._embedder.name, [key]).get(key)
             if stored is not None:
@@ -429,7 +421,7 @@ class SemanticPipeline:
 
     def _candidates(self, index: _Index, query: str, vector: Vector) -> list[Candidate]:
         """The query's candidates: ranked with the run's other queries when it was prefetched."""
-        ranked = self._ranked.get(EmbeddingStore.query_key("query", query))
+        ranked = self._ranked.get(query)
         return list(ranked) if ranked is not None else index.top(vector, self._depth)
 
     def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
