@@ -23,7 +23,7 @@ from threadpoolctl import ThreadpoolController
 
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
-from eval_pipeline.core.mechanisms.retrieval import Candidate, SemanticRetrieval, Usage
+from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, SemanticRetrieval, Usage
 from eval_pipeline.providers.base import (
     BatchReranker,
     CatalogueReranker,
@@ -59,14 +59,14 @@ def _reason(exc: Exception) -> str:
 
 @dataclass
 class _Tally:
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     cost_usd: float = 0.0
     api_calls: int = 0
     cache_hits: int = 0
 
     def add(self, usage: Usage, api_calls: int, cache_hits: int, cost_fn: CostFn) -> None:
-        self.cost_usd += cost_fn(usage)
-        if usage.any_tokens:
+        if usage.any_tokens:  # no tokens cost nothing at any price
+            self.cost_usd += cost_fn(usage)
             self.usage = self.usage + usage
         self.api_calls += api_calls
         self.cache_hits += cache_hits
@@ -117,7 +117,7 @@ def _share(usage: Usage, api_calls: int, weights: Sequence[int]) -> list[tuple[U
     for i in range(len(weights)):
         part = Usage(**{name: parts[i] for name, parts in fields.items()})
         calls = 1 if i < api_calls else 0
-        bills.append((part, calls) if calls or part != Usage() else None)
+        bills.append((part, calls) if calls or part.any_tokens else None)
     return bills
 
 

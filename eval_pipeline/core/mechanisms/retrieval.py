@@ -37,7 +37,9 @@ class Selection:
 
 
 class Usage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Frozen: usages are added into new ones, never changed in place, so one empty usage
+    # (`NO_USAGE`) serves every record that used nothing instead of a new model each.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -54,8 +56,9 @@ class Usage(BaseModel):
 
     @property
     def any_tokens(self) -> bool:
-        """Whether anything was used: asked once or more a test, so it builds no `Usage()` to compare."""
-        return any(getattr(self, name) for name in Usage.model_fields)
+        """Whether anything was used: asked several times a test, so it reads the counts (every
+        field is one) straight from the instance, not each by name."""
+        return any(self.__dict__.values())
 
     @classmethod
     def total(cls, usages: Iterable[Usage]) -> Usage:
@@ -65,6 +68,9 @@ class Usage(BaseModel):
             for name in sums:
                 sums[name] += getattr(usage, name)
         return cls.model_validate(sums)
+
+
+NO_USAGE = Usage()
 
 
 class SemanticRetrieval(BaseModel):
