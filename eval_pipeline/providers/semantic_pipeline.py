@@ -129,8 +129,8 @@ class _Index:
     matrix: Vectors
 
     @cached_property
-    def _titled(self) -> dict[str, tuple[str, str]]:
-        return {e.entity_id: (e.title, e.summary) for e in self.entities}
+    def by_id(self) -> dict[str, Entity]:
+        return {e.entity_id: e for e in self.entities}
 
     @cached_property
     def ids(self) -> list[str]:
@@ -138,8 +138,12 @@ class _Index:
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
         """What the reranker sees of each candidate."""
-        titled = self._titled
-        return [RerankCandidate(c.entity_id, *titled[c.entity_id], c.score) for c in candidates]
+        by_id = self.by_id
+        return [
+            RerankCandidate(c.entity_id, e.title, e.summary, c.score)
+            for c in candidates
+            for e in [by_id[c.entity_id]]
+        ]
 
     def everything(self) -> list[Candidate]:
         return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
