@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -41,9 +41,12 @@ class EmbedResult:
     cache_hits: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class RerankCandidate:
-    """What a reranker sees of one candidate."""
+class RerankCandidate(NamedTuple):
+    """What a reranker sees of one candidate.
+
+    A named tuple: immutable, and built at 15 (or `candidate_depth`) a test in under half the
+    time of a frozen dataclass, whose fields are each set through `object.__setattr__`.
+    """
 
     entity_id: str
     title: str
