@@ -133,8 +133,9 @@ class _Index:
         return {e.entity_id: e for e in self.entities}
 
     @cached_property
-    def ids(self) -> list[str]:
-        return [e.entity_id for e in self.entities]
+    def ids(self) -> npt.NDArray[np.object_]:
+        """The entity ids by row, as an array: a block's top rows become ids in one indexing."""
+        return np.array([e.entity_id for e in self.entities], dtype=object)
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
         """What the reranker sees of each candidate."""
@@ -169,8 +170,8 @@ class _Index:
             scores = _products(padded, self.matrix)[: len(block)]
             rows = _top_rows(scores, k)
             values = np.take_along_axis(scores, rows, axis=1).tolist()
-            for row, row_values in zip(rows.tolist(), values, strict=True):
-                ranked.append([Candidate(ids[i], v) for i, v in zip(row, row_values, strict=True)])
+            top_ids = ids[rows].tolist()
+            ranked += [list(map(Candidate, row, vals)) for row, vals in zip(top_ids, values, strict=True)]
         return ranked
 
 
