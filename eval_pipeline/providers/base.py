@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from eval_pipeline.core.errors import CouldNotEvaluate
-from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
+from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, Selection, Usage
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 InputType = Literal["query", "document"]
@@ -28,22 +28,25 @@ class ProviderError(CouldNotEvaluate):
         self, reason: str, usage: Usage | None = None, api_calls: int = 0, batch_usage: Usage | None = None
     ) -> None:
         super().__init__(reason)
-        self.usage = usage or Usage()
+        self.usage = usage or NO_USAGE
         self.api_calls = api_calls
-        self.batch_usage = batch_usage or Usage()
+        self.batch_usage = batch_usage or NO_USAGE
 
 
 @dataclass(frozen=True)
 class EmbedResult:
     vectors: Vectors  # shape (n, dim), L2-normalised rows
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     api_calls: int = 0
     cache_hits: int = 0
 
 
-@dataclass(frozen=True)
-class RerankCandidate:
-    """What a reranker sees of one candidate."""
+class RerankCandidate(NamedTuple):
+    """What a reranker sees of one candidate.
+
+    A named tuple: immutable, and built at 15 (or `candidate_depth`) a test in under half the
+    time of a frozen dataclass, whose fields are each set through `object.__setattr__`.
+    """
 
     entity_id: str
     title: str
@@ -54,10 +57,10 @@ class RerankCandidate:
 @dataclass(frozen=True)
 class RerankResult:
     selections: list[Selection]
-    usage: Usage = field(default_factory=Usage)  # billed at the online price
+    usage: Usage = NO_USAGE  # billed at the online price
     api_calls: int = 0
     cache_hits: int = 0
-    batch_usage: Usage = field(default_factory=Usage)  # billed at the batch discount
+    batch_usage: Usage = NO_USAGE  # billed at the batch discount
 
 
 @dataclass(frozen=True)

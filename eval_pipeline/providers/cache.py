@@ -8,13 +8,13 @@ the fresh answers); `off` neither reads nor writes and creates no file.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -175,6 +175,12 @@ class ResponseCache:
         self._db.close()
 
 
+def _checksum(body: bytes) -> bytes:
+    """A matrix file's check against damage (a cache, not a signature): CRC-32 reads the 7.7 MB
+    of a 5,000-entity matrix ~10× faster than SHA-256, a warm run's largest read."""
+    return f"crc32:{zlib.crc32(body):08x}".encode("ascii")
+
+
 class EmbeddingStore:
     """Vectors per (embedder name, content hash), so a one-entity KB edit re-embeds one entity.
 
@@ -242,7 +248,7 @@ class EmbeddingStore:
             return None
         try:
             head, _, body = self._matrix_file(embedder, hashes).read_bytes().partition(b"\n")
-            if head.decode("ascii") != hashlib.sha256(body).hexdigest():
+            if head != _checksum(body):
                 return None
             matrix = np.load(io.BytesIO(body), allow_pickle=False)
         except (OSError, ValueError, UnicodeDecodeError):
@@ -262,7 +268,7 @@ class EmbeddingStore:
         body = buffer.getvalue()
         target = self._matrix_file(embedder, hashes)
         try:
-            atomic_write_bytes(target, hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body)
+            atomic_write_bytes(target, _checksum(body) + b"\n" + body)
             kept = sorted(
                 target.parent.glob(f"{target.name.split('-')[0]}-*.bin"),
                 key=lambda f: f.stat().st_mtime_ns,

@@ -39,12 +39,17 @@ def tokens(text: str) -> list[str]:
 
 
 def _fmt(x: float) -> str:
-    return f"{round(x, 2) + 0.0:.2f}"  # + 0.0 turns a rounded -0.0 into 0.0
+    text = f"{x:.2f}"  # rounds the exact value half to even, as round(x, 2) does
+    return "0.00" if text == "-0.00" else text
 
 
 def _ranked(scored: Sequence[tuple[float, str]], top_k: int) -> list[tuple[float, str]]:
-    """Highest score first; equal scores fall back to entity_id so the order is reproducible."""
-    return sorted(scored, key=lambda s: (-s[0], s[1]))[:top_k]
+    """Highest score first; equal scores fall back to entity_id so the order is reproducible.
+
+    Sorted as (-score, entity_id) pairs, without a key function: one call less per candidate.
+    """
+    best = sorted([(-score, entity_id) for score, entity_id in scored])[:top_k]
+    return [(-negated, entity_id) for negated, entity_id in best]
 
 
 class CosineReranker:
@@ -74,8 +79,7 @@ class CosineReranker:
         ranked = _ranked([(c.cosine + e, c.entity_id) for c, e in zip(candidates, noise, strict=True)], top_k)
         return RerankResult(
             selections=[
-                Selection(entity_id=eid, rank=i, reason=f"cos {_fmt(score)}")
-                for i, (score, eid) in enumerate(ranked, start=1)
+                Selection(eid, i, f"cos {_fmt(score)}") for i, (score, eid) in enumerate(ranked, start=1)
             ]
         )
 
@@ -166,7 +170,7 @@ class HybridReranker:
         ranked = _ranked([(s.total(self.weights), eid) for eid, s in scored.items()], top_k)
         return RerankResult(
             selections=[
-                Selection(entity_id=eid, rank=i, reason=scored[eid].reason(self.weights))
+                Selection(eid, i, scored[eid].reason(self.weights))
                 for i, (_, eid) in enumerate(ranked, start=1)
             ]
         )

@@ -23,7 +23,7 @@ from threadpoolctl import ThreadpoolController
 
 from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
-from eval_pipeline.core.mechanisms.retrieval import Candidate, SemanticRetrieval, Usage
+from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, SemanticRetrieval, Usage
 from eval_pipeline.providers.base import (
     BatchReranker,
     CatalogueReranker,
@@ -59,14 +59,14 @@ def _reason(exc: Exception) -> str:
 
 @dataclass
 class _Tally:
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     cost_usd: float = 0.0
     api_calls: int = 0
     cache_hits: int = 0
 
     def add(self, usage: Usage, api_calls: int, cache_hits: int, cost_fn: CostFn) -> None:
-        self.cost_usd += cost_fn(usage)
-        if usage.any_tokens:
+        if usage.any_tokens:  # no tokens cost nothing at any price
+            self.cost_usd += cost_fn(usage)
             self.usage = self.usage + usage
         self.api_calls += api_calls
         self.cache_hits += cache_hits
@@ -117,7 +117,7 @@ def _share(usage: Usage, api_calls: int, weights: Sequence[int]) -> list[tuple[U
     for i in range(len(weights)):
         part = Usage(**{name: parts[i] for name, parts in fields.items()})
         calls = 1 if i < api_calls else 0
-        bills.append((part, calls) if calls or part != Usage() else None)
+        bills.append((part, calls) if calls or part.any_tokens else None)
     return bills
 
 
@@ -133,19 +133,17 @@ class _Index:
         return {e.entity_id: e for e in self.entities}
 
     @cached_property
-    def ids(self) -> list[str]:
-        return [e.entity_id for e in self.entities]
+    def ids(self) -> npt.NDArray[np.object_]:
+        """The entity ids by row, as an array: a block's top rows become ids in one indexing."""
+        return np.array([e.entity_id for e in self.entities], dtype=object)
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
         """What the reranker sees of each candidate."""
+        by_id = self.by_id
         return [
-            RerankCandidate(
-                entity_id=c.entity_id,
-                title=self.by_id[c.entity_id].title,
-                summary=self.by_id[c.entity_id].summary,
-                cosine=c.score,
-            )
+            RerankCandidate(c.entity_id, e.title, e.summary, c.score)
             for c in candidates
+            for e in [by_id[c.entity_id]]
         ]
 
     def everything(self) -> list[Candidate]:
@@ -172,10 +170,8 @@ class _Index:
             scores = _products(padded, self.matrix)[: len(block)]
             rows = _top_rows(scores, k)
             values = np.take_along_axis(scores, rows, axis=1).tolist()
-            for row, row_values in zip(rows.tolist(), values, strict=True):
-                ranked.append(
-                    [Candidate(entity_id=ids[i], score=v) for i, v in zip(row, row_values, strict=True)]
-                )
+            top_ids = ids[rows].tolist()
+            ranked += [list(map(Candidate, row, vals)) for row, vals in zip(top_ids, values, strict=True)]
         return ranked
 
 
@@ -291,8 +287,9 @@ class SemanticPipeline:
         self._depth = candidate_depth
         self._index: _Index | None = None
         self._batch_queries = batch_queries
-        self._queries: dict[str, _Query] = {}  # by the store's query key
-        self._ranked: dict[str, list[Candidate]] = {}  # the prefetched queries' candidates
+        # The prefetched queries, by their text (a store key is a function of it, computed once).
+        self._queries: dict[str, _Query] = {}
+        self._ranked: dict[str, list[Candidate]] = {}  # their candidates
 
     @property
     def embedder(self) -> Embedder:
@@ -380,7 +377,7 @@ class SemanticPipeline:
         """
         keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
         known = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
-        self._queries.update({k: _Query(v, stored=True) for k, v in known.items()})
+        self._queries.update({keys[k]: _Query(v, stored=True) for k, v in known.items()})
         todo = [k for k in keys if k not in known]
         if todo:
             try:
@@ -394,7 +391,7 @@ class SemanticPipeline:
                 bills = _share(result.usage, result.api_calls, [len(keys[k]) for k in todo])
                 self._queries.update(
                     {
-                        k: _Query(fresh[k], stored=False, bill=bill)
+                        keys[k]: _Query(fresh[k], stored=False, bill=bill)
                         for k, bill in zip(todo, bills, strict=True)
                     }
                 )
@@ -404,15 +401,15 @@ class SemanticPipeline:
             self._ranked.update(zip(ranked, tops, strict=True))
 
     async def _embed_query(self, query: str, tally: _Tally) -> Vector:
-        key = EmbeddingStore.query_key("query", query)
-        if key in self._queries:
-            prefetched = self._queries[key]
+        prefetched = self._queries.get(query)
+        if prefetched is not None:
             tally.cache_hits += prefetched.stored
             if prefetched.bill is not None:  # billed to the first test asking, once
                 usage, calls = prefetched.bill
                 tally.add(usage, calls, 0, self._embed_cost)
                 prefetched.bill = None
             return prefetched.vector
+        key = EmbeddingStore.query_key("query", query)
         if self._store:
             stored = self._store.get_many(self._embedder.name, [key]).get(key)
             if stored is not None:
@@ -429,7 +426,7 @@ class SemanticPipeline:
 
     def _candidates(self, index: _Index, query: str, vector: Vector) -> list[Candidate]:
         """The query's candidates: ranked with the run's other queries when it was prefetched."""
-        ranked = self._ranked.get(EmbeddingStore.query_key("query", query))
+        ranked = self._ranked.get(query)
         return list(ranked) if ranked is not None else index.top(vector, self._depth)
 
     def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:

@@ -73,15 +73,19 @@ async def retrieve_all(
 ) -> list[SemanticRetrieval]:
     """Run `retrieve` over the items, at most `concurrency` at a time; results in input order.
 
-    `on_done` (e.g. a progress bar) is called as each finishes, in completion order.
+    `on_done` (e.g. a progress bar) is called as each finishes, in completion order. The items
+    are taken in order by `concurrency` workers, not each by a task of its own waiting for a
+    turn: a bank of thousands of tests costs no task and no semaphore round per test.
     """
-    gate = asyncio.Semaphore(concurrency)
+    done: dict[int, SemanticRetrieval] = {}
+    todo = iter(enumerate(items))
 
-    async def one(item: RetrievalItem) -> SemanticRetrieval:
-        async with gate:
+    async def worker() -> None:
+        for position, item in todo:
             result = await retrieve(RetrievalItem(*item))
-        if on_done is not None:
-            on_done(result)
-        return result
+            if on_done is not None:
+                on_done(result)
+            done[position] = result
 
-    return list(await asyncio.gather(*(one(item) for item in items)))
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))
+    return [done[position] for position in range(len(items))]

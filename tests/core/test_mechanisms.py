@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from eval_pipeline.core.inputs.banks import (
     AlwaysTest,
@@ -18,6 +19,7 @@ from eval_pipeline.core.inputs.banks import (
 from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
 from eval_pipeline.core.mechanisms.always import always_loaded
 from eval_pipeline.core.mechanisms.pattern import PatternMatcher
+from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
 from eval_pipeline.core.mechanisms.state import triggered_handlers
 from eval_pipeline.core.scoring.always import evaluate_always_test
 from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
@@ -169,3 +171,29 @@ def test_semantic_selection_evaluation() -> None:
         ("a", 2, 1)
     ]
     assert not evaluate_selection(["b"], exp).primary_pass
+
+
+def _retrieval_text() -> str:
+    retrieval = SemanticRetrieval(
+        test_id="t",
+        model="m",
+        status="ok",
+        candidates=[Candidate("a", 0.5), Candidate("b", 0.25)],
+        selections=[Selection("b", 1, "cos 0.25")],
+    )
+    text = retrieval.model_dump_json()
+    assert SemanticRetrieval.model_validate_json(text) == retrieval
+    return text
+
+
+@pytest.mark.parametrize(
+    ("good", "bad"),
+    [('"rank":1', '"rank":0'), ('"score":0.5', '"score":0.5,"extra":1'), ('"score":0.5', '"score":"high"')],
+)
+def test_a_retrieval_read_from_a_file_checks_its_candidates_and_selections(good: str, bad: str) -> None:
+    # Inside a run candidates and selections are plain dataclasses; read from a file, pydantic
+    # still holds them to their rules.
+    text = _retrieval_text()
+    assert good in text
+    with pytest.raises(ValidationError):
+        SemanticRetrieval.model_validate_json(text.replace(good, bad, 1))

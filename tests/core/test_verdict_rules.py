@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from eval_pipeline.core.diff.compare import diff_documents
@@ -142,7 +144,7 @@ def test_reorders_inside_the_top_15_and_numbers_in_reasons_are_cosmetic() -> Non
 def test_a_primary_kept_selected_while_its_similarity_collapsed_is_flagged() -> None:
     base = doc([sem("S-1", ["a", "b"])])
     gutted = sem("S-1", ["a", "b"])
-    candidates = [c.model_copy(update={"score": 0.2}) if c.entity_id == "a" else c for c in gutted.candidates]
+    candidates = [replace(c, score=0.2) if c.entity_id == "a" else c for c in gutted.candidates]
     head = doc([gutted.model_copy(update={"candidates": candidates})], date="2026-11-20")
     (delta,) = diff_documents(base, head).deltas
     assert delta.kind is DeltaKind.CONTENT_COLLAPSE

@@ -1,37 +1,45 @@
 """What the system under test did for one semantic test: the two stages, usage, cost, errors.
 
 This is the boundary between `providers/` (which produce it) and scoring (which judges it).
+
+A test holds 15 candidates and up to 6 selections, built by our own code from data a provider's
+answer was already validated into: they are plain slotted dataclasses, a third of a pydantic
+model's cost to build. Pydantic still validates them, against the same rules, wherever they enter
+from a file (a retrieval or a result read back from JSON).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 
 
-class Candidate(BaseModel):
+@with_config(ConfigDict(extra="forbid"))
+@dataclass(frozen=True, slots=True)
+class Candidate:
     """One embedding-stage hit: an entity and its cosine similarity to the query."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     entity_id: str
     score: float
 
 
-class Selection(BaseModel):
+@with_config(ConfigDict(extra="forbid"))
+@dataclass(frozen=True, slots=True)
+class Selection:
     """One reranker pick, 1-based rank, with the model's reason when it gives one."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     entity_id: str
-    rank: int = Field(ge=1)
+    rank: Annotated[int, Field(ge=1)]
     reason: str | None = None
 
 
 class Usage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Frozen: usages are added into new ones, never changed in place, so one empty usage
+    # (`NO_USAGE`) serves every record that used nothing instead of a new model each.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -48,8 +56,9 @@ class Usage(BaseModel):
 
     @property
     def any_tokens(self) -> bool:
-        """Whether anything was used: asked once or more a test, so it builds no `Usage()` to compare."""
-        return any(getattr(self, name) for name in Usage.model_fields)
+        """Whether anything was used: asked several times a test, so it reads the counts (every
+        field is one) straight from the instance, not each by name."""
+        return any(self.__dict__.values())
 
     @classmethod
     def total(cls, usages: Iterable[Usage]) -> Usage:
@@ -59,6 +68,9 @@ class Usage(BaseModel):
             for name in sums:
                 sums[name] += getattr(usage, name)
         return cls.model_validate(sums)
+
+
+NO_USAGE = Usage()
 
 
 class SemanticRetrieval(BaseModel):

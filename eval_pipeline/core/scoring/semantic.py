@@ -88,8 +88,10 @@ def evaluate_semantic_test(
     ev: SemanticEvaluation | None = None
     outcome: ScoreOutcome | None = None
     if retrieval.status == "ok":
-        ranking = final_ranking(retrieval.selections, retrieval.candidates)
-        ev = evaluate_selection(retrieval.selected_ids, resolved.expectations, ranking)
+        exp = resolved.expectations
+        # Only a graded test's nDCG@10 reads the whole ranking.
+        ranking = final_ranking(retrieval.selections, retrieval.candidates) if exp.graded else None
+        ev = evaluate_selection(retrieval.selected_ids, exp, ranking)
         outcome = score(
             ev.missing_primary,
             _penalties(ev),
