@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
-from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.dates import now_utc
@@ -52,34 +51,35 @@ def narrowed_run(
     configs = load_models(args.models_file)
     cost = calibration_cost(location_paths().calibration_dir, date)
     record_project(kb, locations)
-    with cyclic_gc_paused():  # the report too: it walks every result
-        with (
-            progress_terminal(parallel == 1) as progress_fd,
-            ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
-        ):
-            runs = [
-                pool.submit(
-                    _evaluate_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
-                )
-                for m in models
-            ]
-            # The first model's exception, if any, as a sequential run would raise it; what each
-            # model wrote is reported from memory, not read back and validated again.
-            evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
-        code = report_runs(
-            models,
-            date,
-            results_dir,
-            scope,
-            [],
-            args.fail_on_regression,
-            args.allow_removed,
-            args.junit,
-            evaluated,
-        )
-        # Freed before the collector resumes: its first pass would walk every result of the run
-        # (a quarter of a second at 10,000 tests) only to find them all still referenced here.
-        del evaluated, runs
+    # The collector is paused here: `run` pauses it until an evaluation through Dagster
+    # (cli/run.py), and an evaluation keeps nearly everything it builds to the end.
+    with (
+        progress_terminal(parallel == 1) as progress_fd,
+        ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="model") as pool,
+    ):
+        runs = [
+            pool.submit(
+                _evaluate_model, args, kb, banks, scope, configs[m], date, cost, results_dir, progress_fd
+            )
+            for m in models
+        ]
+        # The first model's exception, if any, as a sequential run would raise it; what each
+        # model wrote is reported from memory, not read back and validated again.
+        evaluated = {m: run.result() for m, run in zip(models, runs, strict=True)}
+    code = report_runs(
+        models,
+        date,
+        results_dir,
+        scope,
+        [],
+        args.fail_on_regression,
+        args.allow_removed,
+        args.junit,
+        evaluated,
+    )
+    # Freed before `run` resumes the collector: its first pass would walk every result of the run
+    # (a quarter of a second at 10,000 tests) only to find them all still referenced here.
+    del evaluated, runs
     return code
 
 
