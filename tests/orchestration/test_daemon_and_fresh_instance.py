@@ -74,9 +74,9 @@ def test_a_killed_backfill_leaves_no_daemon(tenant: Path, tmp_path: Path) -> Non
                 os.killpg(pgid, signal.SIGKILL)
 
 
-# Five attempts: the race (both creating the instance) was seen to fail only now and then. The
-# tenant domain, not the sample: the race is in the instance both share, not in the data, and the
-# sample's cold embeddings doubled each attempt's processes.
+# Five attempts: the race (both creating the instance) was seen to fail only now and then. All on
+# the tenant domain: the race is in the instance both runs share, not in the data, and an attempt
+# on the sample cost over twice the CPU of one on the tenant (both processes embed its 147 tests cold).
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("attempt", range(5))
 def test_two_runs_started_at_once_in_a_fresh_checkout_both_complete(
