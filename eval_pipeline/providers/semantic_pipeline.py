@@ -183,8 +183,12 @@ _QUERY_BLOCK = 1024
 # Threads gain nothing at this size, and on a busy machine a threaded product waits for them: 40
 # queries x 61 entities x 256 dimensions took 73-94 ms threaded and 1.4-2 ms on one thread, at
 # load 15 on 2 cores (the pace benchmark's batched tier, between the embedding batch and the first
-# reranks). OpenBLAS splits a product by rows and columns, so each score is the same either way.
-_ONE_THREAD_BELOW = 1 << 24
+# reranks). And after a threaded product OpenBLAS's idle threads spin for ~50 ms, a core's worth
+# of CPU taken from the run's own threads and its neighbours: 50 queries x 5,000 entities x 384
+# dimensions saved 2 ms of wall on threads and spun 50 ms of CPU after. Below 2^28 (~13 ms on one
+# thread) the spin costs more than the threads save. OpenBLAS splits a product by rows and
+# columns, so each score is the same either way.
+_ONE_THREAD_BELOW = 1 << 28
 
 
 @cache
