@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -129,8 +130,9 @@ class _Index:
     matrix: Vectors
 
     @cached_property
-    def by_id(self) -> dict[str, Entity]:
-        return {e.entity_id: e for e in self.entities}
+    def _seen(self) -> dict[str, tuple[str, str]]:
+        """Each entity's title and summary by id: a candidate's look-up is one dict access."""
+        return {e.entity_id: (e.title, e.summary) for e in self.entities}
 
     @cached_property
     def ids(self) -> npt.NDArray[np.object_]:
@@ -138,13 +140,9 @@ class _Index:
         return np.array([e.entity_id for e in self.entities], dtype=object)
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
-        """What the reranker sees of each candidate."""
-        by_id = self.by_id
-        return [
-            RerankCandidate(c.entity_id, e.title, e.summary, c.score)
-            for c in candidates
-            for e in [by_id[c.entity_id]]
-        ]
+        """What the reranker sees of each candidate (5,000 at a BEIR run's 50 tests x 100)."""
+        seen, make = self._seen, RerankCandidate._make
+        return [make((c.entity_id, *seen[c.entity_id], c.score)) for c in candidates]
 
     def everything(self) -> list[Candidate]:
         return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
@@ -226,7 +224,7 @@ def _top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
 
 
 def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
-    return sorted((e for e in kb_entities if e.load_mode is LoadMode.SEMANTIC), key=lambda e: e.entity_id)
+    return sorted((e for e in kb_entities if e.load_mode is LoadMode.SEMANTIC), key=attrgetter("entity_id"))
 
 
 @dataclass(frozen=True)
