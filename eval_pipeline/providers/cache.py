@@ -36,6 +36,8 @@ _MATRICES_DIR = "matrices"
 # Entity matrices kept per embedder: a few KB versions back (a run on the one before an edit, two
 # KBs in turn) without growing with every edit.
 _MATRICES_KEPT = 4
+_CHECKSUM_LINE_MAX = 64  # "crc32:" and 8 hex digits, with room
+_NPY_HEADER_MAX = 4096  # np.save writes a 2-D array's header in 128 bytes
 
 _RESPONSES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -175,10 +177,35 @@ class ResponseCache:
         self._db.close()
 
 
-def _checksum(body: bytes) -> bytes:
+def _checksum(body: bytes | memoryview) -> bytes:
     """A matrix file's check against damage (a cache, not a signature): CRC-32 reads the 7.7 MB
     of a 5,000-entity matrix ~10× faster than SHA-256, a warm run's largest read."""
     return f"crc32:{zlib.crc32(body):08x}".encode("ascii")
+
+
+def _read_matrix(path: Path) -> Vectors | None:
+    """The array of a matrix file, or None when it does not match its checksum. The file is read
+    once into a buffer the array then uses as it is: no copy of the 7.7 MB of a 5,000-entity matrix
+    (splitting off the checksum line and `np.load` from a stream each made one)."""
+    with path.open("rb") as file:
+        data = bytearray(os.fstat(file.fileno()).st_size)
+        if file.readinto(data) != len(data):
+            return None  # the file shrank while it was read
+    cut = data.find(b"\n", 0, _CHECKSUM_LINE_MAX)
+    if cut < 0:
+        return None
+    body = memoryview(data)[cut + 1 :]
+    if data[:cut] != _checksum(body):
+        return None
+    header = io.BytesIO(body[:_NPY_HEADER_MAX])
+    if np.lib.format.read_magic(header) != (1, 0):  # what `put_matrix`'s np.save writes
+        return None
+    shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(header)
+    if dtype.hasobject:  # as np.load without allow_pickle: never an object array
+        return None
+    count = int(np.prod(shape, dtype=np.int64))
+    array = np.frombuffer(data, dtype=dtype, count=count, offset=cut + 1 + header.tell())
+    return array.reshape(shape, order="F" if fortran_order else "C")
 
 
 class EmbeddingStore:
@@ -247,16 +274,13 @@ class EmbeddingStore:
         if self.mode != "use":
             return None
         try:
-            head, _, body = self._matrix_file(embedder, hashes).read_bytes().partition(b"\n")
-            if head != _checksum(body):
-                return None
-            matrix = np.load(io.BytesIO(body), allow_pickle=False)
+            matrix = _read_matrix(self._matrix_file(embedder, hashes))
         except (OSError, ValueError, UnicodeDecodeError):
             return None
-        if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != len(hashes):
+        if matrix is None or matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != len(hashes):
             return None
         self._counters.count(hits=len(hashes), misses=0)
-        return matrix  # type: ignore[no-any-return]
+        return matrix
 
     def put_matrix(self, embedder: str, hashes: Sequence[str], matrix: Vectors) -> None:
         """Store `matrix` (one row per hash) as one file, so the next run with the same entities

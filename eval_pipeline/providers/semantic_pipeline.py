@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -129,8 +130,9 @@ class _Index:
     matrix: Vectors
 
     @cached_property
-    def by_id(self) -> dict[str, Entity]:
-        return {e.entity_id: e for e in self.entities}
+    def _seen(self) -> dict[str, tuple[str, str]]:
+        """Each entity's title and summary by id: a candidate's look-up is one dict access."""
+        return {e.entity_id: (e.title, e.summary) for e in self.entities}
 
     @cached_property
     def ids(self) -> npt.NDArray[np.object_]:
@@ -138,13 +140,9 @@ class _Index:
         return np.array([e.entity_id for e in self.entities], dtype=object)
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
-        """What the reranker sees of each candidate."""
-        by_id = self.by_id
-        return [
-            RerankCandidate(c.entity_id, e.title, e.summary, c.score)
-            for c in candidates
-            for e in [by_id[c.entity_id]]
-        ]
+        """What the reranker sees of each candidate (5,000 at a BEIR run's 50 tests x 100)."""
+        seen, make = self._seen, RerankCandidate._make
+        return [make((c.entity_id, *seen[c.entity_id], c.score)) for c in candidates]
 
     def everything(self) -> list[Candidate]:
         return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
@@ -183,8 +181,12 @@ _QUERY_BLOCK = 1024
 # Threads gain nothing at this size, and on a busy machine a threaded product waits for them: 40
 # queries x 61 entities x 256 dimensions took 73-94 ms threaded and 1.4-2 ms on one thread, at
 # load 15 on 2 cores (the pace benchmark's batched tier, between the embedding batch and the first
-# reranks). OpenBLAS splits a product by rows and columns, so each score is the same either way.
-_ONE_THREAD_BELOW = 1 << 24
+# reranks). And after a threaded product OpenBLAS's idle threads spin for ~50 ms, a core's worth
+# of CPU taken from the run's own threads and its neighbours: 50 queries x 5,000 entities x 384
+# dimensions saved 2 ms of wall on threads and spun 50 ms of CPU after. Below 2^28 (~13 ms on one
+# thread) the spin costs more than the threads save. OpenBLAS splits a product by rows and
+# columns, so each score is the same either way.
+_ONE_THREAD_BELOW = 1 << 28
 
 
 @cache
@@ -222,7 +224,7 @@ def _top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
 
 
 def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
-    return sorted((e for e in kb_entities if e.load_mode is LoadMode.SEMANTIC), key=lambda e: e.entity_id)
+    return sorted((e for e in kb_entities if e.load_mode is LoadMode.SEMANTIC), key=attrgetter("entity_id"))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from eval_pipeline.core.diff.compare import load_for_diff
 from eval_pipeline.core.diff.model import DiffError
 from eval_pipeline.core.fileio import BadFile, read_input_text
+from eval_pipeline.core.inputs.loading import is_entity_file
 from eval_pipeline.core.inputs.reading import load_input, parse_input_text
 from eval_pipeline.core.inputs.text import one_line
 from eval_pipeline.core.scoring.run_document import DocumentError, read_document
@@ -99,3 +101,33 @@ def test_documents_are_read_only_from_regular_files(tmp_path: Path) -> None:
         load_for_diff(fifo)
     with pytest.raises(DocumentError, match="cannot read results document \\(cannot read file: it is a FIFO"):
         read_document(fifo)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".yml",
+        "a.yml",
+        "a.yaml",
+        "a.y.ml",
+        ".y.ml",
+        "a.yxml",
+        "a.YML",
+        "a.yml~",
+        "a.ml",
+        "a.y",
+        "yml",
+        "a.yl",
+        "a.y\nml",
+        "a.json",
+        "a.yaml.ml",
+        "ayml",
+        "a.yamlml",
+    ],
+)
+def test_an_entity_file_is_what_the_documented_glob_matches(tmp_path: Path, name: str) -> None:
+    # The KB format documents "entities/*.y*ml"; the loader tests names without a glob or a regex.
+    if "\n" not in name:
+        (tmp_path / name).touch()
+        assert is_entity_file(name) == any(tmp_path.glob("*.y*ml"))
+    assert is_entity_file(name) == fnmatch.fnmatchcase(name, "*.y*ml")

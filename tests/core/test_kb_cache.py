@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.kb_cache import RACY_NS, KbCache
+from eval_pipeline.core.inputs.kb_cache import RACY_NS, KbCache, _Stored
 from eval_pipeline.core.inputs.loading import InputError, Problem, load_kb
 from eval_pipeline.core.inputs.validation import load_validated
 
@@ -181,15 +181,19 @@ def _damage(file: Path, how: str) -> None:
         file.mkdir()
 
 
+@pytest.mark.parametrize("read_before", [False, True], ids=["unread", "read before"])
 @pytest.mark.parametrize(
     "how", ["truncated", "garbage", "empty", "payload edited", "other code", "other files", "a directory"]
 )
 def test_a_damaged_or_foreign_cache_file_is_ignored_and_rebuilt(
-    how: str, sample: tuple[Path, Path], tmp_path: Path
+    how: str, read_before: bool, sample: tuple[Path, Path], tmp_path: Path
 ) -> None:
     kb, _ = sample
     cache = _cache(tmp_path)
     fresh = _stored(cache, kb)
+    if read_before:  # the process keeps what it read: a damaged file must not answer from there
+        _hit(cache, kb)
+        _next_tick(tmp_path, os.stat(cache.file_for(kb)).st_ctime_ns)
     _damage(cache.file_for(kb), how)
     loaded, from_store, store = cache.load(kb, [])
     assert loaded is not None and not from_store, "loaded from the files, never from the damaged file"
@@ -199,6 +203,35 @@ def test_a_damaged_or_foreign_cache_file_is_ignored_and_rebuilt(
         cache.file_for(kb).rmdir()
     store()
     _same(_hit(cache, kb), fresh)  # rebuilt: the next load is a hit with the same result
+
+
+def test_a_kb_loaded_again_in_the_process_is_not_read_again_while_its_stored_file_is_the_same(
+    sample: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb, _ = sample
+    cache = _cache(tmp_path)
+    _stored(cache, kb)
+    validated: list[bytes] = []
+    real = _Stored.model_validate_json
+
+    def counted(body: bytes) -> _Stored:
+        validated.append(body)
+        return real(body)
+
+    monkeypatch.setattr(_Stored, "model_validate_json", counted)
+    first = _hit(cache, kb)
+    assert _hit(cache, kb) is first and len(validated) == 1
+    # The same bytes in a new file (as the store replaces one): read and validated again.
+    stored = cache.file_for(kb)
+    copy = stored.with_suffix(".copy")
+    shutil.copyfile(stored, copy)
+    copy.replace(stored)
+    _same(_hit(cache, kb), first)
+    assert len(validated) == 2
+    # An entity edited in place: the kept header no longer matches the KB's files.
+    file = _entity_file(kb)
+    file.write_text(file.read_text(encoding="utf-8") + "\n# a comment changes no entity\n", encoding="utf-8")
+    assert not cache.load(kb, []).from_store
 
 
 def test_files_changed_within_the_racy_window_are_not_stored(

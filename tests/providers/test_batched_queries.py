@@ -145,7 +145,7 @@ def test_a_query_ranks_the_same_alone_as_in_a_batch() -> None:
     assert index.top_many(queries[3:5], 15) == batch[3:5]
 
 
-@pytest.mark.parametrize("shape", [(40, 61, 256), (94, 61, 1024), (300, 200, 256)])
+@pytest.mark.parametrize("shape", [(40, 61, 256), (94, 61, 1024), (300, 200, 256), (50, 5000, 384)])
 def test_a_small_score_product_on_one_blas_thread_gives_the_same_scores(shape: tuple[int, int, int]) -> None:
     # Below the size where BLAS threads pay, the index holds the product to one thread (a busy
     # machine would make it wait for the others): every score must come out as the threaded
