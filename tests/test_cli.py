@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,8 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.run_document import GATE_FILE, read_document
 from eval_pipeline.core.verdicts.run_gate import GateStatus, read_gate
+from tests.conftest import TENANT
+from tests.test_cli_progress import BAR
 
 REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
@@ -25,17 +29,18 @@ def _run(*extra: str) -> int:
 
 
 @pytest.mark.slow
-def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_on_another_domain_then_show(
+    offline: OfflineEvaluation, evaluated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The tenant domain: its own categories, user types and bank file names, both local models.
-    assert _run("--model", "local-minilm", "--model", "local-hybrid") == 0
-    out = capsys.readouterr().out
+    out = offline.out
     assert "local-minilm @ 2026-11-20:" in out and "results/local-minilm/2026-11-20/report.md" in out
     assert "local-hybrid @ 2026-11-20:" in out
     assert "  html: results/local-hybrid/2026-11-20/report.html" in out
-    hybrid = read_document(workdir / "results/local-hybrid/2026-11-20/results.json")
+    hybrid = read_document(evaluated / "results/local-hybrid/2026-11-20/results.json")
     assert hybrid.aggregate.errored_count == 0 and hybrid.aggregate.health.value != "UNKNOWN"
     assert {r.category for r in hybrid.semantic} <= {"brief", "daily", "pressing", "combined"}
-    doc = read_document(workdir / "results/local-minilm/2026-11-20/results.json")
+    doc = read_document(evaluated / "results/local-minilm/2026-11-20/results.json")
     assert doc.provenance.kb_version == "tenant-fixture-1"
     assert main(["show", "--model", "local-minilm"]) == 0
     assert "local-minilm @ 2026-11-20" in capsys.readouterr().out
@@ -51,12 +56,10 @@ def test_run_on_another_domain_then_show(workdir: Path, capsys: pytest.CaptureFi
 
 @pytest.mark.slow
 def test_narrowed_runs_never_replace_the_canonical_evaluation(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run("--model", "local-minilm") == 0
-    canonical = workdir / "results/local-minilm/2026-11-20"
+    canonical = evaluated / "results/local-minilm/2026-11-20"
     before = {name: (canonical / name).read_bytes() for name in ("results.json", "report.md", "gate.json")}
-    capsys.readouterr()
 
     assert _run("--model", "local-minilm", "--banks", "state,always") == 0
     assert _run("--model", "local-minilm", "--test", "T-RENT-001") == 0
@@ -66,7 +69,7 @@ def test_narrowed_runs_never_replace_the_canonical_evaluation(
 
     assert {name: (canonical / name).read_bytes() for name in before} == before
     scoped = read_document(
-        workdir / "results/_scoped/banks-state+always/local-minilm/2026-11-20/results.json"
+        evaluated / "results/_scoped/banks-state+always/local-minilm/2026-11-20/results.json"
     )
     assert set(scoped.aggregate.banks) == {"state", "always"}
     assert scoped.semantic == [] and len(scoped.state) == 3
@@ -75,7 +78,7 @@ def test_narrowed_runs_never_replace_the_canonical_evaluation(
     full = read_document(canonical / "results.json")
     assert [(r.test_id, r.score) for r in scoped.state] == [(r.test_id, r.score) for r in full.state]
     one_test = "results/_scoped/banks-semantic+state+pattern+always__tests-T-RENT-001/local-minilm/2026-11-20"
-    (narrow,) = read_document(workdir / one_test / "results.json").semantic
+    (narrow,) = read_document(evaluated / one_test / "results.json").semantic
     same = next(r for r in full.semantic if r.test_id == "T-RENT-001")
     assert (narrow.score, narrow.selections, narrow.candidates) == (
         same.score,
@@ -186,29 +189,73 @@ def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
     assert "no gate decision was written" in capsys.readouterr().err
 
 
-def _heavy_imports_of_a_run(workdir: Path, *args: str) -> set[str]:
-    """Which of Dagster and the provider SDKs a fresh interpreter imported for one `run`."""
+def _heavy_imports_of_a_run(cwd: Path, *args: str) -> tuple[set[str], str, str]:
+    """Which of Dagster and the provider SDKs a fresh interpreter imported for one `run`, with
+    its output piped: (modules, stdout, stderr)."""
     argv = ["run", "--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", "2026-11-20", *args]
     code = (
         f"import json, sys; from eval_pipeline.cli import main; rc = main({argv!r}); "
         "print(json.dumps(sorted({'anthropic', 'voyageai', 'dagster'} & set(sys.modules)))); sys.exit(rc)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True, timeout=300
-    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    *printed, imported = done.stdout.strip().splitlines()
+    return set(json.loads(imported)), "\n".join(printed) + "\n", done.stderr
 
 
 def test_a_narrowed_run_needs_no_dagster(workdir: Path) -> None:
-    assert _heavy_imports_of_a_run(workdir, "--model", "local-minilm", "--test", "T-RENT-001") == set()
+    imported, _, _ = _heavy_imports_of_a_run(workdir, "--model", "local-minilm", "--test", "T-RENT-001")
+    assert imported == set()
     assert not (workdir / "dagster_home").exists()  # no Dagster instance was made
 
 
+@dataclass(frozen=True)
+class OfflineEvaluation:
+    project: Path  # the tenant copy beside the models file, evaluated on DATE with both local models
+    imported: set[str]
+    out: str
+    err: str
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory: pytest.TempPathFactory) -> OfflineEvaluation:
+    """Both local models through the whole Dagster graph in a real process, output piped: made
+    once for the tests that look at the run, its output or what it stored."""
+    project = tmp_path_factory.mktemp("cli") / "project"
+    shutil.copytree(TENANT, project / "tenant")
+    shutil.copy(REPO / "models.yaml", project / "models.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(project / "dagster_home"))
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        mp.delenv("VOYAGE_API_KEY", raising=False)
+        ran = _heavy_imports_of_a_run(project, "--model", "local-minilm", "--model", "local-hybrid")
+    return OfflineEvaluation(project, *ran)
+
+
+@pytest.fixture
+def evaluated(offline: OfflineEvaluation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A writable copy of that evaluated project, as the working directory, with its own Dagster
+    home and no API keys."""
+    project = tmp_path / "project"
+    shutil.copytree(offline.project, project, symlinks=True)
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("DAGSTER_HOME", str(project / "dagster_home"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
+    return project
+
+
 @pytest.mark.slow
-def test_an_offline_evaluation_never_imports_the_provider_sdks(workdir: Path) -> None:
+def test_an_offline_evaluation_never_imports_the_provider_sdks(offline: OfflineEvaluation) -> None:
     # Through the whole Dagster graph, both local models: the Anthropic and Voyage SDKs are a
     # second and a half of imports that only API models and calibration use.
-    assert _heavy_imports_of_a_run(workdir, "--model", "local-minilm", "--model", "local-hybrid") == {
-        "dagster"
-    }
+    assert offline.imported == {"dagster"}
+
+
+@pytest.mark.slow
+def test_a_piped_full_run_prints_plain_lines(offline: OfflineEvaluation) -> None:
+    # No progress bar, cursor movement or colour when the output is not a terminal
+    # (the bar on a terminal: tests/test_cli_progress.py).
+    assert BAR not in offline.out + offline.err and "\x1b[" not in offline.out + offline.err
+    for model in ("local-minilm", "local-hybrid"):
+        assert f"  running model {model} " in offline.out and f"  finished model {model}" in offline.out

@@ -6,28 +6,85 @@ errored test) is never reused; `--force` always evaluates."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+from contextlib import redirect_stdout
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
 
 from eval_pipeline.cli import main
 from eval_pipeline.core.calibration.files import LOG_FILE, append_log
 from eval_pipeline.core.calibration.records import CalibrationRecord
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import read_document
+from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.execution import project_instance
+from eval_pipeline.orchestration.recorded_evaluations import HISTORY_DIR
 from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.providers.models import ModelConfig
-from tests.conftest import REPO
+from tests.conftest import REPO, TENANT
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks"]
 MINILM = "local-minilm"
 STANDS = "up to date:"
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one working directory of this file's tests, emptied for each: a run's fingerprint
+    holds its results and storage folders' absolute paths, so a copied evaluation can stand
+    only where it was made."""
+    return tmp_path_factory.mktemp("rerun") / "work"
+
+
+def _enter(place: Path, mp: pytest.MonkeyPatch, source: Path | None = None) -> Path:
+    """`place` afresh (the tenant copy beside the models file) or as a copy of `source`, as the
+    working directory, with its own Dagster home and no API keys."""
+    if place.exists():
+        shutil.rmtree(place)
+    if source is None:
+        place.mkdir()
+        shutil.copytree(TENANT, place / "tenant")
+        shutil.copy(REPO / "models.yaml", place / "models.yaml")
+    else:
+        shutil.copytree(source, place, symlinks=True)
+    mp.chdir(place)
+    mp.setenv("DAGSTER_HOME", str(place / "dagster_home"))
+    mp.delenv("ANTHROPIC_API_KEY", raising=False)
+    mp.delenv("VOYAGE_API_KEY", raising=False)
+    return place
+
+
+@pytest.fixture
+def workdir(place: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return _enter(place, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def first_evaluation(place: Path) -> Path:
+    """A copy of the project after its first run (today, local-minilm), the start of several
+    tests: made once, as each of them would make it."""
+    with pytest.MonkeyPatch.context() as mp:
+        _enter(place, mp)
+        printed = io.StringIO()
+        with redirect_stdout(printed):
+            code = main(["run", *DATA, "--model", MINILM])
+        assert (code, STANDS in printed.getvalue(), len(_runs())) == (0, False, 3), printed.getvalue()
+    copy = place.parent / "first_evaluation"
+    shutil.copytree(place, copy, symlinks=True)
+    return copy
+
+
+@pytest.fixture
+def evaluated(place: Path, first_evaluation: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory as the first run of today left it."""
+    return _enter(place, monkeypatch, first_evaluation)
 
 
 def _runs() -> list[dg.DagsterRun]:
@@ -35,11 +92,19 @@ def _runs() -> list[dg.DagsterRun]:
         return list(instance.get_runs())
 
 
+def _run_logs() -> int:
+    """How many runs the project instance holds, counted without opening it (two instances a
+    call were a tenth of this file's CPU): its storage keeps each run's events in a database of
+    their own beside the index (orchestration/instance_storage.py)."""
+    logs = instance_home() / HISTORY_DIR / "runs"
+    return len([p for p in logs.glob("*.db") if p.stem != INDEX_SHARD_NAME])
+
+
 def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, int]:
     """(exit code, stdout, Dagster runs it made)."""
-    before = len(_runs())
+    before = _run_logs()
     code = main(["run", *DATA, "--model", MINILM, *extra])
-    return code, capsys.readouterr().out, len(_runs()) - before
+    return code, capsys.readouterr().out, _run_logs() - before
 
 
 def _evaluates(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0, because: str = "") -> None:
@@ -80,19 +145,18 @@ def test_an_unchanged_rerun_stands_with_the_same_verdict(
 
 
 def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _evaluates(capsys)
     _stands(capsys)
 
-    kb = workdir / "tenant/kb.yaml"
+    kb = evaluated / "tenant/kb.yaml"
     text = kb.read_text()
     assert "Keep copies of every message" in text
     kb.write_text(text.replace("Keep copies of every message", "Keep a copy of every message"))
     _evaluates(capsys, because=f"{MINILM}: the KB changed)")
     _stands(capsys)
 
-    bank = workdir / "tenant/banks/state/tenant_states.json"
+    bank = evaluated / "tenant/banks/state/tenant_states.json"
     states = json.loads(bank.read_text())
     bank.write_text(json.dumps(states, indent=4))  # same tests, other bytes: the bank's hash moved
     _evaluates(capsys, because=f"{MINILM}: the test banks changed)")
@@ -102,15 +166,15 @@ def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
     _stands(capsys, "--fail-under", "100", code=1)
     _evaluates(capsys)
 
-    models = yaml.safe_load((workdir / "models.yaml").read_text())
+    models = yaml.safe_load((evaluated / "models.yaml").read_text())
     models["models"][MINILM]["description"] = "the same model, described again"
-    (workdir / "models.yaml").write_text(yaml.safe_dump(models))
+    (evaluated / "models.yaml").write_text(yaml.safe_dump(models))
     _evaluates(capsys, because=f"{MINILM}: the model's configuration changed)")
 
-    _evaluates(capsys, "--results-dir", str(workdir / "elsewhere"))
+    _evaluates(capsys, "--results-dir", str(evaluated / "elsewhere"))
     _evaluates(capsys)  # the earlier results folder's runs are no longer the latest
 
-    results = workdir / "results" / MINILM / today_utc() / "results.json"
+    results = evaluated / "results" / MINILM / today_utc() / "results.json"
     results.write_text(results.read_text().replace('"health": "', '"health":  "', 1))  # edited by hand
     _evaluates(capsys)
     results.unlink()
@@ -138,12 +202,10 @@ def test_a_result_with_errored_tests_is_never_reused(
     assert doc.aggregate.errored_count == 0
 
 
-def test_a_later_evaluation_of_another_date_evaluates_again(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.usefixtures("evaluated")
+def test_a_later_evaluation_of_another_date_evaluates_again(capsys: pytest.CaptureFixture[str]) -> None:
     # Yesterday's report is today's regression baseline: once it changes, today's diff may too.
     yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
-    _evaluates(capsys)
     _evaluates(capsys, "--date", yesterday)
     _evaluates(capsys)
     _stands(capsys)
@@ -163,17 +225,16 @@ def test_a_past_date_stands_only_as_recorded(workdir: Path, capsys: pytest.Captu
 
 
 def test_a_recorded_evaluation_stands_only_with_the_instance_it_was_recorded_with(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _evaluates(capsys)
-    records = workdir / "dagster_home" / "recorded_evaluations"
+    records = evaluated / "dagster_home" / "recorded_evaluations"
     assert [p.name for p in records.iterdir()] == [f"{today_utc()}.json"]
     record = json.loads((records / f"{today_utc()}.json").read_text())
     record["instance_mark"] = "0" * 64  # as if the instance had stored something since
     (records / f"{today_utc()}.json").write_text(json.dumps(record))
     _stands(capsys)  # the instance is asked, says it stands, and the record is made anew
     assert json.loads((records / f"{today_utc()}.json").read_text())["instance_mark"] != "0" * 64
-    results = workdir / "results" / MINILM / today_utc() / "results.json"
+    results = evaluated / "results" / MINILM / today_utc() / "results.json"
     results.write_text(results.read_text().replace('"health": "', '"health":  "', 1))  # edited by hand
     _evaluates(capsys)
 
@@ -240,13 +301,12 @@ def _log_calibration(workdir: Path, cost_usd: float) -> None:
 
 
 def test_a_calibration_that_changed_nothing_still_evaluates_again(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Its cost is in every report of the day, though no expectation moved.
+    _log_calibration(evaluated, 0.25)
     _evaluates(capsys)
-    _log_calibration(workdir, 0.25)
-    _evaluates(capsys)
-    doc = read_document(workdir / "results" / MINILM / today_utc() / "results.json")
+    doc = read_document(evaluated / "results" / MINILM / today_utc() / "results.json")
     assert doc.provenance.calibration_cost_usd == 0.25
     _stands(capsys)
 
