@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,19 @@ def test_an_offline_evaluation_never_imports_the_provider_sdks(workdir: Path) ->
     assert _heavy_imports_of_a_run(workdir, "--model", "local-minilm", "--model", "local-hybrid") == {
         "dagster"
     }
+
+
+def test_every_command_keeps_idle_blas_threads_from_spinning_unless_the_user_says(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # OpenBLAS reads it when numpy loads: set by the command before any of it imports numpy.
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "unset below; restored after the test")
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "4"
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
+    with pytest.raises(SystemExit):
+        main(["models", "--help"])
+    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "20"
+    assert "usage: eval-pipeline models" in capsys.readouterr().out
