@@ -153,7 +153,6 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     """The requested models (default: the enabled ones), known, with their API keys set and
     their Python entry points importable."""
     from eval_pipeline.providers.models import load_models, require_keys
-    from eval_pipeline.providers.python_target import require_entrypoint
 
     notices: list[str] = []
     models = load_models(models_file, notices=notices)
@@ -163,7 +162,10 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
         raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
     for key in keys:
         require_keys(models[key])
-        require_entrypoint(models[key], models_file)
+        if models[key].system is not None:  # the team's system: its clients load only for it
+            from eval_pipeline.providers.python_target import require_entrypoint
+
+            require_entrypoint(models[key], models_file)
     for line in notices:
         print(f"notice: {line}", file=sys.stderr)
     return list(dict.fromkeys(keys))
