@@ -10,7 +10,8 @@ a module on the way shows here, not as a slower start a user notices later.
   models of a comparison, the records of a calibration log the project does not have, the crisis
   patterns' regex engine with no pattern test in scope, the JUnit writer without `--junit`, other
   commands' modules, the email parser the standard library reads package metadata with, the
-  contract's models with no team's system to ask);
+  contract's models with no team's system to ask, the records a re-evaluation keeps, a caching
+  reranker's prompt-cache status);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
   (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
 """
@@ -38,7 +39,8 @@ MODEL_RUNTIME = {"onnxruntime", "tokenizers"}
 # calibration log to read (no calibration records), a run without pattern tests matches no crisis
 # pattern (no regex) and one without --junit writes no JUnit file. `run` parses with its own
 # parser (no other command's module), the code version reads metadata headers itself, and a
-# model without the team's system sends it no request (no contract models).
+# model without the team's system sends it no request (no contract models); nor does it keep
+# re-evaluation records or cache a reranker's prompt.
 NOT_ASKED = {
     "eval_pipeline.core.diff.model",
     "eval_pipeline.core.calibration.records",
@@ -48,6 +50,8 @@ NOT_ASKED = {
     "eval_pipeline.cli.calibrate",
     "email.parser",
     "eval_pipeline.core.inputs.contract",
+    "eval_pipeline.core.scoring.stored_reevaluations",
+    "eval_pipeline.providers.prompt_cache",
 }
 WARM_NARROWED = (
     NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
@@ -69,7 +73,8 @@ watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic"
            "rich", "jinja2", "filelock", "tenacity", "eval_pipeline.core.diff.model",
            "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit",
            "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate", "email.parser",
-           "eval_pipeline.core.inputs.contract"}
+           "eval_pipeline.core.inputs.contract", "eval_pipeline.core.scoring.stored_reevaluations",
+           "eval_pipeline.providers.prompt_cache"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 
