@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.core.inputs import regex_safety, validation
-from eval_pipeline.core.inputs.kb_cache import KbCache
 from eval_pipeline.core.inputs.loading import InputError
+from eval_pipeline.core.inputs.pattern_memo import PatternMemo
 from eval_pipeline.core.inputs.validation import load_validated
 
 
-def _load(tenant: Path, cache: KbCache | None) -> None:
-    load_validated(tenant / "kb.yaml", tenant / "banks", kb_cache=cache)
+def _load(tenant: Path, memo: PatternMemo | None) -> None:
+    load_validated(tenant / "kb.yaml", tenant / "banks", patterns=memo)
+    if memo is not None:
+        memo.keep()
 
 
 def _screens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -41,18 +43,20 @@ def _set_pattern(tenant: Path, pattern: str) -> None:
 def test_a_set_that_passed_is_not_checked_again_until_it_changes(
     tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = KbCache(tmp_path / "cache")
+    cache = PatternMemo(tmp_path / "cache")
     asked = _screens(monkeypatch)
-    _load(tenant, cache)
+    load_validated(tenant / "kb.yaml", tenant / "banks", patterns=cache)
+    assert not (tmp_path / "cache").exists()  # noted, not kept: the command may yet refuse its input
+    cache.keep()
     count = len(asked)
     assert count > 0 and list((tmp_path / "cache" / "patterns").iterdir())
-    _load(tenant, cache)
+    _load(tenant, PatternMemo(tmp_path / "cache"))
     assert len(asked) == count  # remembered: neither compiled nor screened
-    _load(tenant, KbCache(tmp_path / "cache", read=False))  # `--cache refresh` checks again
+    _load(tenant, PatternMemo(tmp_path / "cache", read=False))  # `--cache refresh` checks again
     _load(tenant, None)  # and so does a load without a cache
     assert len(asked) == 3 * count
     _set_pattern(tenant, r"\bno\s+way\s+out\b")
-    _load(tenant, cache)
+    _load(tenant, PatternMemo(tmp_path / "cache"))
     assert len(asked) == 4 * count  # another set: checked
 
 
@@ -63,12 +67,11 @@ def test_a_set_that_passed_is_not_checked_again_until_it_changes(
 def test_a_bad_pattern_is_refused_after_a_good_set_was_remembered(
     tenant: Path, tmp_path: Path, pattern: str, message: str
 ) -> None:
-    cache = KbCache(tmp_path / "cache")
-    _load(tenant, cache)
+    _load(tenant, PatternMemo(tmp_path / "cache"))
     _set_pattern(tenant, pattern)
     with pytest.raises(InputError) as caught:
-        _load(tenant, cache)
+        _load(tenant, PatternMemo(tmp_path / "cache"))
     said = [p.message for p in caught.value.problems if p.item == "crisis_patterns[0]"]
     assert len(said) == 1 and said[0].startswith(message), said
     with pytest.raises(InputError):
-        _load(tenant, cache)  # never remembered
+        _load(tenant, PatternMemo(tmp_path / "cache"))  # never remembered

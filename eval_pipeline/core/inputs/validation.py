@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval_pipeline.core.inputs import pattern_memo
 from eval_pipeline.core.inputs.banks import Expectations, PatternType, SemanticTest
 from eval_pipeline.core.inputs.kb import FieldCondition, KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.kb_cache import KbCache, Loaded
@@ -30,6 +29,7 @@ from eval_pipeline.core.inputs.loading import (
     load_history,
     load_kb,
 )
+from eval_pipeline.core.inputs.pattern_memo import PatternMemo
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 
 # Which load modes each reference may name. Keyword boosts point at SEMANTIC entities; crisis
@@ -399,22 +399,25 @@ def cross_check(
 
 
 def load_validated(
-    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None, kb_cache: KbCache | None = None
+    kb_path: Path,
+    banks_dir: Path,
+    warnings: list[Problem] | None = None,
+    kb_cache: KbCache | None = None,
+    patterns: PatternMemo | None = None,
 ) -> tuple[KnowledgeBase, Banks]:
     """Load and cross-check everything; raise InputError listing every problem found. Warnings
     (legal but probably unintended) are appended to `warnings` when given. With `kb_cache`, the
     KB comes from its stored copy while its files are unchanged, and is stored once everything
-    has loaded without a problem; so are crisis patterns that passed, and a set that passed before
-    is not compiled and screened again."""
+    has loaded without a problem. With `patterns`, a set of crisis patterns that passed before is
+    not compiled and screened again, and one that passes now is noted for `PatternMemo.keep`."""
     problems: list[Problem] = []
     loaded = kb_cache.load(kb_path, problems) if kb_cache else Loaded(load_kb(kb_path, problems))
     kb = loaded.kb
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
-    patterns = [r.pattern for r in banks.rules.crisis_patterns] if banks.rules else []
-    memo = kb_cache if kb_cache is not None and patterns else None
-    screened = memo is not None and memo.read and pattern_memo.screened(memo.directory, patterns)
+    crisis = [r.pattern for r in banks.rules.crisis_patterns] if banks.rules else []
+    screened = patterns is not None and bool(crisis) and patterns.screened(crisis)
     problems.extend(
         cross_check(
             kb,
@@ -430,6 +433,6 @@ def load_validated(
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
     if loaded.store is not None:
         loaded.store()
-    if memo is not None and memo.write and not screened:
-        pattern_memo.remember(memo.directory, patterns)
+    if patterns is not None and crisis and not screened:
+        patterns.passed(crisis)
     return kb, banks
