@@ -5,9 +5,11 @@ walked, not listed, so commands added later are checked too."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 from collections.abc import Iterator
 
-from eval_pipeline.cli import build_parser
+from eval_pipeline.cli import build_parser, parse_args
 
 
 def _parsers(
@@ -77,3 +79,47 @@ def test_the_walk_finds_what_is_undocumented() -> None:
 def test_the_real_parser_has_subcommands_to_walk() -> None:
     commands = {path for path, _, _ in _subcommands(build_parser())}
     assert {"eval-pipeline run", "eval-pipeline show", "eval-pipeline diff"} <= commands
+
+
+def _said(argv: list[str]) -> tuple[object, str, str]:
+    """What parsing `argv` gives: the namespace or the exit code, and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            outcome: object = vars(parse_args(argv))
+        except SystemExit as exc:
+            outcome = exc.code
+    return outcome, out.getvalue(), err.getvalue()
+
+
+def test_a_command_is_parsed_by_its_own_parser_as_the_whole_parser_parses_it() -> None:
+    whole = build_parser()
+    sub = next(a for a in whole._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        own = next(a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction))
+        assert name in own.choices and len(own.choices) < len(sub.choices), name
+        assert own.choices[name].format_help() == parser.format_help(), name
+    # Its errors are the whole parser's: the usage that lists every command, or the command's own.
+    for argv in (
+        ["run", "--bogus"],
+        ["--debug", "run", "--fail-under"],
+        ["run", "extra"],
+        ["validate", "-h"],
+    ):
+        outcome, out, err = _said(argv)
+        assert outcome in (0, 2), argv
+        full = io.StringIO(), io.StringIO()
+        with (
+            contextlib.redirect_stdout(full[0]),
+            contextlib.redirect_stderr(full[1]),
+            contextlib.suppress(SystemExit),
+        ):
+            whole.parse_args(argv)
+        assert (out, err) == (full[0].getvalue(), full[1].getvalue()), argv
+    assert "{run,backfill," in _said(["run", "--bogus"])[2]
+    parsed, _, _ = _said(["--debug", "run", "--test", "T-1", "--model", "m"])
+    assert isinstance(parsed, dict) and (parsed["debug"], parsed["tests"], parsed["model"]) == (
+        True,
+        ["T-1"],
+        ["m"],
+    )

@@ -8,52 +8,68 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
 
+# Each command's module and the function that adds its parser, in `--help`'s order. Heavy imports
+# (dagster, onnxruntime) stay inside the commands that need them.
+_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("run", "add_run_commands", ("run",)),
+    ("backfill", "add_backfill_command", ("backfill",)),
+    ("show", "add_show_command", ("show",)),
+    ("models", "add_models_command", ("models",)),
+    ("diff", "add_diff_commands", ("diff",)),
+    ("calibrate", "add_calibrate_commands", ("calibrate",)),
+    ("override", "add_override_command", ("override",)),
+    ("agreement", "add_agreement_commands", ("agreement",)),
+    ("validate", "add_validate_commands", ("validate", "schemas")),
+    ("init", "add_init_command", ("init",)),
+    ("report", "add_report_command", ("report",)),
+    ("import_beir", "add_import_beir_command", ("import-beir",)),
+    ("export_trec", "add_export_trec_command", ("export-trec",)),
+)
 
-def build_parser() -> argparse.ArgumentParser:
-    # Heavy imports (dagster, onnxruntime) stay inside the commands that need them.
-    from eval_pipeline.cli.agreement import add_agreement_commands
-    from eval_pipeline.cli.backfill import add_backfill_command
-    from eval_pipeline.cli.calibrate import add_calibrate_commands
-    from eval_pipeline.cli.diff import add_diff_commands
-    from eval_pipeline.cli.export_trec import add_export_trec_command
-    from eval_pipeline.cli.import_beir import add_import_beir_command
-    from eval_pipeline.cli.init import add_init_command
-    from eval_pipeline.cli.models import add_models_command
-    from eval_pipeline.cli.override import add_override_command
-    from eval_pipeline.cli.report import add_report_command
-    from eval_pipeline.cli.run import add_run_commands
-    from eval_pipeline.cli.show import add_show_command
-    from eval_pipeline.cli.validate import add_validate_commands
 
-    parser = argparse.ArgumentParser(
+class _Unsaid(Exception):
+    """A parse error of a parser that holds one command: the whole parser says it (below)."""
+
+
+class _OneCommandParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Unsaid(message)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `command`, one that knows that command only, imports no other
+    command's module and raises `_Unsaid` where the whole parser would print an error."""
+    parser = (argparse.ArgumentParser if command is None else _OneCommandParser)(
         prog="eval-pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     sub = parser.add_subparsers(dest="command", required=True)
-    add_run_commands(sub)
-    add_backfill_command(sub)
-    add_show_command(sub)
-    add_models_command(sub)
-    add_diff_commands(sub)
-    add_calibrate_commands(sub)
-    add_override_command(sub)
-    add_agreement_commands(sub)
-    add_validate_commands(sub)
-    add_init_command(sub)
-    add_report_command(sub)
-    add_import_beir_command(sub)
-    add_export_trec_command(sub)
+    for module, add, names in _COMMANDS:
+        if command is None or command in names:
+            getattr(importlib.import_module(f"eval_pipeline.cli.{module}"), add)(sub)
     return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed as the whole parser parses it. A command named first (after --debug, if given)
+    is parsed by its own parser: building all thirteen cost a narrowed run ~8 ms. Any error is
+    left to the whole parser, whose messages (the usage listing every command) it prints as ever."""
+    named = argv[1:2] if argv[:1] == ["--debug"] else argv[:1]
+    if named and any(named[0] in names for _, _, names in _COMMANDS):
+        with contextlib.suppress(_Unsaid):
+            return build_parser(named[0]).parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 class _PipeSafeStdout(io.TextIOBase):
@@ -116,9 +132,18 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         return EXIT_ERROR
 
 
+# OpenBLAS, loaded with numpy, starts a thread per core that spins for ~2^28 cycles whenever it has
+# no work, at load and after every product: a tenth of a CPU second in a narrowed run, in threads
+# that wait for nothing. 2^4 cycles makes them sleep at once; a product wakes them as before and
+# computes the same scores. Read when numpy loads, so set before any command imports it; a value
+# the user set wins.
+_BLAS_IDLE_SPIN = ("OPENBLAS_THREAD_TIMEOUT", "4")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault(*_BLAS_IDLE_SPIN)
     with cyclic_gc_paused():  # every command's module and the parser live to the end
-        args = build_parser().parse_args(argv)
+        args = parse_args(sys.argv[1:] if argv is None else list(argv))
     func: Callable[[argparse.Namespace], int] = args.func
     stdout = sys.stdout
     sys.stdout = _PipeSafeStdout(stdout)

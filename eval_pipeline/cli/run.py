@@ -153,7 +153,6 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
     """The requested models (default: the enabled ones), known, with their API keys set and
     their Python entry points importable."""
     from eval_pipeline.providers.models import load_models, require_keys
-    from eval_pipeline.providers.python_target import require_entrypoint
 
     notices: list[str] = []
     models = load_models(models_file, notices=notices)
@@ -163,7 +162,10 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
         raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
     for key in keys:
         require_keys(models[key])
-        require_entrypoint(models[key], models_file)
+        if models[key].system is not None:  # the team's system: its clients load only for it
+            from eval_pipeline.providers.python_target import require_entrypoint
+
+            require_entrypoint(models[key], models_file)
     for line in notices:
         print(f"notice: {line}", file=sys.stderr)
     return list(dict.fromkeys(keys))
@@ -235,6 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     from eval_pipeline.cli.project import refuse_other_project
     from eval_pipeline.core.inputs.kb_cache import KbCache
+    from eval_pipeline.core.inputs.pattern_memo import PatternMemo
     from eval_pipeline.core.inputs.validation import load_validated
 
     check_number("--fail-under", args.fail_under, low=0, high=100)
@@ -246,7 +249,11 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         if args.cache != "off"
         else None
     )
-    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
+    # Crisis patterns that passed are remembered beside it, kept once the run goes ahead.
+    memo = PatternMemo(
+        args.cache_dir, read=args.cache == "use", write=args.cache != "off" and not args.dry_run
+    )
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache, memo)
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
@@ -277,6 +284,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     locations = _project_locations(args, results)
     refuse_other_project(kb, locations)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
+    memo.keep()  # likewise: bad input writes nothing
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )

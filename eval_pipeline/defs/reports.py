@@ -26,7 +26,6 @@ from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.reevaluate import reevaluate_all
-from eval_pipeline.core.scoring.reevaluation import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
@@ -35,6 +34,7 @@ from eval_pipeline.core.scoring.run_document import (
     RESULTS_FILE,
     RunDocument,
 )
+from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet

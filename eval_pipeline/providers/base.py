@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, Selection, Usage
-from eval_pipeline.providers.prompt_cache import PromptCacheStatus
+
+# A reranker that caches a prompt prefix loads it: a run of the offline models builds no such model.
+if TYPE_CHECKING:
+    from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 InputType = Literal["query", "document"]
 Vectors = npt.NDArray[np.float32]

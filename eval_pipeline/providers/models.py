@@ -28,8 +28,8 @@ from pydantic import (
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.inputs.reading import load_input
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME, STATIC_EMBEDDER_NAME

@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
-from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, SemanticRetrieval, Usage
 from eval_pipeline.providers.base import (
     BatchReranker,

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.stage_depths import SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import system_requests

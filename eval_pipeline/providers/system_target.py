@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import CANDIDATE_K, ContractViolation, SystemAnswer, SystemRequest
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval, Usage
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.implementations import answer_output, system_requests

@@ -8,12 +8,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
-from eval_pipeline.providers.prompt_cache import PromptCacheStatus
+
+if TYPE_CHECKING:  # as in base.py: only a prompt-caching reranker reports one
+    from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 OnDone = Callable[[SemanticRetrieval], None]
 

@@ -10,7 +10,7 @@ from typing import Protocol
 import pytest
 from anthropic.types import Message, ToolUseBlock
 
-from eval_pipeline.core.inputs.contract import SELECTION_K
+from eval_pipeline.core.inputs.stage_depths import SELECTION_K
 from eval_pipeline.providers.anthropic_client import build_reply_parsers
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache

@@ -13,13 +13,8 @@ from typing import Any
 import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import (
-    CANDIDATE_K,
-    SELECTION_K,
-    ContractViolation,
-    SystemRequest,
-    parse_answer,
-)
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest, parse_answer
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.http_target import HttpTarget

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval, Usage
 from eval_pipeline.providers.base import (
     EmbedResult,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.inputs.contract import SELECTION_K
+from eval_pipeline.core.inputs.stage_depths import SELECTION_K
 from eval_pipeline.providers.base import RerankCandidate, RerankRequest
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.call_guard import FaultSettings

@@ -8,8 +8,8 @@ from typing import Any
 
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, source_kind
 from eval_pipeline.core.inputs.banks import SemanticTest
-from eval_pipeline.core.inputs.contract import SELECTION_K
 from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.stage_depths import SELECTION_K
 
 PROMPT_VERSION = "calibrate-v1"
 

@@ -39,8 +39,8 @@ from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, 
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.inputs.external_ids import OriginalIds
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.metrics import (
     attributions,
 )

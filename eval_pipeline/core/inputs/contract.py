@@ -14,10 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 
-# How many entities each semantic stage keeps: the embedding's candidates, the reranker's picks.
-CANDIDATE_K = 15
-SELECTION_K = 6
 # 2: every mechanism is asked (`mechanism`), and each answer must carry the part it was asked for.
 CONTRACT_VERSION: Literal[2] = 2
 # The answer field each mechanism must carry (semantic also needs `candidates`).

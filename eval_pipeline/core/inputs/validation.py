@@ -29,6 +29,7 @@ from eval_pipeline.core.inputs.loading import (
     load_history,
     load_kb,
 )
+from eval_pipeline.core.inputs.pattern_memo import PatternMemo
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 
 # Which load modes each reference may name. Keyword boosts point at SEMANTIC entities; crisis
@@ -285,7 +286,7 @@ def _check_state(c: _Checker) -> None:
             c.add(file, t.test_id, "expected_handlers", "test checks nothing (both lists empty)")
 
 
-def _check_pattern(c: _Checker) -> None:
+def _check_pattern(c: _Checker, screened: bool) -> None:
     if c.banks.pattern is not None:
         file = c.path(c.banks.layout.pattern)
         for t in c.banks.pattern.tests:
@@ -311,16 +312,21 @@ def _check_pattern(c: _Checker) -> None:
     file = c.path(c.banks.layout.rules)
     for i, rule in enumerate(c.banks.rules.crisis_patterns):
         item = f"crisis_patterns[{i}]"
-        try:
-            re.compile(rule.pattern)
-        except re.error as exc:
-            c.add(file, item, "pattern", f"regex does not compile: {exc}")
-        risk = backtracking_risk(rule.pattern)
-        if risk:
-            c.add(file, item, "pattern", risk)
+        if not screened:
+            _check_regex(c, file, item, rule.pattern)
         c.refs(file, item, "entities", rule.entities, PATTERN_MODES)
     for i, boost in enumerate(c.banks.rules.keyword_boosts):
         c.refs(file, f"keyword_boosts[{i}]", "entity", [boost.entity], SEMANTIC_MODES)
+
+
+def _check_regex(c: _Checker, file: str, item: str, pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        c.add(file, item, "pattern", f"regex does not compile: {exc}")
+    risk = backtracking_risk(pattern)
+    if risk:
+        c.add(file, item, "pattern", risk)
 
 
 def _check_always(c: _Checker) -> None:
@@ -373,16 +379,18 @@ def cross_check(
     now: datetime | None = None,
     warnings: list[Problem] | None = None,
     kb_checked: bool = False,
+    patterns_screened: bool = False,
 ) -> list[Problem]:
     """Every cross-file problem; `kb_checked` skips the KB's own checks (a stored KB passed them
-    with this code when it was stored)."""
+    with this code when it was stored), `patterns_screened` the compiling and screening of the
+    crisis patterns (the same set passed them before: pattern_memo.py)."""
     c = _Checker(kb, banks, broken, now or datetime.now(UTC))
     if not kb_checked:
         _check_kb(c, kb_path)
     _check_duplicate_tests(c)
     _check_semantic(c)
     _check_state(c)
-    _check_pattern(c)
+    _check_pattern(c, patterns_screened)
     _check_always(c)
     _check_history(c)
     if warnings is not None:
@@ -391,21 +399,40 @@ def cross_check(
 
 
 def load_validated(
-    kb_path: Path, banks_dir: Path, warnings: list[Problem] | None = None, kb_cache: KbCache | None = None
+    kb_path: Path,
+    banks_dir: Path,
+    warnings: list[Problem] | None = None,
+    kb_cache: KbCache | None = None,
+    patterns: PatternMemo | None = None,
 ) -> tuple[KnowledgeBase, Banks]:
     """Load and cross-check everything; raise InputError listing every problem found. Warnings
     (legal but probably unintended) are appended to `warnings` when given. With `kb_cache`, the
     KB comes from its stored copy while its files are unchanged, and is stored once everything
-    has loaded without a problem."""
+    has loaded without a problem. With `patterns`, a set of crisis patterns that passed before is
+    not compiled and screened again, and one that passes now is noted for `PatternMemo.keep`."""
     problems: list[Problem] = []
     loaded = kb_cache.load(kb_path, problems) if kb_cache else Loaded(load_kb(kb_path, problems))
     kb = loaded.kb
     broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
-    problems.extend(cross_check(kb, kb_path, banks, broken, warnings=warnings, kb_checked=loaded.from_store))
+    crisis = [r.pattern for r in banks.rules.crisis_patterns] if banks.rules else []
+    screened = patterns is not None and bool(crisis) and patterns.screened(crisis)
+    problems.extend(
+        cross_check(
+            kb,
+            kb_path,
+            banks,
+            broken,
+            warnings=warnings,
+            kb_checked=loaded.from_store,
+            patterns_screened=screened,
+        )
+    )
     if problems or kb is None:
         raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
     if loaded.store is not None:
         loaded.store()
+    if patterns is not None and crisis and not screened:
+        patterns.passed(crisis)
     return kb, banks

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import CANDIDATE_K
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.report.failures import Failure
 from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations

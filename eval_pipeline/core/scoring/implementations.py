@@ -9,11 +9,11 @@ for exactly the banks the model assigns to it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.scoring.aggregate import REFERENCE
@@ -26,6 +26,10 @@ from eval_pipeline.core.scoring.evaluation import (
 )
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, StateResult
 
+# The contract's models load with a request to the team's system: scoring builds none.
+if TYPE_CHECKING:
+    from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
+
 # Mechanism -> "reference", or the kind of the team's system ("http", "python").
 Implementations = Mapping[Mechanism, str]
 
@@ -34,6 +38,8 @@ def system_requests(
     banks: Banks, scope: Scope, mechanisms: Iterable[Mechanism]
 ) -> list[tuple[str, SystemRequest]]:
     """(test id, request) for each test of the scope in the given non-semantic banks."""
+    from eval_pipeline.core.inputs.contract import SystemRequest
+
     chosen = set(mechanisms)
     out: list[tuple[str, SystemRequest]] = []
     if Mechanism.STATE in chosen:

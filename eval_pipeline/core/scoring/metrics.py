@@ -22,7 +22,7 @@ from operator import attrgetter
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.inputs.contract import CANDIDATE_K, SELECTION_K
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import Selection, ranking_of
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank

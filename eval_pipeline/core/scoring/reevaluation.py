@@ -15,8 +15,6 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.scoring.evaluation import MechanismOutput
 
 
 class Why(StrEnum):
@@ -61,33 +59,6 @@ class Reevaluation(BaseModel):
 
     def decided(self, decision: Decision) -> list[str]:
         return [c.test_id for c in self.confirmations if c.decision is decision]
-
-
-class StoredReevaluation(BaseModel):
-    """A re-evaluation with what it observed, as kept beside a run, so the report asset re-scores
-    it (against the date's expectations) every time it rebuilds the document: the semantic
-    retrievals, and the team's system's answers for state, pattern and always tests."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    record: Reevaluation
-    retrievals: list[SemanticRetrieval]
-    system_outputs: list[MechanismOutput] = Field(
-        default_factory=list, description="The team's system's answers, each naming its mechanism"
-    )
-
-
-class StoredReevaluations(BaseModel):
-    """Every re-evaluation into one evaluation: the run that made its retrievals, since a fresh
-    evaluation of the same model and date starts without them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    evaluation_id: str
-    reevaluations: list[StoredReevaluation] = Field(default_factory=list)
-
-    def for_evaluation(self, evaluation_id: str | None) -> list[StoredReevaluation]:
-        return self.reevaluations if evaluation_id == self.evaluation_id else []
 
 
 def decisions_against(records: Sequence[Reevaluation], base: str) -> dict[str, Decision]:

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
-from eval_pipeline.core.inputs.contract import CANDIDATE_K
 from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
+from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import (
     StageAttribution,
