@@ -21,6 +21,25 @@ from tests.defs.conftest import REPO, Env, Kept
 DATE = "2026-11-20"
 MODELS = ["local-minilm"]
 EVALUATED = {a.key.to_user_string() for a in MATERIALIZABLE}
+SECRET = "sk-test-secret-value"
+CALIBRATION = {
+    "calibration_id": "c1",
+    "started_at": f"{DATE}T09:00:00Z",
+    "duration_s": 3.0,
+    "scope": "full",
+    "trigger": "full",
+    "test_ids": ["T-RENT-001"],
+    "model": "claude-opus-5-5",
+    "prompt_version": "v1",
+    "kb_version": "tenant-fixture-1",
+    "kb_hash": "x",
+    "mode": "sequential",
+    "changed": 1,
+    "unchanged": 0,
+    "usage": {"input_tokens": 1000, "output_tokens": 100},
+    "cost_usd": 0.25,
+    "kb_prefix_tokens": 900,
+}
 
 
 def test_definitions_load_with_every_asset_check_and_automation() -> None:
@@ -62,12 +81,25 @@ class Evaluated:
     outcomes: list[StageOutcome]
 
 
+def _providers_from_environment(env: Env) -> ProvidersResource:
+    return ProvidersResource.from_environment(
+        models_file=str(env.models_file), cache_dir=str(env.root / "cache")
+    )
+
+
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
-    """One evaluation of DATE on the tenant fixture, kept: each test starts from a copy of it."""
+    """One evaluation of DATE on the tenant fixture, kept: each test starts from a copy of it.
+    An API key is in the environment and a calibration was logged that day, for the tests of each."""
     kept = Kept(tmp_path_factory.mktemp("evaluated") / "project")
-    with kept.open() as env:
-        outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
+    with kept.open() as env, pytest.MonkeyPatch.context() as environment:
+        environment.setenv("ANTHROPIC_API_KEY", SECRET)
+        environment.delenv("VOYAGE_API_KEY", raising=False)
+        log = env.root / "calibration" / "calibration_log.json"
+        log.parent.mkdir()
+        log.write_text(json.dumps({"schema_version": 1, "records": [CALIBRATION]}))
+        resources = {**env.resources(), "providers": _providers_from_environment(env)}
+        outcomes = run_all(DATE, MODELS, resources, env.instance)
     kept.keep()
     return Evaluated(kept, outcomes)
 
@@ -141,61 +173,39 @@ def test_a_critical_verdict_is_a_successful_run_with_a_failed_check(evaluated: E
 
 
 def test_api_keys_reach_providers_through_envvar_and_never_metadata(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    evaluated: Evaluated, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-value")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
-    providers = ProvidersResource.from_environment(
-        models_file=str(env.models_file), cache_dir=str(env.root / "cache")
-    )
-    # Bound by name (what the UI shows); an unset variable is not bound at all.
-    assert isinstance(providers.anthropic_api_key, dg.EnvVar) and providers.voyage_api_key is None
+    with evaluated.kept.restore() as env:
+        providers = _providers_from_environment(env)
+        # Bound by name (what the UI shows); an unset variable is not bound at all.
+        assert isinstance(providers.anthropic_api_key, dg.EnvVar) and providers.voyage_api_key is None
 
-    @dg.asset
-    def seen(providers: ProvidersResource) -> dict[str, str]:
-        return providers.environ()
+        @dg.asset
+        def seen(providers: ProvidersResource) -> dict[str, str]:
+            return providers.environ()
 
-    result = dg.materialize([seen], resources={"providers": providers}, instance=env.instance)
-    assert result.output_for_node("seen") == {"ANTHROPIC_API_KEY": "sk-test-secret-value"}
-    run_all(DATE, MODELS, {**env.resources(), "providers": providers}, env.instance)
-    stored = "".join(
-        str(r.asset_materialization.metadata)
-        for key in MATERIALIZABLE
-        for r in env.instance.fetch_materializations(key.key, limit=100).records
-        if r.asset_materialization is not None
-    )
-    stored += (env.results / "local-minilm" / DATE / "results.json").read_text()
-    assert "sk-test-secret-value" not in stored
+        result = dg.materialize([seen], resources={"providers": providers}, instance=env.instance)
+        assert result.output_for_node("seen") == {"ANTHROPIC_API_KEY": SECRET}
+        # The shared evaluation ran with these providers.
+        stored = "".join(
+            str(r.asset_materialization.metadata)
+            for key in MATERIALIZABLE
+            for r in env.instance.fetch_materializations(key.key, limit=100).records
+            if r.asset_materialization is not None
+        )
+        stored += (env.results / "local-minilm" / DATE / "results.json").read_text()
+        assert SECRET not in stored
 
 
-def test_calibration_cost_is_reported_apart_from_the_systems(env: Env) -> None:
-    record = {
-        "calibration_id": "c1",
-        "started_at": f"{DATE}T09:00:00Z",
-        "duration_s": 3.0,
-        "scope": "full",
-        "trigger": "full",
-        "test_ids": ["T-RENT-001"],
-        "model": "claude-opus-5-5",
-        "prompt_version": "v1",
-        "kb_version": "tenant-fixture-1",
-        "kb_hash": "x",
-        "mode": "sequential",
-        "changed": 1,
-        "unchanged": 0,
-        "usage": {"input_tokens": 1000, "output_tokens": 100},
-        "cost_usd": 0.25,
-        "kb_prefix_tokens": 900,
-    }
-    log = env.root / "calibration" / "calibration_log.json"
-    log.parent.mkdir()
-    log.write_text(json.dumps({"schema_version": 1, "records": [record]}))
-    run_all(DATE, MODELS, env.resources(), env.instance)
-    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
-    assert doc.provenance.calibration_cost_usd == 0.25 and doc.aggregate.cost_usd == 0.0
-    report = (env.results / "local-minilm" / DATE / "report.md").read_text()
-    assert "| Calibration cost that day (not system under test) | $0.2500 |" in report
-    assert "| Cost (system under test) | $0.0000 |" in report
+def test_calibration_cost_is_reported_apart_from_the_systems(evaluated: Evaluated) -> None:
+    with evaluated.kept.restore() as env:  # the shared evaluation, with CALIBRATION logged
+        doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+        assert doc.provenance.calibration_cost_usd == 0.25 and doc.aggregate.cost_usd == 0.0
+        report = (env.results / "local-minilm" / DATE / "report.md").read_text()
+        assert "| Calibration cost that day (not system under test) | $0.2500 |" in report
+        assert "| Cost (system under test) | $0.0000 |" in report
 
 
 def test_results_json_carries_metrics_and_stage_attribution(evaluated: Evaluated) -> None:
