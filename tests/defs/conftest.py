@@ -17,6 +17,13 @@ from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
 from tests.conftest import TENANT
 
 REPO = Path(__file__).resolve().parents[2]
+# No test reads a step's captured output, and capturing it starts `tail` processes for every run.
+NO_COMPUTE_LOGS = {
+    "compute_logs": {
+        "module": "dagster._core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
+    }
+}
 
 
 @dataclass
@@ -50,9 +57,8 @@ def project_storage_instance(home: Path | None = None) -> Iterator[dg.DagsterIns
     daemon open (orchestration/instance_storage.py): Dagster's own opens a database engine for
     every statement, most of a test's materialisation time, and no project runs on it. In `home`
     when given (kept after it closes), else in a directory of its own."""
-    with dg.instance_for_test(
-        overrides=yaml.safe_load(STORAGE_YAML), temp_dir=str(home) if home else None
-    ) as instance:
+    overrides = {**yaml.safe_load(STORAGE_YAML), **NO_COMPUTE_LOGS}
+    with dg.instance_for_test(overrides=overrides, temp_dir=str(home) if home else None) as instance:
         yield instance
 
 
