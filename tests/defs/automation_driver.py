@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 import dagster as dg
 from dagster._core.definitions.observe import observe
@@ -28,8 +29,9 @@ class Driver:
     requested: list[dict[str, set[str | None]]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def defs(self) -> dg.Definitions:
+        # Built once: each tick resolves its asset graph, which a new Definitions would redo.
         return dg.Definitions(assets=ALL_ASSETS, resources=self.resources, executor=dg.in_process_executor)
 
     def tick(self, minutes: float = 1) -> dict[str, set[str | None]]:

@@ -17,6 +17,13 @@ from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
 from tests.conftest import TENANT
 
 REPO = Path(__file__).resolve().parents[2]
+# No test reads a step's captured output, and capturing it starts `tail` processes for every run.
+NO_COMPUTE_LOGS = {
+    "compute_logs": {
+        "module": "dagster._core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
+    }
+}
 
 
 @dataclass
@@ -45,17 +52,20 @@ class Env:
 
 
 @contextmanager
-def project_storage_instance() -> Iterator[dg.DagsterInstance]:
+def project_storage_instance(home: Path | None = None) -> Iterator[dg.DagsterInstance]:
     """A temporary instance on the project's SQLite storage, the one `run`, `dg dev` and the
     daemon open (orchestration/instance_storage.py): Dagster's own opens a database engine for
-    every statement, most of a test's materialisation time, and no project runs on it."""
-    with dg.instance_for_test(overrides=yaml.safe_load(STORAGE_YAML)) as instance:
+    every statement, most of a test's materialisation time, and no project runs on it. In `home`
+    when given (kept after it closes), else in a directory of its own."""
+    overrides = {**yaml.safe_load(STORAGE_YAML), **NO_COMPUTE_LOGS}
+    with dg.instance_for_test(overrides=overrides, temp_dir=str(home) if home else None) as instance:
         yield instance
 
 
 def _env(root: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:
     models = root / "models.yaml"
-    shutil.copy(REPO / "models.yaml", models)
+    if not models.exists():
+        shutil.copy(REPO / "models.yaml", models)
     return Env(
         root=root,
         kb=tenant / "kb.yaml",
@@ -80,3 +90,33 @@ def shared_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     shutil.copytree(TENANT, root / "tenant")
     with project_storage_instance() as instance:
         yield _env(root, root / "tenant", instance)
+
+
+class Kept:
+    """A project on the tenant fixture (files, results and instance) prepared once, then kept
+    aside closed. `restore()` puts a fresh copy back where it was made and opens it, so each test
+    starts from the same state and may write to it: what it holds records absolute paths (the
+    snapshots' KB, Dagster's records), which a copy elsewhere would no longer match."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._kept = root.with_name(f"{root.name}-kept")
+        shutil.copytree(TENANT, root / "tenant")
+
+    @contextmanager
+    def open(self) -> Iterator[Env]:
+        home = self.root / "dagster_home"
+        home.mkdir(exist_ok=True)
+        with project_storage_instance(home) as instance:
+            yield _env(self.root, self.root / "tenant", instance)
+
+    def keep(self) -> None:
+        """Call once the instance of `open()` is closed: the state every `restore()` returns to."""
+        shutil.copytree(self.root, self._kept)
+
+    @contextmanager
+    def restore(self) -> Iterator[Env]:
+        shutil.rmtree(self.root)
+        shutil.copytree(self._kept, self.root)
+        with self.open() as env:
+            yield env

@@ -1,13 +1,19 @@
 """Declarative Automation over the whole graph: a new day, a KB edit, a history change and a new
 model each evaluate exactly what they should, and paid models only when they say so (automation
-ticks driven on a virtual clock by tests/defs/automation_driver.py)."""
+ticks driven on a virtual clock by tests/defs/automation_driver.py).
+
+Today's first evaluation is made once, with a paid model enabled beside the two offline ones, and
+each test of today starts from a fresh copy of it: the paid model stays inert through the history
+change and the KB edit too."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
+import pytest
 import yaml
 
 from eval_pipeline.core.dates import today_utc
@@ -19,7 +25,7 @@ from eval_pipeline.defs.automation import model_partitions
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import sync_model_partitions
 from tests.defs.automation_driver import Driver
-from tests.defs.conftest import Env
+from tests.defs.conftest import Env, Kept
 
 MODELS = ["local-minilm"]
 BOTH = ["local-minilm", "local-hybrid"]
@@ -33,6 +39,40 @@ def _driver(env: Env, day: str, models: list[str]) -> Driver:
     driver = Driver(env.resources(), env.instance, start)
     driver.tick()  # the first evaluation only starts the cron clock
     return driver
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """Automation's first evaluation of today, kept; what it requested and where its clock is."""
+
+    kept: Kept
+    models: list[str]
+    first: dict[str, set[str | None]]  # the first cron tick
+    settled: set[str]
+    failures: list[str]
+    now: datetime
+    cursor: object
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
+    """Today's first evaluation, both offline models and a paid one enabled."""
+    kept = Kept(tmp_path_factory.mktemp("today") / "project")
+    with kept.open() as env:
+        doc = yaml.safe_load(env.models_file.read_text())
+        doc["models"]["voyage-haiku"]["enabled"] = True  # a paid model, without `automate: true`
+        env.models_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        models = [k for k, m in env.resources()["providers"].models().items() if m.enabled]
+        driver = _driver(env, today_utc(), models)
+        first = driver.tick(minutes=5)
+        settled = driver.settle()
+    kept.keep()
+    return Evaluated(kept, models, first, settled, driver.failures, driver.now, driver.cursor)
+
+
+def _resume(env: Env, started: Evaluated) -> Driver:
+    """Automation carrying on from today's first evaluation, on its restored copy `env`."""
+    return Driver(env.resources(), env.instance, started.now, started.cursor)
 
 
 def _history_change(env: Env, when: datetime, primary: str) -> None:
@@ -50,61 +90,62 @@ def _history_change(env: Env, when: datetime, primary: str) -> None:
 
 
 def test_automation_evaluates_a_new_day_then_a_history_change_rescores_without_retrieving(
-    env: Env,
+    started: Evaluated,
 ) -> None:
-    today = today_utc()
-    driver = _driver(env, today, BOTH)
-    assert driver.tick(minutes=5) == {"input_files": {None}, "history_files": {None}}  # the cron
-    assert driver.settle() == EVALUATED and driver.failures == []
-    for model in BOTH:
-        names = {p.name for p in (env.results / model / today).iterdir()}
-        assert {
-            "results.json",
-            "report.md",
-            "gate.json",
-            "regression_diff.md",
-            "model_comparison.md",
-        } <= names
-    assert env.materialisations("model_comparison") == 1
-    assert driver.tick(minutes=5) == {"input_files": {None}, "history_files": {None}}
-    assert driver.settle() == set()  # nothing changed: observing again evaluates nothing
+    assert started.first == {"input_files": {None}, "history_files": {None}}  # the cron
+    assert started.settled == EVALUATED and started.failures == []
+    day = today_utc()
+    with started.kept.restore() as env:
+        driver = _resume(env, started)
+        for model in BOTH:
+            names = {p.name for p in (env.results / model / day).iterdir()}
+            assert {
+                "results.json",
+                "report.md",
+                "gate.json",
+                "regression_diff.md",
+                "model_comparison.md",
+            } <= names
+        assert env.materialisations("model_comparison") == 1
+        assert driver.tick(minutes=5) == {"input_files": {None}, "history_files": {None}}
+        assert driver.settle() == set()  # nothing changed: observing again evaluates nothing
 
-    _history_change(env, datetime.now(UTC), "lease_renewal")
-    driver.tick(minutes=5)
-    requested = driver.settle()
-    assert driver.failures == []
-    assert requested == {
-        "expectation_history",
-        "resolved_expectations",
-        "semantic_results",
-        "scored_aggregate",
-        "run_report",
-        "release_gate",
-        "regression_diff",
-        "model_comparison",
-    }
-    assert env.materialisations("semantic_retrievals") == 2  # one per model, from the first run only
-    assert env.materialisations("semantic_results") == 4  # first run, then both models re-scored
-    doc = read_document(env.results / "local-minilm" / today / "results.json")
-    rent = next(r for r in doc.semantic if r.test_id == "T-RENT-001")
-    assert rent.expectation_source == f"opus_{today}"
-    assert rent.expectations.expected_primary == ["lease_renewal"]
+        _history_change(env, datetime.now(UTC), "lease_renewal")
+        driver.tick(minutes=5)
+        requested = driver.settle()
+        assert driver.failures == []
+        assert requested == {
+            "expectation_history",
+            "resolved_expectations",
+            "semantic_results",
+            "scored_aggregate",
+            "run_report",
+            "release_gate",
+            "regression_diff",
+            "model_comparison",
+        }
+        assert env.materialisations("semantic_retrievals") == 2  # one per model, from the first run only
+        assert env.materialisations("semantic_results") == 4  # first run, then both models re-scored
+        doc = read_document(env.results / "local-minilm" / day / "results.json")
+        rent = next(r for r in doc.semantic if r.test_id == "T-RENT-001")
+        assert rent.expectation_source == f"opus_{day}"
+        assert rent.expectations.expected_primary == ["lease_renewal"]
 
 
-def test_a_kb_edit_reretrieves_and_leaves_history_alone(env: Env) -> None:
-    driver = _driver(env, today_utc(), MODELS)
-    driver.tick(minutes=5)
-    driver.settle()
-    env.kb.write_text(
-        env.kb.read_text().replace("kb_version: tenant-fixture-1", "kb_version: tenant-fixture-2")
-    )
-    driver.tick(minutes=5)
-    requested = driver.settle()
-    assert driver.failures == []
-    assert {"input_snapshot", "knowledge_base", "semantic_retrievals", "run_report"} <= requested
-    assert "expectation_history" not in requested  # the history did not change
-    doc = read_document(env.results / "local-minilm" / today_utc() / "results.json")
-    assert doc.provenance.kb_version == "tenant-fixture-2"
+def test_a_kb_edit_reretrieves_and_leaves_history_alone(started: Evaluated) -> None:
+    with started.kept.restore() as env:
+        driver = _resume(env, started)
+        env.kb.write_text(
+            env.kb.read_text().replace("kb_version: tenant-fixture-1", "kb_version: tenant-fixture-2")
+        )
+        driver.tick(minutes=5)
+        requested = driver.settle()
+        assert driver.failures == []
+        assert {"input_snapshot", "knowledge_base", "semantic_retrievals", "run_report"} <= requested
+        assert "expectation_history" not in requested  # the history did not change
+        for model in BOTH:
+            doc = read_document(env.results / model / today_utc() / "results.json")
+            assert doc.provenance.kb_version == "tenant-fixture-2"
 
 
 def test_a_new_model_and_a_new_day_with_only_a_history_change_evaluate_without_error(env: Env) -> None:
@@ -138,17 +179,13 @@ def test_a_new_model_and_a_new_day_with_only_a_history_change_evaluate_without_e
     assert fresh["baseline_date"] is None  # a new model has no yesterday: said, not an error
 
 
-def test_automation_never_spends_money_unless_the_model_says_so(env: Env) -> None:
-    doc = yaml.safe_load(env.models_file.read_text())
-    doc["models"]["voyage-haiku"]["enabled"] = True  # a paid model, without `automate: true`
-    env.models_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    models = [k for k, m in env.resources()["providers"].models().items() if m.enabled]
-    assert models == [*BOTH, "voyage-haiku"]
-    driver = _driver(env, today_utc(), models)
-    driver.tick(minutes=5)
-    driver.settle()
-    assert driver.failures == []
-    paid = next(m for m in models if m not in BOTH)
-    assert not (env.results / paid).exists()  # skipped, nothing downstream waits on it
-    comparison = json.loads((env.results / "_comparison" / today_utc() / "model_comparison.json").read_text())
-    assert {m["model"] for m in comparison["models"]} == set(BOTH)
+def test_automation_never_spends_money_unless_the_model_says_so(started: Evaluated) -> None:
+    assert started.models == [*BOTH, "voyage-haiku"]
+    assert started.failures == []
+    paid = next(m for m in started.models if m not in BOTH)
+    with started.kept.restore() as env:
+        assert not (env.results / paid).exists()  # skipped, nothing downstream waits on it
+        comparison = json.loads(
+            (env.results / "_comparison" / today_utc() / "model_comparison.json").read_text()
+        )
+        assert {m["model"] for m in comparison["models"]} == set(BOTH)

@@ -4,6 +4,7 @@ import json
 import re
 
 import dagster as dg
+import pytest
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
@@ -14,14 +15,25 @@ from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.orchestration.stages import QUIET_LOGS
-from tests.defs.conftest import Env
+from tests.defs.conftest import Env, Kept
 
 D1, D2 = "2026-11-20", "2026-11-21"
 MINILM = "local-minilm"
+BOTH = [MINILM, "local-hybrid"]
 NOISE_CONTENT = (
     "Start with a calm, friendly word at a good moment. Keep a noise diary with dates and\n"
     "      times. If it continues, tell your landlord or the building manager in writing."
 )
+
+
+@pytest.fixture(scope="module")
+def first_day(tmp_path_factory: pytest.TempPathFactory) -> Kept:
+    """Both models evaluated on D1, kept: each test starts from a copy of it."""
+    kept = Kept(tmp_path_factory.mktemp("first_day") / "project")
+    with kept.open() as env:
+        run_all(D1, BOTH, env.resources(), env.instance)
+    kept.keep()
+    return kept
 
 
 def _materialise(
@@ -50,56 +62,62 @@ def _retrieval(doc: RunDocument) -> dict[str, tuple[object, ...]]:
 
 
 def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_tests_a_kb_edit_moved(
-    env: Env,
+    first_day: Kept,
 ) -> None:
-    run_all(D1, [MINILM], env.resources(), env.instance)
-    first = _materialise(env, regression_diff, model_date_key(MINILM, D1))
-    value = first.output_for_node("regression_diff")
-    assert isinstance(value, RegressionDiff) and value.diff is None and value.baseline_date is None
-    assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == "0"
+    with first_day.restore() as env:
+        first = _materialise(env, regression_diff, model_date_key(MINILM, D1))
+        value = first.output_for_node("regression_diff")
+        assert isinstance(value, RegressionDiff) and value.diff is None and value.baseline_date is None
+        assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == "0"
 
-    kb = env.kb.read_text()
-    env.kb.write_text(kb.replace(NOISE_CONTENT, "Late rent, arrears and repayment plans for money trouble."))
-    run_all(D2, [MINILM], env.resources(), env.instance)
-    second = _materialise(env, regression_diff, model_date_key(MINILM, D2))
-    result = second.output_for_node("regression_diff")
-    assert isinstance(result, RegressionDiff) and result.baseline_date == D1 and result.diff is not None
+        kb = env.kb.read_text()
+        env.kb.write_text(
+            kb.replace(NOISE_CONTENT, "Late rent, arrears and repayment plans for money trouble.")
+        )
+        run_all(D2, [MINILM], env.resources(), env.instance)
+        second = _materialise(env, regression_diff, model_date_key(MINILM, D2))
+        result = second.output_for_node("regression_diff")
+        assert isinstance(result, RegressionDiff) and result.baseline_date == D1 and result.diff is not None
 
-    before = _retrieval(read_document(env.results / MINILM / D1 / "results.json"))
-    after = _retrieval(read_document(env.results / MINILM / D2 / "results.json"))
-    moved = {t for t in after if before[t] != after[t]}
-    flagged = {d.test_id for d in result.diff.deltas if d.kind is not DeltaKind.UNCHANGED}
-    assert moved and flagged == moved
-    # A test whose top 15 only reordered is cosmetic: no cause; every other moved test is the system's.
-    for d in result.diff.deltas:
-        if d.test_id in moved:
-            assert d.causes == ([] if d.kind is DeltaKind.COSMETIC else ["system_changed"])
-    assert result.diff.warnings[0].startswith("KB differs: tenant-fixture-1")
+        before = _retrieval(read_document(env.results / MINILM / D1 / "results.json"))
+        after = _retrieval(read_document(env.results / MINILM / D2 / "results.json"))
+        moved = {t for t in after if before[t] != after[t]}
+        flagged = {d.test_id for d in result.diff.deltas if d.kind is not DeltaKind.UNCHANGED}
+        assert moved and flagged == moved
+        # A test whose top 15 only reordered is cosmetic: no cause; every other moved test is the system's.
+        for d in result.diff.deltas:
+            if d.test_id in moved:
+                assert d.causes == ([] if d.kind is DeltaKind.COSMETIC else ["system_changed"])
+        assert result.diff.warnings[0].startswith("KB differs: tenant-fixture-1")
 
-    out = env.results / MINILM / D2
-    saved = RegressionDiff.model_validate_json((out / "regression_diff.json").read_text())
-    assert saved == result
-    assert (out / "regression_diff.md").read_text().startswith(f"# Regression diff — {MINILM} — {D2}")
-    assert _metadata(second)["verdict"] == result.verdict
-    # Its HTML twin: the model's two dates as one combined line, and the same "since last run".
-    html = (out / "report.html").read_text()
-    combined = re.search(rf'data-model="{MINILM}" data-bank="combined" d="([^"]*)"', html)
-    assert combined is not None and combined.group(1).count("M") == 1 and combined.group(1).count("L") == 1
-    assert f"<h3>{MINILM}: {D1} → {D2}</h3>" in html
-    assert "no baseline" in (env.results / MINILM / D1 / "report.html").read_text()
+        out = env.results / MINILM / D2
+        saved = RegressionDiff.model_validate_json((out / "regression_diff.json").read_text())
+        assert saved == result
+        assert (out / "regression_diff.md").read_text().startswith(f"# Regression diff — {MINILM} — {D2}")
+        assert _metadata(second)["verdict"] == result.verdict
+        # Its HTML twin: the model's two dates as one combined line, and the same "since last run".
+        html = (out / "report.html").read_text()
+        combined = re.search(rf'data-model="{MINILM}" data-bank="combined" d="([^"]*)"', html)
+        assert (
+            combined is not None and combined.group(1).count("M") == 1 and combined.group(1).count("L") == 1
+        )
+        assert f"<h3>{MINILM}: {D1} → {D2}</h3>" in html
+        assert "no baseline" in (env.results / MINILM / D1 / "report.html").read_text()
 
 
-def test_model_comparison_reads_every_model_of_the_date(env: Env) -> None:
-    run_all(D1, [MINILM, "local-hybrid"], env.resources(), env.instance)
-    result = _materialise(env, model_comparison, D1)
-    comparison = result.output_for_node("model_comparison")
-    assert isinstance(comparison, ModelComparison)
-    assert [m.model for m in comparison.models] == [MINILM, "local-hybrid"]  # models-file order
-    (pair,) = comparison.pairs
-    assert (pair.base.model, pair.head.model) == (MINILM, "local-hybrid")
-    assert sum(pair.counts.values()) == 8 + 3 + 4 + 2  # every test of the tenant banks
-    out = env.results / "_comparison" / D1
-    assert json.loads((out / "model_comparison.json").read_text())["date"] == D1
-    assert (out / "model_comparison.md").read_text().startswith(f"# Model comparison — {D1}")
-    metadata = _metadata(result)
-    assert metadata["models"] == f"{MINILM}, local-hybrid" and "points per test" in str(metadata["verdict"])
+def test_model_comparison_reads_every_model_of_the_date(first_day: Kept) -> None:
+    with first_day.restore() as env:
+        result = _materialise(env, model_comparison, D1)
+        comparison = result.output_for_node("model_comparison")
+        assert isinstance(comparison, ModelComparison)
+        assert [m.model for m in comparison.models] == [MINILM, "local-hybrid"]  # models-file order
+        (pair,) = comparison.pairs
+        assert (pair.base.model, pair.head.model) == (MINILM, "local-hybrid")
+        assert sum(pair.counts.values()) == 8 + 3 + 4 + 2  # every test of the tenant banks
+        out = env.results / "_comparison" / D1
+        assert json.loads((out / "model_comparison.json").read_text())["date"] == D1
+        assert (out / "model_comparison.md").read_text().startswith(f"# Model comparison — {D1}")
+        metadata = _metadata(result)
+        assert metadata["models"] == f"{MINILM}, local-hybrid" and "points per test" in str(
+            metadata["verdict"]
+        )

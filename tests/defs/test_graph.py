@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 
 import dagster as dg
 import pytest
@@ -15,11 +16,30 @@ from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.resources import ProvidersResource
 from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.orchestration.stages import StageOutcome
-from tests.defs.conftest import REPO, Env
+from tests.defs.conftest import REPO, Env, Kept
 
 DATE = "2026-11-20"
 MODELS = ["local-minilm"]
 EVALUATED = {a.key.to_user_string() for a in MATERIALIZABLE}
+SECRET = "sk-test-secret-value"
+CALIBRATION = {
+    "calibration_id": "c1",
+    "started_at": f"{DATE}T09:00:00Z",
+    "duration_s": 3.0,
+    "scope": "full",
+    "trigger": "full",
+    "test_ids": ["T-RENT-001"],
+    "model": "claude-opus-5-5",
+    "prompt_version": "v1",
+    "kb_version": "tenant-fixture-1",
+    "kb_hash": "x",
+    "mode": "sequential",
+    "changed": 1,
+    "unchanged": 0,
+    "usage": {"input_tokens": 1000, "output_tokens": 100},
+    "cost_usd": 0.25,
+    "kb_prefix_tokens": 900,
+}
 
 
 def test_definitions_load_with_every_asset_check_and_automation() -> None:
@@ -55,138 +75,142 @@ def test_definitions_load_with_every_asset_check_and_automation() -> None:
     }
 
 
+@dataclass(frozen=True)
+class Evaluated:
+    kept: Kept
+    outcomes: list[StageOutcome]
+
+
+def _providers_from_environment(env: Env) -> ProvidersResource:
+    return ProvidersResource.from_environment(
+        models_file=str(env.models_file), cache_dir=str(env.root / "cache")
+    )
+
+
 @pytest.fixture(scope="module")
-def evaluated(shared_env: Env) -> tuple[Env, list[StageOutcome]]:
-    """One evaluation of DATE, shared by the tests that only read it."""
-    return shared_env, run_all(DATE, MODELS, shared_env.resources(), shared_env.instance)
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
+    """One evaluation of DATE on the tenant fixture, kept: each test starts from a copy of it.
+    An API key is in the environment and a calibration was logged that day, for the tests of each."""
+    kept = Kept(tmp_path_factory.mktemp("evaluated") / "project")
+    with kept.open() as env, pytest.MonkeyPatch.context() as environment:
+        environment.setenv("ANTHROPIC_API_KEY", SECRET)
+        environment.delenv("VOYAGE_API_KEY", raising=False)
+        log = env.root / "calibration" / "calibration_log.json"
+        log.parent.mkdir()
+        log.write_text(json.dumps({"schema_version": 1, "records": [CALIBRATION]}))
+        resources = {**env.resources(), "providers": _providers_from_environment(env)}
+        outcomes = run_all(DATE, MODELS, resources, env.instance)
+    kept.keep()
+    return Evaluated(kept, outcomes)
 
 
-def test_full_materialisation_of_one_partition(evaluated: tuple[Env, list[StageOutcome]]) -> None:
-    env, outcomes = evaluated
+def test_full_materialisation_of_one_partition(evaluated: Evaluated) -> None:
+    outcomes = evaluated.outcomes
     assert [o.name for o in outcomes] == ["shared", "local-minilm", "comparison"]
     assert all(o.success and o.failures == [] for o in outcomes)
-    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
-    assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
-    assert doc.provenance.kb_version == "tenant-fixture-1" and doc.provenance.date == DATE
-    assert set(doc.provenance.bank_hashes) >= {"semantic/tenant_questions.json", "pattern/pattern_rules.json"}
-    assert doc.provenance.inputs_snapshot  # which stored snapshot of the inputs it evaluated
-    report = (env.results / "local-minilm" / DATE / "report.md").read_text()
-    assert "## Summary" in report and "## Provenance and cost" in report
-    for name in EVALUATED:
-        assert env.materialisations(name) == 1, name
-    # CLI runs are named jobs in the UI, not `__ephemeral_asset_job__`.
-    jobs = {r.dagster_run.job_name for r in env.instance.get_run_records()}
-    assert jobs == {"evaluate_date", "evaluate_model", "compare_models"}
+    with evaluated.kept.restore() as env:
+        doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+        assert (len(doc.semantic), len(doc.state), len(doc.pattern), len(doc.always)) == (8, 3, 4, 2)
+        assert doc.provenance.kb_version == "tenant-fixture-1" and doc.provenance.date == DATE
+        assert set(doc.provenance.bank_hashes) >= {
+            "semantic/tenant_questions.json",
+            "pattern/pattern_rules.json",
+        }
+        assert doc.provenance.inputs_snapshot  # which stored snapshot of the inputs it evaluated
+        report = (env.results / "local-minilm" / DATE / "report.md").read_text()
+        assert "## Summary" in report and "## Provenance and cost" in report
+        for name in EVALUATED:
+            assert env.materialisations(name) == 1, name
+        # CLI runs are named jobs in the UI, not `__ephemeral_asset_job__`.
+        jobs = {r.dagster_run.job_name for r in env.instance.get_run_records()}
+        assert jobs == {"evaluate_date", "evaluate_model", "compare_models"}
 
 
 def _gate(env: Env, model: str = "local-minilm") -> GateDecision:
     return GateDecision.model_validate_json((env.results / model / DATE / "gate.json").read_text())
 
 
-def test_a_critical_verdict_is_a_successful_run_with_a_failed_check(env: Env) -> None:
-    first = run_all(DATE, MODELS, env.resources(), env.instance)
-    assert all(o.success and o.failures == [] and o.failed_checks == [] for o in first)
-    assert _gate(env).passed
+def test_a_critical_verdict_is_a_successful_run_with_a_failed_check(evaluated: Evaluated) -> None:
+    assert all(o.success and o.failures == [] and o.failed_checks == [] for o in evaluated.outcomes)
+    with evaluated.kept.restore() as env:
+        assert _gate(env).passed
 
-    rules = env.banks / "pattern" / "pattern_rules.json"
-    data = json.loads(rules.read_text())
-    data["crisis_patterns"][0]["pattern"] = "will never match this"
-    rules.write_text(json.dumps(data))
-    outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
-    model = outcomes[1]
-    assert (
-        model.success
-        and model.failures == []
-        and model.failed_checks == ["release_gate:no_critical_failures"]
-    )
-    # In Dagster's own records: the model run succeeded, and its check evaluation failed.
-    (run,) = env.instance.get_run_records(
-        dg.RunsFilter(job_name="evaluate_model"), limit=1, order_by="create_timestamp", ascending=False
-    )
-    assert run.dagster_run.status is dg.DagsterRunStatus.SUCCESS
-    check = env.instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [dg.AssetCheckKey(dg.AssetKey("release_gate"), "no_critical_failures")]
-    )
-    (latest,) = check.values()
-    assert latest.run_id == run.dagster_run.run_id and latest.status.value == "FAILED"
-    # The re-run wrote a fresh report and a fresh, failed gate: no stale "passed" survives.
-    assert env.materialisations("run_report") == 2 and env.materialisations("release_gate") == 2
-    gate = _gate(env)
-    assert not gate.passed and gate.status == "failed" and gate.reasons == ["1 critical failure(s)"]
-    partition = str(model_date_key("local-minilm", DATE))
-    records = env.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("release_gate"), asset_partitions=[partition]), limit=1
-    ).records
-    latest_gate = records[0].asset_materialization
-    assert latest_gate is not None and latest_gate.metadata["passed"].value is False
-    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
-    assert doc.aggregate.health.value == "CRITICAL"
-    assert [c.test_id for c in doc.aggregate.critical_failures] == ["T-PAT-CRISIS-001"]
+        rules = env.banks / "pattern" / "pattern_rules.json"
+        data = json.loads(rules.read_text())
+        data["crisis_patterns"][0]["pattern"] = "will never match this"
+        rules.write_text(json.dumps(data))
+        outcomes = run_all(DATE, MODELS, env.resources(), env.instance)
+        model = outcomes[1]
+        assert (
+            model.success
+            and model.failures == []
+            and model.failed_checks == ["release_gate:no_critical_failures"]
+        )
+        # In Dagster's own records: the model run succeeded, and its check evaluation failed.
+        (run,) = env.instance.get_run_records(
+            dg.RunsFilter(job_name="evaluate_model"), limit=1, order_by="create_timestamp", ascending=False
+        )
+        assert run.dagster_run.status is dg.DagsterRunStatus.SUCCESS
+        check = env.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(dg.AssetKey("release_gate"), "no_critical_failures")]
+        )
+        (latest,) = check.values()
+        assert latest.run_id == run.dagster_run.run_id and latest.status.value == "FAILED"
+        # The re-run wrote a fresh report and a fresh, failed gate: no stale "passed" survives.
+        assert env.materialisations("run_report") == 2 and env.materialisations("release_gate") == 2
+        gate = _gate(env)
+        assert not gate.passed and gate.status == "failed" and gate.reasons == ["1 critical failure(s)"]
+        partition = str(model_date_key("local-minilm", DATE))
+        records = env.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("release_gate"), asset_partitions=[partition]),
+            limit=1,
+        ).records
+        latest_gate = records[0].asset_materialization
+        assert latest_gate is not None and latest_gate.metadata["passed"].value is False
+        doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+        assert doc.aggregate.health.value == "CRITICAL"
+        assert [c.test_id for c in doc.aggregate.critical_failures] == ["T-PAT-CRISIS-001"]
 
 
 def test_api_keys_reach_providers_through_envvar_and_never_metadata(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    evaluated: Evaluated, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-secret-value")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
-    providers = ProvidersResource.from_environment(
-        models_file=str(env.models_file), cache_dir=str(env.root / "cache")
-    )
-    # Bound by name (what the UI shows); an unset variable is not bound at all.
-    assert isinstance(providers.anthropic_api_key, dg.EnvVar) and providers.voyage_api_key is None
+    with evaluated.kept.restore() as env:
+        providers = _providers_from_environment(env)
+        # Bound by name (what the UI shows); an unset variable is not bound at all.
+        assert isinstance(providers.anthropic_api_key, dg.EnvVar) and providers.voyage_api_key is None
 
-    @dg.asset
-    def seen(providers: ProvidersResource) -> dict[str, str]:
-        return providers.environ()
+        @dg.asset
+        def seen(providers: ProvidersResource) -> dict[str, str]:
+            return providers.environ()
 
-    result = dg.materialize([seen], resources={"providers": providers}, instance=env.instance)
-    assert result.output_for_node("seen") == {"ANTHROPIC_API_KEY": "sk-test-secret-value"}
-    run_all(DATE, MODELS, {**env.resources(), "providers": providers}, env.instance)
-    stored = "".join(
-        str(r.asset_materialization.metadata)
-        for key in MATERIALIZABLE
-        for r in env.instance.fetch_materializations(key.key, limit=100).records
-        if r.asset_materialization is not None
-    )
-    stored += (env.results / "local-minilm" / DATE / "results.json").read_text()
-    assert "sk-test-secret-value" not in stored
-
-
-def test_calibration_cost_is_reported_apart_from_the_systems(env: Env) -> None:
-    record = {
-        "calibration_id": "c1",
-        "started_at": f"{DATE}T09:00:00Z",
-        "duration_s": 3.0,
-        "scope": "full",
-        "trigger": "full",
-        "test_ids": ["T-RENT-001"],
-        "model": "claude-opus-5-5",
-        "prompt_version": "v1",
-        "kb_version": "tenant-fixture-1",
-        "kb_hash": "x",
-        "mode": "sequential",
-        "changed": 1,
-        "unchanged": 0,
-        "usage": {"input_tokens": 1000, "output_tokens": 100},
-        "cost_usd": 0.25,
-        "kb_prefix_tokens": 900,
-    }
-    log = env.root / "calibration" / "calibration_log.json"
-    log.parent.mkdir()
-    log.write_text(json.dumps({"schema_version": 1, "records": [record]}))
-    run_all(DATE, MODELS, env.resources(), env.instance)
-    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
-    assert doc.provenance.calibration_cost_usd == 0.25 and doc.aggregate.cost_usd == 0.0
-    report = (env.results / "local-minilm" / DATE / "report.md").read_text()
-    assert "| Calibration cost that day (not system under test) | $0.2500 |" in report
-    assert "| Cost (system under test) | $0.0000 |" in report
+        result = dg.materialize([seen], resources={"providers": providers}, instance=env.instance)
+        assert result.output_for_node("seen") == {"ANTHROPIC_API_KEY": SECRET}
+        # The shared evaluation ran with these providers.
+        stored = "".join(
+            str(r.asset_materialization.metadata)
+            for key in MATERIALIZABLE
+            for r in env.instance.fetch_materializations(key.key, limit=100).records
+            if r.asset_materialization is not None
+        )
+        stored += (env.results / "local-minilm" / DATE / "results.json").read_text()
+        assert SECRET not in stored
 
 
-def test_results_json_carries_metrics_and_stage_attribution(
-    evaluated: tuple[Env, list[StageOutcome]],
-) -> None:
-    env, _ = evaluated
-    doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+def test_calibration_cost_is_reported_apart_from_the_systems(evaluated: Evaluated) -> None:
+    with evaluated.kept.restore() as env:  # the shared evaluation, with CALIBRATION logged
+        doc = read_document(env.results / "local-minilm" / DATE / "results.json")
+        assert doc.provenance.calibration_cost_usd == 0.25 and doc.aggregate.cost_usd == 0.0
+        report = (env.results / "local-minilm" / DATE / "report.md").read_text()
+        assert "| Calibration cost that day (not system under test) | $0.2500 |" in report
+        assert "| Cost (system under test) | $0.0000 |" in report
+
+
+def test_results_json_carries_metrics_and_stage_attribution(evaluated: Evaluated) -> None:
+    with evaluated.kept.restore() as env:
+        doc = read_document(env.results / "local-minilm" / DATE / "results.json")
     assert {m.test_id for m in doc.retrieval_metrics} == {r.test_id for r in doc.semantic}
     assert all(0.0 <= m.ndcg_6 <= 1.0 and 0.0 <= m.candidate_recall_15 <= 1.0 for m in doc.retrieval_metrics)
     assert {a.test_id for a in doc.stage_attribution} == {r.test_id for r in doc.semantic if r.hard_fail}
