@@ -12,6 +12,9 @@ import pytest
 
 from eval_pipeline.location import START_DATE_ENV
 
+# Session fixtures of the files that evaluate: a warm embedding cache, a created instance home.
+pytest_plugins = ["tests.embedding_cache", "tests.instance_home"]
+
 REPO = Path(__file__).resolve().parents[1]
 TENANT = REPO / "tests" / "fixtures" / "tenant_domain"
 MEMORY_TEMP = Path("/dev/shm")  # a tmpfs on Linux (RAM-backed: an fsync there costs nothing)
