@@ -12,8 +12,8 @@ import pytest
 
 from eval_pipeline.location import START_DATE_ENV
 
-# Session fixtures of the files that evaluate: a warm embedding cache, a created instance home.
-pytest_plugins = ["tests.embedding_cache", "tests.instance_home"]
+# A session fixture of the files that evaluate: a warm embedding cache.
+pytest_plugins = ["tests.embedding_cache"]
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT = REPO / "tests" / "fixtures" / "tenant_domain"

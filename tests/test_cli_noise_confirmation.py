@@ -23,7 +23,6 @@ from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from tests.conftest import REPO
 from tests.embedding_cache import warm
-from tests.instance_home import new_home
 
 BASE, HEAD = "2026-11-20", "2026-11-21"
 
@@ -35,14 +34,12 @@ def _models(root: Path, seed: int, reproducible: bool) -> None:
 
 
 @pytest.fixture
-def sample(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path, created_home: Path
-) -> Path:
+def sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path) -> Path:
     for name in ("kb", "test_banks"):
         shutil.copytree(REPO / name, tmp_path / name)
     warm(tmp_path / ".cache", local_embeddings)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(new_home(tmp_path / "dagster_home", created_home)))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     return tmp_path
 
 

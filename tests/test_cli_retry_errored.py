@@ -33,7 +33,6 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.testing.emulator.server import start_emulator
 from tests.conftest import REPO, TENANT
-from tests.instance_home import new_home
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
 from tests.system_under_test import MECHANISMS, Outage, ReferenceSystem, serve
 
@@ -44,13 +43,13 @@ MESSAGES = "POST /v1/messages"
 
 
 @pytest.fixture
-def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, created_home: Path) -> Iterator[Path]:
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.copytree(TENANT, tmp_path / "tenant")
     # An outage errors the test at once: one attempt per call.
     models = {"schema_version": 1, "models": {MODEL: {**VOYAGE_HAIKU, "retry": {"max_attempts": 1}}}}
     (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(new_home(tmp_path / "dagster_home", created_home)))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
     monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
     yield tmp_path
@@ -184,10 +183,8 @@ def team(url: str, mechanisms: Sequence[str] = MECHANISMS) -> dict[str, object]:
 
 
 @pytest.fixture(params=["sample", "tenant"])
-def project(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, created_home: Path
-) -> Project:
-    monkeypatch.setenv("DAGSTER_HOME", str(new_home(tmp_path / "dagster_home", created_home)))
+def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     if request.param == "tenant":
         shutil.copytree(TENANT, tmp_path / "data")
         return Project(tmp_path, tmp_path / "data/kb.yaml", tmp_path / "data/banks")
@@ -279,13 +276,9 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
 
 
 def test_errored_tests_of_the_built_in_mechanisms_are_named_not_retried(
-    tmp_path: Path,
-    tenant: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    created_home: Path,
+    tmp_path: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("DAGSTER_HOME", str(new_home(tmp_path / "dagster_home", created_home)))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     project = Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
     local = {"embedder": {"kind": "local"}, "reranker": {"kind": "cosine"}}
     project.run(local, "--date", DAY)

@@ -22,7 +22,6 @@ from eval_pipeline.providers.ratelimit import REAL_CLOCK
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.hanging import hanging_server
 from tests.conftest import REPO
-from tests.instance_home import new_home
 from tests.providers.conftest import FAKE_VOYAGE_KEY
 
 DATE = "2026-11-21"
@@ -36,11 +35,9 @@ class Project(NamedTuple):
 
 
 @pytest.fixture(params=["sample", "tenant"])
-def project(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, created_home: Path
-) -> Project:
-    """Copies of the sample project or of the tenant-domain fixture, and a new instance."""
-    monkeypatch.setenv("DAGSTER_HOME", str(new_home(tmp_path / "dagster_home", created_home)))
+def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    """Copies of the sample project or of the tenant-domain fixture."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     if request.param == "tenant":
         tenant = request.getfixturevalue("tenant")
         return Project(tmp_path, tenant / "kb.yaml", tenant / "banks")

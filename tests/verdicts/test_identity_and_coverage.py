@@ -18,7 +18,6 @@ import yaml
 from eval_pipeline.cli import main
 from tests.conftest import TENANT as TENANT_FIXTURE
 from tests.embedding_cache import warm
-from tests.instance_home import new_home
 
 REPO = Path(__file__).resolve().parents[2]
 D1, D2 = "2026-11-19", "2026-11-20"
@@ -56,7 +55,7 @@ class Baseline(NamedTuple):
 
 @pytest.fixture(scope="module")
 def baselines(
-    tmp_path_factory: pytest.TempPathFactory, local_embeddings: Path, created_home: Path
+    tmp_path_factory: pytest.TempPathFactory, local_embeddings: Path
 ) -> dict[tuple[str, str], Baseline]:
     """Each domain's D1 evaluation (local-minilm), made once for the module: most tests start
     from one and change the project after it, so each copies it rather than evaluating it again."""
@@ -66,7 +65,7 @@ def baselines(
             root = tmp_path_factory.mktemp("baseline")
             _project(root, local_embeddings)
             mp.chdir(root)
-            mp.setenv("DAGSTER_HOME", str(new_home(root / "dagster_home", created_home)))
+            mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
             mp.delenv("ANTHROPIC_API_KEY", raising=False)
             mp.delenv("VOYAGE_API_KEY", raising=False)
             made[data] = Baseline(root, _run(data, D1))
@@ -192,9 +191,8 @@ def test_a_kb_edit_is_the_same_project_and_summarised(
 
 
 def test_a_gutted_but_boosted_primary_fails_diff_as_content_collapse(
-    workdir: Path, created_home: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    new_home(workdir / "dagster_home", created_home)
     bank = workdir / "tenant/banks/semantic/tenant_questions.json"
     data = json.loads(bank.read_text())
     deposit = next(t for t in data["tests"] if t["test_id"] == "T-DEP-001")
