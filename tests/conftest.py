@@ -12,6 +12,9 @@ import pytest
 
 from eval_pipeline.location import START_DATE_ENV
 
+# A session fixture of the files that evaluate: a warm embedding cache.
+pytest_plugins = ["tests.embedding_cache"]
+
 REPO = Path(__file__).resolve().parents[1]
 TENANT = REPO / "tests" / "fixtures" / "tenant_domain"
 MEMORY_TEMP = Path("/dev/shm")  # a tmpfs on Linux (RAM-backed: an fsync there costs nothing)

@@ -22,6 +22,7 @@ from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from tests.conftest import REPO
+from tests.embedding_cache import warm
 
 BASE, HEAD = "2026-11-20", "2026-11-21"
 
@@ -33,9 +34,10 @@ def _models(root: Path, seed: int, reproducible: bool) -> None:
 
 
 @pytest.fixture
-def sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path) -> Path:
     for name in ("kb", "test_banks"):
         shutil.copytree(REPO / name, tmp_path / name)
+    warm(tmp_path / ".cache", local_embeddings)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     return tmp_path

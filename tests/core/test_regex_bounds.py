@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from eval_pipeline.core.inputs import regex_safety
 from eval_pipeline.core.inputs.banks import CrisisPattern, PatternRules, PatternTest, PatternType
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 from eval_pipeline.core.scoring.aggregate import aggregate
@@ -20,7 +21,13 @@ RUNAWAY = r"(.*){1,32000}[bc]"  # runs away even in the regex engine
     # The last three: alternatives that match the same text inside a repeated group.
     [CATASTROPHIC, r"(\w+\s?)+$", RUNAWAY, r"(x+x+)+y", "(x|x)*y", "(ab|a?b)*c", r"(?:help|hel+p)+\bme"],
 )
-def test_catastrophic_patterns_are_refused_at_validation(pattern: str) -> None:
+def test_catastrophic_patterns_are_refused_at_validation(
+    pattern: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each probe of these runs until the screen's timeout kills it: 2 s of a core per pattern.
+    # They backtrack for far longer than either; a child Python starts in a few hundredths of a
+    # second. The ordinary patterns below keep the full timeout (no false alarm under load).
+    monkeypatch.setattr(regex_safety, "SCREEN_TIMEOUT_S", 1.0)
     risk = backtracking_risk(pattern)
     assert risk is not None and risk.startswith("backtracks catastrophically")
 

@@ -1,17 +1,23 @@
 """Verdicts that know what they compare: another project is refused, lost banks and tests fail
 `run` and `diff`, a gutted-but-boosted primary fails `diff` as content collapse. Each on the
-second-domain fixture (tenant) and the sample, with real runs through the Dagster graph."""
+second-domain fixture (tenant) and the sample, with real runs through the Dagster graph. Each
+domain's first evaluation is made once and copied (results, storage, instance) where a test starts
+from it: the second evaluation, the one each test is about, is its own."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from tests.conftest import TENANT as TENANT_FIXTURE
+from tests.embedding_cache import warm
 
 REPO = Path(__file__).resolve().parents[2]
 D1, D2 = "2026-11-19", "2026-11-20"
@@ -28,6 +34,55 @@ def _diff(model: str, *extra: str) -> int:
     return main(["diff", f"{model}@{D1}", f"{model}@{D2}", *extra])
 
 
+@pytest.fixture(autouse=True)
+def _embedded(workdir: Path, local_embeddings: Path) -> None:
+    warm(workdir / ".cache", local_embeddings)
+
+
+def _project(root: Path, embeddings: Path) -> None:
+    """What `workdir` and `sample` make: the models file, both domains' copies, a warm cache."""
+    shutil.copy(REPO / "models.yaml", root / "models.yaml")
+    shutil.copytree(TENANT_FIXTURE, root / "tenant")
+    for name in ("kb", "test_banks"):
+        shutil.copytree(REPO / name, root / "sample" / name)
+    warm(root / ".cache", embeddings)
+
+
+class Baseline(NamedTuple):
+    root: Path  # a project as `sample` makes it, evaluated on D1: results, storage, instance
+    code: int  # that evaluation's exit code
+
+
+@pytest.fixture(scope="module")
+def baselines(
+    tmp_path_factory: pytest.TempPathFactory, local_embeddings: Path
+) -> dict[tuple[str, str], Baseline]:
+    """Each domain's D1 evaluation (local-minilm), made once for the module: most tests start
+    from one and change the project after it, so each copies it rather than evaluating it again."""
+    made = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for data in (TENANT, SAMPLE):
+            root = tmp_path_factory.mktemp("baseline")
+            _project(root, local_embeddings)
+            mp.chdir(root)
+            mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+            mp.delenv("ANTHROPIC_API_KEY", raising=False)
+            mp.delenv("VOYAGE_API_KEY", raising=False)
+            made[data] = Baseline(root, _run(data, D1))
+    return made
+
+
+@pytest.fixture
+def evaluated(workdir: Path, baselines: dict[tuple[str, str], Baseline]) -> Callable[[tuple[str, str]], int]:
+    """`_run(data, D1)` in the working directory, as a copy of the module's baseline: its exit code."""
+
+    def copy(data: tuple[str, str]) -> int:
+        shutil.copytree(baselines[data].root, workdir, dirs_exist_ok=True)
+        return baselines[data].code
+
+    return copy
+
+
 @pytest.fixture
 def sample(workdir: Path) -> Path:
     for name in ("kb", "test_banks"):
@@ -42,11 +97,14 @@ def _critical(banks: Path) -> list[str]:
 
 @pytest.mark.parametrize("data", [TENANT, SAMPLE], ids=["tenant", "sample"])
 def test_a_deleted_pattern_bank_fails_run_and_diff_naming_the_bank_and_its_critical_tests(
-    sample: Path, capsys: pytest.CaptureFixture[str], data: tuple[str, str]
+    sample: Path,
+    evaluated: Callable[[tuple[str, str]], int],
+    capsys: pytest.CaptureFixture[str],
+    data: tuple[str, str],
 ) -> None:
     banks = sample / data[1]
     critical = _critical(banks)
-    _run(data, D1)  # the sample's own crisis misses make it CRITICAL: the baseline's verdict is its own
+    evaluated(data)  # the sample's own crisis misses make it CRITICAL: the baseline's verdict is its own
     shutil.rmtree(banks / "pattern")
     capsys.readouterr()
 
@@ -65,9 +123,9 @@ def test_a_deleted_pattern_bank_fails_run_and_diff_naming_the_bank_and_its_criti
 
 
 def test_removed_ordinary_tests_fail_unless_allowed(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, evaluated: Callable[[tuple[str, str]], int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run(TENANT, D1) == 0
+    assert evaluated(TENANT) == 0
     bank = workdir / "tenant/banks/semantic/tenant_questions.json"
     data = json.loads(bank.read_text())
     data["tests"] = [t for t in data["tests"] if t["test_id"] != "T-RENT-001"]
@@ -92,13 +150,14 @@ def test_removed_ordinary_tests_fail_unless_allowed(
 )
 def test_another_projects_evaluation_into_this_location_is_refused(
     sample: Path,
+    evaluated: Callable[[tuple[str, str]], int],
     capsys: pytest.CaptureFixture[str],
     first: tuple[str, str],
     second: tuple[str, str],
     held: str,
     running: str,
 ) -> None:
-    _run(first, D1)
+    evaluated(first)
     before = sorted(p.relative_to(sample) for p in (sample / "results").rglob("*"))
     capsys.readouterr()
     assert _run(second, D2) == 2
@@ -116,9 +175,9 @@ def test_another_projects_evaluation_into_this_location_is_refused(
 
 
 def test_a_kb_edit_is_the_same_project_and_summarised(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, evaluated: Callable[[tuple[str, str]], int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run(TENANT, D1) == 0
+    assert evaluated(TENANT) == 0
     kb = workdir / "tenant/kb.yaml"
     data = yaml.safe_load(kb.read_text())
     for e in data["entities"]:

@@ -1,0 +1,45 @@
+"""The bundled embedder's vectors of the sample and the tenant-domain fixture, made once per
+test session: tests of verdicts and gates copy them into a run's cache folder, as a user's cache
+holds them after a first run, instead of embedding the same KB and prompts again in every test
+(a cold sample evaluation spends most of its CPU there)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TENANT
+
+# A pytest plugin of every session (tests/conftest.py): what a test needs is imported only when a
+# test asks for it, so collecting the quick tests imports no provider.
+
+DOMAINS = ((REPO / "kb", REPO / "test_banks"), (TENANT / "kb.yaml", TENANT / "banks"))
+
+
+@pytest.fixture(scope="session")
+def local_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder that indexed both domains' KBs and embedded their
+    semantic prompts through `local-minilm`, as `run` does (providers/factory.py)."""
+    from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.providers.factory import run_semantic
+    from eval_pipeline.providers.models import load_models
+    from eval_pipeline.providers.target import retrieval_items
+
+    where = tmp_path_factory.mktemp("local-embeddings")
+    cfg = load_models(REPO / "models.yaml")["local-minilm"]
+    for kb_path, banks_path in DOMAINS:
+        kb, banks = load_validated(kb_path, banks_path)
+        run_semantic(cfg, kb.entities, retrieval_items(banks.semantic_tests, 1), {}, where)
+    return where
+
+
+def warm(cache_dir: Path, embeddings: Path) -> None:
+    """`cache_dir` (a run's --cache-dir) holding the store of `embeddings` (its write-ahead log
+    too, if SQLite kept one)."""
+    from eval_pipeline.providers.cache import EmbeddingStore
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for part in embeddings.glob(f"{EmbeddingStore.FILENAME}*"):
+        shutil.copy(part, cache_dir / part.name)
