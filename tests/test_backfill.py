@@ -44,6 +44,7 @@ from eval_pipeline.orchestration.backfill import (
     progress,
     submit_backfill,
 )
+from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
 from tests.defs.observations import observed_on
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,14 +52,17 @@ D1, D2 = "2026-11-10", "2026-11-11"
 MORNING_OF_D1 = datetime(2026, 11, 10, 8, tzinfo=UTC)
 MODELS = ["local-minilm", "local-hybrid"]
 # Runs wait in Dagster's run queue and execute in this process when launched (Dagster's own
-# launcher for tests).
-IN_PROCESS_INSTANCE = """\
-telemetry:
-  enabled: false
+# launcher for tests), on the project's SQLite storage as `backfill` opens it (Dagster's own
+# opens a database engine for every statement: most of a materialisation's CPU here).
+IN_PROCESS_INSTANCE = (
+    "telemetry:\n  enabled: false\n"
+    + STORAGE_YAML
+    + """\
 run_launcher:
   module: dagster._core.launcher.sync_in_memory_run_launcher
   class: SyncInMemoryRunLauncher
 """
+)
 
 
 @pytest.fixture

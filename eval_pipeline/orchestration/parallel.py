@@ -6,11 +6,12 @@ machinery, `os.environ`, signal handling), the models' native libraries (onnxrun
 process down, and a launched Dagster run is a process of its own too. A worker that dies becomes
 its model's failure; the others carry on.
 
-Why forkserver: a worker forks from a server that imported Dagster and the graph once, started
-while the shared stage runs, so a worker costs a fork rather than a fresh interpreter's imports;
-and unlike a plain fork it never copies a parent's threads (an emulator, a log handler) mid-lock.
-The server keeps the environment and working directory it started with (the first run's, in a
-process that runs several), so each worker is handed the parent's current ones.
+Why forkserver: a worker forks from a server that imported Dagster, the graph and the API
+clients once, started while the shared stage runs, so a worker costs a fork rather than a fresh
+interpreter's imports; and unlike a plain fork it never copies a parent's threads (an emulator,
+a log handler) mid-lock. The server keeps the environment and working directory it started with
+(the first run's, in a process that runs several), so each worker is handed the parent's current
+ones.
 
 How many run at once is `parallel`; how many call one provider at once is Dagster's business:
 `semantic_retrievals` waits for its provider pools' slots (defs/pools.py).
@@ -35,7 +36,12 @@ from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 
 CONTEXT = multiprocessing.get_context("forkserver")
-CONTEXT.set_forkserver_preload([__name__])
+# The API providers' clients too: models run at once by default only where they wait on remote
+# services (cli/run.py), so most workers use them, and importing anthropic's SDK alone is ~1.3 s
+# of CPU that each worker would otherwise spend again.
+CONTEXT.set_forkserver_preload(
+    [__name__, "eval_pipeline.providers.claude_rerank", "eval_pipeline.providers.voyage"]
+)
 # A worker has sent its outcome and is only closing down: long enough for that, then stopped.
 EXIT_GRACE_S = 30.0
 

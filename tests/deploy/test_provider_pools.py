@@ -2,14 +2,15 @@
 
 A real SQLite instance in a temp dir with `concurrency: pools: default_limit: 1`, two evaluation
 runs of the same Claude-reranked model (two dates, response cache off so both really call) in two
-processes at once, as launched runs are, the real SDKs against the emulator. Counted, not timed:
+processes at once, forked from the project's worker server as `run --parallel` starts its model
+runs (it imported Dagster and the graph once), the real SDKs against the emulator. Counted, not timed:
 the emulator records when each request arrived, and the most reranks within any window must stay
 within one model's allowance.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.pools import provider_pools
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
 from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
+from eval_pipeline.orchestration.parallel import CONTEXT
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
 from eval_pipeline.providers.models import load_models
 from eval_pipeline.testing.emulator.server import start_emulator
@@ -71,8 +73,13 @@ def _resources(tenant: Path, root: Path, base_url: str, voyage_base_url: str) ->
     )
 
 
-def _evaluate_model(tenant: Path, root: Path, urls: tuple[str, str], date: str) -> list[str]:
-    """One model run in a process of its own, on the shared instance; its step failures."""
+def _evaluate_model(
+    tenant: Path, root: Path, urls: tuple[str, str], date: str, environ: dict[str, str]
+) -> list[str]:
+    """One model run in a process of its own, on the shared instance; its step failures. The
+    server it forks from keeps the environment it started with: the test's is handed over."""
+    os.environ.clear()
+    os.environ.update(environ)
     defs = evaluation_definitions(_resources(tenant, root, *urls))
     with dg.DagsterInstance.from_config(str(root / "dagster_home")) as instance:
         return run_stage(date, model_job.name, model_date_key(MODEL, date), defs, instance).failures
@@ -97,9 +104,9 @@ def test_two_concurrent_runs_of_one_api_model_share_the_providers_rate(
         sync_model_partitions(instance, [MODEL])
         for date in DATES:
             assert run_stage("shared", date_job.name, date, defs, instance).failures == []
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as runs:
-            jobs = [runs.submit(_evaluate_model, tenant, tmp_path, urls, date) for date in DATES]
+        with ProcessPoolExecutor(max_workers=2, mp_context=CONTEXT) as runs:
+            environ = dict(os.environ)
+            jobs = [runs.submit(_evaluate_model, tenant, tmp_path, urls, date, environ) for date in DATES]
             failures = [job.result() for job in jobs]
         assert failures == [[], []]
 
