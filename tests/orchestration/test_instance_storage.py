@@ -5,6 +5,7 @@ No `from __future__ import annotations`: Dagster reads the asset's context annot
 """
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from eval_pipeline.orchestration.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
+from eval_pipeline.orchestration.instance_storage import ProjectEventLogStorage, _event_log_scripts
 
 DAYS = dg.StaticPartitionsDefinition(["d1", "d2"])
 
@@ -141,3 +145,36 @@ def test_a_home_naming_the_storage_by_its_old_module_path_still_opens(tmp_path: 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["eval_pipeline.orchestration.instance_storage", "ProjectRunStorage"]
+
+
+def _shard(db: Path) -> tuple[set[str], str, str]:
+    """A run database's schema statements, journal mode and migration revision."""
+    with sqlite3.connect(db) as conn:
+        schema = {row[0] for row in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL")}
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        (revision,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    return schema, mode, revision
+
+
+def test_a_new_runs_database_is_the_one_dagster_makes_and_dagster_carries_on_with_it(tmp_path: Path) -> None:
+    # Made with the migrations read once a process instead of twice a run: the same tables and
+    # indexes, WAL, stamped at the same head; Dagster's own storage finds it current and uses it.
+    ours = ProjectEventLogStorage(str(tmp_path / "ours"))
+    theirs = SqliteEventLogStorage(str(tmp_path / "theirs"))
+    for storage in (ours, theirs):
+        with storage.run_connection("r1"):
+            pass
+    made = _shard(tmp_path / "ours" / "r1.db")
+    assert made == _shard(tmp_path / "theirs" / "r1.db")
+    assert made[2] == _event_log_scripts().as_revision_number("head")
+    stamped = (tmp_path / "ours" / "r1.db").stat().st_mtime_ns
+    again = ProjectEventLogStorage(str(tmp_path / "ours"))
+    with again.run_connection("r1"):
+        pass  # a database already stamped is left as it is
+    assert (tmp_path / "ours" / "r1.db").stat().st_mtime_ns == stamped
+    dagsters = SqliteEventLogStorage(str(tmp_path / "ours"))
+    with dagsters.run_connection("r1") as conn:
+        conn.execute(sa.text("SELECT count(*) FROM event_logs"))
+    assert _shard(tmp_path / "ours" / "r1.db") == made
+    for storage in (ours, theirs, again, dagsters):
+        storage.dispose()
