@@ -57,7 +57,6 @@ def supervise(argv: list[str], grace_s: float = STOP_GRACE_S) -> int:
     """Run `argv` in this process's group. SIGTERM or SIGINT stops the whole group: SIGTERM
     first, then, `grace_s` later (a daemon thread busy with a slow call, a code server waiting
     for its heartbeat to lapse), SIGKILL to whatever is left, this supervisor included."""
-    child = subprocess.Popen(argv)
     stop_by: list[float] = []
 
     def stop(signum: int, frame: object) -> None:
@@ -66,8 +65,13 @@ def supervise(argv: list[str], grace_s: float = STOP_GRACE_S) -> int:
         stop_by.append(time.monotonic() + grace_s)
         os.killpg(os.getpgrp(), signal.SIGTERM)
 
+    # Before the child starts: a stop that came while it started (the parent may die at any
+    # moment) would otherwise end this supervisor alone and leave the child running on its own.
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    child = subprocess.Popen(argv)
+    if stop_by:  # the stop came before the child was there to receive it
+        child.terminate()
     while True:
         try:
             code = child.wait(timeout=POLL_S)
