@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
     from eval_pipeline.core.report.pipeline import Evaluation
-    from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
+    from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
 
@@ -110,7 +110,7 @@ def _evaluate_model(
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.core.scoring.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
     from eval_pipeline.core.verdicts.run_gate import Gates
-    from eval_pipeline.providers.factory import rerank_mode, run_semantic
+    from eval_pipeline.providers.factory import rerank_mode, run_semantic, system_outputs
     from eval_pipeline.providers.progress_bar import semantic_bar
     from eval_pipeline.providers.target import retrieval_items
 
@@ -152,7 +152,7 @@ def _evaluate_model(
         rerank_mode=rerank_mode(cfg, args.batch),
         prompt_cache=cache_note,
     )
-    observed = Observed(retrievals, _system_outputs(cfg, banks, scope))
+    observed = Observed(retrievals, system_outputs(cfg, banks, scope))
     gates = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
     evaluation = evaluate(setup, observed, scope, gates)
     run_dir = results_dir / model / date
@@ -163,13 +163,3 @@ def _evaluate_model(
     atomic_write_text(run_dir / GATE_FILE, evaluation.gate.model_dump_json(indent=2))
     _say(f"  finished model {model}")
     return evaluation
-
-
-def _system_outputs(cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
-    """The team's system's answers; a model without a system has none, and its run imports
-    neither the system's clients nor the contract's models."""
-    if cfg.system is None:
-        return []
-    from eval_pipeline.providers.system_target import run_system
-
-    return run_system(cfg, banks, scope)

@@ -30,7 +30,7 @@ from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates
 from eval_pipeline.providers.cache import CacheMode
-from eval_pipeline.providers.factory import run_semantic
+from eval_pipeline.providers.factory import run_semantic, system_outputs
 from eval_pipeline.providers.models import ModelConfig, load_models
 from eval_pipeline.providers.object_store import output_path
 from eval_pipeline.providers.target import PrepareReport, RetrievalItem
@@ -169,9 +169,7 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def system_outputs(self, cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
         """The team's system's answers for the state, pattern and always tests `cfg` assigns to it."""
-        from eval_pipeline.providers.system_target import run_system
-
-        return run_system(cfg, banks, scope)
+        return system_outputs(cfg, banks, scope)
 
     def _mode(self) -> CacheMode:
         modes: dict[str, CacheMode] = {"use": "use", "refresh": "refresh", "off": "off"}

@@ -24,6 +24,8 @@ from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, RetrievalPipeline
 
 if TYPE_CHECKING:
+    from eval_pipeline.core.inputs.loading import Banks
+    from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
     from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
 
 
@@ -182,6 +184,17 @@ def run_semantic(
         return await pipeline.retrieve_many(items, on_done)
 
     return asyncio.run(run())
+
+
+def system_outputs(cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
+    """The team's system's answers for the state, pattern and always tests `cfg` assigns to it. A
+    model without a system has none, and its run imports neither the system's clients nor the
+    contract's models."""
+    if cfg.system is None:
+        return []
+    from eval_pipeline.providers.system_target import run_system
+
+    return run_system(cfg, banks, scope)
 
 
 def errored(model: str, test_id: str, trial: int, reason: str) -> SemanticRetrieval:
