@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 
 class SparseModel(BaseModel):
+    model_config = ConfigDict(defer_build=True)
     omitted_at_default: ClassVar[tuple[str, ...]] = ()
 
     @model_serializer(mode="wrap")

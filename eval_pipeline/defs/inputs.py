@@ -36,7 +36,7 @@ JSON_IO = "json_io"
 
 
 class HistorySet(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     files: list[LoadedHistory]
     content_hash: str

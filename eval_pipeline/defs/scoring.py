@@ -54,7 +54,7 @@ BY_DATE = dg.AssetIn(partition_mapping=DATE_OF_MODEL_DATE)
 class ResolvedSet(BaseModel):
     """Every semantic test's expectations as of the end of one date, with their sources."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     date: str
     resolved: dict[str, ResolvedExpectation]

@@ -27,7 +27,7 @@ CONFIG_FILE = "dagster.yaml"
 
 
 class RecordedEvaluation(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     date: str
     fingerprint: str

@@ -41,7 +41,7 @@ _ADMIT_POLL_S = 0.01
 class BreakerSettings(BaseModel):
     """`breaker:` in a model's entry of models.yaml."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     failures: int = Field(
         default=5, ge=1, le=100, description="Unreachable calls in a row that declare a service down"

@@ -117,14 +117,14 @@ class InvalidSelectionError(ProviderError):
 
 
 class _Pick(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     entity_id: str
     reason: str | None = None
 
 
 class _Answer(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
     selections: list[_Pick]
 

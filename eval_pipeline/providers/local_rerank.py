@@ -87,7 +87,7 @@ class CosineReranker:
 class HybridWeights(BaseModel):
     """How much each signal adds to a candidate's score (cosine and lexical are in [0, 1])."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
     cosine: float = Field(default=1.0, ge=0)
     lexical: float = Field(default=0.3, ge=0)

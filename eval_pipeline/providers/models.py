@@ -61,7 +61,7 @@ class ConfigError(BadInput):
 
 class _Strict(BaseModel):
     # allow_inf_nan: a number written as text ("1e400", "nan") must not pass as infinity or NaN.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, extra="forbid", allow_inf_nan=False)
 
 
 def _resolve_model_id(kind: str, model_id: str, where: str) -> str:

@@ -33,7 +33,7 @@ class Price(BaseModel):
     then raises instead of being counted as free.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
     input: float = Field(ge=0)
     output: float | None = Field(default=None, ge=0)

@@ -37,7 +37,7 @@ def minimum_cacheable_tokens(model_id: str) -> int | None:
 class PromptCacheStatus(BaseModel):
     """What one run's stable prefix is worth: its size against the model's minimum."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     model_id: str
     prefix_tokens: int | None  # None: the count failed (the run goes on without it)

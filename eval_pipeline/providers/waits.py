@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class WaitLimits(BaseModel):
     """`waits:` in a model's entry of models.yaml."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     max_wait_s: float = Field(
         default=120.0, gt=0, le=86_400, description="Longest single wait (retry-after, backoff, slot, poll)"

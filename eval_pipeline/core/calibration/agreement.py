@@ -42,7 +42,7 @@ Kind = Literal["accepted", "rejected", "edited", "override"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class Judgement(_Frozen):

@@ -33,7 +33,7 @@ Mode = Literal["sequential", "batch"]
 
 
 class FrozenModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class CallRecord(FrozenModel):
@@ -62,7 +62,7 @@ class TestOutcome(FrozenModel):
 
 
 class _RawProposal(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     reasoning: str
     expected_primary: list[str]

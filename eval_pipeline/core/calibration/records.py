@@ -69,7 +69,7 @@ class CalibrationRecord(FrozenModel):
 
 
 class CalibrationLog(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     schema_version: int = 1
     records: list[CalibrationRecord] = Field(default_factory=list)
@@ -97,7 +97,7 @@ class ResponseFile(FrozenModel):
 class CalibrationRun(BaseModel):
     """One finished calibration: the calls, what they mean, and the files it would write."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     scope: Scope
     trigger: Trigger

@@ -49,7 +49,7 @@ def bank_hash(tests: Iterable[SemanticTest]) -> str:
 class ReviewItem(BaseModel):
     """One proposal and the reviewer's decision about it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     diff: ProposalDiff
     topics: list[str] = Field(default_factory=list)
@@ -73,7 +73,7 @@ class ReviewItem(BaseModel):
 
 
 class AppliedReview(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     applied_at: datetime
     by: str
@@ -83,7 +83,7 @@ class AppliedReview(BaseModel):
 class ReviewFile(BaseModel):
     """calibration/reviews/review_<calibration id>.json (versioned)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     schema_version: Literal[1] = REVIEW_SCHEMA_VERSION
     review_id: str

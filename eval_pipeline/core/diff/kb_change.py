@@ -9,7 +9,7 @@ from eval_pipeline.core.inputs.identity import EvaluationIdentity
 
 
 class KbChange(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     added: list[str]
     removed: list[str]

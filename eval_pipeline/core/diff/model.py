@@ -41,7 +41,7 @@ class Cause(StrEnum):
 
 
 class FrozenModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class RunRef(FrozenModel):

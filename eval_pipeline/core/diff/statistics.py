@@ -39,7 +39,7 @@ POINTS = "points"
 
 
 class PairedComparison(SparseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     omitted_at_default = ("unit",)
 
     base_label: str

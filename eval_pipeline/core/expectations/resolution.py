@@ -22,7 +22,7 @@ from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, L
 class ExpectationConflict(BaseModel):
     """A calibration proposed something other than a standing human override."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     calibration_version: datetime
@@ -33,7 +33,7 @@ class ExpectationConflict(BaseModel):
 
 
 class ResolvedExpectation(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     expectations: Expectations

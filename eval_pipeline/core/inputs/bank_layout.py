@@ -19,7 +19,7 @@ LAYOUT_FILE = "banks.yaml"
 
 
 class BankLayout(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     semantic: str = "semantic/parent_test_bank.json"
     state: str = "state/state_handler_tests.json"

@@ -34,7 +34,7 @@ class ContractViolation(CouldNotEvaluate, ValueError):
 class SystemRequest(BaseModel):
     """One test, as the team's system sees it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     contract_version: Literal[2] = CONTRACT_VERSION
     mechanism: Mechanism = Field(description="Which part of the answer is scored")
@@ -46,7 +46,7 @@ class SystemRequest(BaseModel):
 
 
 class _Answer(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True)
 
 
 class AnswerCandidate(_Answer):

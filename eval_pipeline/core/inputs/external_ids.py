@@ -74,7 +74,7 @@ class OriginalIds(BaseModel):
     """An imported collection's own ids, as a results document records them: entity id -> the
     document's id, test id -> the query's id. An id not listed is its own original."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     documents: dict[str, str] = Field(default_factory=dict)
     queries: dict[str, str] = Field(default_factory=dict)

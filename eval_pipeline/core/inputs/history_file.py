@@ -37,7 +37,7 @@ Trigger = Literal[
 class HumanOverride(BaseModel):
     """A clinician's decision for one test. `withdraw=True` ends the standing override."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     expected_primary: list[str] = Field(default_factory=list)
     expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
@@ -73,7 +73,7 @@ class HumanOverride(BaseModel):
 
 
 class HistoryChange(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     previous: Expectations | None = None
@@ -93,7 +93,7 @@ class HistoryChange(BaseModel):
 
 
 class HistoryFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     version: datetime = Field(description="UTC timestamp of the calibration or override")
     calibration_trigger: Trigger
@@ -115,7 +115,7 @@ class HistoryFile(BaseModel):
 class LoadedHistory(BaseModel):
     """A history file as read from disk; the path orders same-day files and names problems."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     path: Path
     entry: HistoryFile

@@ -20,7 +20,7 @@ from eval_pipeline.core.inputs.loading import Banks
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class ProjectIdentity(_Frozen):

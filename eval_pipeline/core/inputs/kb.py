@@ -42,7 +42,7 @@ UserType = Label
 class Vocabulary(BaseModel):
     """Optional closed lists a KB declares; a value outside a declared list is an input error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     user_types: list[Label] | None = None
     categories: list[Label] | None = None
@@ -66,7 +66,7 @@ def sha256_text(text: str) -> str:
 class Entity(BaseModel):
     """One KB entity, as authored in `kb/entities/<entity_id>.yaml`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     entity_id: EntityId
     entity_type: EntityType
@@ -96,7 +96,7 @@ class Entity(BaseModel):
 
 
 class KnowledgeBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kb_version: str = Field(min_length=1, description="Human label; results also carry the hash")
     name: str | None = Field(

@@ -75,7 +75,7 @@ class _Stored(BaseModel):
     validated again when read (pydantic's JSON validation costs less than building the models
     unvalidated in Python), and the hashes computed when it was stored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     kb: KnowledgeBase
     entity_hashes: list[str]

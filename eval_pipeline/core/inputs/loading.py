@@ -66,7 +66,7 @@ class InputError(BadInput):
 class Banks(BaseModel):
     """Everything under `--banks-dir`. A bank whose file is absent is simply not run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     root: Path
     layout: BankLayout = Field(default_factory=BankLayout)

@@ -32,7 +32,7 @@ class SnapshotError(BadInput, ValueError):
 
 
 class SnapshotManifest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     snapshot_id: str
     taken_at: datetime
@@ -45,7 +45,7 @@ class SnapshotRef(BaseModel):
     """Which inputs an evaluation date uses: a stored snapshot, and whether an observation of the
     sources chose it (a past date) or it was taken from the current files when the run began."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     snapshot_id: str
     directory: str

@@ -30,7 +30,7 @@ MATCH_TIMEOUT_S = 1.0
 class PatternMatch(BaseModel):
     """Why an entity matched: the rule, the text it matched, and the keyword if a boost."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kind: Literal["crisis", "keyword"]
     entities: list[str]

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, with_config
 
 
-@with_config(ConfigDict(extra="forbid"))
+@with_config(ConfigDict(defer_build=True, extra="forbid"))
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One embedding-stage hit: an entity and its cosine similarity to the query."""
@@ -26,7 +26,7 @@ class Candidate:
     score: float
 
 
-@with_config(ConfigDict(extra="forbid"))
+@with_config(ConfigDict(defer_build=True, extra="forbid"))
 @dataclass(frozen=True, slots=True)
 class Selection:
     """One reranker pick, 1-based rank, with the model's reason when it gives one."""
@@ -39,7 +39,7 @@ class Selection:
 class Usage(BaseModel):
     # Frozen: usages are added into new ones, never changed in place, so one empty usage
     # (`NO_USAGE`) serves every record that used nothing instead of a new model each.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -80,7 +80,7 @@ class SemanticRetrieval(BaseModel):
     selections are whatever was obtained (usually none). Errored retrievals are never scored.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     test_id: str
     model: str

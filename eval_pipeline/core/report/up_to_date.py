@@ -27,7 +27,7 @@ FINGERPRINT_CHARS = 32  # 128 bits: fits a run tag, and no two inputs meet by ch
 class EvaluationInputs(BaseModel):
     """Everything a full evaluation of one date's models depends on."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     schema_version: str = RESULT_SCHEMA_VERSION
     code_version: str

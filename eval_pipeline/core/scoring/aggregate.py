@@ -61,7 +61,7 @@ HEALTH_FLOORS: dict[Health, float] = {Health.EXCELLENT: 90.0, Health.GOOD: 80.0,
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class GroupScore(_Frozen):

@@ -45,7 +45,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 class Scope(BaseModel):
     """Which tests a run covers. Empty `test_ids` and no `topic` mean every test of the banks."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     banks: frozenset[Mechanism] = Field(default_factory=lambda: frozenset(Mechanism))
     test_ids: frozenset[str] = frozenset()
@@ -106,7 +106,7 @@ def scope_problems(scope: Scope, banks: Banks) -> list[str]:
 class MechanismOutput(BaseModel):
     """What a mechanism (built in, or the team's system) loaded for one test, before any judging."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     mechanism: Mechanism | None = None  # set when one table holds several mechanisms' outputs

@@ -93,7 +93,7 @@ class SystemResults(BaseModel):
     """A model's implementation per bank, and its system's scored results for the banks it
     assigns to the system (None: the bank comes from the reference)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     implementations: dict[Mechanism, str]
     state: list[StateResult] | None = None

@@ -34,7 +34,7 @@ GRADED_CUTOFF = 10  # a graded test's points come from the standard nDCG@10
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class RetrievalMetrics(_Frozen):

@@ -49,7 +49,7 @@ _DESCRIPTIONS: dict[PenaltyKind, str] = {
 
 
 class RankViolation(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     expected_higher: str
     expected_lower: str
@@ -60,7 +60,7 @@ class RankViolation(BaseModel):
 class Penalty(BaseModel):
     """One deduction, named so reports and diffs can say exactly what cost points."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kind: PenaltyKind
     entity_id: str
@@ -86,7 +86,7 @@ class Penalty(BaseModel):
 
 
 class ScoreOutcome(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     score: int = Field(ge=0, le=100)
     label: str

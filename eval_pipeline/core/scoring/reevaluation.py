@@ -30,7 +30,7 @@ class Decision(StrEnum):
 class Confirmation(BaseModel):
     """One semantic regression re-tried against its base."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     base_score: float
@@ -43,7 +43,7 @@ class Confirmation(BaseModel):
 class Reevaluation(BaseModel):
     """One re-evaluation merged into a document."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     why: Why
     at: datetime

@@ -39,7 +39,7 @@ class TestStatus(StrEnum):
 class ResultBase(BaseModel):
     """What every mechanism's per-test result has: id, status, error or outcome."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     test_id: str
     name: str = ""
@@ -64,7 +64,7 @@ class ResultBase(BaseModel):
 class SemanticEvaluation(BaseModel):
     """How an ordered selection compares to the expectations, before scoring."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     primary_pass: bool  # exact primaries and an any-of set selected, and something relevant if graded
     missing_primary: list[str]

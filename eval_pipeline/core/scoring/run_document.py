@@ -41,7 +41,7 @@ from eval_pipeline.core.sparse_json import SparseModel
 class Provenance(SparseModel):
     """Everything a result depends on, so any past evaluation can be explained and reproduced."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     omitted_at_default = ("original_ids",)
 
     schema_version: str = RESULT_SCHEMA_VERSION
@@ -84,7 +84,7 @@ class Provenance(SparseModel):
 
 
 class RunDocument(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     provenance: Provenance
     aggregate: Aggregate

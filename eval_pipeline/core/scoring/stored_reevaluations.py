@@ -15,7 +15,7 @@ class StoredReevaluation(BaseModel):
     it (against the date's expectations) every time it rebuilds the document: the semantic
     retrievals, and the team's system's answers for state, pattern and always tests."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     record: Reevaluation
     retrievals: list[SemanticRetrieval]
@@ -28,7 +28,7 @@ class StoredReevaluations(BaseModel):
     """Every re-evaluation into one evaluation: the run that made its retrievals, since a fresh
     evaluation of the same model and date starts without them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     evaluation_id: str
     reevaluations: list[StoredReevaluation] = Field(default_factory=list)

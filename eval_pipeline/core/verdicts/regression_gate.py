@@ -34,7 +34,7 @@ from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
 class DiffGate(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     status: GateStatus
     strict: bool

@@ -29,14 +29,14 @@ class Gates(BaseModel):
     """What a run must meet: a combined score of at least `fail_under` (None: any score), and at
     most `max_errored` errored tests."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     fail_under: float | None = None
     max_errored: int = DEFAULT_MAX_ERRORED
 
 
 class GateDecision(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     model: str
     date: str

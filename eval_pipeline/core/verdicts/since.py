@@ -18,7 +18,7 @@ from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
 class SinceVerdict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     status: GateStatus
     reasons: list[str]
