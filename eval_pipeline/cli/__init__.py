@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import io
 import os
@@ -152,3 +153,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         sys.stdout.flush()
         sys.stdout = stdout
+
+
+def console() -> int:
+    """The `eval-pipeline` process: `main`, then every object it made moved out of the garbage
+    collector's sight. Python's exit collects once more over every object still alive (modules,
+    classes, validators, Dagster's definitions) only for the process to end: a quarter of a
+    narrowed run's CPU, ~1 s of a full run's. Nothing is lost: what was written is closed, the
+    output is flushed here, and the exit handlers (logging's flush among them) still run.
+    Not in `main`, which other Python code calls and goes on from."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    return code

@@ -2,6 +2,6 @@
 
 import sys
 
-from eval_pipeline.cli import main
+from eval_pipeline.cli import console
 
-sys.exit(main())
+sys.exit(console())

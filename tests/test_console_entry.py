@@ -1,0 +1,47 @@
+"""The `eval-pipeline` process's entry point (`console`): `main`'s exit code, with every object
+left moved out of the collector's sight before the exit (docs/performance.md, "Start-up")."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.cli import console, main
+
+
+def test_console_returns_mains_code_and_freezes_what_is_left(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["eval-pipeline", "models"])
+    expected = main()
+    said = capsys.readouterr().out
+    assert gc.get_freeze_count() == 0
+    try:
+        assert console() == expected == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert capsys.readouterr().out == said
+
+
+def test_the_process_says_everything_and_exits_with_the_code(workdir: Path) -> None:
+    bad = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.cli", "run", "--kb", "absent.yaml", "--model", "local-minilm"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and "absent.yaml" in bad.stderr and "Traceback" not in bad.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.cli", "models"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0 and "local-minilm" in listed.stdout
