@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import ThreadpoolController
 
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
@@ -40,6 +40,9 @@ from eval_pipeline.providers.base import (
 from eval_pipeline.providers.cache import EmbeddingStore, Vector
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 CostFn = Callable[[Usage], float]
 
@@ -187,16 +190,29 @@ _QUERY_BLOCK = 1024
 # thread) the spin costs more than the threads save. OpenBLAS splits a product by rows and
 # columns, so each score is the same either way.
 _ONE_THREAD_BELOW = 1 << 28
+# OpenBLAS itself runs a product of at most 65,536 x GEMM_MULTITHREAD_THRESHOLD (4, as numpy's
+# wheels build it) multiply-adds on one thread (interface/gemm.c): there the limit would only cost
+# threadpoolctl's import and its scan of the loaded libraries, ~3 ms of a narrowed run's CPU.
+# Another BLAS numpy may be built with (MKL, Accelerate) has its own rule: it is limited as before.
+OPENBLAS_ONE_THREAD_UP_TO = 65_536 * 4
+
+
+@cache
+def _numpy_blas() -> str:
+    return str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
 
 
 @cache
 def _blas() -> ThreadpoolController:
+    from threadpoolctl import ThreadpoolController
+
     return ThreadpoolController()
 
 
 def _products(queries: Vectors, matrix: Vectors) -> Vectors:
     """`queries @ matrix.T`, on one BLAS thread when it is small."""
-    if queries.shape[0] * matrix.shape[0] * matrix.shape[1] >= _ONE_THREAD_BELOW:
+    size = queries.shape[0] * matrix.shape[0] * matrix.shape[1]
+    if size >= _ONE_THREAD_BELOW or (size <= OPENBLAS_ONE_THREAD_UP_TO and "openblas" in _numpy_blas()):
         return queries @ matrix.T
     with _blas().limit(limits=1, user_api="blas"):
         return queries @ matrix.T
