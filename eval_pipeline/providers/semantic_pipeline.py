@@ -209,10 +209,14 @@ def _blas() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+def _limited(size: int) -> bool:
+    """Whether a product of `size` multiply-adds is held to one BLAS thread here (not by BLAS)."""
+    return size < _ONE_THREAD_BELOW and (size > OPENBLAS_ONE_THREAD_UP_TO or "openblas" not in _numpy_blas())
+
+
 def _products(queries: Vectors, matrix: Vectors) -> Vectors:
     """`queries @ matrix.T`, on one BLAS thread when it is small."""
-    size = queries.shape[0] * matrix.shape[0] * matrix.shape[1]
-    if size >= _ONE_THREAD_BELOW or (size <= OPENBLAS_ONE_THREAD_UP_TO and "openblas" in _numpy_blas()):
+    if not _limited(queries.shape[0] * matrix.shape[0] * matrix.shape[1]):
         return queries @ matrix.T
     with _blas().limit(limits=1, user_api="blas"):
         return queries @ matrix.T
@@ -355,7 +359,6 @@ class SemanticPipeline:
             if self._store and matrix is not None:
                 self._store.put_matrix(self._embedder.name, hashes, matrix)
         self._index = _Index(entities, matrix if matrix is not None else np.empty((0, 0), dtype=np.float32))
-        _blas()  # finding the process's BLAS libraries takes ~20 ms: here, not before the first rerank
         prompt_cache = None
         if isinstance(self._reranker, CatalogueReranker):
             prompt_cache = await self._reranker.prepare(self._index.shown(self._index.everything()))
@@ -518,6 +521,13 @@ class SemanticPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
+        if self._index is not None:
+            # The largest score product of the run: its queries in one block (a lone one padded to
+            # two rows). When it is held to one thread, the process's BLAS libraries are found
+            # (~20 ms) now, before the embedding batch, not between it and the first rerank.
+            rows = max(2, min(len(items) + len(self._queries), _QUERY_BLOCK))
+            if _limited(rows * self._index.matrix.shape[0] * self._index.matrix.shape[1]):
+                _blas()
         if self._batch_queries:
             await self._prefetch_queries([item.query for item in items])
         if self._batch and isinstance(self._reranker, BatchReranker):
