@@ -127,10 +127,15 @@ def _source_stats(package: Path) -> list[Stat]:
     return sorted(out)
 
 
-def _path_stats() -> list[Stat]:
+def _import_path() -> list[str]:
+    # As text: a tool may put a Path (or anything os.fspath takes) on sys.path.
+    return [os.fsdecode(entry) for entry in sys.path]
+
+
+def _path_stats(entries: list[str]) -> list[Stat]:
     """The import path's folders, where distributions and their metadata are found."""
     out: list[Stat] = []
-    for entry in sys.path:
+    for entry in entries:
         with contextlib.suppress(OSError):
             out.append(_stat(entry, os.stat(entry or ".")))
     return out
@@ -139,8 +144,9 @@ def _path_stats() -> list[Stat]:
 def memoised_version(package: Path, memo: Path | None, compute: Callable[[], str], now_ns: int) -> str:
     """`compute()`, or the version `memo` holds when it was computed from exactly what is there
     now (see above)."""
-    sources, folders = _source_stats(package), _path_stats()
-    key = [MEMO_FORMAT, str(package), sys.path, sources, folders]
+    path = _import_path()
+    sources, folders = _source_stats(package), _path_stats(path)
+    key = [MEMO_FORMAT, str(package), path, sources, folders]
     if memo is not None:
         with contextlib.suppress(OSError, ValueError):
             stored = json.loads(memo.read_bytes())

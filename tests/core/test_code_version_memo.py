@@ -67,8 +67,8 @@ def test_the_memo_answers_for_the_same_files_and_packages_only(package: Path, tm
     assert cv.memoised_version(package, memo, versions, _later()) == "v5"
     dist_info.rmdir()
     assert cv.memoised_version(package, memo, versions, _later()) == "v6"
-    # Another import path: distributions may be found elsewhere.
-    sys.path.append(str(tmp_path / "elsewhere"))
+    # Another import path: distributions may be found elsewhere (a Path on it too).
+    sys.path.append(tmp_path / "elsewhere")  # type: ignore[arg-type]
     assert cv.memoised_version(package, memo, versions, _later()) == "v7"
     assert cv.memoised_version(package, memo, versions, _later()) == "v7"
     assert versions.calls == 7
