@@ -11,7 +11,8 @@ a module on the way shows here, not as a slower start a user notices later.
   patterns' regex engine with no pattern test in scope, the JUnit writer without `--junit`, other
   commands' modules, the email parser the standard library reads package metadata with, the
   contract's models with no team's system to ask, the records a re-evaluation keeps, a caching
-  reranker's prompt-cache status);
+  reranker's prompt-cache status, the BLAS thread limiter for score products BLAS runs on one
+  thread by itself);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
   (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
 """
@@ -40,7 +41,8 @@ MODEL_RUNTIME = {"onnxruntime", "tokenizers"}
 # pattern (no regex) and one without --junit writes no JUnit file. `run` parses with its own
 # parser (no other command's module), the code version reads metadata headers itself, and a
 # model without the team's system sends it no request (no contract models); nor does it keep
-# re-evaluation records or cache a reranker's prompt.
+# re-evaluation records or cache a reranker's prompt. Its one query's score product is small
+# enough for numpy's OpenBLAS to run on one thread by itself (no threadpoolctl).
 NOT_ASKED = {
     "eval_pipeline.core.diff.model",
     "eval_pipeline.core.calibration.records",
@@ -52,6 +54,7 @@ NOT_ASKED = {
     "eval_pipeline.core.inputs.contract",
     "eval_pipeline.core.scoring.stored_reevaluations",
     "eval_pipeline.providers.prompt_cache",
+    "threadpoolctl",
 }
 WARM_NARROWED = (
     NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
@@ -74,7 +77,7 @@ watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic"
            "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit",
            "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate", "email.parser",
            "eval_pipeline.core.inputs.contract", "eval_pipeline.core.scoring.stored_reevaluations",
-           "eval_pipeline.providers.prompt_cache"}
+           "eval_pipeline.providers.prompt_cache", "threadpoolctl"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 

@@ -19,6 +19,7 @@ from eval_pipeline.cli.run import default_parallel
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
 from eval_pipeline.orchestration.execution import DAGSTER_YAML, project_instance
 from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
+from eval_pipeline.providers.models import load_models
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 DATE = "2026-11-20"
@@ -143,4 +144,5 @@ def test_models_run_at_once_by_default_only_where_they_wait_on_remote_services(
     specs["models"]["team-local"] = {"embedder": {"kind": "local"}, "reranker": {"kind": "hybrid"}}
     specs["models"]["team-http"] = {"system": {"kind": "http", "url": "http://127.0.0.1:9/"}}
     (workdir / "models.yaml").write_text(yaml.safe_dump(specs))
-    assert default_parallel(models, workdir / "models.yaml") == expected
+    configs = load_models(workdir / "models.yaml")
+    assert default_parallel({m: configs[m] for m in models}) == expected

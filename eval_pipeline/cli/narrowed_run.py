@@ -29,7 +29,7 @@ def narrowed_run(
     kb: KnowledgeBase,
     banks: Banks,
     scope: Scope,
-    models: list[str],
+    configs: dict[str, ModelConfig],
     date: str,
     parallel: int,
     locations: list[tuple[str, Path | UPath]],
@@ -44,11 +44,10 @@ def narrowed_run(
     from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.scoring.run_document import SCOPED_DIR
     from eval_pipeline.location import location_paths
-    from eval_pipeline.providers.models import load_models
 
+    models = list(configs)
     results_dir = local_results_dir(args) / SCOPED_DIR / scope.label
     print(f"  narrowed run ({scope.label}): ad-hoc check, not a baseline; results under {results_dir}")
-    configs = load_models(args.models_file)
     cost = calibration_cost(location_paths().calibration_dir, date)
     record_project(kb, locations)
     # The collector is paused here: `run` pauses it until an evaluation through Dagster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date as date_type
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from eval_pipeline.core.report.up_to_date import EvaluationInputs
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.location import LocationPaths
+    from eval_pipeline.providers.models import ModelConfig
 
 
 def add_run_commands(sub: Any) -> None:
@@ -149,9 +150,10 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
     return value.isoformat()
 
 
-def select_models(requested: list[str], models_file: Path) -> list[str]:
+def select_models(requested: list[str], models_file: Path) -> dict[str, ModelConfig]:
     """The requested models (default: the enabled ones), known, with their API keys set and
-    their Python entry points importable."""
+    their Python entry points importable: each key's configuration, in the order asked, from one
+    read of the models file."""
     from eval_pipeline.providers.models import load_models, require_keys
 
     notices: list[str] = []
@@ -168,17 +170,14 @@ def select_models(requested: list[str], models_file: Path) -> list[str]:
             require_entrypoint(models[key], models_file)
     for line in notices:
         print(f"notice: {line}", file=sys.stderr)
-    return list(dict.fromkeys(keys))
+    return {key: models[key] for key in dict.fromkeys(keys)}
 
 
-def default_parallel(models: list[str], models_file: Path) -> int:
+def default_parallel(configs: Mapping[str, ModelConfig]) -> int:
     """Models at once by default only where they wait on remote services: two that wait on this
     machine's CPU (local embedders, rerankers, entry points) only slow each other down, and a
     worker process costs its own start-up (measured: `python -m benchmarks parallel_models`)."""
-    from eval_pipeline.providers.models import load_models
-
-    configs = load_models(models_file)
-    remote = sum(configs[m].waits_on_network for m in models)
+    remote = sum(cfg.waits_on_network for cfg in configs.values())
     return remote if remote > 1 else 1
 
 
@@ -259,11 +258,12 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         raise UsageError("--max-errored: must be 0 or more")
     if args.fail_on_regression and not scope.is_full:
         raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
-    models = select_models(args.model, args.models_file)
+    configs = select_models(args.model, args.models_file)
+    models = list(configs)
     date = parse_date(args.date)
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel: must be 1 or more")
-    parallel = min(args.parallel or default_parallel(models, args.models_file), len(models))
+    parallel = min(args.parallel or default_parallel(configs), len(models))
     if args.retry_errored and not scope.is_full:
         raise UsageError(
             "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
@@ -291,7 +291,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     if not scope.is_full:
         from eval_pipeline.cli.narrowed_run import narrowed_run
 
-        return narrowed_run(args, kb, banks, scope, models, date, parallel, locations)
+        return narrowed_run(args, kb, banks, scope, configs, date, parallel, locations)
 
     from eval_pipeline.cli.project import record_project
     from eval_pipeline.cli.up_to_date import evaluation_inputs, record_standing, stands, stands_as_recorded

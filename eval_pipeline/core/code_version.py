@@ -3,18 +3,42 @@ libraries it depends on (an onnxruntime or pydantic upgrade may change what a ru
 
 An installed release and a working copy with one edited line get different versions, so a
 result made by other code is never mistaken for what this code would make.
+
+Hashing the source and reading the dependencies' metadata cost every run ~12 ms; a memo beside the
+package's bytecode (written only where the interpreter writes bytecode) keeps the version with what
+it was computed from: every source file's name, size, mtime_ns, ctime_ns, inode and device, the
+import path, and the same of each of its folders (installing, upgrading or removing a package adds
+or removes a folder or file there, which moves the folder's mtime). The memo answers only while all
+of that is exactly as it was; a file changed within `RACY_NS` of the computation could change again
+unseen within one tick of the filesystem's clock, so such a version is not memoised (git's "racy"
+rule, as `core/inputs/kb_cache.py`). The limit: a metadata file edited in place, its folder kept,
+goes unseen (installers replace a distribution's folder).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
+import json
+import os
 import re
+import sys
+import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from eval_pipeline.core.fileio import atomic_write_bytes
+
 DISTRIBUTION = "eval-pipeline"
 _PACKAGE = Path(__file__).resolve().parent.parent
+MEMO_FORMAT = 1
+RACY_NS = 2_000_000_000  # as kb_cache: coarse filesystem clocks and FAT's 2 s mtimes
+
+# Name, size, mtime_ns, ctime_ns, inode, device: as JSON gives it back.
+Stat = list[str | int]
 
 
 def _requirement_name(requirement: str) -> str | None:
@@ -82,7 +106,72 @@ def version_of(package: Path, dependencies: list[str]) -> str:
     return digest.hexdigest()
 
 
+def _stat(name: str, info: os.stat_result) -> Stat:
+    return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
+def _source_stats(package: Path) -> list[Stat]:
+    """Every Python source file under `package` (the files `version_of` hashes), by its path
+    relative to it: a file added, removed or renamed changes the list, an edited one its stat."""
+    out: list[Stat] = []
+    folders = [""]
+    while folders:
+        relative = folders.pop()
+        with os.scandir(package / relative) as entries:
+            for entry in entries:
+                name = f"{relative}/{entry.name}" if relative else entry.name
+                if entry.name.endswith(".py") and entry.is_file():
+                    out.append(_stat(name, entry.stat()))
+                elif entry.is_dir() and entry.name != "__pycache__":
+                    folders.append(name)
+    return sorted(out)
+
+
+def _import_path() -> list[str]:
+    # As text: a tool may put a Path (or anything os.fspath takes) on sys.path.
+    return [os.fsdecode(entry) for entry in sys.path]
+
+
+def _path_stats(entries: list[str]) -> list[Stat]:
+    """The import path's folders, where distributions and their metadata are found."""
+    out: list[Stat] = []
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            out.append(_stat(entry, os.stat(entry or ".")))
+    return out
+
+
+def memoised_version(package: Path, memo: Path | None, compute: Callable[[], str], now_ns: int) -> str:
+    """`compute()`, or the version `memo` holds when it was computed from exactly what is there
+    now (see above)."""
+    path = _import_path()
+    sources, folders = _source_stats(package), _path_stats(path)
+    key = [MEMO_FORMAT, str(package), path, sources, folders]
+    if memo is not None:
+        with contextlib.suppress(OSError, ValueError):
+            stored = json.loads(memo.read_bytes())
+            version = stored.get("version") if isinstance(stored, dict) and stored.get("key") == key else None
+            if isinstance(version, str):
+                return version
+    version = compute()
+    racy = any(max(int(s[2]), int(s[3])) >= now_ns - RACY_NS for s in [*sources, *folders])
+    if memo is not None and not racy:
+        # A memo that cannot be written is a slower next run, not a failed one.
+        with contextlib.suppress(OSError):
+            atomic_write_bytes(memo, json.dumps({"key": key, "version": version}).encode())
+    return version
+
+
+def _memo_file() -> Path | None:
+    """Beside this module's bytecode (`sys.pycache_prefix` honoured), where bytecode is written."""
+    if sys.dont_write_bytecode:
+        return None
+    return Path(importlib.util.cache_from_source(__file__)).with_suffix(".json")
+
+
 @cache
 def code_version() -> str:
-    """This installation's version (computed once per process)."""
-    return version_of(_PACKAGE, dependency_versions())
+    """This installation's version (computed once per process, memoised between processes)."""
+    return memoised_version(
+        _PACKAGE, _memo_file(), lambda: version_of(_PACKAGE, dependency_versions()), time.time_ns()
+    )

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import ThreadpoolController
 
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
@@ -40,6 +40,9 @@ from eval_pipeline.providers.base import (
 from eval_pipeline.providers.cache import EmbeddingStore, Vector
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 CostFn = Callable[[Usage], float]
 
@@ -187,16 +190,33 @@ _QUERY_BLOCK = 1024
 # thread) the spin costs more than the threads save. OpenBLAS splits a product by rows and
 # columns, so each score is the same either way.
 _ONE_THREAD_BELOW = 1 << 28
+# OpenBLAS itself runs a product of at most 65,536 x GEMM_MULTITHREAD_THRESHOLD (4, as numpy's
+# wheels build it) multiply-adds on one thread (interface/gemm.c): there the limit would only cost
+# threadpoolctl's import and its scan of the loaded libraries, ~3 ms of a narrowed run's CPU.
+# Another BLAS numpy may be built with (MKL, Accelerate) has its own rule: it is limited as before.
+OPENBLAS_ONE_THREAD_UP_TO = 65_536 * 4
+
+
+@cache
+def _numpy_blas() -> str:
+    return str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
 
 
 @cache
 def _blas() -> ThreadpoolController:
+    from threadpoolctl import ThreadpoolController
+
     return ThreadpoolController()
+
+
+def _limited(size: int) -> bool:
+    """Whether a product of `size` multiply-adds is held to one BLAS thread here (not by BLAS)."""
+    return size < _ONE_THREAD_BELOW and (size > OPENBLAS_ONE_THREAD_UP_TO or "openblas" not in _numpy_blas())
 
 
 def _products(queries: Vectors, matrix: Vectors) -> Vectors:
     """`queries @ matrix.T`, on one BLAS thread when it is small."""
-    if queries.shape[0] * matrix.shape[0] * matrix.shape[1] >= _ONE_THREAD_BELOW:
+    if not _limited(queries.shape[0] * matrix.shape[0] * matrix.shape[1]):
         return queries @ matrix.T
     with _blas().limit(limits=1, user_api="blas"):
         return queries @ matrix.T
@@ -339,7 +359,6 @@ class SemanticPipeline:
             if self._store and matrix is not None:
                 self._store.put_matrix(self._embedder.name, hashes, matrix)
         self._index = _Index(entities, matrix if matrix is not None else np.empty((0, 0), dtype=np.float32))
-        _blas()  # finding the process's BLAS libraries takes ~20 ms: here, not before the first rerank
         prompt_cache = None
         if isinstance(self._reranker, CatalogueReranker):
             prompt_cache = await self._reranker.prepare(self._index.shown(self._index.everything()))
@@ -502,6 +521,13 @@ class SemanticPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
+        if self._index is not None:
+            # The largest score product of the run: its queries in one block (a lone one padded to
+            # two rows). When it is held to one thread, the process's BLAS libraries are found
+            # (~20 ms) now, before the embedding batch, not between it and the first rerank.
+            rows = max(2, min(len(items) + len(self._queries), _QUERY_BLOCK))
+            if _limited(rows * self._index.matrix.shape[0] * self._index.matrix.shape[1]):
+                _blas()
         if self._batch_queries:
             await self._prefetch_queries([item.query for item in items])
         if self._batch and isinstance(self._reranker, BatchReranker):

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -19,9 +22,11 @@ from eval_pipeline.providers.pricing import Price, cost_usd
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
 from eval_pipeline.providers.semantic_pipeline import (
     _ONE_THREAD_BELOW,
+    OPENBLAS_ONE_THREAD_UP_TO,
     SemanticPipeline,
     _blas,
     _Index,
+    _numpy_blas,
     _products,
     _share,
 )
@@ -158,3 +163,39 @@ def test_a_small_score_product_on_one_blas_thread_gives_the_same_scores(shape: t
     threads = [lib["num_threads"] for lib in _blas().info()]
     assert np.array_equal(_products(block, matrix), block @ matrix.T)
     assert [lib["num_threads"] for lib in _blas().info()] == threads
+
+
+# CPU ticks of the process's other threads (OpenBLAS's workers: the interpreter starts none) while
+# it multiplies two matrices of the given shape, then rests long enough for idle workers to stop.
+_WORKER_TICKS = """
+import os, sys, time
+import numpy as np
+def ticks():
+    me = os.getpid()
+    stats = [open(f"/proc/{me}/task/{t}/stat").read() for t in os.listdir(f"/proc/{me}/task") if int(t) != me]
+    return sum(int(f[11]) + int(f[12]) for f in (s.rsplit(")", 1)[1].split() for s in stats))
+m, n, k = map(int, sys.argv[1:])
+a, b = np.ones((m, k), np.float32), np.ones((n, k), np.float32)
+before = ticks()
+for _ in range(500):
+    a @ b.T
+time.sleep(0.2)
+print(ticks() - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads threads' CPU from /proc")
+def test_numpy_s_openblas_runs_a_product_up_to_the_size_on_one_thread_by_itself() -> None:
+    # Why `_products` leaves threadpoolctl out of a product up to that size: numpy's own OpenBLAS
+    # (the lock pins its wheel) never wakes a worker thread for one. A product four times the
+    # size, with two threads allowed, does: the probe sees a threaded product when there is one.
+    assert "openblas" in _numpy_blas()
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+
+    def worker_ticks(m: int, n: int, k: int) -> int:
+        argv = [sys.executable, "-c", _WORKER_TICKS, str(m), str(n), str(k)]
+        return int(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
+
+    assert 4 * 64 * 1024 == 8 * 128 * 256 == OPENBLAS_ONE_THREAD_UP_TO
+    assert worker_ticks(4, 64, 1024) == worker_ticks(8, 128, 256) == 0
+    assert worker_ticks(16, 128, 512) > 0

@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import BadFile, read_input_text
 from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.inputs.banks import (
@@ -75,7 +76,7 @@ class Banks(BaseModel):
     pattern: PatternBank | None = None
     always: AlwaysBank | None = None
     rules: PatternRules | None = None
-    history: list[LoadedHistory] = Field(default_factory=list)
+    history: list[LoadedHistory] = Field(default_factory=empty_list)
     file_hashes: dict[str, str] = Field(default_factory=dict)
 
     # A bank whose file is absent has no tests.
