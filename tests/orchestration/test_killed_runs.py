@@ -28,6 +28,7 @@ from eval_pipeline.orchestration.instance_lock import instance_lock
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.postgres import new_database
 from tests.deploy.conftest import postgres  # noqa: F401  (the embedded server, per module)
+from tests.orchestration.cli_rounds import Ended, Rounds
 
 REPO = Path(__file__).resolve().parents[2]
 DATE = "2026-11-20"
@@ -42,7 +43,7 @@ MODELS = {
         "trials": 2,
     }
 }
-CLI_RUN = [sys.executable, "-m", "eval_pipeline.cli", "run", "--date", DATE]
+CLI = [sys.executable, "-m", "eval_pipeline.cli"]
 TIMEOUT_S = 240  # a run that waits for a slot forever fails the test here
 
 
@@ -72,11 +73,24 @@ def _project(tenant: Path, root: Path, emulator: EmulatorHandle) -> dict[str, st
     return env
 
 
+def _argv(env: dict[str, str]) -> list[str]:
+    argv = ["run", "--date", DATE, "--model", MODEL]
+    argv += ["--kb", env["EVAL_PIPELINE_KB"], "--banks-dir", env["EVAL_PIPELINE_BANKS_DIR"]]
+    return [*argv, "--cache", "off"]
+
+
 def _run(root: Path, env: dict[str, str], output: int) -> subprocess.Popen[str]:
-    command = [*CLI_RUN, "--model", MODEL]
-    command += ["--kb", env["EVAL_PIPELINE_KB"], "--banks-dir", env["EVAL_PIPELINE_BANKS_DIR"]]
-    command += ["--cache", "off"]
-    return subprocess.Popen(command, cwd=root, env=env, text=True, stdout=output, stderr=output)
+    return subprocess.Popen([*CLI, *_argv(env)], cwd=root, env=env, text=True, stdout=output, stderr=output)
+
+
+# The rerun: (folder, environment) -> how it ended.
+Rerun = Callable[[Path, dict[str, str]], Ended]
+
+
+def _fresh_rerun(root: Path, env: dict[str, str]) -> Ended:
+    rerun = _run(root, env, subprocess.PIPE)
+    out, err = rerun.communicate(timeout=TIMEOUT_S)
+    return Ended(rerun.returncode, out, err)
 
 
 def _model_run_started(instance: dg.DagsterInstance, _: EmulatorHandle) -> bool:
@@ -118,15 +132,16 @@ def _kill_at(point: str, process: subprocess.Popen[str], home: Path, emulator: E
     pytest.fail(f"the run ended (exit {process.poll()}) before the kill point '{point}'")
 
 
-def _killed_then_rerun(root: Path, env: dict[str, str], point: str, emulator: EmulatorHandle) -> None:
+def _killed_then_rerun(
+    root: Path, env: dict[str, str], point: str, emulator: EmulatorHandle, rerun: Rerun = _fresh_rerun
+) -> None:
     home = Path(env["DAGSTER_HOME"])
     _kill_at(point, _run(root, env, subprocess.DEVNULL), home, emulator)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         (killed,) = instance.get_runs(dg.RunsFilter(job_name=model_job.name))
         assert killed.status in UNFINISHED  # what nothing monitored left behind
-    rerun = _run(root, env, subprocess.PIPE)
-    out, err = rerun.communicate(timeout=TIMEOUT_S)
-    assert rerun.returncode in (0, 1), out + err
+    code, out, err = rerun(root, env)
+    assert code in (0, 1), out + err
     assert f"run {killed.run_id[:8]} ({model_job.name}" in out and "is gone" in out, out
     assert (root / "results" / MODEL / DATE / RESULTS_FILE).is_file()
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -139,12 +154,27 @@ def _killed_then_rerun(root: Path, env: dict[str, str], point: str, emulator: Em
             assert (pool, info.active_slot_count, info.pending_step_count) == (pool, 0, 0)
 
 
+@pytest.fixture(scope="module")
+def reruns() -> Iterator[Rounds]:
+    """One process for the points' reruns, one after another (cli_rounds.py): each is a process
+    other than the killed one, all a rerun needs to find it gone; the first pays a fresh
+    command's imports, the others do without."""
+    rounds = Rounds(dict(os.environ))
+    try:
+        yield rounds
+    finally:
+        rounds.stop()
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("point", list(POINTS))
 def test_a_killed_run_ends_failed_frees_its_slot_and_the_rerun_completes(
-    point: str, tenant: Path, tmp_path: Path, emulator: EmulatorHandle
+    point: str, tenant: Path, tmp_path: Path, emulator: EmulatorHandle, reruns: Rounds
 ) -> None:
-    _killed_then_rerun(tmp_path, _project(tenant, tmp_path, emulator), point, emulator)
+    def rerun(root: Path, env: dict[str, str]) -> Ended:
+        return reruns.run(root, env, _argv(env), TIMEOUT_S)
+
+    _killed_then_rerun(tmp_path, _project(tenant, tmp_path, emulator), point, emulator, rerun)
 
 
 @pytest.mark.timeout(600)
