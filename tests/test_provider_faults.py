@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -100,6 +101,8 @@ def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(
         system = {"kind": "http", "url": hung.url, "timeout_s": 0.2}
         code, doc = _evaluate(project, {"system": system})
         assert hung.requests == 5
+    # Stopped, not left behind: its accepting thread has ended (a stop used to wait 5 s for it).
+    assert not any(t.name == "hanging-server" for t in threading.enumerate())
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)
