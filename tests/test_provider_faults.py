@@ -24,6 +24,7 @@ from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.hanging import hanging_server
 from tests.conftest import REPO
 from tests.providers.conftest import FAKE_VOYAGE_KEY
+from tests.quiet_instance import quiet_home
 
 DATE = "2026-11-21"
 DOWN = "service down: {url} (5 calls in a row unreachable)"
@@ -38,7 +39,7 @@ class Project(NamedTuple):
 @pytest.fixture(params=["sample", "tenant"])
 def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     """Copies of the sample project or of the tenant-domain fixture."""
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(quiet_home(tmp_path / "dagster_home")))
     if request.param == "tenant":
         tenant = request.getfixturevalue("tenant")
         return Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
