@@ -133,9 +133,10 @@ def test_an_unchanged_rerun_stands_with_the_same_verdict(
     # The same summary as the run printed, read from the same files, which are untouched.
     assert f"{MINILM} @ {today_utc()}:" in out and f"local-hybrid @ {today_utc()}:" in out
     assert {m: f.read_bytes() for m, f in results.items()} == written
-    fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in _runs()}
+    runs = _runs()
+    fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in runs}
     assert len(fingerprints) == 1 and None not in fingerprints
-    assert all(run_id[:8] in out for run_id in {r.run_id for r in _runs()})
+    assert all(r.run_id[:8] in out for r in runs)
     # --force evaluates again, and so do --cache refresh/off (answers computed afresh); the
     # stored evaluation they leave stands too.
     _evaluates(capsys, *both, "--force")
