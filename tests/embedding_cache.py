@@ -5,6 +5,7 @@ holds them after a first run, instead of embedding the same KB and prompts again
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -22,17 +23,33 @@ DOMAINS = ((REPO / "kb", REPO / "test_banks"), (TENANT / "kb.yaml", TENANT / "ba
 def local_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache folder that indexed both domains' KBs and embedded their
     semantic prompts through `local-minilm`, as `run` does (providers/factory.py)."""
+    from filelock import FileLock
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        where = tmp_path_factory.mktemp("local-embeddings")
+        _embed(where)
+        return where
+    # Made once for the session's workers, not once by each (~9 s of CPU, most of it the sample):
+    # they share the folder above their own temporary folders, one session's alone.
+    shared = tmp_path_factory.getbasetemp().parent
+    where, made = shared / "local-embeddings", shared / "local-embeddings.made"
+    with FileLock(shared / "local-embeddings.lock"):
+        if not made.exists():
+            _embed(where)
+            made.touch()
+    return where
+
+
+def _embed(where: Path) -> None:
     from eval_pipeline.core.inputs.validation import load_validated
     from eval_pipeline.providers.factory import run_semantic
     from eval_pipeline.providers.models import load_models
     from eval_pipeline.providers.target import retrieval_items
 
-    where = tmp_path_factory.mktemp("local-embeddings")
     cfg = load_models(REPO / "models.yaml")["local-minilm"]
     for kb_path, banks_path in DOMAINS:
         kb, banks = load_validated(kb_path, banks_path)
         run_semantic(cfg, kb.entities, retrieval_items(banks.semantic_tests, 1), {}, where)
-    return where
 
 
 def warm(cache_dir: Path, embeddings: Path) -> None:

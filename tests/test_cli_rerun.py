@@ -1,6 +1,7 @@
 """`run` twice with nothing changed: today's stored evaluation stands, and only then.
 
-Tenant domain, local models, the project's own instance settings. Each change that could alter
+Tenant domain, local models, the project's own instance settings (no step output captured:
+tests/quiet_instance.py). Each change that could alter
 a result or a verdict makes the next run evaluate again; a result that holds an unknown (an
 errored test) is never reused; `--force` always evaluates."""
 
@@ -29,6 +30,7 @@ from eval_pipeline.orchestration.recorded_evaluations import HISTORY_DIR
 from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.providers.models import ModelConfig
 from tests.conftest import REPO, TENANT
+from tests.quiet_instance import quiet_home
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks"]
 MINILM = "local-minilm"
@@ -55,7 +57,7 @@ def _enter(place: Path, mp: pytest.MonkeyPatch, source: Path | None = None) -> P
     else:
         shutil.copytree(source, place, symlinks=True)
     mp.chdir(place)
-    mp.setenv("DAGSTER_HOME", str(place / "dagster_home"))
+    mp.setenv("DAGSTER_HOME", str(quiet_home(place / "dagster_home")))
     mp.delenv("ANTHROPIC_API_KEY", raising=False)
     mp.delenv("VOYAGE_API_KEY", raising=False)
     return place
@@ -131,9 +133,10 @@ def test_an_unchanged_rerun_stands_with_the_same_verdict(
     # The same summary as the run printed, read from the same files, which are untouched.
     assert f"{MINILM} @ {today_utc()}:" in out and f"local-hybrid @ {today_utc()}:" in out
     assert {m: f.read_bytes() for m, f in results.items()} == written
-    fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in _runs()}
+    runs = _runs()
+    fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in runs}
     assert len(fingerprints) == 1 and None not in fingerprints
-    assert all(run_id[:8] in out for run_id in {r.run_id for r in _runs()})
+    assert all(r.run_id[:8] in out for r in runs)
     # --force evaluates again, and so do --cache refresh/off (answers computed afresh); the
     # stored evaluation they leave stands too.
     _evaluates(capsys, *both, "--force")

@@ -34,6 +34,7 @@ from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.testing.emulator.server import start_emulator
 from tests.conftest import REPO, TENANT
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
+from tests.quiet_instance import quiet_home
 from tests.system_under_test import MECHANISMS, Outage, ReferenceSystem, serve
 
 BEFORE, DAY = "2026-11-18", "2026-11-19"
@@ -49,7 +50,7 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     models = {"schema_version": 1, "models": {MODEL: {**VOYAGE_HAIKU, "retry": {"max_attempts": 1}}}}
     (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(quiet_home(tmp_path / "dagster_home")))
     monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
     monkeypatch.setenv("VOYAGE_API_KEY", FAKE_VOYAGE_KEY)
     yield tmp_path
@@ -184,7 +185,7 @@ def team(url: str, mechanisms: Sequence[str] = MECHANISMS) -> dict[str, object]:
 
 @pytest.fixture(params=["sample", "tenant"])
 def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(quiet_home(tmp_path / "dagster_home")))
     if request.param == "tenant":
         shutil.copytree(TENANT, tmp_path / "data")
         return Project(tmp_path, tmp_path / "data/kb.yaml", tmp_path / "data/banks")
@@ -278,7 +279,7 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
 def test_errored_tests_of_the_built_in_mechanisms_are_named_not_retried(
     tmp_path: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(quiet_home(tmp_path / "dagster_home")))
     project = Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
     local = {"embedder": {"kind": "local"}, "reranker": {"kind": "cosine"}}
     project.run(local, "--date", DAY)

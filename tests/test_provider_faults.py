@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,6 +24,7 @@ from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.hanging import hanging_server
 from tests.conftest import REPO
 from tests.providers.conftest import FAKE_VOYAGE_KEY
+from tests.quiet_instance import quiet_home
 
 DATE = "2026-11-21"
 DOWN = "service down: {url} (5 calls in a row unreachable)"
@@ -37,7 +39,7 @@ class Project(NamedTuple):
 @pytest.fixture(params=["sample", "tenant"])
 def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
     """Copies of the sample project or of the tenant-domain fixture."""
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(quiet_home(tmp_path / "dagster_home")))
     if request.param == "tenant":
         tenant = request.getfixturevalue("tenant")
         return Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
@@ -100,6 +102,8 @@ def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(
         system = {"kind": "http", "url": hung.url, "timeout_s": 0.2}
         code, doc = _evaluate(project, {"system": system})
         assert hung.requests == 5
+    # Stopped, not left behind: its accepting thread has ended (a stop used to wait 5 s for it).
+    assert not any(t.name == "hanging-server" for t in threading.enumerate())
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)

@@ -7,6 +7,7 @@ and the requests that reached it, for tests of the circuit breaker.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -26,10 +27,13 @@ class HangingServer:
         self._thread.start()
 
     def _serve(self) -> None:
-        while not self._stopping.is_set():
+        while True:
             try:
                 conn, _ = self._listener.accept()
             except OSError:  # the listener was closed: stopping
+                return
+            if self._stopping.is_set():  # stop()'s wake-up connection
+                conn.close()
                 return
             with self._lock:
                 self.connections += 1
@@ -48,6 +52,10 @@ class HangingServer:
 
     def stop(self) -> None:
         self._stopping.set()
+        # Closing the listener does not wake an accept() blocked in another thread (Linux): the
+        # join below waited out its whole timeout on every stop. A connection of our own does.
+        with contextlib.suppress(OSError), socket.create_connection(self._listener.getsockname(), timeout=5):
+            pass
         self._listener.close()
         with self._lock:
             for conn in self._held:

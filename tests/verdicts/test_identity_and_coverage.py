@@ -18,6 +18,7 @@ import yaml
 from eval_pipeline.cli import main
 from tests.conftest import TENANT as TENANT_FIXTURE
 from tests.embedding_cache import warm
+from tests.quiet_instance import quiet_home
 
 REPO = Path(__file__).resolve().parents[2]
 D1, D2 = "2026-11-19", "2026-11-20"
@@ -37,6 +38,7 @@ def _diff(model: str, *extra: str) -> int:
 @pytest.fixture(autouse=True)
 def _embedded(workdir: Path, local_embeddings: Path) -> None:
     warm(workdir / ".cache", local_embeddings)
+    quiet_home(workdir / "dagster_home")
 
 
 def _project(root: Path, embeddings: Path) -> None:
@@ -65,7 +67,7 @@ def baselines(
             root = tmp_path_factory.mktemp("baseline")
             _project(root, local_embeddings)
             mp.chdir(root)
-            mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+            mp.setenv("DAGSTER_HOME", str(quiet_home(root / "dagster_home")))
             mp.delenv("ANTHROPIC_API_KEY", raising=False)
             mp.delenv("VOYAGE_API_KEY", raising=False)
             made[data] = Baseline(root, _run(data, D1))
