@@ -5,17 +5,21 @@ NullPool, so that an idle instance holds none). Each connection is a server proc
 ended, plus, on a remote server, the network and TLS handshakes: a two-model evaluation makes
 about 1,600 of them. These subclasses keep one connection open per storage and open more only
 while several threads use it at once (SQLAlchemy's QueuePool, the pool Dagster's webserver
-puts the same storages on); a connection is checked before reuse and renewed hourly, so a
-restarted server or a proxy's idle timeout costs a reconnect, not a failed statement. Same
-tables and schema as Dagster's classes: an instance can go back to them at any time. Named in
-dagster.yaml (module / class), so the CLI, the webserver, the daemon and every run use them.
+puts the same storages on). A connection idle for over a minute is checked before reuse (not
+every one: under load each extra round trip waits for the server to be scheduled), and each is
+renewed hourly, so a restarted server or a proxy's idle timeout met while idle costs a
+reconnect, not a failed statement. Same tables and schema as Dagster's classes: an instance can
+go back to them at any time. Named in dagster.yaml (module / class), so the CLI, the webserver,
+the daemon and every run use them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, Self
 
+import psycopg2
 import sqlalchemy as sa
 from dagster._serdes import ConfigurableClassData
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
@@ -24,6 +28,25 @@ from dagster_postgres.utils import create_pg_engine, get_token_provider_from_con
 # One connection stays open; beyond it, as many as threads ask for at once, closed when returned.
 POOL_SIZE = 1
 RECYCLE_S = 3600
+# Below the idle timeouts of load balancers and poolers (minutes) and a DB's restart.
+IDLE_CHECK_S = 60.0
+_RETURNED = "eval_pipeline_returned"
+
+
+def _returned(_dbapi_connection: Any, record: Any) -> None:
+    record.info[_RETURNED] = time.monotonic()
+
+
+def _check_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """A connection back from over a minute's idleness answers a query, or the pool replaces it
+    (SQLAlchemy's pattern for pessimistic disconnect handling)."""
+    if time.monotonic() - record.info.get(_RETURNED, time.monotonic()) < IDLE_CHECK_S:
+        return
+    try:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except psycopg2.Error as exc:
+        raise sa.exc.DisconnectionError() from exc
 
 
 class _Pooled:
@@ -42,12 +65,13 @@ class _Pooled:
             "pool_size": POOL_SIZE,
             "max_overflow": -1,
             "pool_recycle": RECYCLE_S,
-            "pool_pre_ping": True,
         }
         options = per_statement.url.query.get("options")
         if options:
             engine_kwargs["connect_args"] = {"options": options}
         self._engine = create_pg_engine(self.postgres_url, self._token_provider, **engine_kwargs)
+        sa.event.listen(self._engine, "checkin", _returned)
+        sa.event.listen(self._engine, "checkout", _check_if_idle)
         per_statement.dispose()
 
     @classmethod

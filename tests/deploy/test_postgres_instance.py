@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -23,6 +24,7 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 
 from eval_pipeline.core.scoring.run_document import GATE_FILE, RESULTS_FILE
 from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.orchestration import postgres_storage
 from eval_pipeline.orchestration.backfill import BACKFILL_TAG
 from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.testing.postgres import new_database
@@ -61,28 +63,52 @@ def _backends(postgres: str, url: str) -> set[int]:
         conn.close()
 
 
+def _until(condition: Callable[[], bool]) -> bool:
+    """Whether `condition` holds within a minute (a server process ends just after its client)."""
+    deadline = time.monotonic() + 60
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+def _each_storage(instance: dg.DagsterInstance) -> None:
+    """A statement of each storage: runs, event log, schedules."""
+    instance.get_runs()
+    instance.fetch_materializations(dg.AssetKey("run_report"), limit=1)
+    instance.all_instigator_state()
+
+
 def test_the_instance_keeps_its_connections_open(pg_home: Path, postgres: str) -> None:
     url = os.environ["DAGSTER_POSTGRES_URL"]
     with dg.DagsterInstance.from_config(str(pg_home)) as instance:
-
-        def statements() -> None:  # each storage's, each once through Dagster a connection apiece
-            instance.get_runs()
-            instance.get_backfills()
-            instance.fetch_materializations(dg.AssetKey("run_report"), limit=1)
-            instance.all_instigator_state()
-
-        statements()
+        _each_storage(instance)
         held = _backends(postgres, url)
-        assert len(held) == 3  # one a storage: runs, event log, schedules
+        assert len(held) == 3  # one a storage
         for _ in range(5):
-            statements()
+            _each_storage(instance)
         assert _backends(postgres, url) == held  # the same connections served every statement
     # Closed with the instance, but the schedule storage's: Dagster's instance never disposes of
-    # that one, its connection goes with the object. A server process ends just after its client.
-    deadline = time.monotonic() + 60
-    while len(_backends(postgres, url)) > 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(_backends(postgres, url)) <= 1
+    # that one, its connection goes with the object.
+    assert _until(lambda: len(_backends(postgres, url)) <= 1)
+
+
+def test_a_connection_the_server_ended_while_idle_is_replaced(
+    pg_home: Path, postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_storage, "IDLE_CHECK_S", 0.0)  # every reuse counts as after idling
+    url = os.environ["DAGSTER_POSTGRES_URL"]
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        _each_storage(instance)
+        ended = _backends(postgres, url)
+        conn = psycopg2.connect(postgres)  # as a server restart or a proxy's idle timeout would
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s) AS pid", (list(ended),))
+        finally:
+            conn.close()
+        assert _until(lambda: not _backends(postgres, url) & ended)
+        _each_storage(instance)  # on new connections, not an error
+        assert len(_backends(postgres, url)) == 3
 
 
 def _env(home: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:
