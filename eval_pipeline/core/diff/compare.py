@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval_pipeline.core.diff.explain import (
@@ -31,11 +32,20 @@ from eval_pipeline.core.diff.explain import (
     penalty_lines,
     per_trial_lines,
     reason_drift,
-    same_but_numbers,
+    same_trial,
 )
 from eval_pipeline.core.diff.graded import best_dropped, graded_statistics, ndcg_change, stores_ndcg10
 from eval_pipeline.core.diff.kb_change import incomparable, kb_change
-from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff, RunRef, Side, TestDelta
+from eval_pipeline.core.diff.model import (
+    Cause,
+    DeltaKind,
+    DiffError,
+    ReasonDrift,
+    RunDiff,
+    RunRef,
+    Side,
+    TestDelta,
+)
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -117,6 +127,36 @@ def _kind(base: Side, head: Side, moved: bool, cosmetic: bool, collapse: bool) -
     return DeltaKind.COSMETIC if cosmetic else DeltaKind.UNCHANGED
 
 
+@dataclass(frozen=True)
+class _Explained:
+    """What a test's delta describes; all empty when its two sides are the same trial by trial."""
+
+    expectation: list[str] = field(default_factory=list)
+    system: list[str] = field(default_factory=list)
+    drift: list[ReasonDrift] = field(default_factory=list)
+    cosmetic: list[str] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)
+    penalties_before: list[str] = field(default_factory=list)
+    penalties_after: list[str] = field(default_factory=list)
+
+
+def _explain(
+    base: Sequence[AnyResult], head: Sequence[AnyResult], compare_reasons: bool, same_embedder: bool
+) -> _Explained:
+    lines = per_trial_lines(base, head)
+    drift, numbers = reason_drift(base, head) if compare_reasons else ([], [])
+    cosmetic = [is_cosmetic(line) for line in lines]
+    return _Explained(
+        expectation=field_lines(expectation_view(base[0]), expectation_view(head[0])),
+        system=[line for line, c in zip(lines, cosmetic, strict=True) if not c],
+        drift=drift,
+        cosmetic=[line for line, c in zip(lines, cosmetic, strict=True) if c] + numbers,
+        alerts=collapse_alerts(base, head) if same_embedder else [],
+        penalties_before=penalty_lines(base),
+        penalties_after=penalty_lines(head),
+    )
+
+
 def _delta(
     b: TestTrials[AnyResult],
     h: TestTrials[AnyResult],
@@ -127,26 +167,21 @@ def _delta(
     stored_ndcg: tuple[bool, bool] = (False, False),
 ) -> TestDelta:
     base_rows, head_rows = list(b.rows), list(h.rows)
-    expectation = field_lines(expectation_view(b.first), expectation_view(h.first))
-    lines = per_trial_lines(base_rows, head_rows)
-    system = [line for line in lines if not is_cosmetic(line)]
-    all_drift = reason_drift(base_rows, head_rows) if compare_reasons else []
-    drift = [d for d in all_drift if not same_but_numbers(d)]
-    cosmetic = [line for line in lines if is_cosmetic(line)]
-    cosmetic += [
-        f"reason numbers {d.entity_id}: '{d.before}' → '{d.after}'" for d in all_drift if d not in drift
-    ]
-    alerts = collapse_alerts(base_rows, head_rows) if same_embedder else []
-    before, after = penalty_lines(base_rows), penalty_lines(head_rows)
-    base, head = _side(b), _side(h)
-    causes = [Cause.EXPECTATION] if expectation else []
-    causes += [Cause.SYSTEM] if system or drift or alerts else []
+    head = _side(h)
+    # Most tests of two runs of one model are the same: nothing to describe, nor a side to judge again.
+    if len(base_rows) == len(head_rows) and all(map(same_trial, base_rows, head_rows)):
+        base, explained = head, _Explained()
+    else:
+        base, explained = _side(b), _explain(base_rows, head_rows, compare_reasons, same_embedder)
+    before, after = explained.penalties_before, explained.penalties_after
+    causes = [Cause.EXPECTATION] if explained.expectation else []
+    causes += [Cause.SYSTEM] if explained.system or explained.drift or explained.alerts else []
     moved = bool(causes) or before != after or base != head
     return TestDelta(
         test_id=h.test_id,
         mechanism=h.first.mechanism,
         name=h.first.name,
-        kind=_kind(base, head, moved, bool(cosmetic), collapse=bool(alerts)),
+        kind=_kind(base, head, moved, bool(explained.cosmetic), collapse=bool(explained.alerts)),
         critical=_critical(h),
         causes=causes,
         base=base,
@@ -154,11 +189,11 @@ def _delta(
         score_delta=_difference(base.score, head.score),
         penalties_added=[p for p in after if p not in before],
         penalties_removed=[p for p in before if p not in after],
-        system_changes=system,
-        expectation_changes=expectation,
-        reasoning_drift=drift,
-        cosmetic_changes=cosmetic,
-        alerts=alerts,
+        system_changes=explained.system,
+        expectation_changes=explained.expectation,
+        reasoning_drift=explained.drift,
+        cosmetic_changes=explained.cosmetic,
+        alerts=explained.alerts,
         head_stages=attributions([r for r in head_rows if isinstance(r, SemanticResult)], depth),
         ndcg=ndcg_change(base_rows, head_rows, stored_ndcg),
         best_dropped=best_dropped(base_rows, head_rows, ids or OriginalIds()),

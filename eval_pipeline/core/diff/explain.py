@@ -28,6 +28,8 @@ COLLAPSE_ALERT = "similarity collapse"
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 View = dict[str, Any]
+# What a trial cost and how long it took: recorded, never compared.
+VOLATILE = frozenset({"usage", "cost_usd", "latency_ms"})
 
 
 def expectation_view(r: AnyResult) -> View:
@@ -56,6 +58,15 @@ def expectation_view(r: AnyResult) -> View:
     return {"user_type": r.user_type, "expected_always": r.expected_always}
 
 
+def same_trial(base: AnyResult, head: AnyResult) -> bool:
+    """Equal in every field but the volatile ones, so in everything a diff compares: nothing
+    to describe (views and lines cost far more than this field-by-field check)."""
+    if type(base) is not type(head):
+        return False
+    theirs = head.__dict__
+    return all(value == theirs[name] for name, value in base.__dict__.items() if name not in VOLATILE)
+
+
 def system_view(r: AnyResult) -> View:
     """What the system did in one trial, without volatile fields."""
     view: View = {"error": r.error}
@@ -82,8 +93,10 @@ def penalty_lines(rows: Sequence[ResultBase]) -> list[str]:
     for r in rows:
         if r.outcome is None:
             continue
-        lines.update(dict.fromkeys(f"hard fail: {reason}" for reason in r.outcome.hard_fail_reasons))
-        lines.update(dict.fromkeys(p.text for p in r.outcome.penalties))
+        for reason in r.outcome.hard_fail_reasons:
+            lines[f"hard fail: {reason}"] = None
+        for p in r.outcome.penalties:
+            lines[p.text] = None
     return list(lines)
 
 
@@ -169,25 +182,27 @@ def per_trial_lines(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> lis
     return lines
 
 
-def reason_drift(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> list[ReasonDrift]:
-    drift = []
+def reason_drift(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> tuple[list[ReasonDrift], list[str]]:
+    """Reasons of an entity selected on both sides that changed, trial by trial: the drift, and
+    a cosmetic line for each one in which only numbers moved ("reason numbers x: …")."""
+    drift: list[ReasonDrift] = []
+    numbers: list[str] = []
     for b, h in zip(base, head, strict=False):
         before, after = _reasons(b), _reasons(h)
-        drift += [
-            ReasonDrift(entity_id=e, before=before[e], after=after[e], trial=trial_of(h))
-            for e in after
-            if e in before and before[e] != after[e]
-        ]
-    return drift
+        for e, now in after.items():
+            was = before.get(e)
+            if was is None or was == now:
+                continue
+            if _NUMBER.sub("#", was) == _NUMBER.sub("#", now):
+                numbers.append(f"reason numbers {e}: '{was}' → '{now}'")
+            else:
+                drift.append(ReasonDrift(entity_id=e, before=was, after=now, trial=trial_of(h)))
+    return drift, numbers
 
 
 def is_cosmetic(line: str) -> bool:
     """A reorder inside the top-15 candidates: the reranker sees the same set either way."""
     return line.split(": ", 1)[-1].startswith("top 15 reordered")
-
-
-def same_but_numbers(drift: ReasonDrift) -> bool:
-    return _NUMBER.sub("#", drift.before) == _NUMBER.sub("#", drift.after)
 
 
 def collapse_alerts(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> list[str]:
@@ -196,11 +211,14 @@ def collapse_alerts(base: Sequence[AnyResult], head: Sequence[AnyResult]) -> lis
     for b, h in zip(base, head, strict=False):
         if not isinstance(b, SemanticResult) or not isinstance(h, SemanticResult):
             continue
+        selected = {s.entity_id for s in h.selections}
+        primaries = [e for e in h.expectations.expected_primary if e in selected]
+        if not primaries:
+            continue
         before = {c.entity_id: c.score for c in b.candidates}
         after = {c.entity_id: c.score for c in h.candidates}
-        selected = {s.entity_id for s in h.selections}
-        for e in h.expectations.expected_primary:
-            if e in selected and e in before and e in after and before[e] - after[e] >= SIMILARITY_COLLAPSE:
+        for e in primaries:
+            if e in before and e in after and before[e] - after[e] >= SIMILARITY_COLLAPSE:
                 cosine = f"cosine {before[e]:.2f} → {after[e]:.2f}"
                 alerts[f"{COLLAPSE_ALERT}: primary {e} still selected, {cosine}"] = None
     return list(alerts)
