@@ -22,6 +22,7 @@ from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.report.diff_comment import MAX_LINES
 from tests.conftest import REPO
 from tests.core.test_junit import cases, outcome, valid
+from tests.embedding_cache import warm
 
 RECIPES = REPO / "docs" / "ci"
 BIN = Path(sys.executable).parent
@@ -30,11 +31,12 @@ EXPRESSION = re.compile(r"\$\{\{\s*steps\.(\w+)\.outputs\.(\w+)\s*\}\}")
 
 
 @pytest.fixture(scope="module")
-def main_branch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def main_branch(tmp_path_factory: pytest.TempPathFactory, local_embeddings: Path) -> Path:
     """A copy of the sample whose default branch evaluated it yesterday (the restored cache)."""
     root = tmp_path_factory.mktemp("project")
     for name in ("kb", "test_banks", "calibration"):
         shutil.copytree(REPO / name, root / name)
+    warm(root / ".cache", local_embeddings)
     shutil.copy(REPO / "models.yaml", root / "models.yaml")
     yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
     command = ["eval-pipeline", "run", "--model", "local-minilm", "--date", yesterday]
