@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,21 @@ def local_embeddings(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where, made = shared / "local-embeddings", shared / "local-embeddings.made"
     with FileLock(shared / "local-embeddings.lock"):
         if not made.exists():
-            _embed(where)
+            # The store's connection may stay open until collected, and closing it rewrites the
+            # file (a checkpoint) while another worker copies it: the shared folder holds a copy
+            # made with SQLite's backup instead, which no connection holds.
+            from eval_pipeline.providers.cache import EmbeddingStore
+
+            work = tmp_path_factory.mktemp("local-embeddings-work")
+            _embed(work)
+            shutil.rmtree(where, ignore_errors=True)  # a worker that died half-way
+            where.mkdir()
+            name = EmbeddingStore.FILENAME
+            with (
+                closing(sqlite3.connect(work / name)) as store,
+                closing(sqlite3.connect(where / name)) as copy,
+            ):
+                store.backup(copy)
             made.touch()
     return where
 

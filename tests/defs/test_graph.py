@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -17,6 +18,7 @@ from eval_pipeline.defs.resources import ProvidersResource
 from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.orchestration.stages import StageOutcome
 from tests.defs.conftest import REPO, Env, Kept
+from tests.embedding_cache import warm
 
 DATE = "2026-11-20"
 MODELS = ["local-minilm"]
@@ -216,10 +218,13 @@ def test_results_json_carries_metrics_and_stage_attribution(evaluated: Evaluated
     assert {a.test_id for a in doc.stage_attribution} == {r.test_id for r in doc.semantic if r.hard_fail}
 
 
-def test_the_samples_critical_evaluation_is_a_green_run_with_a_red_check(env: Env) -> None:
+def test_the_samples_critical_evaluation_is_a_green_run_with_a_red_check(
+    env: Env, local_embeddings: Path
+) -> None:
     # The sample data as shipped: three indirect crisis messages its regexes honestly miss.
     for name in ("kb", "test_banks"):
         shutil.copytree(REPO / name, env.root / name)
+    warm(env.root / "cache", local_embeddings)
     env.kb, env.banks = env.root / "kb", env.root / "test_banks"
     (shared, model, _) = run_all(DATE, MODELS, env.resources(), env.instance)
     assert shared.success and model.success and model.failures == []

@@ -29,6 +29,7 @@ from eval_pipeline.orchestration.execution import project_instance
 from eval_pipeline.providers.models import load_models
 from tests.conftest import TENANT
 from tests.defs.conftest import REPO
+from tests.embedding_cache import warm
 
 QUERY = """{ assetNodes {
   assetKey { path }
@@ -51,13 +52,17 @@ class Shown:
 
 
 @pytest.fixture(params=sorted(DOMAINS))
-def project(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A project that has evaluated nothing yet, with every path of the code location in it."""
+def project(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path
+) -> Path:
+    """A project that has evaluated nothing yet, with every path of the code location in it (its
+    embeddings cached: what is shown, not the embedding, is what is tested)."""
     kb, banks = DOMAINS[request.param]
     copy = shutil.copytree if kb.is_dir() else shutil.copy
     copy(kb, tmp_path / kb.name)
     shutil.copytree(banks, tmp_path / "banks")
     shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    warm(tmp_path / ".cache", local_embeddings)
     paths = {
         "KB": kb.name,
         "BANKS_DIR": "banks",
