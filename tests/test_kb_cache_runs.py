@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from eval_pipeline.cli import main
+from eval_pipeline.core import file_stats
 from eval_pipeline.core.inputs import kb_cache
 from tests.embedding_cache import warm
 
@@ -39,7 +40,7 @@ def test_results_are_the_same_with_and_without_the_stored_kb_and_matrix(
     which: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path
 ) -> None:
     # The copies were just written; a real KB's files are older than the racy window.
-    monkeypatch.setattr(kb_cache, "RACY_NS", 0)
+    monkeypatch.setattr(file_stats, "RACY_NS", 0)
     if which == "sample":
         shutil.copytree(REPO / "kb", workdir / "kb")
         shutil.copytree(REPO / "test_banks", workdir / "banks")

@@ -30,15 +30,12 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from eval_pipeline.core.file_stats import Stat, racy, stat_row
 from eval_pipeline.core.fileio import atomic_write_bytes
 
 DISTRIBUTION = "eval-pipeline"
 _PACKAGE = Path(__file__).resolve().parent.parent
 MEMO_FORMAT = 1
-RACY_NS = 2_000_000_000  # as kb_cache: coarse filesystem clocks and FAT's 2 s mtimes
-
-# Name, size, mtime_ns, ctime_ns, inode, device: as JSON gives it back.
-Stat = list[str | int]
 
 
 def _requirement_name(requirement: str) -> str | None:
@@ -106,10 +103,6 @@ def version_of(package: Path, dependencies: list[str]) -> str:
     return digest.hexdigest()
 
 
-def _stat(name: str, info: os.stat_result) -> Stat:
-    return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
-
-
 def _source_stats(package: Path) -> list[Stat]:
     """Every Python source file under `package` (the files `version_of` hashes), by its path
     relative to it: a file added, removed or renamed changes the list, an edited one its stat."""
@@ -121,7 +114,7 @@ def _source_stats(package: Path) -> list[Stat]:
             for entry in entries:
                 name = f"{relative}/{entry.name}" if relative else entry.name
                 if entry.name.endswith(".py") and entry.is_file():
-                    out.append(_stat(name, entry.stat()))
+                    out.append(stat_row(name, entry.stat()))
                 elif entry.is_dir() and entry.name != "__pycache__":
                     folders.append(name)
     return sorted(out)
@@ -137,7 +130,7 @@ def _path_stats(entries: list[str]) -> list[Stat]:
     out: list[Stat] = []
     for entry in entries:
         with contextlib.suppress(OSError):
-            out.append(_stat(entry, os.stat(entry or ".")))
+            out.append(stat_row(entry, os.stat(entry or ".")))
     return out
 
 
@@ -154,8 +147,7 @@ def memoised_version(package: Path, memo: Path | None, compute: Callable[[], str
             if isinstance(version, str):
                 return version
     version = compute()
-    racy = any(max(int(s[2]), int(s[3])) >= now_ns - RACY_NS for s in [*sources, *folders])
-    if memo is not None and not racy:
+    if memo is not None and not racy([*sources, *folders], now_ns):
         # A memo that cannot be written is a slower next run, not a failed one.
         with contextlib.suppress(OSError):
             atomic_write_bytes(memo, json.dumps({"key": key, "version": version}).encode())

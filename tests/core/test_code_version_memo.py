@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.core import code_version as cv
+from eval_pipeline.core.file_stats import RACY_NS
 
 
 class _Versions:
@@ -28,7 +29,7 @@ def _later() -> int:
     """A moment past the racy window of every file written so far, after the filesystem's coarse
     clock (a tick of up to 10 ms) moved on, so an edit made next gets a new ctime."""
     time.sleep(0.05)
-    return time.time_ns() + 2 * cv.RACY_NS
+    return time.time_ns() + 2 * RACY_NS
 
 
 @pytest.fixture

@@ -33,22 +33,17 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.code_version import code_version
+from eval_pipeline.core.file_stats import Stat, racy, stat_row
 from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST, Problem, kb_entity_names, load_kb
 
 FORMAT = 1
 DIRECTORY = "kb"
-RACY_NS = 2_000_000_000  # covers coarse filesystem clocks (ticks of ms) and FAT's 2 s mtimes
-
-# File name (the manifest comes first, then the entity files), size, mtime_ns, ctime_ns, inode,
-# device.
-Stat = list[str | int]  # as JSON gives it back
 
 
 def _stat(name: str, file: str | Path, dir_fd: int | None = None) -> Stat:
-    info = os.stat(file, dir_fd=dir_fd)
-    return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+    return stat_row(name, os.stat(file, dir_fd=dir_fd))
 
 
 def _stats(path: Path) -> list[Stat] | None:
@@ -160,11 +155,6 @@ class KbCache:
         _last_read = _Read(file, identity, expected, kb)
         return kb
 
-    def _racy(self, stats: list[Stat]) -> bool:
-        """Whether a file changed so recently that it could change again unseen (see above)."""
-        after = self.clock() - RACY_NS
-        return any(max(int(s[2]), int(s[3])) >= after for s in stats)
-
     def load(self, kb_path: Path, problems: list[Problem]) -> Loaded:
         """The KB, stored or loaded from its files (then, when it should be stored, what to call
         once the whole input has loaded without a problem)."""
@@ -175,7 +165,9 @@ class KbCache:
                 return Loaded(stored, from_store=True)
         before = len(problems)
         kb = load_kb(kb_path, problems)
-        if not self.write or kb is None or len(problems) > before or stats is None or self._racy(stats):
+        if not self.write or kb is None or len(problems) > before or stats is None:
+            return Loaded(kb)
+        if racy(stats, self.clock()):  # the next run stores it (see above)
             return Loaded(kb)
         return Loaded(kb, store=StoreLater(self, kb_path, kb, stats))
 
