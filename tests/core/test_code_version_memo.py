@@ -77,8 +77,10 @@ def test_the_memo_answers_for_the_same_files_and_packages_only(package: Path, tm
 
 def test_a_version_computed_within_the_racy_window_is_not_memoised(package: Path, tmp_path: Path) -> None:
     memo, versions = tmp_path / "cache" / "memo.json", _Versions()
-    # The files were written just now: one could change again within the same tick, unseen.
-    assert cv.memoised_version(package, memo, versions, time.time_ns()) == "v1"
+    # At the moment the last file was written (not the wall clock, which a loaded machine may
+    # have moved on by seconds): one could change again within the same tick, unseen.
+    written = max(f.stat().st_mtime_ns for f in package.rglob("*.py"))
+    assert cv.memoised_version(package, memo, versions, written) == "v1"
     assert not memo.exists()
     assert cv.memoised_version(package, memo, versions, _later()) == "v2"
     assert memo.exists()
