@@ -167,6 +167,8 @@ def test_a_small_score_product_on_one_blas_thread_gives_the_same_scores(shape: t
 
 # CPU ticks of the process's other threads (OpenBLAS's workers: the interpreter starts none) while
 # it multiplies two matrices of the given shape, then rests long enough for idle workers to stop.
+# It rests before counting too: OpenBLAS's workers spin for ~50 ms after numpy's import, and on an
+# idle machine that spin was still running when the count began.
 _WORKER_TICKS = """
 import os, sys, time
 import numpy as np
@@ -176,6 +178,7 @@ def ticks():
     return sum(int(f[11]) + int(f[12]) for f in (s.rsplit(")", 1)[1].split() for s in stats))
 m, n, k = map(int, sys.argv[1:])
 a, b = np.ones((m, k), np.float32), np.ones((n, k), np.float32)
+time.sleep(0.3)
 before = ticks()
 for _ in range(500):
     a @ b.T

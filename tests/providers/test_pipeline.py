@@ -362,16 +362,37 @@ def test_a_failed_query_batch_falls_back_to_each_test_alone() -> None:
     assert embedder.query_calls == [2, 1, 1, 1] and all(r.status == "ok" for r in results)
 
 
-@pytest.mark.parametrize("entities", [3, 15, 16, 400])
+@pytest.mark.parametrize("entities", [3, 15, 16, 121, 400, 2_003])
 def test_top_candidates_are_a_full_stable_sorts_first_fifteen_ties_included(entities: int) -> None:
-    # Integer vectors make many equal scores: ties must still rank by entity_id, as a full sort would.
+    # Integer vectors make many equal scores: ties must still rank by entity_id, as a full sort
+    # would, for a lone query and for a block of them, whatever the KB's size against the groups
+    # whose maxima bound each row (121 and 2,003 leave a part group).
     from eval_pipeline.providers.semantic_pipeline import _Index
 
     rng = np.random.default_rng(entities)
     kb = [entity(f"e{i:04d}") for i in range(entities)]
     matrix = rng.integers(0, 4, size=(entities, 8)).astype(np.float32)
     index = _Index(kb, matrix)
-    for _ in range(40):
-        query = rng.integers(0, 3, size=8).astype(np.float32)
-        full_sort = np.argsort(-(matrix @ query), kind="stable")[:CANDIDATE_K]
-        assert [c.entity_id for c in index.top(query, CANDIDATE_K)] == [kb[i].entity_id for i in full_sort]
+    queries = rng.integers(0, 3, size=(40, 8)).astype(np.float32)
+    ranked = index.top_many(queries, CANDIDATE_K)
+    for query, block_top in zip(queries, ranked, strict=True):
+        full_sort = [kb[i].entity_id for i in np.argsort(-(matrix @ query), kind="stable")[:CANDIDATE_K]]
+        assert [c.entity_id for c in index.top(query, CANDIDATE_K)] == full_sort
+        assert [c.entity_id for c in block_top] == full_sort
+
+
+def test_nan_scores_rank_last_and_never_drop_a_candidate() -> None:
+    # A vector with a NaN (a provider's bad answer) scores NaN, which compares false: its row is
+    # sorted whole instead, NaN last, and still gets its full set of candidates.
+    from eval_pipeline.providers.semantic_pipeline import _Index
+
+    rng = np.random.default_rng(7)
+    kb = [entity(f"e{i:04d}") for i in range(500)]
+    matrix = rng.standard_normal((500, 8)).astype(np.float32)
+    matrix[[3, 250]] = np.nan
+    queries = rng.standard_normal((6, 8)).astype(np.float32)
+    queries[2, 0] = np.nan
+    for query, got in zip(queries, _Index(kb, matrix).top_many(queries, CANDIDATE_K), strict=True):
+        expected = np.argsort(-(matrix @ query), kind="stable")[:CANDIDATE_K]
+        assert [c.entity_id for c in got] == [kb[i].entity_id for i in expected]
+        assert len(got) == CANDIDATE_K
