@@ -250,14 +250,17 @@ def _top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
     bound = np.partition(maxima, groups - k, axis=1)[:, groups - k]
     flat = np.flatnonzero(scores >= bound[:, np.newaxis])
     rows, cols = np.divmod(flat, n)
-    by_score = np.argsort(-scores.ravel()[flat], kind="stable")  # equal scores keep column order
-    order = by_score[np.argsort(rows[by_score], kind="stable")]
     counts = np.bincount(rows, minlength=n_rows)
-    full = counts >= k
-    top = np.empty((n_rows, k), dtype=np.intp)
-    starts = (np.cumsum(counts) - counts)[full]
-    top[full] = cols[order[starts[:, np.newaxis] + np.arange(k)]]
-    for r in np.flatnonzero(~full):
+    # The qualifying columns, a row each in column order, then -inf padding: a stable sort of each
+    # row keeps equal scores in column order and puts its k best ahead of the padding.
+    width = max(k, int(counts.max(initial=0)))
+    at = np.arange(len(flat)) - (np.cumsum(counts) - counts)[rows]
+    values = np.full((n_rows, width), -np.inf, dtype=scores.dtype)
+    columns = np.zeros((n_rows, width), dtype=np.intp)
+    values[rows, at] = scores.ravel()[flat]
+    columns[rows, at] = cols
+    top = np.take_along_axis(columns, np.argsort(-values, axis=1, kind="stable")[:, :k], axis=1)
+    for r in np.flatnonzero(counts < k):
         top[r] = np.argsort(-scores[r], kind="stable")[:k]
     return top
 
