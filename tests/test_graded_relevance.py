@@ -20,6 +20,7 @@ from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from tests.core.test_graded_scoring import _independent
+from tests.embedding_cache import warm
 
 REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
@@ -53,7 +54,7 @@ def _derived(tests: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module", params=sorted(DOMAINS))
 def evaluated(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, local_embeddings: Path
 ) -> Iterator[dict[str, Any]]:
     domain = request.param
     kb, banks, bank, kept, derive = DOMAINS[domain]
@@ -73,6 +74,9 @@ def evaluated(
     data["tests"] += new
     path.write_text(json.dumps(data))
     ids = [t["test_id"] for t in old + new]
+    # The KB and prompts embedded as a first run leaves them (the new tests reuse old prompts):
+    # what is checked here is scoring and depth, not the embedder (tests/test_cli.py runs it cold).
+    warm(root / ".cache", local_embeddings)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))

@@ -3,6 +3,9 @@
 The sample's semantic bank runs through the real local pipeline (bundled MiniLM embeddings) with
 a seeded, jittered cosine reranker and five trials per test: a "slightly noisy" model. Each of
 101 seeded runs is diffed with the next (100 same-model pairs). docs/verdicts.md reports both rates.
+Each verdict is the gate of a gate-only diff, which judges as the full diff does (checked on
+the first pairs here, and kind by kind in tests/core/test_diff_gate_only.py) without describing
+the many tests the noise moved.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from eval_pipeline.core.diff.compare import diff_documents
+from eval_pipeline.core.diff.compare import GATED_KINDS, diff_documents
 from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.kb import LoadMode
 from eval_pipeline.core.inputs.loading import Banks
@@ -30,7 +33,7 @@ from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.state import evaluate_state_test
-from eval_pipeline.core.verdicts.regression_gate import diff_gate
+from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 from eval_pipeline.providers.base import RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
@@ -113,12 +116,24 @@ def test_noise_rarely_fails_the_gate_and_a_planted_deterministic_regression_alwa
     def document(semantic: list[SemanticResult], det: Deterministic, date: str) -> RunDocument:
         return doc(semantic, *det, date=date)
 
+    def gate(base: RunDocument, head: RunDocument) -> DiffGate:
+        return diff_gate(diff_documents(base, head, gate_only=True))
+
+    def same_as_full(base: RunDocument, head: RunDocument) -> bool:
+        full, gated = diff_documents(base, head), diff_documents(base, head, gate_only=True)
+        kept = [d for d in full.deltas if d.kind in GATED_KINDS]
+        return (
+            gated.deltas == kept
+            and gated.statistics == full.statistics
+            and diff_gate(gated) == diff_gate(full)
+        )
+
     clean = document([], deterministic, "2026-11-20")
     # Plant only where it is a regression: in tests that pass in the clean run.
     plants = [
         plant
         for plant in _broken_variants(banks)
-        if diff_gate(diff_documents(clean, document([], plant(deterministic), "2026-11-21"))).reasons
+        if gate(clean, document([], plant(deterministic), "2026-11-21")).reasons
     ]
     assert len(plants) >= 20
     false_failures, caught = [], 0
@@ -126,11 +141,13 @@ def test_noise_rarely_fails_the_gate_and_a_planted_deterministic_regression_alwa
     for seed in range(1, PAIRS + 1):
         semantic = asyncio.run(run(seed))
         head = document(semantic, deterministic, "2026-11-21")
-        gate = diff_gate(diff_documents(previous, head))
-        if not gate.passed:
-            false_failures.append((seed, gate.reasons))
+        verdict = gate(previous, head)
+        if not verdict.passed:
+            false_failures.append((seed, verdict.reasons))
         planted = document(semantic, plants[seed % len(plants)](deterministic), "2026-11-21")
-        caught += not diff_gate(diff_documents(previous, planted)).passed
+        caught += not gate(previous, planted).passed
+        if seed <= 2:
+            assert same_as_full(previous, head) and same_as_full(previous, planted)
         previous = head
     rate = len(false_failures) / PAIRS
     print(f"\nfalse failures {len(false_failures)}/{PAIRS} ({rate:.0%}): {false_failures}")

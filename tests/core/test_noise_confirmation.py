@@ -37,7 +37,7 @@ from eval_pipeline.core.scoring.reevaluate import errored_tests, reevaluate, ret
 from eval_pipeline.core.scoring.reevaluation import Decision, Why
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.state import evaluate_state_test
-from eval_pipeline.core.verdicts.regression_gate import diff_gate
+from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 from eval_pipeline.core.verdicts.run_gate import Gates
 from tests.conftest import REPO, TENANT
 from tests.run_docs import doc, sem, state
@@ -124,6 +124,11 @@ def _planted(head: RunDocument, banks: Banks) -> RunDocument:
     return head.model_copy(update={"state": rows})
 
 
+def _gate(base: RunDocument, head: RunDocument) -> DiffGate:
+    """`diff`'s verdict, from a gate-only diff (tests/core/test_diff_gate_only.py)."""
+    return diff_gate(diff_documents(base, head, gate_only=True))
+
+
 @pytest.mark.slow  # the sample KB, many trials: minutes of CPU under xdist
 @pytest.mark.parametrize("dataset", sorted(DATASETS))
 def test_measured_retrials_of_only_the_regressed_tests_end_same_model_false_failures(dataset: str) -> None:
@@ -133,13 +138,13 @@ def test_measured_retrials_of_only_the_regressed_tests_end_same_model_false_fail
     for pair in range(PAIRS):
         base = model.evaluate(2 * pair, "2026-11-20")
         head = model.evaluate(2 * pair + 1, "2026-11-21")
-        single += not diff_gate(diff_documents(base, head)).passed
+        single += not _gate(base, head).passed
         before = model.calls
         final = model.confirmed(base, head, 2 * pair + 1)
         retrial_calls += model.calls - before
         recorded_calls += sum(r.api_calls for r in final.provenance.reevaluations)
-        confirmed += not diff_gate(diff_documents(base, final)).passed
-        caught += not diff_gate(diff_documents(base, _planted(final, banks))).passed
+        confirmed += not _gate(base, final).passed
+        caught += not _gate(base, _planted(final, banks)).passed
     full = PAIRS * len(banks.semantic_tests)
     print(
         f"\n{dataset}: {len(banks.semantic_tests)} semantic tests, drop {DROP:.0%} per call, {PAIRS} pairs: "

@@ -7,6 +7,7 @@ import pytest
 from eval_pipeline.core.inputs import regex_safety
 from eval_pipeline.core.inputs.banks import CrisisPattern, PatternRules, PatternTest, PatternType
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
+from eval_pipeline.core.mechanisms import pattern as pattern_matching
 from eval_pipeline.core.scoring.aggregate import aggregate
 from eval_pipeline.core.scoring.evaluation import pattern_outputs, score_pattern
 from eval_pipeline.core.scoring.results import TestStatus
@@ -25,9 +26,10 @@ def test_catastrophic_patterns_are_refused_at_validation(
     pattern: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each probe of these runs until the screen's timeout kills it: 2 s of a core per pattern.
-    # They backtrack for far longer than either; a child Python starts in a few hundredths of a
-    # second. The ordinary patterns below keep the full timeout (no false alarm under load).
-    monkeypatch.setattr(regex_safety, "SCREEN_TIMEOUT_S", 1.0)
+    # They backtrack for minutes; a child Python starts in a few hundredths of a second, so half
+    # a second tells them apart as well. The ordinary patterns below keep the full timeout (no
+    # false alarm under load).
+    monkeypatch.setattr(regex_safety, "SCREEN_TIMEOUT_S", 0.5)
     risk = backtracking_risk(pattern)
     assert risk is not None and risk.startswith("backtracks catastrophically")
 
@@ -47,7 +49,11 @@ def test_ordinary_patterns_pass_the_screen(pattern: str) -> None:
 
 
 @pytest.mark.timeout(60)  # a hang guard for the suite, not a speed assertion
-def test_a_runaway_pattern_makes_its_test_errored_never_a_pass_or_a_hang() -> None:
+def test_a_runaway_pattern_makes_its_test_errored_never_a_pass_or_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It runs away for good: a quarter of a second's bound cuts it as surely as the full second.
+    monkeypatch.setattr(pattern_matching, "MATCH_TIMEOUT_S", 0.25)
     rules = PatternRules(
         crisis_patterns=[CrisisPattern(pattern=RUNAWAY, entities=["crisis"], is_critical=True)]
     )
@@ -59,7 +65,7 @@ def test_a_runaway_pattern_makes_its_test_errored_never_a_pass_or_a_hang() -> No
         is_critical=True,
     )
     (output,) = pattern_outputs(rules, [test])
-    assert output.error is not None and "timed out" in output.error
+    assert output.error is not None and "timed out after 0.25 s" in output.error
     (result,) = score_pattern([test], [output])
     assert result.status is TestStatus.ERRORED and result.score is None and not result.critical_failure
     agg = aggregate(pattern=[result])

@@ -65,6 +65,10 @@ from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
 
 SUPPORTED_MAJOR = int(RESULT_SCHEMA_VERSION.split(".")[0])
+# The kinds a gate judges (core/verdicts/regression_gate.py): all that a gate-only diff lists.
+GATED_KINDS = frozenset(
+    {DeltaKind.CRITICAL, DeltaKind.CONTENT_COLLAPSE, DeltaKind.REGRESSED, DeltaKind.REMOVED}
+)
 
 
 def load_for_diff(path: Path) -> RunDocument:
@@ -278,24 +282,25 @@ def _same_stage(base: RunDocument, head: RunDocument, stage: str) -> bool:
 
 
 def _statistics(
-    deltas: Sequence[TestDelta], topics: Mapping[str, list[str]], base: RunRef, head: RunRef
+    sides: Mapping[tuple[str, str], tuple[Side, Side]],
+    topics: Mapping[str, list[str]],
+    base: RunRef,
+    head: RunRef,
 ) -> PairedComparison:
-    """Semantic tests scored in both runs, resampled by topic cluster (a test's first topic)."""
-    paired = [
-        (d.base.score, d.head.score, topic_cluster(topics, d.test_id))
-        for d in deltas
-        if d.mechanism == Mechanism.SEMANTIC.value
-        and d.base
-        and d.head
-        and d.base.score is not None
-        and d.head.score is not None
-    ]
+    """Semantic tests scored in both runs, resampled by topic cluster (a test's first topic), in
+    test-id order: the figures depend on no other classification of the tests (float sums follow
+    their order), so a gate-only diff computes the same ones."""
+    paired = sorted(
+        (test_id, b.score, h.score)
+        for (mechanism, test_id), (b, h) in sides.items()
+        if mechanism == Mechanism.SEMANTIC.value and b.score is not None and h.score is not None
+    )
     return paired_comparison(
-        [b for b, _, _ in paired],
-        [h for _, h, _ in paired],
+        [b for _, b, _ in paired],
+        [h for _, _, h in paired],
         base_label=base.label,
         head_label=head.label,
-        clusters=[c for _, _, c in paired],
+        clusters=[topic_cluster(topics, test_id) for test_id, _, _ in paired],
     )
 
 
@@ -308,8 +313,23 @@ def _original_ids(base: RunDocument, head: RunDocument) -> OriginalIds:
     )
 
 
-def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
-    """Compare `head` with `base`, test by test. Raises DiffError across schema majors."""
+def _gated(
+    b: TestTrials[AnyResult], h: TestTrials[AnyResult], sides: tuple[Side, Side], same_embedder: bool
+) -> bool:
+    """Whether the delta `b` → `h` is of a kind a gate judges, told without describing the change:
+    a new critical failure, a regression and a content collapse follow from the two sides and the
+    collapse alerts alone (`_kind` decides them before looking at what moved)."""
+    collapse = same_embedder and bool(collapse_alerts(b.rows, h.rows))
+    return _kind(*sides, moved=False, cosmetic=False, collapse=collapse) in GATED_KINDS
+
+
+def diff_documents(base: RunDocument, head: RunDocument, *, gate_only: bool = False) -> RunDiff:
+    """Compare `head` with `base`, test by test. Raises DiffError across schema majors.
+
+    `gate_only` lists only the deltas of GATED_KINDS, and counts only those: every test of
+    another kind goes undescribed, and the graded statistics are left out. What a gate reads
+    (those deltas, the paired statistics, coverage, identity, noise decisions) is the same as in
+    the full diff, at a fraction of its cost when many tests moved (two noisy runs of a model)."""
     for doc in (base, head):
         require_major(doc.provenance.schema_version, _ref(doc).label)
     threshold = head.provenance.pass_threshold
@@ -318,16 +338,22 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
     same_embedder = _same_stage(base, head, "embedder")
     ids = _original_ids(base, head)
     stored = (stores_ndcg10(base.provenance.schema_version), stores_ndcg10(head.provenance.schema_version))
+    common = [key for key in after if key in before]
+    if gate_only:
+        sides = {key: (_side(before[key]), _side(after[key])) for key in common}
+        common = [key for key in common if _gated(before[key], after[key], sides[key], same_embedder)]
     deltas = [
         _delta(before[key], after[key], compare_reasons, same_embedder, head.candidate_depth, ids, stored)
-        if key in before
-        else _one_sided(after[key], DeltaKind.ADDED)
-        for key in after
+        for key in common
     ]
+    if not gate_only:
+        deltas += [_one_sided(after[key], DeltaKind.ADDED) for key in after if key not in before]
+        sides = {(d.mechanism, d.test_id): (d.base, d.head) for d in deltas if d.base and d.head}
     deltas += [_one_sided(before[key], DeltaKind.REMOVED) for key in before if key not in after]
     kinds, mechanisms = list(DeltaKind), [m.value for m in Mechanism]
     topics = {r.test_id: r.topics for r in head.semantic}
     deltas.sort(key=lambda d: (kinds.index(d.kind), mechanisms.index(d.mechanism), d.test_id))
+    graded = None if gate_only else graded_statistics(deltas, topics, _ref(base), _ref(head))
     return RunDiff(
         base=_ref(base),
         head=_ref(head),
@@ -337,8 +363,8 @@ def diff_documents(base: RunDocument, head: RunDocument) -> RunDiff:
         base_health=base.aggregate.health.value,
         head_health=head.aggregate.health.value,
         head_unevaluable=head.aggregate.unevaluable_reasons(),
-        statistics=_statistics(deltas, topics, _ref(base), _ref(head)),
-        graded_statistics=graded_statistics(deltas, topics, _ref(base), _ref(head)),
+        statistics=_statistics(sides, topics, _ref(base), _ref(head)),
+        graded_statistics=graded,
         deltas=deltas,
         removed_banks=[m.value for m in Mechanism if m.value in _banks_run(base) - _banks_run(head)],
         kb_change=kb_change(base.provenance.identity, head.provenance.identity),

@@ -113,4 +113,4 @@ def disagreeing_tests(docs: Sequence[RunDocument]) -> list[str]:
 
 def regressed_against(base: RunDocument, head: RunDocument) -> list[str]:
     """The semantic regressions of `head` against `base` that re-trials should confirm."""
-    return regressions_to_confirm(diff_documents(base, head))
+    return regressions_to_confirm(diff_documents(base, head, gate_only=True))
