@@ -6,9 +6,9 @@ sample evaluation stores cost a disk sync, most of the run's time. These subclas
 database's connections open in a pool and commit with `synchronous=NORMAL`, SQLite's setting for
 WAL: a crash of the process loses nothing, a power cut may lose the last commits, never the
 database. A run's new event database is stamped from migrations read once a process, not twice a
-run, and databases already stamped are opened without reading them. Same files, layout and schema as `storage: sqlite:`, so an existing instance carries on
-and can go back to Dagster's own classes at any time. Named in dagster.yaml (module / class), so
-the webserver and the daemon use them too.
+run, and databases already stamped are opened without reading them. Same files, layout and schema
+as `storage: sqlite:`, so an existing instance carries on and can go back to Dagster's own classes
+at any time. Named in dagster.yaml (module / class), so the webserver and the daemon use them too.
 """
 
 from __future__ import annotations

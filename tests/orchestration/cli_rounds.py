@@ -131,6 +131,8 @@ class Forked:
 
 def _forked(argv: list[str]) -> None:
     """`argv` run in a child process; its exit status reported once it ended."""
+    # The child has this thread alone: a lock another thread held would never be released there.
+    assert threading.active_count() == 1, threading.enumerate()
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:
