@@ -29,7 +29,7 @@ from dagster._daemon.controller import get_daemon_statuses
 
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import date_partitions, model_date_key, sync_model_partitions
-from eval_pipeline.orchestration.child_process import die_with_parent
+from eval_pipeline.orchestration.child_process import SUPERVISOR, die_with_parent
 
 BACKFILL_TAG = "eval_pipeline/backfill"
 ENDED = {
@@ -120,9 +120,7 @@ def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen
         yield None
         return
     command = [
-        sys.executable,
-        "-m",
-        "eval_pipeline.orchestration.child_process",
+        *SUPERVISOR,
         str(Path(sys.executable).with_name("dagster-daemon")),
         "run",
         "-m",

@@ -6,9 +6,9 @@ sample evaluation stores cost a disk sync, most of the run's time. These subclas
 database's connections open in a pool and commit with `synchronous=NORMAL`, SQLite's setting for
 WAL: a crash of the process loses nothing, a power cut may lose the last commits, never the
 database. A run's new event database is stamped from migrations read once a process, not twice a
-run. Same files, layout and schema as `storage: sqlite:`, so an existing instance carries on
-and can go back to Dagster's own classes at any time. Named in dagster.yaml (module / class), so
-the webserver and the daemon use them too.
+run, and databases already stamped are opened without reading them. Same files, layout and schema
+as `storage: sqlite:`, so an existing instance carries on and can go back to Dagster's own classes
+at any time. Named in dagster.yaml (module / class), so the webserver and the daemon use them too.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, Self
 
 import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
@@ -31,7 +31,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
 from dagster._core.storage.sql import get_alembic_config
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster._serdes import ConfigurableClassData
 
@@ -96,12 +96,41 @@ class _OneDatabase:
         self._engines.dispose()
 
 
+def _stamped(db_path: str, *tables: str) -> bool:
+    """Whether the database at `db_path` exists, stamped with a migration, with `tables`.
+
+    Dagster's storages, opening a database, read their migration scripts (~15 ms of CPU each, three
+    per instance) only to learn the head revision, then leave a stamped database as it is. Looked
+    at read-only: anything unexpected (absent, locked) goes Dagster's way."""
+    if not os.path.exists(db_path):
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as conn:
+            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"alembic_version", *tables} <= names:
+                return False
+            return conn.execute("SELECT version_num FROM alembic_version").fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
 class ProjectRunStorage(_OneDatabase, SqliteRunStorage):
-    pass
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Self:
+        conn_string = create_db_conn_string(base_dir, "runs")
+        # Dagster also adds the instance_info table to a database without it.
+        if _stamped(sa.make_url(conn_string).database or "", "instance_info"):
+            return cls(conn_string, inst_data)
+        return super().from_local(base_dir, inst_data)
 
 
 class ProjectScheduleStorage(_OneDatabase, SqliteScheduleStorage):
-    pass
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Self:
+        conn_string = create_db_conn_string(base_dir, "schedules")
+        if _stamped(sa.make_url(conn_string).database or ""):
+            return cls(conn_string, inst_data)
+        return super().from_local(base_dir, inst_data)  # type: ignore[return-value]
 
 
 @cache
@@ -132,8 +161,10 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
     def _initdb(self, engine: sa.Engine, for_index_shard: bool = False) -> None:
         """A run's database made as Dagster makes it (its tables, WAL, stamped at the head
         migration; one already stamped left alone), with the migrations read once a process. The
-        index, and a run's database another process is creating at the same moment, go Dagster's
-        own way, which retries."""
+        index, once stamped, is left alone without reading them; a new index, and a run's database
+        another process is creating at the same moment, go Dagster's own way, which retries."""
+        if for_index_shard and _stamped(engine.url.database or ""):
+            return
         if not for_index_shard:
             try:
                 with engine.connect() as conn:

@@ -10,12 +10,11 @@ import subprocess
 import sys
 import time
 
-from eval_pipeline.orchestration.child_process import STOP_GRACE_S, group_alive
+from eval_pipeline.orchestration.child_process import STOP_GRACE_S, SUPERVISOR, group_alive
 
 # A child that would run far longer than the test waits, unless it is stopped. Any program does:
 # what is swept is the supervisor's start-up, and a lighter child leaves more of the CPU to it.
 LINGERING = ["sleep", "300"]
-SUPERVISE = [sys.executable, "-m", "eval_pipeline.orchestration.child_process"]
 
 
 def _wait(process: subprocess.Popen[str], timeout_s: float) -> int:
@@ -50,13 +49,15 @@ def test_a_stop_at_any_moment_of_the_start_leaves_nothing_running() -> None:
     for pair in zip(delays_ms[::2], delays_ms[1::2], strict=True):
         supervisors = []
         for delay_ms in pair:
-            supervisor = subprocess.Popen([*SUPERVISE, *LINGERING], start_new_session=True, text=True)
+            supervisor = subprocess.Popen([*SUPERVISOR, *LINGERING], start_new_session=True, text=True)
             supervisors.append((supervisor, time.monotonic() + delay_ms / 1000, delay_ms))
         for supervisor, stop_at, _ in supervisors:
             time.sleep(max(0.0, stop_at - time.monotonic()))
             supervisor.send_signal(signal.SIGTERM)
         for supervisor, _, delay_ms in supervisors:
-            _wait(supervisor, 60)
+            # Stopped (SIGTERM before its handler was in place, else SIGKILL once the group is
+            # stopped), never exited on its own: a supervisor that could not start fails here.
+            assert _wait(supervisor, 60) in (-signal.SIGTERM, -signal.SIGKILL), delay_ms
             assert _group_ended(supervisor.pid, STOP_GRACE_S + 5), (
                 f"a stop {delay_ms} ms into the start left the supervised child running"
             )

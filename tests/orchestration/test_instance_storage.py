@@ -9,11 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import dagster as dg
 import pytest
 import sqlalchemy as sa
+from alembic.script import ScriptDirectory
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from eval_pipeline.orchestration.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
@@ -178,3 +181,36 @@ def test_a_new_runs_database_is_the_one_dagster_makes_and_dagster_carries_on_wit
     assert _shard(tmp_path / "ours" / "r1.db") == made
     for storage in (ours, theirs, again, dagsters):
         storage.dispose()
+
+
+def _migration_reads(opening: Callable[[], object]) -> int:
+    """How many times `opening` reads Dagster's migration scripts (alembic's ScriptDirectory)."""
+    reading = ScriptDirectory.from_config.__func__.__code__  # type: ignore[attr-defined]
+    reads = []
+
+    def profile(frame: FrameType, event: str, _: object) -> None:
+        if event == "call" and frame.f_code is reading:
+            reads.append(frame)
+
+    sys.setprofile(profile)
+    try:
+        opening()
+    finally:
+        sys.setprofile(None)
+    return len(reads)
+
+
+def test_a_home_opened_again_reads_no_migrations_unless_dagster_has_a_table_to_add(home: Path) -> None:
+    # Dagster reads its scripts to learn the head revision, and leaves a stamped database as it
+    # is: the project's storages skip the reading. One it would still change goes its way.
+    assert _migration_reads(lambda: project_instance(home).dispose()) > 0  # made: Dagster's way
+    assert _migration_reads(lambda: project_instance(home).dispose()) == 0
+    runs = home / "history" / "runs.db"
+    with sqlite3.connect(runs) as conn:
+        conn.execute("DROP TABLE instance_info")
+    assert _migration_reads(lambda: project_instance(home).dispose()) > 0
+    with sqlite3.connect(runs) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'instance_info'").fetchone()
+    with project_instance(home) as instance:
+        assert dg.materialize([numbers], instance=instance, partition_key="d1").success
+        assert _materialised_days(instance) == ["d1"]
