@@ -13,6 +13,7 @@ import yaml
 
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, RunScopeResource, StorageResource
+from eval_pipeline.orchestration.execution import DAGSTER_YAML
 from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
 from tests.conftest import TENANT
 
@@ -24,6 +25,9 @@ NO_COMPUTE_LOGS = {
         "class": "NoOpComputeLogManager",
     }
 }
+# The project's log level (`run`'s dagster.yaml): Dagster's events all stored, and its debug lines
+# (every IO-manager load and write) not, a third of a run's stored events that no test reads.
+PYTHON_LOGS = {"python_logs": yaml.safe_load(DAGSTER_YAML)["python_logs"]}
 
 
 @dataclass
@@ -57,7 +61,7 @@ def project_storage_instance(home: Path | None = None) -> Iterator[dg.DagsterIns
     daemon open (orchestration/instance_storage.py): Dagster's own opens a database engine for
     every statement, most of a test's materialisation time, and no project runs on it. In `home`
     when given (kept after it closes), else in a directory of its own."""
-    overrides = {**yaml.safe_load(STORAGE_YAML), **NO_COMPUTE_LOGS}
+    overrides = {**yaml.safe_load(STORAGE_YAML), **PYTHON_LOGS, **NO_COMPUTE_LOGS}
     with dg.instance_for_test(overrides=overrides, temp_dir=str(home) if home else None) as instance:
         yield instance
 

@@ -2,9 +2,10 @@
 model each evaluate exactly what they should, and paid models only when they say so (automation
 ticks driven on a virtual clock by tests/defs/automation_driver.py).
 
-Today's first evaluation is made once, with a paid model enabled beside the two offline ones, and
-each test of today starts from a fresh copy of it: the paid model stays inert through the history
-change and the KB edit too."""
+Two days are evaluated once for the module, a paid model enabled beside the offline ones
+throughout: yesterday with one offline model, then overnight the second is enabled and a
+calibration changes one expectation, then today. Each test of today starts from a fresh copy of
+that: the paid model stays inert through the history change and the KB edit too."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from eval_pipeline.defs.partitions import sync_model_partitions
 from tests.defs.automation_driver import Driver
 from tests.defs.conftest import Env, Kept
 
-MODELS = ["local-minilm"]
 BOTH = ["local-minilm", "local-hybrid"]
+NEW_OVERNIGHT = BOTH[1]  # enabled overnight: no partition of its own yesterday
 EVALUATED = {a.key.to_user_string() for a in MATERIALIZABLE}
 
 
@@ -43,12 +44,15 @@ def _driver(env: Env, day: str, models: list[str]) -> Driver:
 
 @dataclass(frozen=True)
 class Evaluated:
-    """Automation's first evaluation of today, kept; what it requested and where its clock is."""
+    """Automation's evaluation of yesterday then today, kept; what it requested and where its
+    clock is."""
 
     kept: Kept
     models: list[str]
     first: dict[str, set[str | None]]  # the first cron tick
-    settled: set[str]
+    # What the model_partitions sensor asked for overnight.
+    overnight: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest]
+    settled: set[str]  # what today's evaluation materialised
     failures: list[str]
     now: datetime
     cursor: object
@@ -56,27 +60,49 @@ class Evaluated:
 
 @pytest.fixture(scope="module")
 def started(tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
-    """Today's first evaluation, both offline models and a paid one enabled."""
+    """Yesterday with one offline model (and the paid one); overnight the second offline model is
+    enabled and a calibration changes an expectation; then today, every model enabled."""
     kept = Kept(tmp_path_factory.mktemp("today") / "project")
     with kept.open() as env:
         doc = yaml.safe_load(env.models_file.read_text())
         doc["models"]["voyage-haiku"]["enabled"] = True  # a paid model, without `automate: true`
         env.models_file.write_text(yaml.safe_dump(doc, sort_keys=False))
         models = [k for k, m in env.resources()["providers"].models().items() if m.enabled]
-        driver = _driver(env, today_utc(), models)
+        today = date.fromisoformat(today_utc())
+        yesterday = (today - timedelta(days=1)).isoformat()
+        driver = _driver(env, yesterday, [m for m in models if m != NEW_OVERNIGHT])
         first = driver.tick(minutes=5)
+        driver.settle()
+
+        # Overnight: the new model's partitions, added as the model_partitions sensor asks, and a
+        # calibration changes one expectation; nothing else.
+        result = model_partitions(dg.build_sensor_context(instance=env.instance, resources=env.resources()))
+        assert isinstance(result, dg.SensorResult)
+        overnight = list(result.dynamic_partitions_requests or [])
+        for request in overnight:
+            if isinstance(request, dg.AddDynamicPartitionsRequest):
+                env.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        _history_change(env, datetime.now(UTC), "repair_requests", test_id="T-MOULD-001")
+        driver.now = datetime.fromisoformat(today.isoformat()).replace(tzinfo=UTC)
         settled = driver.settle()
     kept.keep()
-    return Evaluated(kept, models, first, settled, driver.failures, driver.now, driver.cursor)
+    return Evaluated(kept, models, first, overnight, settled, driver.failures, driver.now, driver.cursor)
+
+
+def _today(env: Env, key: str) -> int:
+    """How many times `key` was materialised for today's partitions."""
+    day = today_utc()
+    records = env.instance.fetch_materializations(dg.AssetKey(key), limit=1000).records
+    return sum(1 for r in records if day in str(r.partition_key).split("|"))
 
 
 def _resume(env: Env, started: Evaluated) -> Driver:
-    """Automation carrying on from today's first evaluation, on its restored copy `env`."""
+    """Automation carrying on from today's evaluation, on its restored copy `env`."""
     return Driver(env.resources(), env.instance, started.now, started.cursor)
 
 
-def _history_change(env: Env, when: datetime, primary: str) -> None:
-    change = HistoryChange(test_id="T-RENT-001", updated=Expectations(expected_primary=[primary]))
+def _history_change(env: Env, when: datetime, primary: str, test_id: str = "T-RENT-001") -> None:
+    change = HistoryChange(test_id=test_id, updated=Expectations(expected_primary=[primary]))
     append_history(
         env.banks / "semantic" / "history",
         HistoryFile(
@@ -106,7 +132,7 @@ def test_automation_evaluates_a_new_day_then_a_history_change_rescores_without_r
                 "regression_diff.md",
                 "model_comparison.md",
             } <= names
-        assert env.materialisations("model_comparison") == 1
+        assert _today(env, "model_comparison") == 1
         assert driver.tick(minutes=5) == {"input_files": {None}, "history_files": {None}}
         assert driver.settle() == set()  # nothing changed: observing again evaluates nothing
 
@@ -124,8 +150,8 @@ def test_automation_evaluates_a_new_day_then_a_history_change_rescores_without_r
             "regression_diff",
             "model_comparison",
         }
-        assert env.materialisations("semantic_retrievals") == 2  # one per model, from the first run only
-        assert env.materialisations("semantic_results") == 4  # first run, then both models re-scored
+        assert _today(env, "semantic_retrievals") == 2  # one per model, from the first run only
+        assert _today(env, "semantic_results") == 4  # first run, then both models re-scored
         doc = read_document(env.results / "local-minilm" / day / "results.json")
         rent = next(r for r in doc.semantic if r.test_id == "T-RENT-001")
         assert rent.expectation_source == f"opus_{day}"
@@ -148,35 +174,27 @@ def test_a_kb_edit_reretrieves_and_leaves_history_alone(started: Evaluated) -> N
             assert doc.provenance.kb_version == "tenant-fixture-2"
 
 
-def test_a_new_model_and_a_new_day_with_only_a_history_change_evaluate_without_error(env: Env) -> None:
+def test_a_new_model_and_a_new_day_with_only_a_history_change_evaluate_without_error(
+    started: Evaluated,
+) -> None:
     today = date.fromisoformat(today_utc())
     yesterday = (today - timedelta(days=1)).isoformat()
-    driver = _driver(env, yesterday, MODELS)
-    driver.tick(minutes=5)
-    driver.settle()
-    assert driver.failures == [] and (env.results / "local-minilm" / yesterday / "report.md").is_file()
-
-    # Overnight: a second model is enabled and a calibration changes one expectation; nothing else.
-    result = model_partitions(dg.build_sensor_context(instance=env.instance, resources=env.resources()))
-    assert isinstance(result, dg.SensorResult)
-    (added,) = result.dynamic_partitions_requests or []
-    assert isinstance(added, dg.AddDynamicPartitionsRequest) and list(added.partition_keys) == [
-        "local-hybrid"
-    ]
-    env.instance.add_dynamic_partitions(added.partitions_def_name, list(added.partition_keys))
-    _history_change(env, datetime.now(UTC), "lease_renewal")
-    driver.now = datetime.fromisoformat(today.isoformat()).replace(tzinfo=UTC)
-    requested = driver.settle()
-    assert driver.failures == []
-    assert requested == EVALUATED
-    for model in BOTH:
-        assert (env.results / model / today.isoformat() / "report.md").is_file()
-    diff = json.loads((env.results / "local-minilm" / today.isoformat() / "regression_diff.json").read_text())
-    assert diff["baseline_date"] == yesterday
-    fresh = json.loads(
-        (env.results / "local-hybrid" / today.isoformat() / "regression_diff.json").read_text()
-    )
-    assert fresh["baseline_date"] is None  # a new model has no yesterday: said, not an error
+    (added,) = started.overnight
+    assert isinstance(added, dg.AddDynamicPartitionsRequest) and list(added.partition_keys) == [NEW_OVERNIGHT]
+    assert started.failures == [] and started.settled == EVALUATED
+    with started.kept.restore() as env:
+        assert (env.results / "local-minilm" / yesterday / "report.md").is_file()
+        assert not (env.results / NEW_OVERNIGHT / yesterday).exists()
+        for model in BOTH:
+            assert (env.results / model / today.isoformat() / "report.md").is_file()
+        diff = json.loads(
+            (env.results / "local-minilm" / today.isoformat() / "regression_diff.json").read_text()
+        )
+        assert diff["baseline_date"] == yesterday
+        fresh = json.loads(
+            (env.results / "local-hybrid" / today.isoformat() / "regression_diff.json").read_text()
+        )
+        assert fresh["baseline_date"] is None  # a new model has no yesterday: said, not an error
 
 
 def test_automation_never_spends_money_unless_the_model_says_so(started: Evaluated) -> None:
