@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
+import dagster as dg
 import fsspec
+import pandas as pd
 import pytest
 from moto.server import ThreadedMotoServer
 from upath import UPath
@@ -30,8 +33,10 @@ from eval_pipeline.core.scoring.run_document import (
 )
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import build_resources
+from eval_pipeline.defs.io_managers import ParquetIOManager
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
 from eval_pipeline.orchestration.execution import run_all
+from eval_pipeline.providers.object_store import write_bytes
 from tests.conftest import TENANT
 from tests.defs.conftest import project_storage_instance
 
@@ -103,6 +108,29 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
     assert UPath(f"{s3}/outputs/documents/run_report/{DATE}/local-minilm.json").exists()
     assert not (tmp_path / "results").exists()
     assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
+
+
+def test_a_stored_value_is_read_back_in_one_request(s3: str) -> None:
+    # Each request to an object store is a round trip: the IO managers make no directories there
+    # and read a value without asking for its size first (a HEAD each, before).
+    base = UPath(f"{s3}/one-request")
+    path = base / "value.parquet"
+    frame = pd.DataFrame({"x": [1, 2]})
+    write_bytes(path, frame.to_parquet(index=False))
+    calls: list[str] = []
+
+    def called(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    events = path.fs.s3.meta.events  # botocore's: every S3 operation s3fs makes
+    events.register("before-call.s3", called)
+    try:
+        manager = ParquetIOManager(base_path=base)
+        manager.make_directory(path.parent)
+        assert manager.load_from_path(dg.build_input_context(), path).equals(frame)
+    finally:
+        events.unregister("before-call.s3", called)
+    assert calls == ["GetObject"]
 
 
 def _cli_on_the_bucket(s3: str, root: Path, environment: pytest.MonkeyPatch) -> None:
