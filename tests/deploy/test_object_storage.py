@@ -36,7 +36,6 @@ from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.io_managers import ParquetIOManager
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
 from eval_pipeline.orchestration.execution import run_all
-from eval_pipeline.providers.object_store import write_bytes
 from tests.conftest import TENANT
 from tests.defs.conftest import project_storage_instance
 
@@ -110,27 +109,29 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
     assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
 
 
-def test_a_stored_value_is_read_back_in_one_request(s3: str) -> None:
-    # Each request to an object store is a round trip: the IO managers make no directories there
-    # and read a value without asking for its size first (a HEAD each, before).
+def test_a_value_is_stored_and_read_back_in_one_request_each(s3: str) -> None:
+    # Each request to an object store is a round trip: the IO managers neither make directories
+    # there nor look for an unpartitioned file, and read a value without asking for its size
+    # first (four requests to store, two to read, before).
     base = UPath(f"{s3}/one-request")
-    path = base / "value.parquet"
+    manager = ParquetIOManager(base_path=base)
     frame = pd.DataFrame({"x": [1, 2]})
-    write_bytes(path, frame.to_parquet(index=False))
+    key = dg.AssetKey("value")
     calls: list[str] = []
 
     def called(model: Any, **_: Any) -> None:
         calls.append(model.name)
 
-    events = path.fs.s3.meta.events  # botocore's: every S3 operation s3fs makes
+    events = base.fs.s3.meta.events  # botocore's: every S3 operation s3fs makes
     events.register("before-call.s3", called)
     try:
-        manager = ParquetIOManager(base_path=base)
-        manager.make_directory(path.parent)
-        assert manager.load_from_path(dg.build_input_context(), path).equals(frame)
+        manager.handle_output(dg.build_output_context(asset_key=key, partition_key=DATE), frame)
+        stored, calls[:] = list(calls), []
+        loaded = manager.load_input(dg.build_input_context(asset_key=key, partition_key=DATE))
     finally:
         events.unregister("before-call.s3", called)
-    assert calls == ["GetObject"]
+    assert isinstance(loaded, pd.DataFrame) and loaded.equals(frame)
+    assert (stored, calls) == (["PutObject"], ["GetObject"])
 
 
 def _cli_on_the_bucket(s3: str, root: Path, environment: pytest.MonkeyPatch) -> None:
