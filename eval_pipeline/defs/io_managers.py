@@ -4,24 +4,46 @@ a local directory or an object store URI (`base_dir`: see providers/object_store
 from __future__ import annotations
 
 import io
-from typing import Any, get_args, get_origin
+from typing import Any, cast, get_args, get_origin
 
 import dagster as dg
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 from upath import UPath
 
-from eval_pipeline.providers.object_store import output_path, write_bytes
+from eval_pipeline.providers.object_store import is_local, output_path, write_bytes
 
 
-class ParquetIOManager(dg.UPathIOManager):
+def _read_value(path: UPath) -> bytes:
+    """A stored value, on an object store in one GET: `UPath.read_bytes` (a file object) and a
+    plain `cat_file` (s3fs: whether to download in chunks) ask for its size first, a HEAD. A
+    range from 0 would be refused for an empty object; no value stored here is empty."""
+    if is_local(path):
+        return path.read_bytes()
+    return cast("bytes", path.fs.cat_file(path.path, start=0))
+
+
+class _StoreIOManager(dg.UPathIOManager):
+    def make_directory(self, path: UPath) -> None:
+        # An object store has no directories to make: asking for one costs requests per output.
+        if is_local(path):
+            super().make_directory(path)
+
+    def _handle_transition_to_partitioned_asset(self, context: dg.OutputContext, path: UPath) -> None:
+        # Dagster's looks for a file at a partitioned output's folder, one an unpartitioned value
+        # written by an IO manager without a file extension would be: these have one, so it is
+        # never there, and asking costs two requests per output on an object store.
+        return
+
+
+class ParquetIOManager(_StoreIOManager):
     extension: str = ".parquet"
 
     def dump_to_path(self, context: dg.OutputContext, obj: pd.DataFrame, path: UPath) -> None:
         write_bytes(path, obj.to_parquet(index=False))
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pd.DataFrame:
-        return pd.read_parquet(io.BytesIO(path.read_bytes()))
+        return pd.read_parquet(io.BytesIO(_read_value(path)))
 
 
 def _model_of(context: dg.InputContext) -> tuple[type[BaseModel], bool]:
@@ -35,7 +57,7 @@ def _model_of(context: dg.InputContext) -> tuple[type[BaseModel], bool]:
     return model, mapping
 
 
-class JsonModelIOManager(dg.UPathIOManager):
+class JsonModelIOManager(_StoreIOManager):
     """Pydantic models as JSON; the consuming parameter's annotation says which model.
 
     An input annotated `dict[str, Model]` always gets a mapping, also of one partition, and an
@@ -53,10 +75,10 @@ class JsonModelIOManager(dg.UPathIOManager):
         loaded: dict[str, BaseModel] = {}
         for key in context.asset_partition_keys:
             path = paths[key]
-            if not path.exists():
+            try:  # read, not asked first whether it exists: one request on an object store
+                loaded[key] = model.model_validate_json(_read_value(path))
+            except FileNotFoundError:
                 continue
-            try:
-                loaded[key] = model.model_validate_json(path.read_bytes())
             except (ValidationError, OSError, UnicodeDecodeError) as exc:
                 context.log.warning(f"{path}: unreadable, passed over ({type(exc).__name__})")
         return loaded
@@ -66,7 +88,7 @@ class JsonModelIOManager(dg.UPathIOManager):
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
         model, _ = _model_of(context)
-        return model.model_validate_json(path.read_bytes())
+        return model.model_validate_json(_read_value(path))
 
 
 class ParquetIOManagerFactory(dg.ConfigurableIOManagerFactory[ParquetIOManager]):

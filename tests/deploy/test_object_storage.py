@@ -4,13 +4,19 @@ back through the same URIs. Local paths stay the default and are covered by ever
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
+import dagster as dg
 import fsspec
+import pandas as pd
 import pytest
 from moto.server import ThreadedMotoServer
 from upath import UPath
@@ -27,8 +33,10 @@ from eval_pipeline.core.scoring.run_document import (
 )
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import build_resources
+from eval_pipeline.defs.io_managers import ParquetIOManager
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
 from eval_pipeline.orchestration.execution import run_all
+from tests.conftest import TENANT
 from tests.defs.conftest import project_storage_instance
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,20 +54,21 @@ def s3_endpoint() -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture
-def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh bucket; credentials and endpoint reach s3fs as they would in production, from
-    the standard AWS variables."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": s3_endpoint,
-    }.items():
-        monkeypatch.setenv(name, value)
-    fsspec.AbstractFileSystem.clear_instance_cache()  # an s3fs made for another endpoint
-    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=BUCKET)
-    return f"s3://{BUCKET}"
+@pytest.fixture(scope="module")
+def s3(s3_endpoint: str) -> Iterator[str]:
+    """The bucket, for the module's tests; credentials and endpoint reach s3fs as they would in
+    production, from the standard AWS variables. Each test writes under a prefix of its own."""
+    with pytest.MonkeyPatch.context() as environment:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": s3_endpoint,
+        }.items():
+            environment.setenv(name, value)
+        fsspec.AbstractFileSystem.clear_instance_cache()  # an s3fs made for another endpoint
+        boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=BUCKET)
+        yield f"s3://{BUCKET}"
 
 
 def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_path: Path) -> None:
@@ -100,57 +109,98 @@ def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_
     assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
 
 
-def _cli_on_the_bucket(s3: str, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI in `tmp_path`, its code location's reports and values under `<prefix>-*` in the bucket."""
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/{prefix}-results")
-    monkeypatch.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/{prefix}-outputs")
+def test_a_value_is_stored_and_read_back_in_one_request_each(s3: str) -> None:
+    # Each request to an object store is a round trip: the IO managers neither make directories
+    # there nor look for an unpartitioned file, and read a value without asking for its size
+    # first (four requests to store, two to read, before).
+    base = UPath(f"{s3}/one-request")
+    manager = ParquetIOManager(base_path=base)
+    frame = pd.DataFrame({"x": [1, 2]})
+    key = dg.AssetKey("value")
+    calls: list[str] = []
+
+    def called(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    events = base.fs.s3.meta.events  # botocore's: every S3 operation s3fs makes
+    events.register("before-call.s3", called)
+    try:
+        manager.handle_output(dg.build_output_context(asset_key=key, partition_key=DATE), frame)
+        stored, calls[:] = list(calls), []
+        loaded = manager.load_input(dg.build_input_context(asset_key=key, partition_key=DATE))
+    finally:
+        events.unregister("before-call.s3", called)
+    assert isinstance(loaded, pd.DataFrame) and loaded.equals(frame)
+    assert (stored, calls) == (["PutObject"], ["GetObject"])
+
+
+def _cli_on_the_bucket(s3: str, root: Path, environment: pytest.MonkeyPatch) -> None:
+    """The CLI in `root`, its code location's reports and values under `cli-*` in the bucket."""
+    environment.chdir(root)
+    environment.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+    environment.setenv("EVAL_PIPELINE_RESULTS_URI", f"{s3}/cli-results")
+    environment.setenv("EVAL_PIPELINE_OUTPUTS_URI", f"{s3}/cli-outputs")
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    root: Path
+    argv: list[str]
+    date: str
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(scope="module")
+def first_run(s3: str, tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
+    """Today's `run` of the tenant onto the bucket, made once in a project of its own: the CLI
+    test reads what it wrote, the rerun test runs again from it (nothing else writes there)."""
+    root = tmp_path_factory.mktemp("cli-on-the-bucket")
+    shutil.copytree(TENANT, root / "tenant")
+    shutil.copy(REPO / "models.yaml", root / "models.yaml")
+    argv = ["run", "--model", MODELS[0], "--kb", str(root / "tenant" / "kb.yaml")]
+    argv += ["--banks-dir", str(root / "tenant" / "banks")]
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as environment, redirect_stdout(out), redirect_stderr(err):
+        _cli_on_the_bucket(s3, root, environment)
+        date = today_utc()
+        code = main(argv)
+    return FirstRun(root, argv, date, code, out.getvalue(), err.getvalue())
 
 
 def test_the_cli_run_writes_where_the_location_does_and_reads_its_verdict_back(
-    s3: str, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    s3: str, first_run: FirstRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A team that points the code location at a bucket gets the CLI's reports there too, and the
     # exit code from what was written there: never a local copy, never "no results".
-    _cli_on_the_bucket(s3, "cli", tmp_path, monkeypatch)
-    argv = ["run", "--model", MODELS[0], "--date", DATE, "--kb", str(tenant / "kb.yaml")]
-    code = main([*argv, "--banks-dir", str(tenant / "banks")])
-    out, err = capsys.readouterr()
-    run = UPath(f"{s3}/cli-results/{MODELS[0]}/{DATE}")
+    run = UPath(f"{s3}/cli-results/{MODELS[0]}/{first_run.date}")
     gate = GateDecision.model_validate_json(run.joinpath(GATE_FILE).read_text())
-    assert code == exit_for_gate(gate.status), out + err
-    assert f"results: {run}/{RESULTS_FILE}" in out and "no results were written" not in err
-    assert UPath(f"{s3}/cli-outputs/documents/run_report/{DATE}/{MODELS[0]}.json").exists()
-    assert not (tmp_path / "results").exists()
-    assert not any((tmp_path / "storage" / kind).exists() for kind in ("tables", "documents"))
+    assert first_run.code == exit_for_gate(gate.status), first_run.out + first_run.err
+    assert f"results: {run}/{RESULTS_FILE}" in first_run.out
+    assert "no results were written" not in first_run.err
+    assert UPath(f"{s3}/cli-outputs/documents/run_report/{first_run.date}/{MODELS[0]}.json").exists()
+    assert not (first_run.root / "results").exists()
+    assert not any((first_run.root / "storage" / kind).exists() for kind in ("tables", "documents"))
 
-    # --results-dir still wins over the environment.
-    code = main([*argv, "--banks-dir", str(tenant / "banks"), "--results-dir", str(tmp_path / "mine")])
+    # --results-dir still wins over the environment (in a project of its own: the first run's
+    # instance stays as it left it, for the rerun test).
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    _cli_on_the_bucket(s3, tmp_path, monkeypatch)
+    code = main([*first_run.argv, "--results-dir", str(tmp_path / "mine")])
     assert code == exit_for_gate(gate.status)
-    assert (tmp_path / "mine" / MODELS[0] / DATE / RESULTS_FILE).is_file()
+    assert (tmp_path / "mine" / MODELS[0] / first_run.date / RESULTS_FILE).is_file()
 
 
 def test_a_rerun_with_nothing_changed_stands_on_the_reports_in_the_bucket(
-    s3: str, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    s3: str, first_run: FirstRun, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _cli_on_the_bucket(s3, "rerun", tmp_path, monkeypatch)
-    argv = [
-        "run",
-        "--model",
-        MODELS[0],
-        "--kb",
-        str(tenant / "kb.yaml"),
-        "--banks-dir",
-        str(tenant / "banks"),
-    ]
-    first = main(argv)
-    assert "up to date:" not in capsys.readouterr().out
-    assert main(argv) == first
+    assert "up to date:" not in first_run.out
+    _cli_on_the_bucket(s3, first_run.root, monkeypatch)
+    assert main(first_run.argv) == first_run.code
     assert "up to date:" in capsys.readouterr().out
     # The bucket's results.json edited: no longer what its run wrote, so the next run evaluates.
-    results = UPath(f"{s3}/rerun-results/{MODELS[0]}/{today_utc()}/{RESULTS_FILE}")
+    results = UPath(f"{s3}/cli-results/{MODELS[0]}/{first_run.date}/{RESULTS_FILE}")
     results.write_text(results.read_text() + "\n")
-    assert main(argv) == first
+    assert main(first_run.argv) == first_run.code
     assert "up to date:" not in capsys.readouterr().out
