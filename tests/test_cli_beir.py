@@ -26,6 +26,7 @@ from tests.beir_fixture import (
     tenant_as_beir,
     write_beir,
 )
+from tests.embedding_cache import warm
 
 DATE = "2026-11-20"
 MEASURES = [ir_measures.nDCG @ 10, ir_measures.R @ 100, ir_measures.RR @ 10]
@@ -159,8 +160,9 @@ def test_export_refuses_a_missing_evaluation_and_a_changed_kb(
 
 
 def test_export_of_a_project_that_was_not_imported_uses_its_own_ids(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, local_embeddings: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    warm(workdir / ".cache", local_embeddings)  # the tenant's vectors, as after a first run
     args = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE]
     assert main(["run", "--model", "local-minilm", *args]) == 0
     assert main(["export-trec", "--model", "local-minilm", "--out", "trec", *args]) == 0

@@ -33,6 +33,7 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.testing.emulator.server import start_emulator
 from tests.conftest import REPO, TENANT
+from tests.embedding_cache import warm
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, VOYAGE_HAIKU
 from tests.quiet_instance import quiet_home
 from tests.system_under_test import MECHANISMS, Outage, ReferenceSystem, serve
@@ -277,9 +278,14 @@ def test_retry_errored_calls_the_teams_system_again_for_the_errored_tests_of_eve
 
 
 def test_errored_tests_of_the_built_in_mechanisms_are_named_not_retried(
-    tmp_path: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    tenant: Path,
+    local_embeddings: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("DAGSTER_HOME", str(quiet_home(tmp_path / "dagster_home")))
+    warm(tmp_path / ".cache", local_embeddings)  # the built-in semantic pipeline is not what this is about
     project = Project(tmp_path, tenant / "kb.yaml", tenant / "banks")
     local = {"embedder": {"kind": "local"}, "reranker": {"kind": "cosine"}}
     project.run(local, "--date", DAY)

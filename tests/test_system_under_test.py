@@ -17,6 +17,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.results import AnyResult, TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from tests.conftest import REPO
+from tests.embedding_cache import warm
 from tests.system_under_test import ReferenceSystem, serve
 
 DATE = "2026-11-20"
@@ -101,8 +102,13 @@ def test_http_system_on_the_tenant_domain_all_four_mechanisms(
 
 
 def test_python_entry_point_beside_the_reference_semantic_pipeline(
-    workdir: Path, tenant: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    workdir: Path,
+    tenant: Path,
+    local_embeddings: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    warm(workdir / ".cache", local_embeddings)  # the reference's vectors, as after a first run
     kb, banks = _double_from_env(
         monkeypatch, tenant, WRONG_HANDLER_TEST="T-STATE-002", MISSED_CRISIS_TEST="T-PAT-CRISIS-001"
     )

@@ -8,9 +8,12 @@ with generated entities added is above: call 1 writes the prefix (alone), calls 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from functools import cache, partial
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from voyageai.client_async import AsyncClient as VoyageClient
@@ -28,12 +31,13 @@ from eval_pipeline.providers.ratelimit import RateLimiter
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline
 from eval_pipeline.providers.target import PrepareReport, RetrievalItem, retrieval_items
 from eval_pipeline.providers.voyage import VoyageEmbedder
-from eval_pipeline.testing.emulator.server import EmulatorHandle
+from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
 from tests.providers.conftest import (
     FAKE_ANTHROPIC_KEY,
     FAKE_VOYAGE_KEY,
     SAFE_TIMEOUT_S,
+    STALL_S,
     RecordingClock,
     make_entities,
 )
@@ -70,8 +74,8 @@ def grown(entities: list[Entity], extra: int) -> list[Entity]:
 Make = Callable[..., SemanticPipeline]
 
 
-@pytest.fixture
-async def make(emulator: EmulatorHandle, tmp_path: Path) -> AsyncIterator[Make]:
+@asynccontextmanager
+async def _pipelines(emulator: EmulatorHandle, tmp_path: Path) -> AsyncIterator[Make]:
     """Pipelines (Voyage embeddings and a Claude reranker, both on the emulator), each with its
     own caches."""
     rerankers: list[ClaudeReranker] = []
@@ -116,11 +120,47 @@ async def make(emulator: EmulatorHandle, tmp_path: Path) -> AsyncIterator[Make]:
         response_cache.close()
 
 
+@pytest.fixture
+async def make(emulator: EmulatorHandle, tmp_path: Path) -> AsyncIterator[Make]:
+    async with _pipelines(emulator, tmp_path) as factory:
+        yield factory
+
+
 async def _run(
     pipeline: SemanticPipeline, entities: list[Entity], items: list[RetrievalItem]
 ) -> tuple[PrepareReport, list[SemanticRetrieval]]:
     prepared = await pipeline.prepare(entities)
     return prepared, await pipeline.retrieve_many(items)
+
+
+class Online(NamedTuple):
+    """Haiku's online run of a catalogue, from a fresh emulator state."""
+
+    prepared: PrepareReport
+    results: list[SemanticRetrieval]
+    rerank_requests: int  # what the emulator received on /v1/messages
+
+
+@pytest.fixture(scope="module")
+def online(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Online]]:
+    """The sample KB's online runs with 0 and with 100 generated entities (below and above Haiku's
+    minimum), made once: several tests compare a run of their own (Sonnet, batch) with them."""
+    entities, items = sample()
+
+    async def both(emulator: EmulatorHandle) -> dict[int, Online]:
+        made = {}
+        async with _pipelines(emulator, tmp_path_factory.mktemp("online")) as make:
+            for extra in (0, 100):
+                emulator.reset()  # a fresh prompt cache and fresh counts
+                prepared, results = await _run(make(), grown(entities, extra), items)
+                made[extra] = Online(prepared, results, emulator.stats["requests"]["POST /v1/messages"])
+        return made
+
+    emulator = start_emulator(stall_s=STALL_S)
+    try:
+        yield asyncio.run(both(emulator))
+    finally:
+        emulator.stop()
 
 
 async def _embedding_tokens(emulator: EmulatorHandle, items: list[RetrievalItem]) -> int:
@@ -151,10 +191,10 @@ async def _priced(
 
 
 async def test_a_catalogue_above_haikus_minimum_is_read_on_calls_2_to_n(
-    make: Make, emulator: EmulatorHandle
+    online: dict[int, Online], emulator: EmulatorHandle
 ) -> None:
-    entities, items = sample()
-    prepared, results = await _run(make(), grown(entities, 100), items)
+    _, items = sample()
+    prepared, results, rerank_requests = online[100]
     status = prepared.prompt_cache
     assert status is not None and status.minimum == 4096 and status.used
     assert status.prefix_tokens is not None
@@ -166,7 +206,7 @@ async def test_a_catalogue_above_haikus_minimum_is_read_on_calls_2_to_n(
     assert reads == [prefix] * 93  # ... and calls 2..94 each read all of it
     assert abs(prefix - status.prefix_tokens) <= 1  # the counted size is what the API caches
     # Cost: Haiku 4.5 at $1 input, $5 output, $1.25 5-minute writes, $0.10 reads per MTok.
-    assert emulator.stats["requests"]["POST /v1/messages"] == 94
+    assert rerank_requests == 94
     haiku = Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.1)
     assert sum(r.cost_usd for r in results) == pytest.approx(
         await _priced(emulator, items, results, haiku, 1.25), rel=1e-12
@@ -174,10 +214,10 @@ async def test_a_catalogue_above_haikus_minimum_is_read_on_calls_2_to_n(
 
 
 async def test_the_sample_kb_is_below_haikus_minimum_and_the_run_says_so(
-    make: Make, emulator: EmulatorHandle
+    make: Make, online: dict[int, Online], emulator: EmulatorHandle
 ) -> None:
     entities, items = sample()
-    prepared, results = await _run(make(), entities, items)
+    prepared, results, _ = online[0]
     status = prepared.prompt_cache
     assert status is not None and status.prefix_tokens is not None
     assert not status.used and 3000 < status.prefix_tokens < 4096
@@ -228,24 +268,23 @@ def test_only_a_counted_prefix_under_a_known_minimum_is_below_it() -> None:
 
 @pytest.mark.parametrize("extra", [0, 100], ids=["below-minimum", "above-minimum"])
 async def test_batch_gives_the_online_selections_at_half_the_price(
-    make: Make, emulator: EmulatorHandle, tmp_path: Path, extra: int
+    make: Make, online: dict[int, Online], emulator: EmulatorHandle, tmp_path: Path, extra: int
 ) -> None:
     entities, items = sample()
     kb = grown(entities, extra)
-    _, online = await _run(make(), kb, items)
-    emulator.reset()  # a fresh prompt cache and fresh counts
+    online_results = online[extra].results  # made on an emulator of their own
     emulator.reconfigure(batch_ready_s=0.2)  # polled until it ends
     _, batched = await _run(make(batch=True, cache_dir=tmp_path / "batch"), kb, items)
-    assert [r.selected_ids for r in batched] == [r.selected_ids for r in online]
+    assert [r.selected_ids for r in batched] == [r.selected_ids for r in online_results]
     assert all(r.status == "ok" and r.api_calls == 2 for r in batched)  # an embedding, a rerank
     (sent,) = emulator.requests("/v1/messages/batches")
     assert len(sent["requests"]) == 94 and "POST /v1/messages" not in emulator.stats["requests"]
     assert {r["params"]["system"][-1]["cache_control"]["ttl"] for r in sent["requests"]} == {"1h"}
 
-    online_usage = sum((r.usage for r in online), Usage())
+    online_usage = sum((r.usage for r in online_results), Usage())
     batch_usage = sum((r.usage for r in batched), Usage())
     embedding = await _embedding_tokens(emulator, items) * 0.06 / 1e6
-    online_cost = sum(r.cost_usd for r in online) - embedding
+    online_cost = sum(r.cost_usd for r in online_results) - embedding
     batch_cost = sum(r.cost_usd for r in batched) - embedding
     if extra == 0:  # nothing cached: the same tokens, at exactly half the price
         assert batch_usage == online_usage and batch_usage.cache_creation_input_tokens == 0
@@ -258,7 +297,7 @@ async def test_batch_gives_the_online_selections_at_half_the_price(
 
     # The batch's answers went into the response cache under the online keys: a rerun is free.
     _, again = await _run(make(batch=True, cache_dir=tmp_path / "batch"), kb, items)
-    assert [r.selected_ids for r in again] == [r.selected_ids for r in online]
+    assert [r.selected_ids for r in again] == [r.selected_ids for r in online_results]
     assert sum(r.cost_usd for r in again) == 0
     assert all((r.api_calls, r.cache_hits) == (0, 2) for r in again)  # query vector, answer
     assert len(emulator.requests("/v1/messages/batches")) == 1
