@@ -14,7 +14,8 @@ a module on the way shows here, not as a slower start a user notices later.
   reranker's prompt-cache status, the BLAS thread limiter for score products BLAS runs on one
   thread by itself);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
-  (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
+  (decided from the recorded evaluation, orchestration/recorded_evaluations.py): probed in
+  tests/test_cli_rerun.py, from the evaluations its other tests begin with.
 """
 
 from __future__ import annotations
@@ -23,13 +24,9 @@ import json
 import os
 import subprocess
 import sys
-from datetime import date, timedelta
 from pathlib import Path
 
-import pytest
-
-from eval_pipeline.cli import build_parser, main
-from eval_pipeline.core.dates import today_utc
+from eval_pipeline.cli import build_parser
 from eval_pipeline.location import START_DATE_ENV
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
@@ -60,7 +57,6 @@ WARM_NARROWED = (
     NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
 )
 RERUN = {"dagster", "pandas", "onnxruntime"}
-STANDS = "up to date:"
 
 # The command's exit code, what it printed, and which of the watched modules it imported.
 _PROBE = """
@@ -82,7 +78,7 @@ print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watche
 """
 
 
-def _probe(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
+def probe_run(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
     # As a user runs it: without the first-date setting the suite pins (tests/conftest.py), so the
     # command works out the first date from the project, as every `run` does.
     env = {k: v for k, v in os.environ.items() if k != START_DATE_ENV}
@@ -104,31 +100,18 @@ def test_help_and_parsing_import_no_models_numpy_or_dagster(tmp_path: Path) -> N
     commands = _commands()
     assert {"run", "diff", "calibrate", "backfill"} <= set(commands)
     for argv in [["--help"], *([c, "--help"] for c in commands)]:
-        code, out, imported = _probe(tmp_path, *argv)
+        code, out, imported = probe_run(tmp_path, *argv)
         assert (code, imported & PARSING) == (0, set()), argv
         assert "usage: eval-pipeline" in out, argv
 
 
 def test_a_narrowed_run_imports_no_dagster_and_warm_no_model_runtime(workdir: Path) -> None:
     narrowed = ("run", *DATA, "--test", "T-RENT-001")
-    code, cold_out, imported = _probe(workdir, *narrowed)
+    code, cold_out, imported = probe_run(workdir, *narrowed)
     assert code in (0, 1) and "narrowed run" in cold_out, cold_out
     assert imported & NARROWED == set(), imported
     assert imported >= MODEL_RUNTIME  # an empty cache: it loaded the model and embedded
-    warm_code, warm_out, warm_imported = _probe(workdir, *narrowed)
+    warm_code, warm_out, warm_imported = probe_run(workdir, *narrowed)
     assert (warm_code, warm_out) == (code, cold_out)  # the same verdict, from cached vectors
     assert warm_imported & WARM_NARROWED == set(), warm_imported
     assert "numpy" in warm_imported  # it did evaluate: the probe sees what the command imports
-
-
-@pytest.mark.slow
-def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
-    for when in (["--date", yesterday], []):
-        assert main(["run", *DATA, *when]) in (0, 1)  # evaluates, in process, through Dagster
-        assert STANDS not in capsys.readouterr().out
-        code, out, imported = _probe(workdir, "run", *DATA, *when)
-        assert code in (0, 1) and STANDS in out, out
-        assert imported & RERUN == set(), (when, imported)
