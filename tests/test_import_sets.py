@@ -3,16 +3,16 @@ command in a fresh interpreter and reads `sys.modules` after it, so an import ad
 a module on the way shows here, not as a slower start a user notices later.
 
 - `--help`, every command's `--help`: no numpy, onnxruntime, pandas, Dagster, nor pydantic;
-- a narrowed run (`run --test ID`): no Dagster, no pandas; once its texts are in the embedding
-  cache, no onnxruntime and no tokenizer either (they load with the model, for a text to embed),
-  nor what only other paths use (an object store's fsspec, a terminal's progress bar, the HTML
-  report's templates, the locks of calibration writes, the retries of remote calls, the diff
-  models of a comparison, the records of a calibration log the project does not have, the crisis
-  patterns' regex engine with no pattern test in scope, the JUnit writer without `--junit`, other
-  commands' modules, the email parser the standard library reads package metadata with, the
-  contract's models with no team's system to ask, the records a re-evaluation keeps, a caching
-  reranker's prompt-cache status, the BLAS thread limiter for score products BLAS runs on one
-  thread by itself);
+- a narrowed run (`run --test ID`): no Dagster (no instance made either), no pandas, no provider
+  SDK; once its texts are in the embedding cache, no onnxruntime and no tokenizer either (they
+  load with the model, for a text to embed), nor what only other paths use (an object store's
+  fsspec, a terminal's progress bar, the HTML report's templates, the locks of calibration
+  writes, the retries of remote calls, the diff models of a comparison, the records of a
+  calibration log the project does not have, the crisis patterns' regex engine with no pattern
+  test in scope, the JUnit writer without `--junit`, other commands' modules, the email parser
+  the standard library reads package metadata with, the contract's models with no team's system
+  to ask, the records a re-evaluation keeps, a caching reranker's prompt-cache status, the BLAS
+  thread limiter for score products BLAS runs on one thread by itself);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
   (decided from the recorded evaluation, orchestration/recorded_evaluations.py): probed in
   tests/test_cli_rerun.py, from the evaluations its other tests begin with.
@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from eval_pipeline.cli import build_parser
 from eval_pipeline.location import START_DATE_ENV
+from tests.conftest import REPO, TENANT
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
 PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
@@ -57,6 +62,7 @@ WARM_NARROWED = (
     NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
 )
 RERUN = {"dagster", "pandas", "onnxruntime"}
+NARROWED_RUN = ("run", *DATA, "--test", "T-RENT-001")
 
 # The command's exit code, what it printed, and which of the watched modules it imported.
 _PROBE = """
@@ -73,7 +79,7 @@ watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic"
            "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit",
            "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate", "email.parser",
            "eval_pipeline.core.inputs.contract", "eval_pipeline.core.scoring.stored_reevaluations",
-           "eval_pipeline.providers.prompt_cache", "threadpoolctl"}
+           "eval_pipeline.providers.prompt_cache", "threadpoolctl", "anthropic", "voyageai"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 
@@ -105,13 +111,39 @@ def test_help_and_parsing_import_no_models_numpy_or_dagster(tmp_path: Path) -> N
         assert "usage: eval-pipeline" in out, argv
 
 
-def test_a_narrowed_run_imports_no_dagster_and_warm_no_model_runtime(workdir: Path) -> None:
-    narrowed = ("run", *DATA, "--test", "T-RENT-001")
-    code, cold_out, imported = probe_run(workdir, *narrowed)
+@dataclass(frozen=True)
+class ColdNarrowedRun:
+    project: Path  # the tenant copy beside the models file, its embedding cache now filled
+    code: int
+    out: str
+    imported: set[str]
+
+
+@pytest.fixture(scope="module")
+def cold_narrowed(tmp_path_factory: pytest.TempPathFactory) -> ColdNarrowedRun:
+    """A narrowed run with an empty cache, probed once for the tests of what it imports."""
+    project = tmp_path_factory.mktemp("narrowed")
+    shutil.copytree(TENANT, project / "tenant")
+    shutil.copy(REPO / "models.yaml", project / "models.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(project / "dagster_home"))
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        mp.delenv("VOYAGE_API_KEY", raising=False)
+        return ColdNarrowedRun(project, *probe_run(project, *NARROWED_RUN))
+
+
+def test_a_narrowed_run_imports_no_dagster_and_warm_no_model_runtime(cold_narrowed: ColdNarrowedRun) -> None:
+    code, cold_out, imported = cold_narrowed.code, cold_narrowed.out, cold_narrowed.imported
     assert code in (0, 1) and "narrowed run" in cold_out, cold_out
     assert imported & NARROWED == set(), imported
     assert imported >= MODEL_RUNTIME  # an empty cache: it loaded the model and embedded
-    warm_code, warm_out, warm_imported = probe_run(workdir, *narrowed)
+    warm_code, warm_out, warm_imported = probe_run(cold_narrowed.project, *NARROWED_RUN)
     assert (warm_code, warm_out) == (code, cold_out)  # the same verdict, from cached vectors
     assert warm_imported & WARM_NARROWED == set(), warm_imported
     assert "numpy" in warm_imported  # it did evaluate: the probe sees what the command imports
+
+
+def test_a_narrowed_run_needs_no_dagster(cold_narrowed: ColdNarrowedRun) -> None:
+    # Nor the provider SDKs: a second and a half of imports only API models and calibration use.
+    assert cold_narrowed.imported & {"anthropic", "voyageai", "dagster"} == set()
+    assert not (cold_narrowed.project / "dagster_home").exists()  # no Dagster instance was made
