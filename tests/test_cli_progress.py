@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.embedding_cache import warm
+
 BAR = "━"  # rich's bar segment
 RUN = [
     *(sys.executable, "-m", "eval_pipeline.cli", "run"),
@@ -46,18 +48,26 @@ def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=60), out.decode(errors="replace")
 
 
+@pytest.fixture
+def warm_workdir(workdir: Path, local_embeddings: Path) -> Path:
+    """The working directory with the vectors of an earlier run in its cache: what is drawn is the
+    semantic tests' progress, not the model's loading (the session's vectors, not embedded again)."""
+    warm(workdir / ".cache", local_embeddings)
+    return workdir
+
+
 @pytest.mark.parametrize("narrowed", [[], ["--banks", "semantic"]], ids=["full", "narrowed"])
-def test_a_bar_on_a_terminal(workdir: Path, narrowed: list[str]) -> None:
-    code, terminal = _on_a_terminal([*RUN, *narrowed], workdir)
+def test_a_bar_on_a_terminal(warm_workdir: Path, narrowed: list[str]) -> None:
+    code, terminal = _on_a_terminal([*RUN, *narrowed], warm_workdir)
     assert code == 0, terminal
     assert BAR in terminal and "local-minilm: semantic tests" in terminal
     assert "100%" in terminal
 
 
-def test_plain_lines_when_piped(workdir: Path) -> None:
+def test_plain_lines_when_piped(warm_workdir: Path) -> None:
     # A narrowed run here; a full one in tests/test_cli.py, whose real-process evaluation is piped.
     piped = subprocess.run(
-        [*RUN, "--banks", "semantic"], cwd=workdir, capture_output=True, text=True, timeout=300
+        [*RUN, "--banks", "semantic"], cwd=warm_workdir, capture_output=True, text=True, timeout=300
     )
     assert piped.returncode == 0, piped.stderr
     assert BAR not in piped.stdout + piped.stderr

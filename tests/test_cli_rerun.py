@@ -26,11 +26,17 @@ from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.execution import project_instance
-from eval_pipeline.orchestration.recorded_evaluations import HISTORY_DIR
+from eval_pipeline.orchestration.recorded_evaluations import (
+    HISTORY_DIR,
+    instance_mark,
+    read_record,
+    write_record,
+)
 from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.providers.models import ModelConfig
 from tests.conftest import REPO, TENANT
 from tests.quiet_instance import quiet_home
+from tests.test_import_sets import RERUN, probe_run
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks"]
 MINILM = "local-minilm"
@@ -89,6 +95,44 @@ def evaluated(place: Path, first_evaluation: Path, monkeypatch: pytest.MonkeyPat
     return _enter(place, monkeypatch, first_evaluation)
 
 
+@pytest.fixture(scope="module")
+def yesterday_evaluation(place: Path, first_evaluation: Path) -> Path:
+    """A copy of the project after its first run and then yesterday's (a past date evaluated
+    later), where the tests of other dates begin: made once, as each of them would make it."""
+    with pytest.MonkeyPatch.context() as mp:
+        _enter(place, mp, first_evaluation)
+        printed = io.StringIO()
+        with redirect_stdout(printed):
+            code = main(["run", *DATA, "--model", MINILM, "--date", _yesterday()])
+        assert (code, STANDS in printed.getvalue(), _run_logs()) == (0, False, 6), printed.getvalue()
+    copy = place.parent / "yesterday_evaluation"
+    shutil.copytree(place, copy, symlinks=True)
+    return copy
+
+
+def _yesterday() -> str:
+    return (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
+
+
+def _recorded_here(day: str) -> None:
+    """The day's recorded evaluation marked with this copy's instance files: they are the files
+    it was recorded with, under other inode numbers, which the mark holds so that a replaced file
+    never passes for the one recorded."""
+    home = instance_home()
+    record = read_record(home, day)
+    assert record is not None
+    write_record(home, record.model_copy(update={"instance_mark": instance_mark(home)}))
+
+
+@pytest.fixture
+def yesterday_evaluated(place: Path, yesterday_evaluation: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory as yesterday's run left it, after today's, its record of yesterday
+    valid here."""
+    _enter(place, monkeypatch, yesterday_evaluation)
+    _recorded_here(_yesterday())
+    return place
+
+
 def _runs() -> list[dg.DagsterRun]:
     with project_instance() as instance:
         return list(instance.get_runs())
@@ -137,14 +181,15 @@ def test_an_unchanged_rerun_stands_with_the_same_verdict(
     fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in runs}
     assert len(fingerprints) == 1 and None not in fingerprints
     assert all(r.run_id[:8] in out for r in runs)
-    # --force evaluates again, and so do --cache refresh/off (answers computed afresh); the
-    # stored evaluation they leave stands too.
-    _evaluates(capsys, *both, "--force")
-    _evaluates(capsys, *both, "--cache", "refresh")
-    _evaluates(capsys, *both, "--cache", "off")
-    _stands(capsys, *both)
     # One of the two models is another selection, other inputs (the comparison would differ).
     _evaluates(capsys)
+    _stands(capsys)
+    # --force evaluates again, and so do --cache refresh/off (answers computed afresh); the
+    # stored evaluation they leave stands too. One model: the same rule, half the runs.
+    _evaluates(capsys, "--force")
+    _evaluates(capsys, "--cache", "refresh")
+    _evaluates(capsys, "--cache", "off")
+    _stands(capsys)
 
 
 def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
@@ -205,26 +250,41 @@ def test_a_result_with_errored_tests_is_never_reused(
     assert doc.aggregate.errored_count == 0
 
 
-@pytest.mark.usefixtures("evaluated")
+@pytest.mark.usefixtures("yesterday_evaluated")
 def test_a_later_evaluation_of_another_date_evaluates_again(capsys: pytest.CaptureFixture[str]) -> None:
     # Yesterday's report is today's regression baseline: once it changes, today's diff may too.
-    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
-    _evaluates(capsys, "--date", yesterday)
     _evaluates(capsys)
     _stands(capsys)
 
 
-def test_a_past_date_stands_only_as_recorded(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("yesterday_evaluated")
+def test_a_past_date_stands_only_as_recorded(capsys: pytest.CaptureFixture[str]) -> None:
     # A past date evaluates that day's snapshot of the inputs, which the fingerprint of today's
     # files describes only while the instance has stored nothing since (no observation that
     # would pick another snapshot, no other date's report): then the recorded evaluation stands.
-    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
-    _evaluates(capsys, "--date", yesterday)
+    yesterday = _yesterday()
     _stands(capsys, "--date", yesterday)
     _evaluates(capsys)  # today's runs are stored since: yesterday's record no longer answers
     _evaluates(capsys, "--date", yesterday)
     _stands(capsys, "--date", yesterday)
     _evaluates(capsys, "--date", yesterday, "--force")
+
+
+def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
+    place: Path, first_evaluation: Path, yesterday_evaluation: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a user's next `run` imports, in a fresh interpreter (tests/test_import_sets.py), where
+    # the fixtures evaluated each date in process through Dagster.
+    yesterday = _yesterday()
+    for source, day, when in (
+        (yesterday_evaluation, yesterday, ["--date", yesterday]),
+        (first_evaluation, today_utc(), []),
+    ):
+        _enter(place, monkeypatch, source)
+        _recorded_here(day)
+        code, out, imported = probe_run(place, "run", *DATA, "--model", MINILM, *when)
+        assert code in (0, 1) and STANDS in out, out
+        assert imported & RERUN == set(), (when, imported)
 
 
 def test_a_recorded_evaluation_stands_only_with_the_instance_it_was_recorded_with(

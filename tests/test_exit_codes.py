@@ -22,6 +22,7 @@ from eval_pipeline import cli
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
+from tests.quiet_instance import quiet_home
 from tests.run_docs import doc, sem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +74,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (root / "models.yaml").write_text(yaml.safe_dump(models))
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
-        mp.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        mp.setenv("DAGSTER_HOME", str(quiet_home(root / "dagster_home")))
         for name in ("ANTHROPIC_API_KEY", "VOYAGE_API_KEY", "ANTHROPIC_BASE_URL", "VOYAGE_BASE_URL"):
             mp.delenv(name, raising=False)
         assert _run("--date", D1) == 0

@@ -3,34 +3,36 @@ command in a fresh interpreter and reads `sys.modules` after it, so an import ad
 a module on the way shows here, not as a slower start a user notices later.
 
 - `--help`, every command's `--help`: no numpy, onnxruntime, pandas, Dagster, nor pydantic;
-- a narrowed run (`run --test ID`): no Dagster, no pandas; once its texts are in the embedding
-  cache, no onnxruntime and no tokenizer either (they load with the model, for a text to embed),
-  nor what only other paths use (an object store's fsspec, a terminal's progress bar, the HTML
-  report's templates, the locks of calibration writes, the retries of remote calls, the diff
-  models of a comparison, the records of a calibration log the project does not have, the crisis
-  patterns' regex engine with no pattern test in scope, the JUnit writer without `--junit`, other
-  commands' modules, the email parser the standard library reads package metadata with, the
-  contract's models with no team's system to ask, the records a re-evaluation keeps, a caching
-  reranker's prompt-cache status, the BLAS thread limiter for score products BLAS runs on one
-  thread by itself);
+- a narrowed run (`run --test ID`): no Dagster (no instance made either), no pandas, no provider
+  SDK; once its texts are in the embedding cache, no onnxruntime and no tokenizer either (they
+  load with the model, for a text to embed), nor what only other paths use (an object store's
+  fsspec, a terminal's progress bar, the HTML report's templates, the locks of calibration
+  writes, the retries of remote calls, the diff models of a comparison, the records of a
+  calibration log the project does not have, the crisis patterns' regex engine with no pattern
+  test in scope, the JUnit writer without `--junit`, other commands' modules, the email parser
+  the standard library reads package metadata with, the contract's models with no team's system
+  to ask, the records a re-evaluation keeps, a caching reranker's prompt-cache status, the BLAS
+  thread limiter for score products BLAS runs on one thread by itself);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
-  (decided from the recorded evaluation, orchestration/recorded_evaluations.py).
+  (decided from the recorded evaluation, orchestration/recorded_evaluations.py): probed in
+  tests/test_cli_rerun.py, from the evaluations its other tests begin with.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-from datetime import date, timedelta
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from eval_pipeline.cli import build_parser, main
-from eval_pipeline.core.dates import today_utc
+from eval_pipeline.cli import build_parser
 from eval_pipeline.location import START_DATE_ENV
+from tests.conftest import REPO, TENANT
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
 PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
@@ -60,7 +62,7 @@ WARM_NARROWED = (
     NARROWED | MODEL_RUNTIME | NOT_ASKED | {"upath", "fsspec", "rich", "jinja2", "filelock", "tenacity"}
 )
 RERUN = {"dagster", "pandas", "onnxruntime"}
-STANDS = "up to date:"
+NARROWED_RUN = ("run", *DATA, "--test", "T-RENT-001")
 
 # The command's exit code, what it printed, and which of the watched modules it imported.
 _PROBE = """
@@ -77,12 +79,12 @@ watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic"
            "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit",
            "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate", "email.parser",
            "eval_pipeline.core.inputs.contract", "eval_pipeline.core.scoring.stored_reevaluations",
-           "eval_pipeline.providers.prompt_cache", "threadpoolctl"}
+           "eval_pipeline.providers.prompt_cache", "threadpoolctl", "anthropic", "voyageai"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 
 
-def _probe(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
+def probe_run(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
     # As a user runs it: without the first-date setting the suite pins (tests/conftest.py), so the
     # command works out the first date from the project, as every `run` does.
     env = {k: v for k, v in os.environ.items() if k != START_DATE_ENV}
@@ -104,31 +106,44 @@ def test_help_and_parsing_import_no_models_numpy_or_dagster(tmp_path: Path) -> N
     commands = _commands()
     assert {"run", "diff", "calibrate", "backfill"} <= set(commands)
     for argv in [["--help"], *([c, "--help"] for c in commands)]:
-        code, out, imported = _probe(tmp_path, *argv)
+        code, out, imported = probe_run(tmp_path, *argv)
         assert (code, imported & PARSING) == (0, set()), argv
         assert "usage: eval-pipeline" in out, argv
 
 
-def test_a_narrowed_run_imports_no_dagster_and_warm_no_model_runtime(workdir: Path) -> None:
-    narrowed = ("run", *DATA, "--test", "T-RENT-001")
-    code, cold_out, imported = _probe(workdir, *narrowed)
+@dataclass(frozen=True)
+class ColdNarrowedRun:
+    project: Path  # the tenant copy beside the models file, its embedding cache now filled
+    code: int
+    out: str
+    imported: set[str]
+
+
+@pytest.fixture(scope="module")
+def cold_narrowed(tmp_path_factory: pytest.TempPathFactory) -> ColdNarrowedRun:
+    """A narrowed run with an empty cache, probed once for the tests of what it imports."""
+    project = tmp_path_factory.mktemp("narrowed")
+    shutil.copytree(TENANT, project / "tenant")
+    shutil.copy(REPO / "models.yaml", project / "models.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(project / "dagster_home"))
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        mp.delenv("VOYAGE_API_KEY", raising=False)
+        return ColdNarrowedRun(project, *probe_run(project, *NARROWED_RUN))
+
+
+def test_a_narrowed_run_imports_no_dagster_and_warm_no_model_runtime(cold_narrowed: ColdNarrowedRun) -> None:
+    code, cold_out, imported = cold_narrowed.code, cold_narrowed.out, cold_narrowed.imported
     assert code in (0, 1) and "narrowed run" in cold_out, cold_out
     assert imported & NARROWED == set(), imported
     assert imported >= MODEL_RUNTIME  # an empty cache: it loaded the model and embedded
-    warm_code, warm_out, warm_imported = _probe(workdir, *narrowed)
+    warm_code, warm_out, warm_imported = probe_run(cold_narrowed.project, *NARROWED_RUN)
     assert (warm_code, warm_out) == (code, cold_out)  # the same verdict, from cached vectors
     assert warm_imported & WARM_NARROWED == set(), warm_imported
     assert "numpy" in warm_imported  # it did evaluate: the probe sees what the command imports
 
 
-@pytest.mark.slow
-def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
-    for when in (["--date", yesterday], []):
-        assert main(["run", *DATA, *when]) in (0, 1)  # evaluates, in process, through Dagster
-        assert STANDS not in capsys.readouterr().out
-        code, out, imported = _probe(workdir, "run", *DATA, *when)
-        assert code in (0, 1) and STANDS in out, out
-        assert imported & RERUN == set(), (when, imported)
+def test_a_narrowed_run_needs_no_dagster(cold_narrowed: ColdNarrowedRun) -> None:
+    # Nor the provider SDKs: a second and a half of imports only API models and calibration use.
+    assert cold_narrowed.imported & {"anthropic", "voyageai", "dagster"} == set()
+    assert not (cold_narrowed.project / "dagster_home").exists()  # no Dagster instance was made
