@@ -12,7 +12,8 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -116,10 +117,24 @@ def _expect(
     capsys: pytest.CaptureFixture[str], command: str, situation: str, code: int, actual: int
 ) -> tuple[str, str]:
     out, err = capsys.readouterr()
+    _check(command, situation, code, actual, out, err)
+    return out, err
+
+
+def _check(command: str, situation: str, code: int, actual: int, out: str, err: str) -> None:
     assert actual == code, f"{command}: {situation}: exit {actual}\n{out}\n{err}"
     assert "Traceback" not in out + err
     _in_docs(command, situation, code)
-    return out, err
+
+
+@pytest.fixture(scope="module")
+def dead_target(work: Path) -> tuple[int, str, str]:
+    """The dead HTTP target's run on D1 (exit code, output, errors): its own test reads it, and
+    `diff`'s, whichever runs first or alone."""
+    out, err = StringIO(), StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(["run", *DATA, "--model", "dead-target", "--date", D1, "--fail-under", "80"])
+    return code, out.getvalue(), err.getvalue()
 
 
 def test_run(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,10 +152,10 @@ def test_run(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("error: --topic: unknown topic 'nosuch'")
 
 
-def test_run_when_the_system_under_test_is_down(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_when_the_system_under_test_is_down(work: Path, dead_target: tuple[int, str, str]) -> None:
     # A dead HTTP target: every semantic test errors. Never GOOD, never a passed gate.
-    code = cli.main(["run", *DATA, "--model", "dead-target", "--date", D1, "--fail-under", "80"])
-    out, _ = _expect(capsys, "run", DOWN, 3, code)
+    code, out, err = dead_target
+    _check("run", DOWN, 3, code, out, err)
     assert "dead-target @ 2026-11-19: UNKNOWN" in out and "COULD NOT EVALUATE semantic: 0 of 8" in out
     report = read_document(work / "results/dead-target" / D1 / "results.json")
     assert report.aggregate.health.value == "UNKNOWN" and report.aggregate.combined_score is None
@@ -196,7 +211,9 @@ def test_show(work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "results.json: provenance: Input should be an object" in err
 
 
-def test_diff(work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff(
+    work: Path, dead_target: tuple[int, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     same = cli.main(["diff", f"local-minilm@{D1}", f"local-minilm@{D1}"])
     _expect(capsys, "diff", "no regression beyond noise", 0, same)
     out, _ = _expect(
