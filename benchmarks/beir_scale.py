@@ -189,7 +189,7 @@ def rows() -> list[Row]:
                     raise RuntimeError("the warm run failed")
 
         warm_run()  # imports done and caches open, as the floor's are
-        timings = interleaved({"ours": warm_run, "floor": lambda: floor_warm(src, root / "floor")}, rounds=3)
+        timings = interleaved({"ours": warm_run, "floor": lambda: floor_warm(src, root / "floor")}, rounds=5)
         warm = timings["ours"].median / timings["floor"].median
         print(f"beir warm: ours {timings['ours'].text()}, floor {timings['floor'].text()}", flush=True)
         out.append(
