@@ -190,7 +190,7 @@ def rows() -> list[Row]:
                     "half": partial(_in_process, [*run, "--banks-dir", str(half)]),
                     "floor": partial(numpy_floor, kb, bank, root, root / "floor.json"),
                 },
-                rounds=5,
+                rounds=9,
             )
             ours, floor = timings["ours"], timings["floor"]
             print(f"scale {entities}/{tests} warm: ours {ours.text()}, floor {floor.text()}", flush=True)
