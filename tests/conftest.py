@@ -6,6 +6,8 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,19 @@ REPO = Path(__file__).resolve().parents[1]
 TENANT = REPO / "tests" / "fixtures" / "tenant_domain"
 MEMORY_TEMP = Path("/dev/shm")  # a tmpfs on Linux (RAM-backed: an fsync there costs nothing)
 MEMORY_TEMP_MIN_FREE = 2 << 30  # Docker's 64 MiB /dev/shm is too small: the disk then
+
+
+@contextmanager
+def offline_tenant_project(project: Path) -> Iterator[pytest.MonkeyPatch]:
+    """The tenant domain and the models file copied into `project`, its own Dagster home and no
+    API keys, while the block runs: an offline project a real `eval-pipeline` process can run in."""
+    shutil.copytree(TENANT, project / "tenant")
+    shutil.copy(REPO / "models.yaml", project / "models.yaml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(project / "dagster_home"))
+        mp.delenv("ANTHROPIC_API_KEY", raising=False)
+        mp.delenv("VOYAGE_API_KEY", raising=False)
+        yield mp
 
 
 def _temp_files_in_memory() -> None:

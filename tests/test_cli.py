@@ -17,11 +17,10 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.run_document import GATE_FILE, read_document
 from eval_pipeline.core.verdicts.run_gate import GateStatus, read_gate
-from tests.conftest import TENANT
+from tests.conftest import offline_tenant_project
 from tests.quiet_instance import quiet_home
 from tests.test_cli_progress import BAR
 
-REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
 
 
@@ -219,12 +218,7 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> OfflineEvaluation:
     """Both local models through the whole Dagster graph in a real process, output piped: made
     once for the tests that look at the run, its output or what it stored."""
     project = tmp_path_factory.mktemp("cli") / "project"
-    shutil.copytree(TENANT, project / "tenant")
-    shutil.copy(REPO / "models.yaml", project / "models.yaml")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DAGSTER_HOME", str(project / "dagster_home"))
-        mp.delenv("ANTHROPIC_API_KEY", raising=False)
-        mp.delenv("VOYAGE_API_KEY", raising=False)
+    with offline_tenant_project(project):
         ran = _heavy_imports_of_a_run(project, "--model", "local-minilm", "--model", "local-hybrid")
     return OfflineEvaluation(project, *ran)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import pytest
 
 from eval_pipeline.cli import build_parser
 from eval_pipeline.location import START_DATE_ENV
-from tests.conftest import REPO, TENANT
+from tests.conftest import offline_tenant_project
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
 PARSING = {"numpy", "onnxruntime", "pandas", "dagster", "pydantic"}
@@ -123,12 +122,7 @@ class ColdNarrowedRun:
 def cold_narrowed(tmp_path_factory: pytest.TempPathFactory) -> ColdNarrowedRun:
     """A narrowed run with an empty cache, probed once for the tests of what it imports."""
     project = tmp_path_factory.mktemp("narrowed")
-    shutil.copytree(TENANT, project / "tenant")
-    shutil.copy(REPO / "models.yaml", project / "models.yaml")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DAGSTER_HOME", str(project / "dagster_home"))
-        mp.delenv("ANTHROPIC_API_KEY", raising=False)
-        mp.delenv("VOYAGE_API_KEY", raising=False)
+    with offline_tenant_project(project):
         return ColdNarrowedRun(project, *probe_run(project, *NARROWED_RUN))
 
 
