@@ -40,8 +40,11 @@ defs: install
 docs: install
 	$(BIN)/mkdocs build --strict --site-dir site
 
+# Bytecode is written (to the git-ignored __pycache__ folders) even where PYTHONDONTWRITEBYTECODE
+# is set: else each pytest worker rewrites every test module's assertions again (~3 s of CPU a
+# worker), and every process a test starts compiles the package and computes its code version.
 pytest: install
-	$(BIN)/pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 # pytest's workers keep both cores busy; the checks before it (mypy alone ~1 min of one core) would
 # leave the other idle, so they all run at once, each one's output printed whole when it ends.
@@ -51,7 +54,7 @@ test: install
 # What a developer runs while working: the pure core and the CLI without Dagster, servers or real
 # processes (`-m "not slow"`: tests/conftest.py names what is slow); `make test` runs everything.
 test-fast: install
-	$(BIN)/pytest -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m "not slow"
 
 # The evaluation itself can end CRITICAL or under a gate (exit 1): that is a result, not a
 # failed `make run`. Bad input (2) or an internal error (3) still fails.

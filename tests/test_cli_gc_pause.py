@@ -56,6 +56,30 @@ def test_what_was_built_inside_is_not_walked_when_the_collector_resumes() -> Non
     assert len(kept) == 10_000
 
 
+# What stays frozen after a pause in a fresh interpreter, held or not.
+_HELD_PROBE = """
+import gc, sys
+from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
+if sys.argv[1] == "held":
+    hold_long_lived()
+before = gc.get_freeze_count()
+with cyclic_gc_paused():
+    kept = [[i] for i in range(10_000)]
+print(gc.get_freeze_count() - before >= len(kept), gc.isenabled())
+"""
+
+
+@pytest.mark.parametrize(("process", "stays_frozen"), [("held", "True"), ("free", "False")])
+def test_what_was_built_stays_frozen_only_where_the_process_keeps_a_frozen_heap(
+    process: str, stays_frozen: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _HELD_PROBE, process], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [stays_frozen, "True"]
+
+
 def test_a_narrowed_run_in_a_fresh_interpreter_makes_no_collector_pass(workdir: Path) -> None:
     # Fresh: its imports, parsing, loading and evaluation all allocate, as a user's process does.
     done = subprocess.run(

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
-from eval_pipeline.cli.gc_pause import cyclic_gc_paused
+from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
 from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
 
 # Each command's module and the function that adds its parser, in `--help`'s order. Heavy imports
@@ -161,7 +161,10 @@ def console() -> int:
     classes, validators, Dagster's definitions) only for the process to end: a quarter of a
     narrowed run's CPU, ~1 s of a full run's. Nothing is lost: what was written is closed, the
     output is flushed here, and the exit handlers (logging's flush among them) still run.
-    Not in `main`, which other Python code calls and goes on from."""
+    Not in `main`, which other Python code calls and goes on from.
+    What `main` builds to the end (its imports, the loaded KB and banks) is held frozen as it
+    goes (`hold_long_lived`)."""
+    hold_long_lived()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -6,6 +6,19 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
+_holding = False  # whether this process keeps what it builds to its end out of the collector's sight
+
+
+def hold_long_lived() -> None:
+    """Freeze every object alive now, and keep what later pauses build frozen too: for a process
+    whose start-up lives to its end (the `eval-pipeline` entry point, a test worker once it has
+    imported everything). The collector's full passes during a Dagster run then walk only what
+    the run creates (over the start-up they were ~15% of a full run's CPU). Not for `main`
+    called from a team's Python, which goes on after it and keeps nothing frozen."""
+    global _holding
+    gc.freeze()
+    _holding = True
+
 
 @contextlib.contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
@@ -20,7 +33,9 @@ def cyclic_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             # What was built inside goes straight to the oldest generation, where the collector
-            # would promote it, instead of its first pass after resuming walking all of it.
+            # would promote it, instead of its first pass after resuming walking all of it (or,
+            # where the process holds what lives long, out of its sight for good).
             gc.freeze()
-            gc.unfreeze()
+            if not _holding:
+                gc.unfreeze()
             gc.enable()

@@ -316,9 +316,10 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
             args.allow_removed,
             args.junit,
         )
-    resume_gc()
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.up_to_date import history_in_home, stored_evaluation
+
+    resume_gc()
 
     errors: list[str] = []
     # One progress bar per terminal: models running at once would draw over each other.
@@ -361,17 +362,19 @@ def _evaluate_date(
     progress_fd: int | None,
 ) -> list[str]:
     """The full evaluation through the graph (or a retry of its errored tests); the errors."""
-    # Only an evaluation needs the whole code location: a rerun that stands has answered.
-    from eval_pipeline.definitions import build_resources
-    from eval_pipeline.defs.resources import (
-        InputsResource,
-        ProvidersResource,
-        RunScopeResource,
-        StorageResource,
-    )
-    from eval_pipeline.defs.run_monitor import end_orphaned_runs
-    from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
-    from eval_pipeline.providers.object_store import output_path
+    # Only an evaluation needs the whole code location: a rerun that stands has answered. Its
+    # modules live to the end: no collector pass over them while they load.
+    with cyclic_gc_paused():
+        from eval_pipeline.definitions import build_resources
+        from eval_pipeline.defs.resources import (
+            InputsResource,
+            ProvidersResource,
+            RunScopeResource,
+            StorageResource,
+        )
+        from eval_pipeline.defs.run_monitor import end_orphaned_runs
+        from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
+        from eval_pipeline.providers.object_store import output_path
 
     for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
         print(f"  {line}")
