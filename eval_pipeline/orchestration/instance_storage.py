@@ -25,7 +25,7 @@ from typing import Any, Self
 import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+from dagster._core.storage.event_log.schema import ConcurrencySlotsTable, SqlEventLogStorageMetadata
 from dagster._core.storage.event_log.sqlite import sqlite_event_log
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
@@ -34,6 +34,7 @@ from dagster._core.storage.sql import get_alembic_config
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster._serdes import ConfigurableClassData
+from dagster._utils.concurrency import ConcurrencySlotStatus
 
 # Event logs are one database per run: keep the recent runs' open, close the rest (file handles).
 SHARDS_KEPT = 8
@@ -179,6 +180,30 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
             except (sa.exc.DatabaseError, sqlite3.DatabaseError):
                 pass
         super()._initdb(engine, for_index_shard)
+
+    def _claim_concurrency_slot(
+        self, concurrency_key: str, run_id: str, step_key: str
+    ) -> ConcurrencySlotStatus:
+        """A free slot of the pool taken in one statement. Dagster's picks a free slot, then takes
+        it by id: SQLite has no `SELECT ... FOR UPDATE`, so two processes that picked the same
+        slot both took it, and two runs called one provider at once."""
+        free = (
+            sa.select(ConcurrencySlotsTable.c.id)
+            .where(
+                ConcurrencySlotsTable.c.concurrency_key == concurrency_key,
+                ConcurrencySlotsTable.c.step_key.is_(None),
+                ConcurrencySlotsTable.c.deleted.is_(False),
+            )
+            .limit(1)
+            .scalar_subquery()
+        )
+        with self.index_connection() as conn:
+            taken = conn.execute(
+                ConcurrencySlotsTable.update()
+                .where(ConcurrencySlotsTable.c.id == free, ConcurrencySlotsTable.c.step_key.is_(None))
+                .values(run_id=run_id, step_key=step_key)
+            ).rowcount
+        return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
 
     def has_table(self, table_name: str) -> bool:
         """Asked before every dynamic-partition lookup; a table, once there, stays."""

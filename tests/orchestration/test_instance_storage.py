@@ -4,11 +4,13 @@ nothing committed lost when a process dies without closing.
 No `from __future__ import annotations`: Dagster reads the asset's context annotation itself.
 """
 
+import contextlib
 import os
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -17,7 +19,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 from alembic.script import ScriptDirectory
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 
 from eval_pipeline.orchestration.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
 from eval_pipeline.orchestration.instance_storage import ProjectEventLogStorage, _event_log_scripts
@@ -214,3 +216,38 @@ def test_a_home_opened_again_reads_no_migrations_unless_dagster_has_a_table_to_a
     with project_instance(home) as instance:
         assert dg.materialize([numbers], instance=instance, partition_key="d1").success
         assert _materialised_days(instance) == ["d1"]
+
+
+def test_two_runs_claiming_a_pools_last_slot_at_the_same_moment_get_it_once(home: Path) -> None:
+    # Two processes' runs (two instances on one home, a thread each) ask for a pool's one slot at
+    # once, both having seen it free: each waits for the other just before it takes the slot.
+    # Dagster's SQLite claim picked a free slot, then took it by id, so both took it and two runs
+    # called one provider at once (tests/test_parallel_models.py, under load).
+    barrier = threading.Barrier(2, timeout=10)
+
+    def meet_before_taking(conn: object, cursor: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE CONCURRENCY_SLOTS"):
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+
+    with project_instance(home) as first, project_instance(home) as second:
+        first.event_log_storage.set_concurrency_slots("pool", 1)
+        storages = [first.event_log_storage, second.event_log_storage]
+        for storage in storages:
+            assert isinstance(storage, ProjectEventLogStorage)
+            index = storage._engines.engine(storage.conn_string_for_shard(INDEX_SHARD_NAME))
+            sa.event.listen(index, "before_cursor_execute", meet_before_taking)
+        claimed: dict[str, bool] = {}
+
+        def claim(run_id: str, storage: object) -> None:
+            assert isinstance(storage, ProjectEventLogStorage)
+            claimed[run_id] = storage.claim_concurrency_slot("pool", run_id, "step").is_claimed
+
+        threads = [threading.Thread(target=claim, args=(f"run-{i}", s)) for i, s in enumerate(storages)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(claimed.values()) == [False, True], claimed
+        info = first.event_log_storage.get_concurrency_info("pool")
+        assert [slot.run_id for slot in info.claimed_slots] == [r for r, got in claimed.items() if got]
