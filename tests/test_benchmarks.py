@@ -10,7 +10,7 @@ import pytest
 from benchmarks.__main__ import benchmarks
 from benchmarks.api_pace import Tier, floor
 from benchmarks.interleave import Timing, interleaved
-from benchmarks.scale import half_bank, marginal_row, numpy_floor, warm_row
+from benchmarks.scale import half_bank, marginal_row, marginal_s, numpy_floor, warm_row
 from benchmarks.startup import Pairs
 from benchmarks.synthetic import write_corpus
 from benchmarks.table import Row, render
@@ -157,3 +157,10 @@ def test_whole_process_ratios_are_taken_round_by_round() -> None:
     assert measured.cpu_ratio == pytest.approx(2.0)
     assert measured.wall_ratio == pytest.approx(2.0)
     assert "per-round cpu ratio 2.0–2.0×" in measured.detail("A", "B")
+
+
+def test_the_marginal_cost_pairs_each_rounds_two_runs() -> None:
+    # The third round ran under load: both of its runs are slower, its difference is not. The
+    # difference of the medians (20.0 - 19.5) would pair runs of different rounds.
+    whole, half = Timing((10.0, 20.0, 31.0)), Timing((9.0, 19.5, 30.0))
+    assert marginal_s(whole, half, added=4) == 1.0 / 4
