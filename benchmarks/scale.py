@@ -12,7 +12,7 @@
   the floor's median at every size.
 - Marginal cost of a test: the warm run of the whole bank and of its first half, back to back in
   each round; the median of the rounds' differences over the tests it adds. Target: at 5,000
-  entities ≤ 1.2× that at 1,000 (flat in the KB's size).
+  entities ≤ 1.2× that at 1,000 (flat in the KB's size). The floor's own, likewise, beside it.
 """
 
 from __future__ import annotations
@@ -148,21 +148,33 @@ def marginal_s(whole: Timing, half: Timing, added: int) -> float:
     return statistics.median(w - h for w, h in zip(whole.seconds, half.seconds, strict=True)) / added
 
 
-def marginal_row(small: tuple[int, float], large: tuple[int, float]) -> Row:
+def half_vectors(vectors: Path, tests: int) -> Path:
+    """The floor's inputs for the first half of the bank (its queries' vectors come first)."""
+    half = vectors / "half-vectors"
+    half.mkdir(exist_ok=True)
+    np.save(half / "entities.npy", np.load(vectors / "entities.npy"))
+    np.save(half / "queries.npy", np.load(vectors / "queries.npy")[: tests // 2])
+    return half
+
+
+def marginal_row(small: tuple[int, float, float], large: tuple[int, float, float]) -> Row:
+    """(entities, ours, the floor's) seconds a test adds, at the smallest and the largest size."""
     ratio = large[1] / small[1]
+    floor = large[2] / small[2]
     return Row(
         "scale",
         f"marginal cost of a test, warm, at {large[0]:,} vs {small[0]:,} entities",
         f"{ratio:.2f}× ({large[1] * 1000:.2f} vs {small[1] * 1000:.2f} ms/test)",
         f"≤ {MARGINAL_LIMIT}×",
         ratio <= MARGINAL_LIMIT,
-        "(whole bank − its first half) ÷ the tests added, median of the rounds' differences",
+        f"(whole bank − its first half) ÷ the tests added, median of the rounds' differences; "
+        f"the floor's own {floor:.2f}× ({large[2] * 1000:.2f} vs {small[2] * 1000:.2f} ms/test)",
     )
 
 
 def rows() -> list[Row]:
     out: list[Row] = []
-    marginal: list[tuple[int, float]] = []
+    marginal: list[tuple[int, float, float]] = []
     with tempfile.TemporaryDirectory(prefix="eval-scale-") as tmp:
         for entities, tests in SIZES:
             root = Path(tmp) / f"{entities}"
@@ -193,12 +205,15 @@ def rows() -> list[Row]:
             )
             export_vectors(kb, banks, root / "cache", root)
             _in_process([*run, "--banks-dir", str(half)])  # warms this process for the half bank too
-            bank = banks / "semantic" / "bank.json"
+            bank, half_bank_file = banks / "semantic" / "bank.json", half / "semantic" / "bank.json"
             timings = interleaved(
                 {
                     "ours": partial(_in_process, [*run, "--banks-dir", str(banks)]),
                     "half": partial(_in_process, [*run, "--banks-dir", str(half)]),
                     "floor": partial(numpy_floor, kb, bank, root, root / "floor.json"),
+                    "floor half": partial(
+                        numpy_floor, kb, half_bank_file, half_vectors(root, tests), root / "floor-half.json"
+                    ),
                 },
                 rounds=9,
             )
@@ -206,7 +221,13 @@ def rows() -> list[Row]:
             print(f"scale {entities}/{tests} warm: ours {ours.text()}, floor {floor.text()}", flush=True)
             out.append(warm_row(entities, tests, ours, floor))
             added = tests - tests // 2
-            marginal.append((entities, marginal_s(ours, timings["half"], added)))
+            marginal.append(
+                (
+                    entities,
+                    marginal_s(ours, timings["half"], added),
+                    marginal_s(floor, timings["floor half"], added),
+                )
+            )
             if largest:
                 wall, _ = _measure(["validate", "--kb", str(kb), "--banks-dir", str(banks)], root)
                 out.append(

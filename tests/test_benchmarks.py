@@ -10,7 +10,7 @@ import pytest
 from benchmarks.__main__ import benchmarks
 from benchmarks.api_pace import Tier, floor
 from benchmarks.interleave import Timing, interleaved
-from benchmarks.scale import half_bank, marginal_row, marginal_s, numpy_floor, warm_row
+from benchmarks.scale import half_bank, half_vectors, marginal_row, marginal_s, numpy_floor, warm_row
 from benchmarks.startup import Pairs
 from benchmarks.synthetic import write_corpus
 from benchmarks.table import Row, render
@@ -112,8 +112,9 @@ def test_scale_rows_are_ratios_to_their_floor() -> None:
     row = warm_row(1_000, 2_000, ours, floor_)
     assert row.measured.startswith("ours 3.00× the floor (1.50 vs 0.50 ms/test)") and row.met is False
     assert warm_row(1_000, 2_000, Timing((1.9,)), Timing((1.0,))).met is True
-    assert marginal_row((1_000, 0.001), (5_000, 0.00125)).met is False  # 1.25×
-    assert marginal_row((1_000, 0.001), (5_000, 0.0011)).met is True
+    assert marginal_row((1_000, 0.001, 0.001), (5_000, 0.00125, 0.002)).met is False  # 1.25×
+    beside = marginal_row((1_000, 0.001, 0.001), (5_000, 0.0011, 0.002))
+    assert beside.met is True and "the floor's own 2.00× (2.00 vs 1.00 ms/test)" in beside.detail
 
 
 def test_the_numpy_floor_ranks_like_the_pipeline(tmp_path: Path) -> None:
@@ -164,3 +165,13 @@ def test_the_marginal_cost_pairs_each_rounds_two_runs() -> None:
     # difference of the medians (20.0 - 19.5) would pair runs of different rounds.
     whole, half = Timing((10.0, 20.0, 31.0)), Timing((9.0, 19.5, 30.0))
     assert marginal_s(whole, half, added=4) == 1.0 / 4
+
+
+def test_the_floors_half_reads_the_first_half_of_the_queries(tmp_path: Path) -> None:
+    import numpy as np
+
+    np.save(tmp_path / "entities.npy", np.ones((3, 2), dtype=np.float32))
+    np.save(tmp_path / "queries.npy", np.arange(10, dtype=np.float32).reshape(5, 2))
+    half = half_vectors(tmp_path, tests=5)
+    assert np.load(half / "queries.npy").tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    assert np.load(half / "entities.npy").shape == (3, 2)
