@@ -124,6 +124,13 @@ def half_bank(banks: Path, out: Path) -> Path:
     return out
 
 
+def _rounds(tests: int) -> int:
+    """9 at the largest size, more where a run is shorter (27 at 1,000 × 2,000): the smallest
+    size's marginal cost is a difference of ~0.2 s between runs whose spread reaches 50% on this
+    machine, and it divides every marginal ratio."""
+    return min(27, 9 * SIZES[-1][1] // tests)
+
+
 def _per_test_ms(timing: Timing, tests: int) -> str:
     return f"{timing.median / tests * 1000:.2f}"
 
@@ -215,7 +222,7 @@ def rows() -> list[Row]:
                         numpy_floor, kb, half_bank_file, half_vectors(root, tests), root / "floor-half.json"
                     ),
                 },
-                rounds=9,
+                rounds=_rounds(tests),
             )
             ours, floor = timings["ours"], timings["floor"]
             print(f"scale {entities}/{tests} warm: ours {ours.text()}, floor {floor.text()}", flush=True)

@@ -10,7 +10,16 @@ import pytest
 from benchmarks.__main__ import benchmarks
 from benchmarks.api_pace import Tier, floor
 from benchmarks.interleave import Timing, interleaved
-from benchmarks.scale import half_bank, half_vectors, marginal_row, marginal_s, numpy_floor, warm_row
+from benchmarks.scale import (
+    SIZES,
+    _rounds,
+    half_bank,
+    half_vectors,
+    marginal_row,
+    marginal_s,
+    numpy_floor,
+    warm_row,
+)
 from benchmarks.startup import Pairs
 from benchmarks.synthetic import write_corpus
 from benchmarks.table import Row, render
@@ -175,3 +184,7 @@ def test_the_floors_half_reads_the_first_half_of_the_queries(tmp_path: Path) -> 
     half = half_vectors(tmp_path, tests=5)
     assert np.load(half / "queries.npy").tolist() == [[0.0, 1.0], [2.0, 3.0]]
     assert np.load(half / "entities.npy").shape == (3, 2)
+
+
+def test_shorter_runs_get_more_rounds() -> None:
+    assert [_rounds(tests) for _, tests in SIZES] == [27, 18, 9]
