@@ -146,7 +146,9 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines = Engines(kept=SHARDS_KEPT + 1)  # and the index
-        self._tables: set[str] = set()
+        # Tables, asset-key columns and finished data migrations seen: once there, they stay
+        # (until a wipe). Dagster looks them up again for every asset event and read.
+        self._present: set[tuple[str, str]] = set()
         super().__init__(base_dir, inst_data)
 
     @contextmanager
@@ -206,16 +208,34 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
 
     def has_table(self, table_name: str) -> bool:
-        """Asked before every dynamic-partition lookup; a table, once there, stays."""
-        if table_name not in self._tables:
+        """Asked before every dynamic-partition lookup."""
+        if ("table", table_name) not in self._present:
             with self._engines.engine(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
                 if conn.dialect.has_table(conn, table_name):
-                    self._tables.add(table_name)
-        return table_name in self._tables
+                    self._present.add(("table", table_name))
+        return ("table", table_name) in self._present
+
+    def _has_asset_key_col_on_connection(self, conn: sa.Connection, column_name: str) -> bool:
+        """Asked (a table inspection) for every asset event stored and every asset read."""
+        if ("column", column_name) not in self._present and super()._has_asset_key_col_on_connection(
+            conn, column_name
+        ):
+            self._present.add(("column", column_name))
+        return ("column", column_name) in self._present
+
+    def has_asset_key_col(self, column_name: str) -> bool:
+        """Without a connection once known."""
+        return ("column", column_name) in self._present or super().has_asset_key_col(column_name)
+
+    def has_secondary_index(self, name: str) -> bool:
+        """Asked (a query) for every asset read: whether a data migration has finished."""
+        if ("index", name) not in self._present and super().has_secondary_index(name):
+            self._present.add(("index", name))
+        return ("index", name) in self._present
 
     def wipe(self) -> None:
         self._engines.dispose()  # the shard files are deleted
-        self._tables.clear()
+        self._present.clear()
         super().wipe()
 
     def dispose(self) -> None:
