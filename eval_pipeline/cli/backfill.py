@@ -125,6 +125,7 @@ def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) ->
 
     from eval_pipeline.core.diff.baseline import RegressionDiff
     from eval_pipeline.core.diff.comparison import ModelComparison
+    from eval_pipeline.core.rounding import fmt_score
     from eval_pipeline.core.scoring.run_document import (
         COMPARISON_DIR,
         COMPARISON_FILE,
@@ -149,7 +150,7 @@ def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) ->
                 code = EXIT_ERROR
                 continue
             agg = doc.aggregate
-            score = "-" if agg.combined_score is None else f"{agg.combined_score:.1f}"
+            score = fmt_score(agg.combined_score)
             reasons = f" ({'; '.join(gate.reasons)})" if gate.reasons else ""
             print(f"{date} {model}: {agg.health.value} {score}, gate {gate.status.value}{reasons}")
             print(f"    diff: {diff.verdict}")

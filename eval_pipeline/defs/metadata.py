@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
+from eval_pipeline.core.rounding import shown_score
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.results import ResultBase
 from eval_pipeline.core.scoring.run_document import RunDocument
@@ -28,11 +29,14 @@ MAX_MARKDOWN_CHARS = 64_000
 
 
 def rounded(key: str, value: float) -> float:
-    """A cost (key names `cost`) to 4 decimals, a score or percentage to 1, any other fraction
-    (a rate, a kappa, a latency) to 3 significant figures."""
+    """A score as every report shows it (`shown_score`), a cost (key names `cost`) to 4 decimals,
+    a percentage to 1 (as `calibrate` prints it), any other fraction (a rate, a kappa, a latency)
+    to 3 significant figures."""
+    if "score" in key:
+        return shown_score(value)
     if "cost" in key:
         return round(value, 4)
-    if "score" in key or "percent" in key:
+    if "percent" in key:
         return round(value, 1)
     if value == 0 or not math.isfinite(value):
         return value

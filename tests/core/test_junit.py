@@ -12,8 +12,8 @@ import xmlschema
 from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.report.diff_junit import render_diff_junit
 from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit, xml_safe
-from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.verdicts.regression_gate import counted_regressions, diff_gate
 from eval_pipeline.core.verdicts.run_gate import gate_decision

@@ -11,7 +11,7 @@ from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.diff.statistics import holm, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diffs import render_diff_text
-from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.core.verdicts.run_gate import GateStatus, gate_decision
@@ -63,7 +63,7 @@ def test_health_and_fail_under_judge_the_unrounded_score() -> None:
     agg = aggregate(semantic=[*GOOD_SEMANTIC[:2], sem("S-9", ["a"])])  # 100, 100, 90: kept unrounded
     assert agg.combined_score == pytest.approx(96.6667, abs=1e-4) and agg.combined_score != 96.7
     gate = gate_decision(doc(GOOD_SEMANTIC), fail_under=100.0001)
-    assert not gate.passed and gate.reasons == ["combined score 100.00 is under 100.0001"]
+    assert not gate.passed and gate.reasons == ["combined score 100.0 is under 100.0001"]
 
 
 def test_a_crisis_false_alarm_at_score_80_is_a_critical_regression_named_first() -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
+from eval_pipeline.core.rounding import fmt_score, shown_score
+from eval_pipeline.core.scoring.run_document import COMPARISON_DIR, RESULTS_FILE, read_document
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.metadata import readable, rounded
@@ -56,10 +57,10 @@ def test_each_models_scores_are_series_of_their_own_on_the_date_asset(evaluated:
             assert agg.combined_score is not None
             score = meta[f"score/{model}"]
             assert isinstance(score, dg.FloatMetadataValue)
-            assert score.value == round(agg.combined_score, 1)
+            assert score.value == shown_score(agg.combined_score)
             for mechanism, bank in agg.banks.items():
                 assert bank.average is not None
-                assert meta[f"score_{mechanism.value}/{model}"].value == round(bank.average, 1)
+                assert meta[f"score_{mechanism.value}/{model}"].value == shown_score(bank.average)
             assert meta[f"hard_fails/{model}"] == dg.IntMetadataValue(agg.hard_fail_count)
             assert meta[f"cost_usd/{model}"] == dg.FloatMetadataValue(round(agg.cost_usd, 4))
     # The model x date assets still show their scores, as text: plotted, they would zig-zag.
@@ -68,7 +69,12 @@ def test_each_models_scores_are_series_of_their_own_on_the_date_asset(evaluated:
     assert agg.combined_score is not None
     for asset in ("run_report", "scored_aggregate"):
         shown = _latest(evaluated, asset, key)["combined_score"]
-        assert shown == dg.TextMetadataValue(str(round(agg.combined_score, 1)))
+        assert shown == dg.TextMetadataValue(fmt_score(agg.combined_score))
+    # The files a reader opens show the very same figure.
+    report = (evaluated.results / MODELS[1] / DATES[1] / "report.md").read_text()
+    assert f"**{fmt_score(agg.combined_score)}**" in report
+    comparison = (evaluated.results / COMPARISON_DIR / DATES[1] / "model_comparison.md").read_text()
+    assert f"| {fmt_score(agg.combined_score)} |" in comparison
 
 
 def test_every_number_stored_is_rounded_and_only_date_level_assets_plot(evaluated: Env) -> None:
@@ -96,6 +102,7 @@ def test_command_line_runs_are_named_jobs(evaluated: Env) -> None:
 
 def test_rounding_to_what_a_reader_needs() -> None:
     assert rounded("combined_score", 87.33333333333333) == 87.3
+    assert rounded("combined_score", 89.26) == 89.2  # as report.md shows it, not 89.3
     assert rounded("score_semantic/m", 100.0) == 100.0
     assert rounded("percent_agreement", 66.6666) == 66.7
     assert rounded("cost_usd", 0.012345678) == 0.0123

@@ -16,7 +16,8 @@ from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.markdown import fmt_score, markdown_table
+from eval_pipeline.core.report.markdown import markdown_table
+from eval_pipeline.core.rounding import fmt_score, shown_change
 from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
 from eval_pipeline.core.scoring.metrics import IR_MEASURES
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
@@ -40,10 +41,10 @@ _CAUSES = {
 
 
 def points(value: float | None, signed: bool = False) -> str:
-    """90 for a whole score, 66.7 for a trial mean, — for none."""
+    """90 for a whole score, 66.6 for a trial mean (`fmt_score`), +3.3 for a change, — for none."""
     if value is None:
         return "—"
-    return (f"{value:+.1f}" if signed else f"{value:.1f}").removesuffix(".0")
+    return (f"{shown_change(value):+.1f}" if signed else fmt_score(value)).removesuffix(".0")
 
 
 def headline(d: TestDelta) -> str:

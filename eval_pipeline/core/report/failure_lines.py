@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from eval_pipeline.core.report.failures import Failure, failing_tests
-from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.run_document import RunDocument
 
 FOLD_AFTER = 40

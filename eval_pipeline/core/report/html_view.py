@@ -17,10 +17,10 @@ from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diffs import detail_lines, headline, health_line, kind_title
 from eval_pipeline.core.report.failures import ERRORED, failing_tests
-from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.report.run_output import SINCE_KINDS
 from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
 from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.results import AnyResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import by_test

@@ -7,7 +7,6 @@ tests with reasons, handler and pattern-type tables, expectation conflicts, cost
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -15,6 +14,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.report.failures import Failure
 from eval_pipeline.core.report.reading import Reading, reading_of
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
 from eval_pipeline.core.scoring.metrics import Stage, StageAttribution, TestMetrics, is_judged, mean_metrics
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
@@ -23,11 +23,6 @@ from eval_pipeline.core.scoring.trials import TestTrials
 
 MAX_DETAILED_FAILURES = 30
 GRADED_SHOWN = 5  # graded judgments listed per test; imported sets judge dozens
-
-
-def fmt_score(value: float | None) -> str:
-    """One decimal, rounded down: 89.98 shows as 89.9, never as a "90.0" that health did not see."""
-    return "—" if value is None else f"{math.floor(value * 10 + 1e-9) / 10:.1f}"
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:

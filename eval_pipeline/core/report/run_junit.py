@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.failures import Failure
-from eval_pipeline.core.report.markdown import fmt_score
 from eval_pipeline.core.report.reading import Reading, reading_of
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TestTrials

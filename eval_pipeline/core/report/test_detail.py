@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     AnyResult,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.markdown import fmt_score
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import HEALTH_FLOORS, Health
 from eval_pipeline.core.scoring.run_document import RunDocument
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import TextFile, read_json_model
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.run_document import DocumentError, RunDocument
 from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED as DEFAULT_MAX_ERRORED
@@ -66,7 +67,7 @@ def gate_decision(
     if agg.errored_count > max_errored:
         reasons.append(f"{agg.errored_count} errored test(s), more than --max-errored {max_errored}")
     if fail_under is not None and (agg.combined_score is None or agg.combined_score < fail_under):
-        shown = "unknown" if agg.combined_score is None else f"{agg.combined_score:.2f}"
+        shown = "unknown" if agg.combined_score is None else fmt_score(agg.combined_score)
         reasons.append(f"combined score {shown} is under {fail_under}")
     status = GateStatus.UNEVALUABLE if unknown else GateStatus.FAILED if reasons else GateStatus.PASSED
     return GateDecision(
