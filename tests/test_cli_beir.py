@@ -47,16 +47,16 @@ def _depth_100(project: Path) -> None:
     [
         (
             lambda s: (s / "corpus.jsonl").write_text('{"_id": "d1", "text": "ok"}\n{"_id": \n'),
-            "corpus.jsonl:2: -: -: not JSON",
+            "corpus.jsonl:2: not JSON",
         ),
-        (lambda s: (s / "corpus.jsonl").unlink(), "corpus.jsonl: -: -: file not found"),
+        (lambda s: (s / "corpus.jsonl").unlink(), "corpus.jsonl: file not found"),
         (
             lambda s: (s / "qrels" / "test.tsv").write_text("Q/2\tmissing:doc\t2\n"),
             "test.tsv:1: Q/2: corpus-id: unknown document 'missing:doc'",
         ),
         (
             lambda s: (s / "queries.jsonl").write_text('{"_id": "q 1", "text": "spaced"}\n'),
-            "queries.jsonl:1: -: _id: 'q 1' holds whitespace",
+            "queries.jsonl:1: _id: 'q 1' holds whitespace",
         ),
     ],
 )
@@ -73,7 +73,7 @@ def test_bad_beir_input_exits_2_with_one_line_and_writes_nothing(
 
 def test_a_missing_split_is_named(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _import(write_beir(workdir / "src"), "--split", "dev") == 2
-    assert "qrels/dev.tsv: -: -: file not found" in capsys.readouterr().err
+    assert "qrels/dev.tsv: file not found" in capsys.readouterr().err
 
 
 def test_import_run_export_round_trips_every_original_id(

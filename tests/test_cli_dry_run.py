@@ -190,3 +190,18 @@ def test_a_local_embedder_with_an_api_reranker_counts_only_the_reranks(
     _, banks = load_validated(Path("tenant/kb.yaml"), Path("tenant/banks"))
     assert [s.stage for s in spend.stages] == ["rerank", "token counting"]
     assert _stage(spend, "rerank").calls == len(banks.semantic_tests) and spend.cost_usd > 0
+
+
+def test_a_team_without_api_keys_yet_prices_an_api_model(
+    work: EmulatorHandle, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.delenv("VOYAGE_API_KEY")
+    assert cli.main(["run", *DATA, "--model", HAIKU, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert work.stats["total_requests"] == 0
+    price = f"~{usd(_estimate(HAIKU).cost_usd)}"
+    assert f"{HAIKU}: " in out and price in out and price != "~$0.00"
+    # The run itself still needs the keys, and says which.
+    assert cli.main(["run", *DATA, "--model", HAIKU]) == 2
+    assert "needs the environment variable ANTHROPIC_API_KEY" in capsys.readouterr().err

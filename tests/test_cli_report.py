@@ -75,7 +75,8 @@ def test_a_folder_as_the_html_file_is_refused(
     results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["report", "--html", str(tmp_path), "--results-dir", str(results)]) == 2
-    assert capsys.readouterr().err == f"error: --html: {tmp_path} is a folder; name the file to write\n"
+    err = capsys.readouterr().err
+    assert err == f"error: --html file {tmp_path}: a folder is in the way (a file is needed)\n"
 
 
 def test_an_unreadable_results_file_is_named(

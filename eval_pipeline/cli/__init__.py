@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
-from eval_pipeline.core.errors import EXIT_ERROR, EvalPipelineError
+from eval_pipeline.core.errors import EXIT_ERROR, EXIT_INPUT, EvalPipelineError
 
 # Each command's module and the function that adds its parser, in `--help`'s order. Heavy imports
 # (dagster, onnxruntime) stay inside the commands that need them.
@@ -39,22 +39,36 @@ _COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line and where to read more, not argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INPUT, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 class _Unsaid(Exception):
     """A parse error of a parser that holds one command: the whole parser says it (below)."""
 
 
-class _OneCommandParser(argparse.ArgumentParser):
+class _OneCommandParser(_Parser):
     def error(self, message: str) -> NoReturn:
         raise _Unsaid(message)
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return f"eval-pipeline {version('eval-pipeline')}"
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `command`, one that knows that command only, imports no other
     command's module and raises `_Unsaid` where the whole parser would print an error."""
-    parser = (argparse.ArgumentParser if command is None else _OneCommandParser)(
+    parser = (_Parser if command is None else _OneCommandParser)(
         prog="eval-pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
     for module, add, names in _COMMANDS:
         if command is None or command in names:
@@ -112,6 +126,10 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         from eval_pipeline.core.inputs.text import one_line
 
     try:
+        if getattr(args, "reads_project", False):
+            from eval_pipeline.cli.arguments import require_project
+
+            require_project(args)
         return func(args)
     except InputError as exc:
         for problem in exc.problems:

@@ -21,9 +21,25 @@ BANKS_DIR_HELP = "folder of the test banks, rules and expectation history [test_
 MODELS_FILE_HELP = "the models file: retrieval configurations, limits, prices [models.yaml]"
 
 
+DEFAULT_KB = Path("kb")
+DEFAULT_BANKS = Path("test_banks")
+
+
 def data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", type=Path, default=Path("kb"), help="KB directory or single file")
-    p.add_argument("--banks-dir", type=Path, default=Path("test_banks"), help=BANKS_DIR_HELP)
+    p.add_argument("--kb", type=Path, default=DEFAULT_KB, help="KB directory or single file")
+    p.add_argument("--banks-dir", type=Path, default=DEFAULT_BANKS, help=BANKS_DIR_HELP)
+    p.set_defaults(reads_project=True)
+
+
+def require_project(args: argparse.Namespace) -> None:
+    """A command that reads a project, run where there is none and told of none: one line saying
+    where it looked and how to point at a project, instead of a problem per missing folder."""
+    defaults = args.kb == DEFAULT_KB and args.banks_dir == DEFAULT_BANKS
+    if defaults and not DEFAULT_KB.exists() and not DEFAULT_BANKS.exists():
+        raise UsageError(
+            f"no project in {Path.cwd()}: looked for kb/ and test_banks/ there; run from a project's "
+            "folder (`eval-pipeline init DIR` makes one) or pass --kb PATH --banks-dir DIR"
+        )
 
 
 def results_args(p: argparse.ArgumentParser) -> None:

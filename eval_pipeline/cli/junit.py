@@ -13,7 +13,7 @@ def junit_arg(p: argparse.ArgumentParser, what: str) -> None:
         "--junit",
         type=Path,
         metavar="FILE",
-        help=f"also write {what} as JUnit XML to FILE (its folder must exist), for CI test reporters",
+        help=f"also write {what} as JUnit XML to FILE (missing folders are made), for CI test reporters",
     )
 
 

@@ -46,16 +46,14 @@ def _date(text: str | None, flag: str) -> str | None:
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.report.html import render_html
-    from eval_pipeline.core.writable import require_writable
+    from eval_pipeline.core.writable import require_writable_file
     from eval_pipeline.providers.object_store import output_path
     from eval_pipeline.providers.results_history import read_history
 
     date_from, date_to = _date(args.date_from, "--from"), _date(args.date_to, "--to")
     if date_from and date_to and date_from > date_to:
         raise UsageError(f"--from {date_from} is after --to {date_to}")
-    if args.html.is_dir():
-        raise UsageError(f"--html: {args.html} is a folder; name the file to write")
-    require_writable([("--html", args.html.parent)])
+    require_writable_file("--html file", args.html)
     root = results_dir(args)
     history = read_history(output_path(root), set(args.model), date_from, date_to)
     found = {d.provenance.model for d in history.docs}
@@ -69,7 +67,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     order = {m: i for i, m in enumerate(args.model)}
     docs = sorted(history.docs, key=lambda d: order.get(d.provenance.model, 0))
     html = render_html(docs, history.comparisons)
-    args.html.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.html, html)
     dates = sorted({d.provenance.date for d in history.docs})
     span = f"{dates[0]} to {dates[-1]}"

@@ -122,8 +122,12 @@ def _parse_banks(text: str) -> list[str]:
         return [m.value for m in Mechanism]
     names = [b.strip() for b in text.split(",") if b.strip()]
     valid = {m.value for m in Mechanism}
-    if not names or any(n not in valid for n in names):
-        raise UsageError(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}")
+    wrong = [n for n in names if n not in valid]
+    if not names or wrong:
+        from eval_pipeline.core.suggest import did_you_mean
+
+        hint = did_you_mean(wrong[0], valid) if wrong else ""
+        raise UsageError(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}{hint}")
     return names
 
 
@@ -150,10 +154,11 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
     return value.isoformat()
 
 
-def select_models(requested: list[str], models_file: Path) -> dict[str, ModelConfig]:
-    """The requested models (default: the enabled ones), known, with their API keys set and
-    their Python entry points importable: each key's configuration, in the order asked, from one
-    read of the models file."""
+def select_models(requested: list[str], models_file: Path, need_keys: bool = True) -> dict[str, ModelConfig]:
+    """The requested models (default: the enabled ones), known, with their API keys set (unless
+    `need_keys` is false: a dry run prices a model before it has keys) and their Python entry
+    points importable: each key's configuration, in the order asked, from one read of the models
+    file."""
     from eval_pipeline.providers.models import load_models, require_keys
 
     notices: list[str] = []
@@ -161,9 +166,13 @@ def select_models(requested: list[str], models_file: Path) -> dict[str, ModelCon
     keys = requested or [k for k, m in models.items() if m.enabled]
     unknown = [k for k in keys if k not in models]
     if unknown:
-        raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}; see `eval-pipeline models`")
+        from eval_pipeline.core.suggest import did_you_mean
+
+        hint = did_you_mean(unknown[0], models) or "; see `eval-pipeline models`"
+        raise UsageError(f"--model: unknown model(s) {', '.join(unknown)}{hint}")
     for key in keys:
-        require_keys(models[key])
+        if need_keys:
+            require_keys(models[key])
         if models[key].system is not None:  # the team's system: its clients load only for it
             from eval_pipeline.providers.python_target import require_entrypoint
 
@@ -258,7 +267,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         raise UsageError("--max-errored: must be 0 or more")
     if args.fail_on_regression and not scope.is_full:
         raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
-    configs = select_models(args.model, args.models_file)
+    configs = select_models(args.model, args.models_file, need_keys=not args.dry_run)
     models = list(configs)
     date = parse_date(args.date)
     if args.parallel is not None and args.parallel < 1:

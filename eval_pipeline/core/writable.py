@@ -60,13 +60,9 @@ def require_writable(folders: Iterable[tuple[str, Path]]) -> None:
 
 
 def require_writable_file(role: str, path: Path) -> None:
-    """A file the command will write (atomically, beside itself): its folder must exist (a file
-    flag never creates folders, so a typo in it is caught, not obeyed) and take a new file, and no
+    """A file the command will write (atomically, beside itself, its missing folders made first,
+    as every output flag does): the nearest existing folder above it must take a new file, and no
     folder may stand where the file goes."""
-    folder = path.absolute().parent
-    if not folder.is_dir():
-        what = "is a file" if folder.exists() else "does not exist"
-        raise NotWritable(f"{role} {path}: its folder {folder} {what}")
     if path.is_dir():
         raise NotWritable(f"{role} {path}: a folder is in the way (a file is needed)")
-    require_writable([(role, folder)])
+    require_writable([(role, path.absolute().parent)])

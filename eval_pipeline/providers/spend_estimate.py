@@ -12,6 +12,7 @@ model makes of a regressed test.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from eval_pipeline.core.scoring.implementations import system_requests
 from eval_pipeline.providers.base import InputType, RerankCandidate
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
-from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.models import ModelConfig, missing_keys
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
 from eval_pipeline.providers.target import RetrievalItem, retrieval_items
@@ -120,9 +121,12 @@ def estimate_spend(
 
         cache = ResponseCache(cache_dir, readable(ResponseCache.FILENAME))
         store = EmbeddingStore(cache_dir, readable(EmbeddingStore.FILENAME))
+        # A key not set yet is no reason not to price: the clients are built, never called.
+        env = os.environ if environ is None else environ
+        unset = dict.fromkeys(missing_keys(cfg, env), "unset: an estimate calls nothing")
         try:
             boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-            pipeline = build_pipeline(cfg, cache, store, boosts, environ, batch)
+            pipeline = build_pipeline(cfg, cache, store, boosts, {**env, **unset}, batch)
             assert isinstance(pipeline, SemanticPipeline)  # the built-in stages, not the team's system
             view = pipeline.stored(kb_entities, [item.query for item in items])
             stages += [

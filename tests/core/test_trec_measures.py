@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
+from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.scoring.metrics import (
     IR_MEASURES,
     RetrievalMetrics,
@@ -31,10 +32,11 @@ from eval_pipeline.core.scoring.metrics import (
     judgments,
     mean_metrics,
     run_metrics,
+    shallow_cutoffs,
 )
 from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
-from tests.run_docs import sem
+from tests.run_docs import doc, sem
 
 # Ids of the awkward kind imported collections have (no whitespace: TREC files cannot carry it).
 IDS = st.text(alphabet="ab:/#<>.-_ü0", min_size=1, max_size=6)
@@ -302,3 +304,30 @@ def test_the_standard_cutoffs_cut_at_10_and_100() -> None:
     assert ir_metrics(
         [sem("DEEP", [], exp=Expectations(expected_primary=["a"]), candidates=[*map(str, range(100)), "a"])]
     ) == dict.fromkeys(IR_MEASURES, 0.0)
+
+
+def test_a_cutoff_deeper_than_the_candidates_is_named_at_the_depth_there_is() -> None:
+    # Fifteen candidates of a larger KB: recall over them is recall@15, whatever R@100 would say.
+    pool = [f"x{i}" for i in range(14)] + ["a"]
+    cut = [sem("CUT", [], exp=Expectations(expected_primary=["a"]), candidates=pool)]
+    measured = ir_metrics(cut, candidate_depth=15)
+    assert measured is not None and list(measured) == ["ndcg@10", "recall@15", "mrr@10"]
+    assert measured["recall@15"] == 1.0 and measured["mrr@10"] == 0.0
+    assert shallow_cutoffs(measured) == [
+        "recall@15: measured at the 15 candidates retrieved, not at the standard depth 100 "
+        "(raise the model's `candidate_depth` for it)"
+    ]
+    # A KB smaller than the depth is ranked whole: R@100 of a whole ranking is R@100.
+    whole = ir_metrics(cut, candidate_depth=20)
+    assert whole is not None and list(whole) == list(IR_MEASURES) and shallow_cutoffs(whole) == []
+    assert list(ir_metrics(cut, candidate_depth=6) or {}) == ["ndcg@6", "recall@6", "mrr@6"]
+    # Every surface that shows them: the console and report.md, with the note.
+    run = doc(cut).model_copy(
+        update={
+            "provenance": doc(cut).provenance.model_copy(update={"system_config": {"candidate_depth": 15}})
+        }
+    )
+    derived = run.with_derived()
+    for text in (console_summary(derived), render_markdown(derived), console_summary(run)):
+        assert "recall@15 1.000" in text and "recall@100" not in text
+        assert "measured at the 15 candidates retrieved" in text

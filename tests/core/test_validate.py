@@ -135,7 +135,7 @@ def test_malformed_json_and_yaml_report_the_line(tenant: Path, capsys: pytest.Ca
     (tenant / "kb.yaml").write_text("kb_version: x\nentities:\n  - entity_id: a\n    title: [unclosed\n")
     code, _, err = _run(tenant, capsys)
     assert code == 2
-    assert "always_tenant.json:5: -: -: invalid JSON" in err
+    assert "always_tenant.json:5: invalid JSON" in err
     assert "kb.yaml:" in err and "invalid YAML" in err
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.external_ids import carriage_problem
-from eval_pipeline.core.inputs.text import one_line
+from eval_pipeline.core.inputs.loading import Problem
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -27,11 +27,10 @@ MAX_GAIN = 1000  # as the banks' `relevant` gains allow
 
 
 class BeirError(BadInput):
-    """Bad BEIR input: one line naming the file, the line, the id (or `-`) and the field."""
+    """Bad BEIR input: one line naming the file, the line, the id and the field where they apply."""
 
     def __init__(self, file: Path, line: int | None, item: str, field: str, message: str) -> None:
-        where = f"{file}:{line}" if line else str(file)
-        super().__init__(one_line(f"{where}: {item}: {field}: {message}"))
+        super().__init__(str(Problem(str(file), item, field, message, line)))
 
 
 @dataclass(frozen=True, slots=True)

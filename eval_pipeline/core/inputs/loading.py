@@ -53,7 +53,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return one_line(f"{where}: {self.item}: {self.field}: {self.message}")
+        # "-" marks an item or field that does not apply: it is left out, not printed.
+        parts = [where, *(part for part in (self.item, self.field) if part != "-"), self.message]
+        return one_line(": ".join(parts))
 
 
 class InputError(BadInput):

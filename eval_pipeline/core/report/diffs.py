@@ -19,7 +19,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.markdown import markdown_table
 from eval_pipeline.core.rounding import fmt_score, shown_change
 from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
-from eval_pipeline.core.scoring.metrics import IR_MEASURES
+from eval_pipeline.core.scoring.metrics import IR_MEASURES, shallow_cutoffs
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 
 DETAILED = (
@@ -217,7 +217,16 @@ def render_regression_markdown(result: RegressionDiff) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _model_rows(comparison: ModelComparison, banks: Sequence[str]) -> list[list[object]]:
+def _standard_names(comparison: ModelComparison) -> list[str]:
+    """The standard cutoffs the models were measured at (each model at the depth it retrieved)."""
+    return list(dict.fromkeys(k for m in comparison.models for k in (m.ir_metrics or {}))) or list(
+        IR_MEASURES
+    )
+
+
+def _model_rows(
+    comparison: ModelComparison, banks: Sequence[str], names: Sequence[str]
+) -> list[list[object]]:
     rows: list[list[object]] = []
     for m in comparison.models:
         ir = m.retrieval
@@ -226,7 +235,7 @@ def _model_rows(comparison: ModelComparison, banks: Sequence[str]) -> list[list[
             if ir
             else ["—"] * 4
         )
-        standard = [f"{m.ir_metrics[k]:.3f}" if m.ir_metrics else "—" for k in IR_MEASURES]
+        standard = [f"{m.ir_metrics[k]:.3f}" if m.ir_metrics and k in m.ir_metrics else "—" for k in names]
         scores = [fmt_score(m.bank_scores.get(b)) for b in banks]
         cost = f"${m.cost_usd:.4f}"
         rows.append(
@@ -248,9 +257,11 @@ def _model_rows(comparison: ModelComparison, banks: Sequence[str]) -> list[list[
 def render_comparison_markdown(comparison: ModelComparison) -> str:
     banks = [m.value for m in Mechanism if any(m.value in x.bank_scores for x in comparison.models)]
     header = ("Model", "Health", "Combined", *banks, "Hard fails", "Errored")
-    header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", *IR_MEASURES, "Cost")
+    names = _standard_names(comparison)
+    header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", *names, "Cost")
     lines = [f"# Model comparison — {comparison.date}", "", "## Models", ""]
-    lines += markdown_table(header, _model_rows(comparison, banks))
+    lines += markdown_table(header, _model_rows(comparison, banks, names))
+    lines += [*(f"- {note}" for note in shallow_cutoffs(names)), ""] if shallow_cutoffs(names) else []
     lines += ["## Verdicts", "", *(f"- {v}" for v in comparison.verdicts), ""]
     for diff in comparison.pairs:
         lines += [f"## {diff.base.model} → {diff.head.model}", "", *_diff_body(diff, 3)]

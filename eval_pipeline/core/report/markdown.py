@@ -16,7 +16,14 @@ from eval_pipeline.core.report.failures import Failure
 from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
-from eval_pipeline.core.scoring.metrics import Stage, StageAttribution, TestMetrics, is_judged, mean_metrics
+from eval_pipeline.core.scoring.metrics import (
+    Stage,
+    StageAttribution,
+    TestMetrics,
+    is_judged,
+    mean_metrics,
+    shallow_cutoffs,
+)
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TestTrials
@@ -174,10 +181,12 @@ def _standard_cutoffs(doc: RunDocument) -> list[str]:
     scored = [r for r in doc.semantic if r.status is TestStatus.SCORED]
     judged = len({r.test_id for r in scored if is_judged(r.expectations)})
     shown = ", ".join(f"{name} {value:.3f}" for name, value in values.items())
+    notes = shallow_cutoffs(values)
     return [
         f"Standard cutoffs over {judged} judged test(s), on each test's final ranking (the selection, then "
         f"the other candidates; trec_eval conventions, as `export-trec` writes it): {shown}.",
         "",
+        *([f"Note: {'; '.join(notes)}.", ""] if notes else []),
     ]
 
 
@@ -392,6 +401,7 @@ def console_summary(doc: RunDocument) -> str:
     standard = doc.standard_metrics()
     if standard is not None:
         lines.append("  semantic ir metrics: " + ", ".join(f"{k} {v:.3f}" for k, v in standard.items()))
+        lines += [f"    note: {note}" for note in shallow_cutoffs(standard)]
     # Documents written before implementations were recorded (schema < 1.3) say nothing.
     lines += (
         [f"  implementations: {describe_implementations(agg.implementations)}"] if agg.implementations else []

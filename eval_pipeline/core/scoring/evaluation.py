@@ -38,6 +38,7 @@ from eval_pipeline.core.scoring.pattern import errored_pattern_test, evaluate_pa
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.semantic import evaluate_semantic_test
 from eval_pipeline.core.scoring.state import errored_state_test, evaluate_state_test
+from eval_pipeline.core.suggest import did_you_mean
 
 T = TypeVar("T", SemanticTest, StateTest, PatternTest, AlwaysTest)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
@@ -89,10 +90,12 @@ def scope_problems(scope: Scope, banks: Banks) -> list[str]:
     problems = []
     if scope.topic is not None and scope.topic not in topics:
         known = ", ".join(sorted(topics)) or "none"
-        problems.append(f"--topic: unknown topic '{scope.topic}' (known: {known})")
+        hint = did_you_mean(scope.topic, topics)
+        problems.append(f"--topic: unknown topic '{scope.topic}'{hint or f' (known: {known})'}")
     unknown = sorted(scope.test_ids - banks.test_ids())
     if unknown:
-        problems.append(f"--test: unknown test id(s) {', '.join(unknown)}")
+        hint = did_you_mean(unknown[0], banks.test_ids()) if len(unknown) == 1 else ""
+        problems.append(f"--test: unknown test id(s) {', '.join(unknown)}{hint}")
     selected = [
         len(scope.select(Mechanism.SEMANTIC, banks.semantic_tests)),
         len(scope.select(Mechanism.STATE, banks.state_tests)),

@@ -8,14 +8,15 @@ pytrec_eval in tests):
 - candidate-stage recall@15: primary + secondary entities among the embedding stage's top 15.
 Every metric reads the test's qrels from `judgments` (graded gains as given, primaries 2,
 secondaries 1), the one mapping TREC qrels exports use too. Beside them, `ir_metrics` gives the
-field's standard cutoffs (nDCG@10, R@100, MRR@10) on each test's `final_ranking`.
+field's standard cutoffs (nDCG@10, R@100, MRR@10) on each test's `final_ranking`, each at the depth
+the rankings have when that is less (`recall@15` of 15 candidates, never under the deeper name).
 Errored trials have no retrieval to measure; they are attributed to the "error" stage instead.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from operator import attrgetter
 
@@ -29,8 +30,9 @@ from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
 
 PRIMARY_GAIN, SECONDARY_GAIN = 2, 1
-# The field's standard cutoffs, by the names results.json gives them.
-IR_MEASURES = ("ndcg@10", "recall@100", "mrr@10")
+# The field's standard cutoffs (measure, depth); results.json names each `measure@depth`.
+STANDARD_CUTOFFS = (("ndcg", 10), ("recall", 100), ("mrr", 10))
+IR_MEASURES = tuple(f"{measure}@{depth}" for measure, depth in STANDARD_CUTOFFS)
 GRADED_CUTOFF = 10  # a graded test's points come from the standard nDCG@10
 
 
@@ -136,15 +138,43 @@ def is_judged(exp: Expectations) -> bool:
     return any(g > 0 for g in judgments(exp).values())
 
 
-def _standard(ranked: Sequence[int], judged: Judged) -> tuple[float, float, float]:
-    """nDCG@10, R@100 and MRR@10 (`IR_MEASURES`, in order) of a final ranking's gains."""
-    return ndcg(ranked, judged, GRADED_CUTOFF), recall(ranked, judged, 100), reciprocal_rank(ranked, 10)
+def standard_cutoffs(depth: int | None) -> list[tuple[str, int]]:
+    """The standard cutoffs on rankings cut at `depth` candidates (None: rankings that hold every
+    entity): a cutoff deeper than that would count candidates never retrieved, so it is the
+    depth there is."""
+    return [(m, cutoff if depth is None else min(cutoff, depth)) for m, cutoff in STANDARD_CUTOFFS]
 
 
-def run_metrics(results: Sequence[SemanticResult]) -> tuple[list[TestMetrics], dict[str, float] | None]:
+def shallow_cutoffs(names: Iterable[str]) -> list[str]:
+    """A note per standard cutoff measured shallower than its standard depth (`recall@15`)."""
+    standard = dict(STANDARD_CUTOFFS)
+    notes = []
+    for name in names:
+        measure, _, depth = name.partition("@")
+        if measure in standard and depth.isdigit() and int(depth) < standard[measure]:
+            notes.append(
+                f"{name}: measured at the {depth} candidates retrieved, not at the standard "
+                f"depth {standard[measure]} (raise the model's `candidate_depth` for it)"
+            )
+    return notes
+
+
+def _standard(ranked: Sequence[int], judged: Judged, cutoffs: Sequence[tuple[str, int]]) -> list[float]:
+    """The standard cutoffs (`standard_cutoffs`, in order) of a final ranking's gains."""
+    measures = {
+        "ndcg": lambda k: ndcg(ranked, judged, k),
+        "recall": lambda k: recall(ranked, judged, k),
+        "mrr": lambda k: reciprocal_rank(ranked, k),
+    }
+    return [measures[measure](k) for measure, k in cutoffs]
+
+
+def run_metrics(
+    results: Sequence[SemanticResult], candidate_depth: int | None = None
+) -> tuple[list[TestMetrics], dict[str, float] | None]:
     """`all_metrics` and `ir_metrics` in one pass: each trial's judgments and rankings read once."""
     per_trial: list[TestMetrics] = []
-    standard: dict[str, list[tuple[float, float, float]]] = {}  # test id -> its judged trials' values
+    rankings: dict[str, list[tuple[list[int], Judged]]] = {}  # test id -> its judged trials' rankings
     for r in results:
         if r.status is not TestStatus.SCORED:
             continue
@@ -166,14 +196,20 @@ def run_metrics(results: Sequence[SemanticResult]) -> tuple[list[TestMetrics], d
         )
         if judged.ideal:  # judged: it names something relevant
             ranked = judged.ranked(ranking_of(picked, candidates))
-            standard.setdefault(r.test_id, []).append(_standard(ranked, judged))
-    if not standard:
+            rankings.setdefault(r.test_id, []).append((ranked, judged))
+    if not rankings:
         return per_trial, None
+    # Rankings as long as the candidate depth were cut there; shorter ones hold the whole KB.
+    deepest = max(len(ranked) for trials in rankings.values() for ranked, _ in trials)
+    cut = candidate_depth is not None and deepest >= candidate_depth
+    cutoffs = standard_cutoffs(candidate_depth if cut else None)
     test_means = [
-        [statistics.fmean(values) for values in zip(*trials, strict=True)] for trials in standard.values()
+        [statistics.fmean(values) for values in zip(*(_standard(*t, cutoffs) for t in trials), strict=True)]
+        for trials in rankings.values()
     ]
     return per_trial, {
-        name: statistics.fmean([t[i] for t in test_means]) for i, name in enumerate(IR_MEASURES)
+        f"{measure}@{k}": statistics.fmean([t[i] for t in test_means])
+        for i, (measure, k) in enumerate(cutoffs)
     }
 
 
@@ -183,13 +219,16 @@ def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
     return run_metrics(results)[0]
 
 
-def ir_metrics(results: Sequence[SemanticResult]) -> dict[str, float] | None:
-    """nDCG@10, R@100 and MRR@10 over the judged tests, on each trial's `final_ranking`.
+def ir_metrics(
+    results: Sequence[SemanticResult], candidate_depth: int | None = None
+) -> dict[str, float] | None:
+    """nDCG@10, R@100 and MRR@10 over the judged tests, on each trial's `final_ranking`, each at
+    most `candidate_depth` deep when the rankings were cut there (`standard_cutoffs`).
 
     trec_eval conventions: unjudged entities are not relevant, and the ranking is taken in its
     order. Trials are averaged per test, then tests equally. None when no scored test is judged.
     """
-    return run_metrics(results)[1]
+    return run_metrics(results, candidate_depth)[1]
 
 
 def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:

@@ -107,12 +107,13 @@ class RunDocument(BaseModel):
     ir_metrics: dict[str, float] | None = Field(
         default=None,
         description="nDCG@10, recall@100 and MRR@10 over the judged semantic tests, on their final "
-        "rankings (trec_eval conventions; 1.9+)",
+        "rankings (trec_eval conventions; 1.9+); a cutoff deeper than the candidate depth that cut the "
+        "rankings is named at that depth (recall@15)",
     )
 
     def with_derived(self) -> RunDocument:
         """This document with its derived sections (metrics, attribution) computed from its results."""
-        per_trial, standard = run_metrics(self.semantic)
+        per_trial, standard = run_metrics(self.semantic, self.candidate_depth)
         return self.model_copy(
             update={
                 "retrieval_metrics": per_trial,
@@ -132,7 +133,9 @@ class RunDocument(BaseModel):
 
     def standard_metrics(self) -> dict[str, float] | None:
         """The stored standard cutoffs; computed for a document written before they were (< 1.9)."""
-        return self.ir_metrics if self.ir_metrics is not None else ir_metrics(self.semantic)
+        if self.ir_metrics is not None:
+            return self.ir_metrics
+        return ir_metrics(self.semantic, self.candidate_depth)
 
     @property
     def schema_major(self) -> int:
