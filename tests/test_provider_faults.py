@@ -1,10 +1,13 @@
 """Provider faults stay bounded, through the real command line on both domains: a team system on a
 closed port or one that never answers is declared down after a few calls and the run ends with
 the outage verdict; a provider demanding a day's wait errors the tests that needed it at once; a
-truncated embeddings reply while indexing the KB is retried. Calls are counted, never timed."""
+truncated embeddings reply while indexing the KB, malformed or cut short on the wire, is retried;
+a team system's reply cut short is retried and never counted as the service being down. Calls are
+counted, never timed."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 import threading
@@ -16,6 +19,7 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from eval_pipeline.cli.sdk_logs import SDK_LOGGERS
 from eval_pipeline.core.scoring.results import TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
@@ -152,6 +156,41 @@ def test_a_truncated_embeddings_reply_while_indexing_is_retried(
     assert doc is not None and code in (0, 1)
     assert emulated_voyage.stats["faults"] == {"malformed": 1}
     assert doc.semantic and all(r.status is TestStatus.SCORED for r in doc.semantic)
+
+
+def test_an_embeddings_reply_cut_short_on_the_wire_while_indexing_is_retried(
+    project: Project, emulated_voyage: EmulatorHandle, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Content-Length promised, half the body sent, the connection closed: aiohttp's payload error.
+    emulated_voyage.reconfigure(fault_at=(("/v1/embeddings", 1, "cut_short"),))
+    code, doc = _evaluate(project, _voyage_model(retry={"backoff_s": 0}))
+    assert doc is not None and code in (0, 1)
+    assert emulated_voyage.stats["faults"] == {"cut_short": 1}
+    assert doc.semantic and all(r.status is TestStatus.SCORED for r in doc.semantic)
+    for name in SDK_LOGGERS:  # what the SDKs log after a command ran stays off the console too
+        logging.getLogger(name).warning("an SDK's own line")
+    console = "".join(capsys.readouterr())
+    # The SDK's own report of the broken body (it prints to stderr) never reaches the console.
+    assert "ClientPayloadError" not in console and "StreamReader" not in console
+    assert "an SDK's own line" not in console
+
+
+def test_a_team_reply_cut_short_is_retried_and_not_counted_as_unreachable(project: Project) -> None:
+    # Three replies in a row cut short, with a breaker that opens after two unreachable calls:
+    # a service that answers, however badly, is up.
+    with start_emulator(fault_at=tuple(("/target", n, "cut_short") for n in (1, 2, 3))) as emu:
+        model = {
+            "system": {"kind": "http", "url": emu.target_url},
+            "concurrency": 1,
+            "retry": {"backoff_s": 0},
+            "breaker": {"failures": 2},
+        }
+        code, doc = _evaluate(project, model)
+        faults = emu.stats["faults"]
+    assert faults == {"cut_short": 3}
+    assert doc is not None and code in (0, 1)
+    assert {r.status for r in _all_results(doc)} == {TestStatus.SCORED}
+    assert not breaker_for(emu.target_url, BreakerSettings(failures=2), REAL_CLOCK).is_open
 
 
 def test_an_indexing_failure_is_reported_once_as_such(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
+from eval_pipeline.cli.sdk_logs import quiet_sdk_loggers
 from eval_pipeline.core.errors import EXIT_ERROR, EXIT_INPUT, EvalPipelineError
 
 # Each command's module and the function that adds its parser, in `--help`'s order. Heavy imports
@@ -161,6 +162,7 @@ _BLAS_IDLE_SPIN = ("OPENBLAS_THREAD_TIMEOUT", "4")
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault(*_BLAS_IDLE_SPIN)
+    quiet_sdk_loggers()
     with cyclic_gc_paused():  # every command's module and the parser live to the end
         args = parse_args(sys.argv[1:] if argv is None else list(argv))
     func: Callable[[argparse.Namespace], int] = args.func

@@ -15,13 +15,14 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anthropic
+import httpx2  # the SDK's HTTP client: what its connection errors wrap
 from anthropic.types import Message
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.call_guard import CallGuard
-from eval_pipeline.providers.ratelimit import Failure, failure_for_status, unreachable
+from eval_pipeline.providers.ratelimit import Failure, broken_off, failure_for_status, unreachable
 
 T = TypeVar("T")
 
@@ -36,7 +37,9 @@ def classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, anthropic.APITimeoutError):
         return unreachable("timeout")
     if isinstance(exc, anthropic.APIConnectionError):
-        return unreachable("connection error")
+        if exc.__cause__ is None or isinstance(exc.__cause__, httpx2.ConnectError):
+            return unreachable("connection error")
+        return broken_off("connection dropped")  # connected, then cut short: the service is up
     if isinstance(exc, anthropic.APIStatusError):
         return failure_for_status(exc.status_code, exc.response.headers, exc.api_message)
     return None

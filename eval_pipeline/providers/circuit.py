@@ -1,10 +1,11 @@
 """A circuit breaker per remote service: a service that is down is found out in a few calls.
 
-A call that cannot reach the service (connection refused or reset, no answer within the client's
-timeout) counts against it; any HTTP answer, even an error status, shows it is up and clears the
-count. After `failures` unreachable calls in a row the service is declared down: every call still
-to come fails at once with "service down: URL" and nothing is sent for `cooldown_s`, after which
-one probe call may try again (it reopens or closes the breaker).
+A call that cannot reach the service (no connection could be made, no answer within the client's
+timeout) counts against it; any HTTP answer, even an error status or a body cut short on the wire,
+and a connection dropped once made, show it is up and clear the count. After `failures`
+unreachable calls in a row the service is declared down: every call still to come fails at once
+with "service down: URL" and nothing is sent for `cooldown_s`, after which one probe call may try
+again (it reopens or closes the breaker).
 
 While a failure is on the count, calls in flight plus failures never exceed `failures`, so the
 breaker opens after exactly `failures` attempts however many tests queue behind them (a burst
@@ -59,7 +60,7 @@ class BreakerState(StrEnum):
 
 class Outcome(StrEnum):
     ANSWERED = "answered"  # any HTTP answer: the service is up
-    UNREACHABLE = "unreachable"  # refused, reset or timed out
+    UNREACHABLE = "unreachable"  # could not connect, or timed out
     UNKNOWN = "unknown"  # the call failed on our side: says nothing about the service
 
 

@@ -2,8 +2,8 @@
 
 The request is `SystemRequest` as JSON; the answer must be a 200 with a `SystemAnswer` JSON object.
 Failures are retried by the shared policy (429/500/502/503/504/529 honouring `retry-after`,
-timeouts, connection errors, unparseable JSON); an answer that parses but breaks the contract is
-not retried: it errors the test with the reason.
+timeouts, connection errors, replies cut short or dropped, unparseable JSON); an answer that
+parses but breaks the contract is not retried: it errors the test with the reason.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from eval_pipeline.providers.ratelimit import (
     LoopLocal,
     RateLimiter,
     RetryPolicy,
+    broken_off,
     failure_for_status,
     unreachable,
 )
@@ -39,8 +40,10 @@ class _Unparseable(Exception):
 def classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, httpx.TimeoutException):
         return unreachable("timeout")
-    if isinstance(exc, httpx.TransportError):
+    if isinstance(exc, httpx.ConnectError):
         return unreachable("connection error")
+    if isinstance(exc, httpx.TransportError):  # connected, then cut short or dropped: it is up
+        return broken_off("connection dropped")
     if isinstance(exc, _HttpStatus):
         response = exc.response
         return failure_for_status(response.status_code, response.headers, response.text[:200])

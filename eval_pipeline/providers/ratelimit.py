@@ -207,8 +207,14 @@ class Failure:
 
 
 def unreachable(reason: str) -> Failure:
-    """A connection refused or reset, or no answer in time: retried, and counted as an outage."""
+    """Could not connect, or no answer in time: retried, and counted as an outage."""
     return Failure(reason, retryable=True, unreachable=True)
+
+
+def broken_off(reason: str) -> Failure:
+    """Connected, then the reply broke off (a body cut short, the connection dropped): retried,
+    but not counted as an outage, for the service was there to accept the call."""
+    return Failure(reason, retryable=True)
 
 
 @dataclass(frozen=True)

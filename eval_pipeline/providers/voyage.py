@@ -44,6 +44,7 @@ from eval_pipeline.providers.ratelimit import (
     LoopLocal,
     RateLimiter,
     RetryPolicy,
+    broken_off,
     failure_for_status,
     unreachable,
 )
@@ -105,7 +106,9 @@ def classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, voyageai.error.Timeout):
         return unreachable("timeout")
     if isinstance(exc, voyageai.error.APIConnectionError):
-        return unreachable("connection error")
+        return _transport_failure(exc.__cause__)
+    if isinstance(exc, aiohttp.ClientError):
+        return _transport_failure(exc)
     if isinstance(exc, voyageai.error.VoyageError):
         status = exc.http_status
         if status is None:
@@ -116,6 +119,34 @@ def classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, _UnreadableResponse):
         return Failure("malformed response", retryable=True)
     return None
+
+
+def _transport_failure(cause: BaseException | None) -> Failure:
+    """Only a connection that could not be made counts against the service's breaker."""
+    if cause is None or isinstance(cause, aiohttp.ClientConnectorError):
+        return unreachable("connection error")
+    if isinstance(cause, aiohttp.ClientPayloadError):
+        return broken_off("reply cut short")
+    return broken_off("connection dropped")
+
+
+class _WholeReply(aiohttp.ClientResponse):
+    """A response whose body is read before the session hands it over.
+
+    voyageai 0.5.0 reads the body outside its own error handling: a body cut short on the wire
+    escapes as aiohttp's `ClientPayloadError` after the SDK has printed it to stderr. Read here,
+    inside `session.request`, the same fault reaches the SDK as a connection error (retried by
+    the policy) and nothing is printed.
+    """
+
+    async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
+        await super().start(connection)
+        await self.read()
+        return self
+
+
+def _session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(response_class=_WholeReply)
 
 
 class _UnreadableResponse(Exception):
@@ -151,7 +182,7 @@ class _VoyageBase(ApiProvider):
         self._client = make_client(api_key, base_url, timeout_s)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
         # it through `voyageai.aiosession`; reusing one saves a handshake and ~2 ms CPU a call.
-        self._session = LoopLocal(aiohttp.ClientSession, close=lambda session: session.close())
+        self._session = LoopLocal(_session, close=lambda session: session.close())
 
     async def aclose(self) -> None:
         """Close this loop's connections now (they are closed when the loop ends anyway)."""

@@ -22,6 +22,7 @@ from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.providers.system_target import SystemPipeline
 from eval_pipeline.providers.target import RetrievalItem
+from eval_pipeline.testing.emulator.config import ALL_FAULTS
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import CLIENT_TIMEOUT_S, SAFE_TIMEOUT_S, STALL_S, make_entities
 
@@ -124,7 +125,8 @@ async def test_pipeline_maps_the_response(target: HttpTarget) -> None:
 
 
 async def test_94_requests_with_20_percent_faults() -> None:
-    with start_emulator(fault_rate=0.2, seed=2, stall_s=STALL_S) as emu:
+    placed = tuple(("/target", n, kind) for n, kind in enumerate(ALL_FAULTS, start=1))  # each kind met
+    with start_emulator(fault_rate=0.2, fault_at=placed, seed=2, stall_s=STALL_S) as emu:
         flaky = HttpTarget(
             emu.target_url,
             CLIENT_TIMEOUT_S,
@@ -139,7 +141,7 @@ async def test_94_requests_with_20_percent_faults() -> None:
         faults = emu.stats["faults"]
     assert [r.test_id for r in results] == [item.test_id for item in items]
     assert sorted(done) == sorted(item.test_id for item in items)
-    assert set(faults) == {"500", "529", "timeout", "malformed", "429"}
+    assert set(faults) == set(ALL_FAULTS)
     errored = [r for r in results if r.status == "errored"]
     assert errored and len(errored) < 94
     assert all(

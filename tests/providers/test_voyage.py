@@ -122,6 +122,9 @@ async def test_warm_cache_makes_no_calls(
         # Five timeouts in a row are the breaker's default: the service is declared down.
         ("timeout", "service down: {url} (5 calls in a row unreachable)"),
         ("malformed", "malformed response after 5 attempts"),
+        # Connected, then the reply broke off: retried, never counted as the service being down.
+        ("cut_short", "reply cut short after 5 attempts"),
+        ("drop", "connection dropped after 5 attempts"),
     ],
 )
 async def test_each_fault_kind_is_retried_then_reported(

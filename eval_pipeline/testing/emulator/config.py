@@ -15,7 +15,9 @@ from typing import Any, Literal, Protocol, cast, get_args
 import numpy as np
 import numpy.typing as npt
 
-FaultKind = Literal["500", "529", "timeout", "malformed", "429"]
+# `cut_short`: the route's real reply, its Content-Length promised, half of the body sent, then the
+# connection closed; `drop`: the connection closed with no reply at all.
+FaultKind = Literal["500", "529", "timeout", "malformed", "429", "cut_short", "drop"]
 
 ALL_FAULTS: tuple[FaultKind, ...] = get_args(FaultKind)
 
@@ -64,6 +66,7 @@ class Reply:
     body: bytes
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    wire: Literal["whole", "cut_short", "drop"] = "whole"  # how much of it leaves before the close
 
 
 def json_reply(status: int, payload: object, headers: dict[str, str] | None = None) -> Reply:

@@ -22,10 +22,12 @@ Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + 
 seeded fault injection (or faults placed at the n-th request to a path, `fault_at`) over
 `500`, `529`, `timeout` (stall longer than the client's timeout),
 `malformed` (tool input that fails validation or is not JSON; a calibration answer naming an
-unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere)
-and `429`; a `barrier` over request model names (each waits until all of them were asked
-for: proof that they were in flight at once), and `gather` over one path's first n requests (the
-same proof for n requests to one model). A fault is drawn from a hash of (seed, route,
+unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere), `429`,
+and two faults on the wire: `cut_short` (the real reply's Content-Length promised, half its body
+sent, the connection closed) and `drop` (the connection closed with no reply); a `barrier` over
+request model names (each waits until all of them were asked for: proof that they were in flight
+at once), and `gather` over one path's first n requests (the same proof for n requests to one
+model). A fault is drawn from a hash of (seed, route,
 request body, how many times that body was seen), so a run's faults do not depend on arrival
 order and a retry gets a fresh draw.
 
@@ -262,6 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "429":
             headers = {"retry-after": str(self.emu.config.retry_after_s)}
             return error_reply(family, 429, "emulated rate limit", headers)
+        if fault in ("cut_short", "drop"):
+            return replace(handler(self, request), wire=fault)
         if fault == "malformed":
             if handler is _messages:
                 return json_reply(200, self.emu.anthropic.message(request, malformed=True))
@@ -274,6 +278,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, reply: Reply, label: str | None = None) -> None:
         if label is not None:
             self.emu.stats.status(label, reply.status)
+        if reply.wire == "drop":
+            self.close_connection = True
+            return
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
@@ -281,7 +288,11 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in reply.headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(reply.body)
+            if reply.wire == "cut_short":
+                self.wfile.write(reply.body[: len(reply.body) // 2])
+                self.close_connection = True
+            else:
+                self.wfile.write(reply.body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its timeout fired during a stall): nothing to deliver
 
