@@ -25,7 +25,7 @@ from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
 from eval_pipeline.providers.ratelimit import REAL_CLOCK
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
-from eval_pipeline.testing.hanging import hanging_server
+from eval_pipeline.testing.hanging import Behaviour, hanging_server
 from tests.conftest import REPO
 from tests.providers.conftest import FAKE_VOYAGE_KEY
 from tests.quiet_instance import quiet_home
@@ -108,6 +108,24 @@ def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(
         assert hung.requests == 5
     # Stopped, not left behind: its accepting thread has ended (a stop used to wait 5 s for it).
     assert not any(t.name == "hanging-server" for t in threading.enumerate())
+    assert code == 3
+    assert doc is not None
+    reason = "target: " + DOWN.format(url=hung.url)
+    assert {(r.status, r.error) for r in _all_results(doc)} == {(TestStatus.ERRORED, reason)}
+
+
+@pytest.mark.parametrize("behaviour", ["headers", "drip"])
+def test_a_team_service_that_stalls_or_drips_after_its_headers_is_cut_off(
+    project: Project, behaviour: Behaviour
+) -> None:
+    # A byte every 0.05 s keeps each read far inside the client's 0.5 s timeout: only a deadline
+    # over the whole attempt ends it. Each call is cut after 0.5 s, so five such calls declare
+    # the service down and the run ends with the outage verdict; without the deadline the
+    # dripped body (a megabyte) would take days.
+    with hanging_server(behaviour, drip_s=0.05) as hung:
+        system = {"kind": "http", "url": hung.url, "timeout_s": 0.5}
+        code, doc = _evaluate(project, {"system": system, "retry": {"max_attempts": 2, "backoff_s": 0}})
+        assert hung.requests == 5
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)

@@ -20,6 +20,7 @@ class ApiProvider:
         *,
         service_url: str,
         faults: FaultSettings | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.name = model_id
         self.model_id = model_id
@@ -28,7 +29,7 @@ class ApiProvider:
         self._limiter = limiter
         # Pacing and backoff share one clock, so a scaled clock speeds both up in benchmarks.
         self._clock = clock or (limiter.clock if limiter is not None else REAL_CLOCK)
-        self._guard = CallGuard.build(service_url, self._clock, policy, faults, api_key)
+        self._guard = CallGuard.build(service_url, self._clock, policy, faults, api_key, timeout_s)
 
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}(model_id={self.model_id!r})"

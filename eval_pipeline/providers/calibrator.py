@@ -257,7 +257,7 @@ class Calibrator:
         self._limiter = limiter
         self._clock = clock or limiter.clock
         faults = faults or CALIBRATION_FAULTS
-        self._guard = CallGuard.build(service_url(base_url), self._clock, policy, faults, api_key)
+        self._guard = CallGuard.build(service_url(base_url), self._clock, policy, faults, api_key, timeout_s)
         # One client per event loop, closed inside its own loop (see ratelimit.LoopLocal).
         self._client = LoopLocal(
             lambda: anthropic.AsyncAnthropic(

@@ -1,14 +1,28 @@
-"""How one provider's calls are retried, capped and cut off, bundled for the call sites."""
+"""How one provider's calls are retried, capped and cut off, bundled for the call sites.
+
+Each attempt has one deadline for the whole exchange (connect, request, every byte of the
+answer): the client's `timeout_s`, or less when the run deadline is nearer. An HTTP client's own
+timeout bounds each read alone, so a service that sends its answer a byte at a time would never
+end an attempt.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
 from eval_pipeline.providers.circuit import BreakerSettings, CircuitBreaker, breaker_for
-from eval_pipeline.providers.ratelimit import Clock, Failure, RateLimiter, RetryPolicy, call_with_retry
+from eval_pipeline.providers.ratelimit import (
+    Clock,
+    Failure,
+    RateLimiter,
+    RetryPolicy,
+    call_with_retry,
+    unreachable,
+)
 from eval_pipeline.providers.waits import WaitBudget, WaitLimits
 
 T = TypeVar("T")
@@ -22,6 +36,24 @@ class FaultSettings:
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
+class AttemptDeadline(Exception):
+    """An attempt that did not end within its deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no complete answer within {round(seconds, 2):g} s")
+
+
+def _deadline_or(
+    classify: Callable[[BaseException], Failure | None],
+) -> Callable[[BaseException], Failure | None]:
+    def classified(exc: BaseException) -> Failure | None:
+        if isinstance(exc, AttemptDeadline):  # no answer in time: counted like a client timeout
+            return unreachable(str(exc))
+        return classify(exc)
+
+    return classified
+
+
 @dataclass(frozen=True)
 class CallGuard:
     clock: Clock
@@ -29,6 +61,7 @@ class CallGuard:
     waits: WaitBudget
     breaker: CircuitBreaker
     secret: str | None = None  # redacted from every reason
+    attempt_timeout_s: float | None = None  # real seconds for one whole attempt (None: no limit)
 
     @classmethod
     def build(
@@ -38,8 +71,11 @@ class CallGuard:
         policy: RetryPolicy | None,
         faults: FaultSettings | None,
         secret: str | None = None,
+        attempt_timeout_s: float | None = None,
     ) -> CallGuard:
-        """The guard of a provider calling `service_url`; its run deadline starts now."""
+        """The guard of a provider calling `service_url`, whose attempts each end within
+        `attempt_timeout_s` (real seconds, like the client's own timeout); its run deadline
+        starts now."""
         faults = faults or FaultSettings()
         return cls(
             clock=clock,
@@ -47,7 +83,25 @@ class CallGuard:
             waits=WaitBudget(faults.waits, clock),
             breaker=breaker_for(service_url, faults.breaker, clock),
             secret=secret,
+            attempt_timeout_s=attempt_timeout_s,
         )
+
+    def attempt_limit(self) -> float:
+        """Real seconds the next attempt may take: its timeout, or what is left of the run."""
+        left = self.waits.time_left() / self.clock.speed
+        return left if self.attempt_timeout_s is None else min(self.attempt_timeout_s, left)
+
+    async def bounded(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`attempt()`, cancelled when it passes `attempt_limit()` (`AttemptDeadline`)."""
+        limit = self.attempt_limit()
+        scope = asyncio.timeout(limit)
+        try:
+            async with scope:
+                return await attempt()
+        except TimeoutError:
+            if not scope.expired():  # the attempt's own timeout, classified as such
+                raise
+            raise AttemptDeadline(limit) from None
 
     async def call(
         self,
@@ -56,4 +110,10 @@ class CallGuard:
         limiter: RateLimiter | None = None,
     ) -> T:
         retry = partial(call_with_retry, clock=self.clock, policy=self.policy, secret=self.secret)
-        return await retry(attempt, classify, limiter=limiter, breaker=self.breaker, waits=self.waits)
+        return await retry(
+            partial(self.bounded, attempt),
+            _deadline_or(classify),
+            limiter=limiter,
+            breaker=self.breaker,
+            waits=self.waits,
+        )

@@ -236,7 +236,17 @@ class ClaudeReranker(ApiProvider):
         faults: FaultSettings | None = None,
     ) -> None:
         url = service_url(base_url)
-        super().__init__(model_id, api_key, cache, limiter, clock, policy, service_url=url, faults=faults)
+        super().__init__(
+            model_id,
+            api_key,
+            cache,
+            limiter,
+            clock,
+            policy,
+            service_url=url,
+            faults=faults,
+            timeout_s=timeout_s,
+        )
         self.price = price
         self.prompt_version = prompt_version
         self.poll_interval_s = poll_interval_s

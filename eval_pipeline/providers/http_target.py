@@ -68,7 +68,7 @@ class HttpTarget:
         self.url = url
         self._limiter = limiter
         self.clock = clock or (limiter.clock if limiter is not None else REAL_CLOCK)
-        self._guard = CallGuard.build(url, self.clock, policy, faults)
+        self._guard = CallGuard.build(url, self.clock, policy, faults, attempt_timeout_s=timeout_s)
         self._client = LoopLocal(
             lambda: httpx.AsyncClient(timeout=timeout_s), close=lambda client: client.aclose()
         )

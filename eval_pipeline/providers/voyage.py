@@ -178,7 +178,17 @@ class _VoyageBase(ApiProvider):
         faults: FaultSettings | None = None,
     ) -> None:
         url = service_url(base_url)
-        super().__init__(model_id, api_key, cache, limiter, clock, policy, service_url=url, faults=faults)
+        super().__init__(
+            model_id,
+            api_key,
+            cache,
+            limiter,
+            clock,
+            policy,
+            service_url=url,
+            faults=faults,
+            timeout_s=timeout_s,
+        )
         self._client = make_client(api_key, base_url, timeout_s)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
         # it through `voyageai.aiosession`; reusing one saves a handshake and ~2 ms CPU a call.
