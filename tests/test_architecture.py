@@ -22,7 +22,7 @@ FORBIDDEN = (
 )
 # The references the IR metrics are checked against: in the dev extra only, so a user's install
 # has neither and no module of the package may import them.
-TEST_ONLY = ("ir_measures", "pytrec_eval")
+TEST_ONLY = ("ir_measures", "pytrec_eval", "cmarkgfm")
 # The core's sub-packages, lowest first: each may import only those before it. Top-level core
 # modules (fileio, dates, code_version) sit below all of them.
 CORE_ORDER = [

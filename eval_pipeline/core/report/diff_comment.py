@@ -9,7 +9,7 @@ names the first of each kind and says how many more `diff` lists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.report.diffs import (
@@ -24,6 +24,7 @@ from eval_pipeline.core.report.diffs import (
     kind_title,
     span_lines,
 )
+from eval_pipeline.core.report.markdown_text import code, text
 from eval_pipeline.core.verdicts.regression_gate import DiffGate
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
@@ -34,45 +35,48 @@ _BLOCK_OVERHEAD = 3  # "<details><summary>", the blank line markdown needs, "</d
 _ICON = {GateStatus.PASSED: "✅", GateStatus.FAILED: "❌", GateStatus.UNEVALUABLE: "⚠️"}
 
 
-def _cut(line: str, limit: int = MAX_CHARS) -> str:
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+def _line(prefix: str, data: str, render: Callable[[str, int], str] = text) -> str:
+    """`prefix` (markdown) then `data` (text from data) rendered inert, within MAX_CHARS."""
+    return prefix + render(data, MAX_CHARS - len(prefix))
 
 
 def _critical_line(diff: RunDiff) -> list[str]:
     critical = diff.of_kind(DeltaKind.CRITICAL)
     if not critical:
         return []
-    named = "; ".join(f"`{headline(d)}`" for d in critical[:CRITICAL_NAMED])
+    named = "; ".join(headline(d) for d in critical[:CRITICAL_NAMED])
     more = f"; +{len(critical) - CRITICAL_NAMED} more" if len(critical) > CRITICAL_NAMED else ""
-    return [_cut(f"- 🚨 **{len(critical)} new critical failure(s)**: {named}{more}")]
+    return [_line(f"- 🚨 **{len(critical)} new critical failure(s)**: ", named + more, code)]
 
 
 def _verdict(diff: RunDiff, gate: DiffGate) -> list[str]:
     mode = " (strict)" if gate.strict else ""
     title = f"## {_ICON[gate.status]} Retrieval diff{mode}: {gate.status.value.upper()} — "
-    lines = [_cut(f"{title}{diff.base.label} → {diff.head.label}"), "", *_critical_line(diff)]
+    lines = [_line(title, f"{diff.base.label} → {diff.head.label}"), "", *_critical_line(diff)]
     if gate.reasons or gate.notes:
         lines += ["", f"**The diff gate{mode}**:"] if lines[-1] else [f"**The diff gate{mode}**:"]
-    lines += [_cut(f"- {r}") for r in gate.reasons]
-    lines += [_cut(f"- note: {n}") for n in gate.notes]
+    lines += [_line("- ", r) for r in gate.reasons]
+    lines += [_line("- note: ", n) for n in gate.notes]
     return [*lines, ""]
 
 
 def _summary(diff: RunDiff) -> list[str]:
     counts = ", ".join(f"{diff.counts.get(k, 0)} {kind_title(k)}" for k in (*DETAILED, DeltaKind.UNCHANGED))
     lines = [
-        _cut(f"**{health_line(diff)}** · pass: score ≥ {diff.pass_threshold} · {counts}"),
-        _cut(f"**statistics (semantic)**: {diff.statistics.verdict}"),
+        f"**{text(health_line(diff))}** · pass: score ≥ {diff.pass_threshold} · {counts}",
+        _line("**statistics (semantic)**: ", diff.statistics.verdict),
     ]
     if diff.graded_statistics:
-        lines.append(_cut(f"**{GRADED_STATISTICS}**: {diff.graded_statistics.verdict}"))
+        lines.append(_line(f"**{GRADED_STATISTICS}**: ", diff.graded_statistics.verdict))
     spans = [*implementation_lines(diff), *diff.warnings, *span_lines(diff)]
-    return [*lines, *(_cut(f"- ⚠️ {s}") for s in spans[:3]), *(["- ⚠️ …"] if len(spans) > 3 else []), ""]
+    shown = [_line("- ⚠️ ", s) for s in spans[:3]]
+    return [*lines, *shown, *(["- ⚠️ …"] if len(spans) > 3 else []), ""]
 
 
 def _item(d: TestDelta) -> str:
+    line = _line("- ", headline(d), code)
     details = " · ".join(detail_lines(d))
-    return _cut(f"- `{headline(d)}`" + (f" — {details}" if details else ""))
+    return _line(f"{line} — ", details) if details and len(line) < MAX_CHARS - 5 else line
 
 
 def _shares(sizes: Sequence[int], budget: int) -> list[int]:
@@ -100,7 +104,7 @@ def _kinds(diff: RunDiff) -> list[tuple[str, list[str]]]:
             blocks.append((f"{kind_title(kind).capitalize()} ({len(deltas)})", [_item(d) for d in deltas]))
         dropped = diff.best_dropped() if kind is DeltaKind.REGRESSED else []
         if dropped:
-            items = [_cut(f"- {dropped_line(d)}") for d in dropped]
+            items = [_line("- ", dropped_line(d)) for d in dropped]
             blocks.append((f"{DROPPED.capitalize()} ({len(dropped)})", items))
     return blocks
 

@@ -16,7 +16,7 @@ from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.markdown import markdown_table
+from eval_pipeline.core.report.markdown_text import table, text
 from eval_pipeline.core.rounding import fmt_score, shown_change
 from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
 from eval_pipeline.core.scoring.metrics import IR_MEASURES, shallow_cutoffs
@@ -88,11 +88,13 @@ def dropped_line(d: TestDelta) -> str:
 
 
 def _statistics_rows(s: PairedComparison, tests: str = "Paired semantic tests") -> list[tuple[str, str]]:
+    """The rows of the markdown statistics table (the labels are data: escaped)."""
     effect = "n/a" if s.effect_size is None else f"{s.effect_size:+.3f} ({s.effect_label})"
     mde = "n/a" if s.minimum_detectable_effect is None else f"±{s.minimum_detectable_effect:.2f} {s.unit}"
+    labels = f"{text(s.head_label)} − {text(s.base_label)}"
     return [
         (f"{tests} (topic clusters)", f"{s.tests} ({s.clusters})"),
-        (f"Mean difference ({s.head_label} − {s.base_label})", f"{s.mean_difference:+.2f} {s.unit}"),
+        (f"Mean difference ({labels})", f"{s.mean_difference:+.2f} {s.unit}"),
         ("95% CI", f"{s.ci_low:+.2f} to {s.ci_high:+.2f}"),
         ("p-value (Holm-adjusted)", f"{s.p_value:.4g} ({s.p_adjusted:.4g})"),
         ("Minimum detectable effect (80% power)", mde),
@@ -176,27 +178,29 @@ def _dropped_text(diff: RunDiff) -> list[str]:
 def _diff_body(diff: RunDiff, level: int) -> list[str]:
     h = "#" * level
     gate = diff_gate(diff)
-    lines = [f"**{health_line(diff)}**", "", *(f"{line}\n" for line in implementation_lines(diff))]
-    lines += [*(f"- {line.strip()}" for line in gate_lines(gate)), ""]
+    lines = [f"**{text(health_line(diff))}**", ""]
+    lines += [f"{text(line)}\n" for line in implementation_lines(diff)]
+    lines += [f"- {gate_lines(gate)[0]}", *(f"- - {text(r)}" for r in gate.reasons)]
+    lines += [*(f"- note: {text(n)}" for n in gate.notes), ""]
     spans = [*diff.warnings, *span_lines(diff)]
-    lines += [*(f"- ⚠️ {w}" for w in spans), *([""] if spans else [])]
-    lines += markdown_table(("Kind", "Tests"), ((kind_title(k), diff.counts.get(k, 0)) for k in DeltaKind))
-    lines += [f"{h} Statistics (semantic tests)", "", f"**{diff.statistics.verdict}**", ""]
-    lines += markdown_table(("", ""), _statistics_rows(diff.statistics))
+    lines += [*(f"- ⚠️ {text(w)}" for w in spans), *([""] if spans else [])]
+    lines += table(("Kind", "Tests"), ((kind_title(k), diff.counts.get(k, 0)) for k in DeltaKind))
+    lines += [f"{h} Statistics (semantic tests)", "", f"**{text(diff.statistics.verdict)}**", ""]
+    lines += table(("", ""), _statistics_rows(diff.statistics))
     if diff.graded_statistics:
         graded = diff.graded_statistics
-        lines += [f"{h} Statistics (graded tests, nDCG@10 × 100)", "", f"**{graded.verdict}**", ""]
-        lines += markdown_table(("", ""), _statistics_rows(graded, "Paired graded tests"))
+        lines += [f"{h} Statistics (graded tests, nDCG@10 × 100)", "", f"**{text(graded.verdict)}**", ""]
+        lines += table(("", ""), _statistics_rows(graded, "Paired graded tests"))
     for kind in DETAILED:
         deltas = diff.of_kind(kind)
         if deltas:
             lines += [f"{h} {kind_title(kind).capitalize()} ({len(deltas)})", ""]
         for d in deltas:
-            lines += [f"{h}# {headline(d)}", *(f"- {line}" for line in detail_lines(d)), ""]
+            lines += [f"{h}# {text(headline(d))}", *(f"- {text(line)}" for line in detail_lines(d)), ""]
         dropped = diff.best_dropped() if kind is DeltaKind.REGRESSED else []
         if dropped:
             lines += [f"{h} {DROPPED.capitalize()} ({len(dropped)})", ""]
-            lines += [*(f"- {dropped_line(d)}" for d in dropped), ""]
+            lines += [*(f"- {text(dropped_line(d))}" for d in dropped), ""]
     cosmetic = diff.counts[DeltaKind.COSMETIC]
     lines += [
         f"{h} Unchanged",
@@ -208,11 +212,11 @@ def _diff_body(diff: RunDiff, level: int) -> list[str]:
 
 
 def render_regression_markdown(result: RegressionDiff) -> str:
-    title = f"# Regression diff — {result.model} — {result.date}"
-    skipped = [f"- ⚠️ passed over as a baseline: {line}" for line in result.passed_over]
+    title = f"# Regression diff — {text(result.model)} — {text(result.date)}"
+    skipped = [f"- ⚠️ passed over as a baseline: {text(line)}" for line in result.passed_over]
     if result.diff is None:
-        return "\n".join([title, "", f"{result.verdict}.", "", *skipped]).rstrip() + "\n"
-    lines = [title, "", f"Compared with the latest earlier run, {result.baseline_date}.", "", *skipped]
+        return "\n".join([title, "", f"{text(result.verdict)}.", "", *skipped]).rstrip() + "\n"
+    lines = [title, "", f"Compared with the latest earlier run, {text(result.baseline_date)}.", "", *skipped]
     lines += _diff_body(result.diff, 2)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -240,7 +244,7 @@ def _model_rows(
         cost = f"${m.cost_usd:.4f}"
         rows.append(
             [
-                m.model,
+                text(m.model),
                 m.health,
                 fmt_score(m.combined_score),
                 *scores,
@@ -259,10 +263,10 @@ def render_comparison_markdown(comparison: ModelComparison) -> str:
     header = ("Model", "Health", "Combined", *banks, "Hard fails", "Errored")
     names = _standard_names(comparison)
     header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", *names, "Cost")
-    lines = [f"# Model comparison — {comparison.date}", "", "## Models", ""]
-    lines += markdown_table(header, _model_rows(comparison, banks, names))
+    lines = [f"# Model comparison — {text(comparison.date)}", "", "## Models", ""]
+    lines += table(header, _model_rows(comparison, banks, names))
     lines += [*(f"- {note}" for note in shallow_cutoffs(names)), ""] if shallow_cutoffs(names) else []
-    lines += ["## Verdicts", "", *(f"- {v}" for v in comparison.verdicts), ""]
+    lines += ["## Verdicts", "", *(f"- {text(v)}" for v in comparison.verdicts), ""]
     for diff in comparison.pairs:
-        lines += [f"## {diff.base.model} → {diff.head.model}", "", *_diff_body(diff, 3)]
+        lines += [f"## {text(diff.base.model)} → {text(diff.head.model)}", "", *_diff_body(diff, 3)]
     return "\n".join(lines).rstrip() + "\n"

@@ -8,11 +8,12 @@ tests with reasons, handler and pattern-type tables, expectation conflicts, cost
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.report.failures import Failure
+from eval_pipeline.core.report.markdown_text import table, text
 from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
@@ -30,12 +31,6 @@ from eval_pipeline.core.scoring.trials import TestTrials
 
 MAX_DETAILED_FAILURES = 30
 GRADED_SHOWN = 5  # graded judgments listed per test; imported sets judge dozens
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return [*lines, ""]
 
 
 def _summary(agg: Aggregate) -> list[str]:
@@ -67,7 +62,7 @@ def _summary(agg: Aggregate) -> list[str]:
     return [
         "## Summary",
         "",
-        *markdown_table(
+        *table(
             ("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight", "Implementation"), rows
         ),
         "Implementation: *reference* is eval_pipeline's built-in mechanism; *http* and *python* are "
@@ -80,13 +75,15 @@ def _critical(agg: Aggregate) -> list[str]:
     if not agg.critical_failures:
         return ["## Critical failures", "", "None.", ""]
     lines = ["## 🚨 Critical failures", "", "Crisis detection is broken for these messages:", ""]
-    lines += [f"- **{c.test_id}**: {c.reason} — “{c.prompt}”" for c in agg.critical_failures]
+    lines += [
+        f"- **{text(c.test_id)}**: {text(c.reason)} — “{text(c.prompt)}”" for c in agg.critical_failures
+    ]
     return [*lines, ""]
 
 
 def _failure_row(f: Failure) -> tuple[str, str, str, str]:
-    test = f"🚨 **{f.test_id}** (critical)" if f.critical else f.test_id
-    return test, fmt_score(f.score), f.rule, f.reason.replace("|", "\\|")  # a pipe would split the cell
+    test = f"🚨 **{text(f.test_id)}** (critical)" if f.critical else text(f.test_id)
+    return test, fmt_score(f.score), text(f.rule), text(f.reason)
 
 
 def _failing(failures: Sequence[Failure]) -> list[str]:
@@ -98,7 +95,7 @@ def _failing(failures: Sequence[Failure]) -> list[str]:
         rows = [_failure_row(f) for f in failures if f.bank is bank]
         if rows:
             header = ("Test", "Score", "Rule", "Reason")
-            lines += [f"## Failing tests — {bank.value} ({len(rows)})", "", *markdown_table(header, rows)]
+            lines += [f"## Failing tests — {bank.value} ({len(rows)})", "", *table(header, rows)]
     return lines
 
 
@@ -106,11 +103,11 @@ def _groups(title: str, groups: dict[str, GroupScore], key_name: str) -> list[st
     if not groups:
         return []
     ordered = sorted(groups.items(), key=lambda kv: (kv[1].average is None, -(kv[1].average or 0), kv[0]))
-    rows = [(k, fmt_score(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
+    rows = [(text(k), fmt_score(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
     return [
         f"## {title}",
         "",
-        *markdown_table((key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows),
+        *table((key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows),
     ]
 
 
@@ -121,7 +118,7 @@ def _distribution(agg: Aggregate) -> list[str]:
     return [
         "## Score distribution (semantic)",
         "",
-        *markdown_table(("Range", "Count"), bank.distribution.items()),
+        *table(("Range", "Count"), bank.distribution.items()),
     ]
 
 
@@ -129,7 +126,7 @@ def _sources(agg: Aggregate) -> list[str]:
     lines = [
         "## Expectation sources",
         "",
-        *markdown_table(("Source", "Tests"), agg.expectation_sources.items()),
+        *table(("Source", "Tests"), ((text(k), n) for k, n in agg.expectation_sources.items())),
     ]
     if agg.expectation_conflicts:
         lines += [
@@ -147,13 +144,13 @@ def _semantic_failures(results: Sequence[SemanticResult]) -> list[str]:
     lines = ["## Semantic hard fails", ""]
     for r in failures[:MAX_DETAILED_FAILURES]:
         lines += [
-            f"### {r.test_id}: {r.name}",
-            f"- Prompt: {r.prompt}",
-            f"- Expected: {expectation_text(r)} (source: {r.expectation_source})",
-            f"- Failed: {'; '.join(r.outcome.hard_fail_reasons) if r.outcome else ''}",
-            f"- Selected: {', '.join(s.entity_id for s in r.selections) or '(nothing)'}",
+            f"### {text(r.test_id)}: {text(r.name)}",
+            f"- Prompt: {text(r.prompt)}",
+            f"- Expected: {text(expectation_text(r))} (source: {text(r.expectation_source)})",
+            f"- Failed: {text('; '.join(r.outcome.hard_fail_reasons) if r.outcome else '')}",
+            f"- Selected: {text(', '.join(s.entity_id for s in r.selections)) or '(nothing)'}",
             f"- Candidates (top {min(len(r.candidates), CANDIDATE_K)} of {len(r.candidates)}): "
-            f"{', '.join(c.entity_id for c in r.candidates[:CANDIDATE_K])}",
+            f"{text(', '.join(c.entity_id for c in r.candidates[:CANDIDATE_K]))}",
             "",
         ]
     if len(failures) > MAX_DETAILED_FAILURES:
@@ -206,7 +203,7 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
     groups: dict[str, list[TestMetrics]] = {}
     for m in metrics:
         groups.setdefault(category[m.test_id], []).append(m)
-    rows = [_metric_row("**all**", metrics), *(_metric_row(k, v) for k, v in sorted(groups.items()))]
+    rows = [_metric_row("**all**", metrics), *(_metric_row(text(k), v) for k, v in sorted(groups.items()))]
     header = ("Category", "Tests", "nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)")
     return [
         "## Retrieval metrics (semantic)",
@@ -214,7 +211,7 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
         "nDCG@6 with primary gain 2 and secondary gain 1; recall of primary + secondary entities in "
         "the final 6 and among the top 15 candidates; MRR of the first primary (trec_eval conventions).",
         "",
-        *markdown_table(header, rows),
+        *table(header, rows),
         *_standard_cutoffs(doc),
     ]
 
@@ -223,14 +220,14 @@ def _stage_attribution(found: Sequence[StageAttribution]) -> list[str]:
     if not found:
         return []
     counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
-    rows = [(a.test_id, a.trial, a.stage.value, a.detail) for a in found]
+    rows = [(text(a.test_id), a.trial, a.stage.value, text(a.detail)) for a in found]
     return [
         "## Stage attribution (semantic hard fails, nothing relevant selected, errors)",
         "",
         f"Where each primary (or every relevant entity) was lost: {counts}. *embedding*: it never "
         "reached the candidates; *reranker*: it was a candidate but was not selected.",
         "",
-        *markdown_table(("Test", "Trial", "Stage", "Detail"), rows),
+        *table(("Test", "Trial", "Stage", "Detail"), rows),
     ]
 
 
@@ -241,7 +238,7 @@ def _trials(tests: Sequence[TestTrials[SemanticResult]]) -> list[str]:
     varying = [t for t in tests if t.flaky or (t.spread is not None and t.spread[0] != t.spread[1])]
     rows = [
         (
-            t.test_id,
+            text(t.test_id),
             t.trials,
             fmt_score(t.score),
             f"{t.spread[0]}–{t.spread[1]}" if t.spread else "—",
@@ -257,25 +254,26 @@ def _trials(tests: Sequence[TestTrials[SemanticResult]]) -> list[str]:
         f"scores vary in {len(varying)}."
     )
     header = ("Test", "Trials", "Mean", "Min–max", "Std", f"pass^{n}", "Flaky")
-    return ["## Trials (semantic)", "", summary, "", *(markdown_table(header, rows) if rows else [])]
+    return ["## Trials (semantic)", "", summary, "", *(table(header, rows) if rows else [])]
 
 
 def _penalties(results: Sequence[AnyResult]) -> list[str]:
     rows = [
-        (r.mechanism, r.test_id, r.score, "; ".join(p.text for p in r.outcome.penalties))
+        (r.mechanism, text(r.test_id), r.score, text("; ".join(p.text for p in r.outcome.penalties)))
         for r in results
         if r.outcome is not None and r.outcome.penalties
     ]
     if not rows:
         return []
-    return ["## Penalty breakdown", "", *markdown_table(("Bank", "Test", "Score", "Penalties"), rows)]
+    return ["## Penalty breakdown", "", *table(("Bank", "Test", "Score", "Penalties"), rows)]
 
 
 def _errored(results: Sequence[AnyResult]) -> list[str]:
-    rows = [(r.mechanism, r.test_id, r.error or "") for r in results if r.status is TestStatus.ERRORED]
+    errored = [r for r in results if r.status is TestStatus.ERRORED]
+    rows = [(r.mechanism, text(r.test_id), text(r.error or "")) for r in errored]
     if not rows:
         return []
-    return ["## Errored tests (not scored)", "", *markdown_table(("Bank", "Test", "Reason"), rows)]
+    return ["## Errored tests (not scored)", "", *table(("Bank", "Test", "Reason"), rows)]
 
 
 MAX_ERROR_REASONS = 5
@@ -295,7 +293,7 @@ def _handlers(agg: Aggregate) -> list[str]:
         return []
     rows = [
         (
-            h.handler,
+            text(h.handler),
             f"{h.fired_when_expected}/{h.expected_in}",
             f"{h.fired_when_forbidden}/{h.forbidden_in}",
             fmt_score(h.average_of_involved_tests),
@@ -305,7 +303,7 @@ def _handlers(agg: Aggregate) -> list[str]:
     return [
         "## State handlers",
         "",
-        *markdown_table(
+        *table(
             ("Handler", "Fired when expected", "Fired when forbidden", "Avg of involved tests"),
             rows,
         ),
@@ -314,7 +312,7 @@ def _handlers(agg: Aggregate) -> list[str]:
 
 def _pattern_types(agg: Aggregate) -> list[str]:
     rows = [
-        (k, fmt_score(s.average), s.tests, s.hard_fails, s.critical_failures)
+        (text(k), fmt_score(s.average), s.tests, s.hard_fails, s.critical_failures)
         for k, s in agg.pattern_type_scores.items()
     ]
     if not rows:
@@ -322,17 +320,17 @@ def _pattern_types(agg: Aggregate) -> list[str]:
     return [
         "## Pattern types",
         "",
-        *markdown_table(("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows),
+        *table(("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows),
     ]
 
 
 def _provenance(doc: RunDocument) -> list[str]:
     p = doc.provenance
     rows = [
-        ("Model", p.model),
-        ("Date", p.date),
-        ("KB", f"{p.kb_version} ({p.kb_hash[:12]})"),
-        ("Banks", ", ".join(f"{k} {v[:8]}" for k, v in sorted(p.bank_hashes.items()))),
+        ("Model", text(p.model)),
+        ("Date", text(p.date)),
+        ("KB", f"{text(p.kb_version)} ({p.kb_hash[:12]})"),
+        ("Banks", text(", ".join(f"{k} {v[:8]}" for k, v in sorted(p.bank_hashes.items())))),
         ("History", p.history_hash[:12]),
         ("Schema", p.schema_version),
         ("Generated", p.generated_at.isoformat()),
@@ -342,11 +340,11 @@ def _provenance(doc: RunDocument) -> list[str]:
             "Tokens in/out",
             f"{doc.aggregate.usage.input_tokens}/{doc.aggregate.usage.output_tokens}",
         ),
-        ("Rerank mode", p.rerank_mode),
+        ("Rerank mode", text(p.rerank_mode)),
     ]
     if p.prompt_cache is not None:
-        rows.append(("Reranker prompt cache", p.prompt_cache))
-    return ["## Provenance and cost", "", *markdown_table(("", ""), rows)]
+        rows.append(("Reranker prompt cache", text(p.prompt_cache)))
+    return ["## Provenance and cost", "", *table(("", ""), rows)]
 
 
 def all_results(doc: RunDocument) -> list[AnyResult]:
@@ -360,12 +358,12 @@ def render_markdown(doc: RunDocument, since: Sequence[str] = (), reading: Readin
     results = all_results(doc)
     run = reading_of(doc) if reading is None else reading
     lines = [
-        f"# Retrieval evaluation — {doc.provenance.model} — {doc.provenance.date}",
+        f"# Retrieval evaluation — {text(doc.provenance.model)} — {text(doc.provenance.date)}",
         "",
         f"**Health: {agg.health.value}** · combined score {fmt_score(agg.combined_score)} · "
         f"{agg.total_tests} tests · {agg.hard_fail_count} hard fails · {agg.errored_count} errored",
         "",
-        *[f"- **Could not evaluate** {line}" for line in agg.unevaluable_reasons()],
+        *[f"- **Could not evaluate** {text(line)}" for line in agg.unevaluable_reasons()],
         *_summary(agg),
         *_critical(agg),
         *since,

@@ -13,6 +13,7 @@ from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff
 from eval_pipeline.core.report.diffs import gate_lines, headline, health_line
 from eval_pipeline.core.report.failure_lines import fold
+from eval_pipeline.core.report.markdown_text import text
 from eval_pipeline.core.scoring.run_document import REGRESSION_DIFF_FILE
 from eval_pipeline.core.verdicts.since import regression_gate
 
@@ -53,16 +54,16 @@ def since_markdown(regression: RegressionDiff) -> list[str]:
     """report.md's "since last run" section: what changed, by test, and `diff`'s verdict on it."""
     gate = regression_gate(regression)
     if regression.diff is None or gate is None:
-        return ["## Since last run", "", f"{regression.verdict}.", ""]
+        return ["## Since last run", "", f"{text(regression.verdict)}.", ""]
     diff = regression.diff
     lines = [
-        f"## Since last run ({regression.baseline_date})",
+        f"## Since last run ({text(regression.baseline_date)})",
         "",
-        f"**{health_line(diff)}**; {_counts(diff)}.",
+        f"**{text(health_line(diff))}**; {_counts(diff)}.",
         "",
     ]
-    items = [*(f"- ⚠️ {w}" for w in diff.warnings), *(f"- {line}" for line in _changes(diff))]
+    items = [*(f"- ⚠️ {text(w)}" for w in diff.warnings), *(f"- {text(line)}" for line in _changes(diff))]
     lines += [*items, ""] if items else []
     lines += [f"Regression gate (as `diff` decides): **{gate.status.value.upper()}**", ""]
-    lines += [*(f"- {r}" for r in gate.reasons), *(f"- note: {n}" for n in gate.notes)]
+    lines += [*(f"- {text(r)}" for r in gate.reasons), *(f"- note: {text(n)}" for n in gate.notes)]
     return [*lines, "", f"The whole comparison: [{REGRESSION_DIFF_MD}]({REGRESSION_DIFF_MD}).", ""]

@@ -1,0 +1,109 @@
+"""Text from data inside markdown is inert (core/report/markdown_text.py): rendered by GitHub's
+cmark-gfm with raw HTML allowed, it reads as exactly its characters, on one line, in prose, in
+a code span and in a table cell, and makes no element, attribute, link, heading or mention."""
+
+from __future__ import annotations
+
+from html import unescape
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eval_pipeline.core.inputs.text import one_line
+from eval_pipeline.core.report.markdown_text import WORD_JOINER, code, table, text
+from tests.rendered_markdown import injected, render
+
+# The payloads of issue 42 and our own: each opens its markup right before the marker.
+HOSTILE = [
+    "x\n</details>\n\n# PWN heading\n@everyone <img src=https://evil.example/PWN.png>",
+    "[PWN](javascript:alert(1))",
+    "![PWN](https://evil.example/pixel.png)",
+    "<script>PWN()</script>",
+    '"><svg onload=PWN()>',
+    "<img src=x onerror=PWN()>",
+    "\x1b[2J\x1b[HPWN clears the screen\x07",
+    "\n# PWN\n",
+    "PWN\n===",
+    "*PWN* **PWN** _PWN_ __PWN__ ~~PWN~~",
+    "`PWN` ``PWN`` a ` b",
+    "| PWN | cell |\n|---|---|",
+    "<https://evil.example/PWN>",
+    "https://evil.example/PWN www.evil.example/PWN",
+    "mail PWN@evil.example or @everyone or @org/team",
+    "[PWN][ref]\n\n[ref]: https://evil.example",
+    "&lt;img src=x onerror=PWN()&gt; &#60;b&#62;",
+    "- [ ] PWN\n1. PWN\n> PWN",
+    "$PWN$ and $$PWN$$",
+    "\\<b>PWN</b>\\",
+    "[^PWN]\n\n[^PWN]: https://evil.example",
+    "\u202eevil\u2028PWN\u2029line",
+]
+
+# Everything a payload may be made of: markdown's punctuation, whitespace and control characters.
+_ALPHABET = st.sampled_from([*"\\`*_[]()<>&~|$!#@:.-+=/ \t\n\r\x00\x1b\u2028aZ9é", "www.", "http://"])
+DATA = st.one_of(st.text(), st.lists(_ALPHABET).map("".join), st.sampled_from(HOSTILE))
+
+
+def _rendered_text(html: str, start: str, end: str) -> str:
+    inner = html.split(start, 1)[1].rsplit(end, 1)[0]
+    return unescape(inner).replace(WORD_JOINER, "")
+
+
+@settings(max_examples=400, deadline=None)
+@given(DATA)
+def test_prose_renders_as_its_characters_on_one_line(value: str) -> None:
+    html = render(f"«{text(value)}»")
+    assert _rendered_text(html, "<p>«", "»</p>") == one_line(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(DATA)
+def test_a_code_span_renders_as_its_characters_on_one_line(value: str) -> None:
+    if not value:
+        assert code(value) == ""
+        return
+    html = render(f"«{code(value)}»")
+    assert _rendered_text(html, "<p>«<code>", "</code>»</p>") == one_line(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(DATA, DATA)
+def test_table_cells_keep_their_text_and_the_row_its_columns(a: str, b: str) -> None:
+    md = "\n".join(table(("A", "B", "C"), [(f"«{text(a)}»", f"«{code(b) or '·'}»", "end")]))
+    html = render(md)
+    cells = html.split("<tbody>")[1].split("<td>")[1:]
+    assert len(cells) == 3 and cells[2].startswith("end</td>")
+    assert _rendered_text(cells[0], "«", "»</td>") == one_line(a)
+    if b:
+        assert _rendered_text(cells[1], "«<code>", "</code>»</td>") == one_line(b)
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_text_makes_nothing_wherever_it_stands(value: str) -> None:
+    for md in (
+        f"{text(value)}",
+        f"- {text(value)} — {code(value)}",
+        f"### T-1: {text(value)}",
+        f"<details><summary>kind</summary>\n\n- {code(value)} — {text(value)}\n</details>",
+        "\n".join(table(("a", "b"), [(text(value), code(value))])),
+    ):
+        assert injected(md) == [], md
+
+
+def test_the_checker_sees_what_raw_data_would_make() -> None:
+    """The same payloads written raw make what `injected` looks for."""
+    found = [problem for value in HOSTILE for problem in injected(f"- {value}")]
+    for kind in ("element <img>", "element <script>", "element <svg>", "attribute", "<a> made by data"):
+        assert any(p.startswith(kind) for p in found), kind
+    for kind in ("<h1> made by data", "<em> made by data", "<del> made by data", "mention", "</details>"):
+        assert any(kind in p for p in found), kind
+    assert any(p.startswith("control character") for p in found)
+
+
+def test_a_cut_never_ends_inside_a_code_span_or_an_escape() -> None:
+    value = "`a`" * 50 + "<img src=x onerror=PWN()>" * 10
+    for limit in range(1, 120):
+        for rendered in (text(value, limit), code(value, limit)):
+            assert len(rendered) <= max(limit, 4), (limit, rendered)
+            assert injected(f"- {rendered}") == []
