@@ -46,15 +46,19 @@ DATA = st.one_of(st.text(), st.lists(_ALPHABET).map("".join), st.sampled_from(HO
 
 
 def _rendered_text(html: str, start: str, end: str) -> str:
-    inner = html.split(start, 1)[1].rsplit(end, 1)[0]
-    return unescape(inner).replace(WORD_JOINER, "")
+    return unescape(html.split(start, 1)[1].rsplit(end, 1)[0])
+
+
+def _unjoined(value: str) -> str:
+    """Prose puts a word joiner after an `@` (no mention): invisible, and left out here."""
+    return value.replace(WORD_JOINER, "")
 
 
 @settings(max_examples=400, deadline=None)
 @given(DATA)
 def test_prose_renders_as_its_characters_on_one_line(value: str) -> None:
     html = render(f"«{text(value)}»")
-    assert _rendered_text(html, "<p>«", "»</p>") == one_line(value)
+    assert _unjoined(_rendered_text(html, "<p>«", "»</p>")) == _unjoined(one_line(value))
 
 
 @settings(max_examples=400, deadline=None)
@@ -74,7 +78,7 @@ def test_table_cells_keep_their_text_and_the_row_its_columns(a: str, b: str) -> 
     html = render(md)
     cells = html.split("<tbody>")[1].split("<td>")[1:]
     assert len(cells) == 3 and cells[2].startswith("end</td>")
-    assert _rendered_text(cells[0], "«", "»</td>") == one_line(a)
+    assert _unjoined(_rendered_text(cells[0], "«", "»</td>")) == _unjoined(one_line(a))
     if b:
         assert _rendered_text(cells[1], "«<code>", "</code>»</td>") == one_line(b)
 
