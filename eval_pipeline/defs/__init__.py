@@ -7,8 +7,10 @@ import warnings
 import dagster as dg
 
 # We rely on a few APIs Dagster labels beta (observable sources, Output.data_version, the
-# multi-to-single partition mapping); the version is pinned, so the warning is noise for users.
+# multi-to-single partition mapping) or preview (partitioned asset checks); the version is
+# pinned, so the warning is noise for users.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 # Every process that loads the definitions (a run's worker, a code server, the daemon, the CLI)
 # ends with Python's exit collection over all it still holds, Dagster's definitions among them:

@@ -35,6 +35,7 @@ from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
 from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata, readable
+from eval_pipeline.defs.overview import keep_latest_date_in_view
 from eval_pipeline.defs.partitions import (
     DATE_DIM,
     DATE_OF_MODEL_DATE,
@@ -138,6 +139,7 @@ def _passed_over(context: dg.AssetExecutionContext, loaded: set[str]) -> list[st
         dg.AssetCheckSpec(
             "no_new_hard_fails",
             asset="regression_diff",
+            partitions_def=model_date_partitions,  # the UI names the model x date checked
             description="No semantic test hard-fails (score 0) that did not against the model's "
             "previous report (WARN).",
         )
@@ -196,7 +198,7 @@ def model_comparison(
     storage: StorageResource,
     providers: ProvidersResource,
     reports: dict[str, RunDocument],
-) -> dg.Output[ModelComparison]:
+) -> Iterator[dg.Output[ModelComparison]]:
     """Every pair of models with a report for the date (models-file order): deltas and significance."""
     date = context.partition_key
     order = list(providers.models())
@@ -217,9 +219,10 @@ def model_comparison(
         **per_model_metadata(docs),
     }
     verdict = "\n".join(comparison.verdicts)
-    return dg.Output(
+    yield dg.Output(
         comparison, metadata=_metadata(verdict, comparison.pairs, markdown, report, extra, plotted=True)
     )
+    keep_latest_date_in_view(context)
 
 
 DIFF_ASSETS = [regression_diff, model_comparison]

@@ -26,10 +26,10 @@ def model_date_key(model: str, date: str) -> dg.MultiPartitionKey:
 
 
 def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
-    """(model, date) of a model x date asset's partition."""
-    key = context.partition_key
-    assert isinstance(key, dg.MultiPartitionKey)
-    dims = key.keys_by_dimension
+    """(model, date) of a model x date asset's partition. A run launched with the standard
+    `dagster/partition` tag alone (GraphQL `launchRun`) has its key as plain text
+    ("2026-11-20|local-minilm"), without the per-dimension tags the UI's launcher adds."""
+    dims = model_date_partitions.get_partition_key_from_str(str(context.partition_key)).keys_by_dimension
     return dims[MODEL_DIM], dims[DATE_DIM]
 
 

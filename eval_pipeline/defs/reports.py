@@ -177,6 +177,7 @@ def run_report(
         dg.AssetCheckSpec(
             "no_critical_failures",
             asset="release_gate",
+            partitions_def=model_date_partitions,  # the UI names the model x date checked
             description="No critical pattern test failed: a missed crisis or a triggered negative "
             "(ERROR, not blocking).",
         )

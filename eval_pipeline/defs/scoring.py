@@ -137,6 +137,7 @@ def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Outp
         dg.AssetCheckSpec(
             "always_entities_present",
             asset="always_results",
+            partitions_def=date_partitions,  # the UI names the date checked
             description="Every always test loads all its expected entities (ERROR).",
         )
     ],

@@ -47,14 +47,28 @@ EARLIER_DEFAULTS = (
 )
 
 
+def _write_config(home: Path) -> None:
+    """The project's dagster.yaml in `home` (made if missing), unless a team's own is there; call
+    under the instance lock."""
+    config = home / "dagster.yaml"
+    if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
+        atomic_write_text(config, DAGSTER_YAML)
+
+
+def prepare_home(home: Path) -> None:
+    """The instance settings in `home` before anything else starts Dagster there (`make ui`):
+    `dg dev` and its daemon read dagster.yaml once, when they start."""
+    home.mkdir(parents=True, exist_ok=True)
+    with instance_lock(home):
+        _write_config(home)
+
+
 def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     """The instance under $DAGSTER_HOME, defaulting to the project's `.dagster_home`."""
     path = Path(home).resolve() if home is not None else instance_home()
     path.mkdir(parents=True, exist_ok=True)
-    config = path / "dagster.yaml"
     with instance_lock(path):
-        if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
-            atomic_write_text(config, DAGSTER_YAML)
+        _write_config(path)
         os.environ["DAGSTER_HOME"] = str(path)
         return initialise(dg.DagsterInstance.get())
 

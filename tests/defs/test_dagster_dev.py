@@ -1,6 +1,8 @@
-"""Smoke test of the UI: `dg dev` (what `make ui` runs) loads the code location from the `dg`
-project and lists the assets over GraphQL, and stops on SIGTERM; the project's paths point at
-temporary copies."""
+"""The UI as a user starts it: `make ui` (`dg dev` on the project's instance settings) on a fresh
+Dagster home writes the project's dagster.yaml before anything runs, loads the code location,
+launches runs the way a GraphQL client does (a multi-partition key in the standard
+`dagster/partition` tag alone), records each check with its partition, and stops on SIGTERM.
+The project's paths point at temporary copies of the tenant fixture."""
 
 from __future__ import annotations
 
@@ -14,13 +16,35 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.child_process import group_alive
+from eval_pipeline.orchestration.execution import DAGSTER_YAML
+from tests.conftest import TENANT
+from tests.embedding_cache import warm
 
 REPO = Path(__file__).resolve().parents[2]
-QUERY = json.dumps({"query": "{ assetNodes { assetKey { path } } }"}).encode()
+DATE, MODEL = "2026-11-20", "local-minilm"
+LOCATION = {"repositoryLocationName": "eval_pipeline", "repositoryName": "__repository__"}
+LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename
+  ... on LaunchRunSuccess { run { runId } }
+  ... on PythonError { message }
+  ... on RunConfigValidationInvalid { errors { message } }
+} }"""
+RUN = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+MODELS_SHOWN = """{ assetNodes(assetKeys: [{path: ["run_report"]}]) {
+  partitionKeysByDimension { name partitionKeys } } }"""
+CHECKS = """query($partition: String) { assetCheckExecutions(assetKey: {path: ["release_gate"]},
+  checkName: "no_critical_failures", partition: $partition, limit: 5) { status partition } }"""
+SENSOR = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName:
+  "eval_pipeline", repositoryName: "__repository__", sensorName: $name}) {
+  ... on Sensor { jobOriginId sensorState { selectorId } } } }"""
+STOP_SENSOR = """mutation($origin: String!, $selector: String!) {
+  stopSensor(jobOriginId: $origin, jobSelectorId: $selector) { __typename } }"""
 
 
 def _free_port() -> int:
@@ -29,24 +53,70 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _asset_names(port: int) -> set[str]:
+def _graphql(port: int, query: str, **variables: Any) -> Any:
+    body = json.dumps({"query": query, "variables": variables}).encode()
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", data=QUERY, headers={"Content-Type": "application/json"}
+        f"http://127.0.0.1:{port}/graphql", data=body, headers={"Content-Type": "application/json"}
     )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
-    with opener.open(request, timeout=5) as response:
-        nodes = json.load(response)["data"]["assetNodes"]
-    return {"/".join(n["assetKey"]["path"]) for n in nodes}
+    with opener.open(request, timeout=30) as response:
+        answer = json.load(response)
+    assert "errors" not in answer, answer["errors"]
+    return answer["data"]
 
 
-@pytest.mark.timeout(240)
-def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
-    for name in ("kb", "test_banks"):
-        shutil.copytree(REPO / name, tmp_path / name)
+def _wait_for(what: str, seconds: float, probe: Any) -> Any:
+    """`probe()` until it returns something truthy; a bounded wait fails the test naming `what`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            found = probe()
+        except (OSError, KeyError, TypeError, ValueError):
+            found = None
+        if found:
+            return found
+        # A refused connection answers at once: asking again soon costs little.
+        time.sleep(0.5)
+    raise AssertionError(f"waited {seconds:.0f} s for {what}")
+
+
+def _launch(port: int, job: str, partition: str) -> str:
+    """Launch `job` as a GraphQL client does: the standard partition tag, no per-dimension tags."""
+    params = {
+        "selector": {**LOCATION, "jobName": job},
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
+    }
+    launched = _graphql(port, LAUNCH, params=params)["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return str(launched["run"]["runId"])
+
+
+def _finished(port: int, run_id: str) -> str | None:
+    status = _graphql(port, RUN, id=run_id)["runOrError"]["status"]
+    return str(status) if status in {"SUCCESS", "FAILURE", "CANCELED"} else None
+
+
+def _models_shown(port: int) -> bool:
+    dims = _graphql(port, MODELS_SHOWN)["assetNodes"][0]["partitionKeysByDimension"]
+    return MODEL in {key for d in dims if d["name"] == "model" for key in d["partitionKeys"]}
+
+
+def _stop_sensor(port: int, name: str) -> None:
+    sensor = _graphql(port, SENSOR, name=name)["sensorOrError"]
+    origin, selector = sensor["jobOriginId"], sensor["sensorState"]["selectorId"]
+    _graphql(port, STOP_SENSOR, origin=origin, selector=selector)
+
+
+@pytest.mark.timeout(420)
+def test_make_ui_on_a_fresh_home_runs_with_the_projects_settings(
+    tmp_path: Path, local_embeddings: Path
+) -> None:
+    shutil.copytree(TENANT, tmp_path / "tenant")
     shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    warm(tmp_path / ".cache", local_embeddings)
     paths = {
-        "EVAL_PIPELINE_KB": "kb",
-        "EVAL_PIPELINE_BANKS_DIR": "test_banks",
+        "EVAL_PIPELINE_KB": "tenant/kb.yaml",
+        "EVAL_PIPELINE_BANKS_DIR": "tenant/banks",
         "EVAL_PIPELINE_MODELS_FILE": "models.yaml",
         "EVAL_PIPELINE_RESULTS_DIR": "results",
         "EVAL_PIPELINE_STORAGE_DIR": "storage",
@@ -54,9 +124,7 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
         "EVAL_PIPELINE_CALIBRATION_DIR": "calibration",
     }
     env = {**os.environ, **{k: str(tmp_path / v) for k, v in paths.items()}}
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = tmp_path / "dagster_home"  # fresh: not even made
     port = _free_port()
     # What `make ui` runs, started as a script in the background starts it: SIGINT ignored.
     proc = subprocess.Popen(
@@ -69,25 +137,25 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path: Path) -> None:
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
-        names: set[str] = set()
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                names = _asset_names(port)
-            except (OSError, KeyError, TypeError, ValueError):
-                names = set()
-            if names:
-                break
-            # Not up yet, or its code location still loading (no assets yet): a refused
-            # connection answers at once, so asking again soon costs little and ends the wait sooner.
-            time.sleep(0.2)
-        assert {"knowledge_base", "semantic_retrievals", "scored_aggregate", "run_report"} <= names
+        _wait_for("the UI's GraphQL", 150, lambda: proc.poll() is None and _models_shown(port))
+        # The settings were there before anything ran: the webserver and daemon read them at start.
+        assert (home / "dagster.yaml").read_text() == DAGSTER_YAML
+        # Only the launched runs, not today's automated evaluation, on a shared machine.
+        _stop_sensor(port, "evaluation_automation")
+
+        date_run = _launch(port, "evaluate_date", DATE)
+        assert _wait_for("the date's run", 150, lambda: _finished(port, date_run)) == "SUCCESS"
+        key = str(model_date_key(MODEL, DATE))
+        model_run = _launch(port, "evaluate_model", key)
+        assert _wait_for("the model's run", 150, lambda: _finished(port, model_run)) == "SUCCESS"
+        assert (tmp_path / "results" / MODEL / DATE / "results.json").is_file()
+        # The check's execution names the model x date it checked (the UI shows it).
+        executions = _graphql(port, CHECKS, partition=key)["assetCheckExecutions"]
+        assert [e["partition"] for e in executions] == [key]
+
         proc.send_signal(signal.SIGTERM)  # to it alone: it stops its webserver and daemon itself
         proc.wait(timeout=60)
-        deadline = time.monotonic() + 30
-        while group_alive(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not group_alive(proc.pid), "a process `dg dev` started outlived it"
+        _wait_for("every process `dg dev` started to stop", 30, lambda: not group_alive(proc.pid))
     finally:
         if group_alive(proc.pid):  # the test failed: stop whatever is left
             os.killpg(proc.pid, signal.SIGKILL)

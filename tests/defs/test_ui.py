@@ -21,6 +21,7 @@ from eval_pipeline.core.scoring.run_document import COMPARISON_DIR, RESULTS_FILE
 from eval_pipeline.definitions import location
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.metadata import readable, rounded
+from eval_pipeline.defs.overview import SHOWN_AGAIN_AFTER
 from eval_pipeline.defs.partitions import model_date_key, model_date_partitions
 from eval_pipeline.location import START_DATE_ENV, start_date
 from eval_pipeline.orchestration.execution import run_all
@@ -92,6 +93,34 @@ def test_every_number_stored_is_rounded_and_only_date_level_assets_plot(evaluate
                     floats += 1
                     assert value.value == rounded(key, value.value), (asset.key, key, value.value)
     assert floats > 0 and "model_comparison" in plotted
+
+
+def test_each_check_names_the_partition_it_checked(evaluated: Env) -> None:
+    """The UI's check history shows which model x date (or date) failed, not "Partition —"."""
+    checked = {
+        ("release_gate", "no_critical_failures"): {str(model_date_key(m, d)) for m in MODELS for d in DATES},
+        ("regression_diff", "no_new_hard_fails"): {str(model_date_key(m, DATES[1])) for m in MODELS},
+        ("always_results", "always_entities_present"): set(DATES),
+    }
+    for (asset, check), partitions in checked.items():
+        key = dg.AssetCheckKey(dg.AssetKey(asset), check)
+        records = evaluated.instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
+        assert partitions <= {r.partition for r in records}, (asset, check)
+
+
+def test_the_comparisons_overview_stays_on_the_latest_date_after_an_earlier_one(env: Env) -> None:
+    """The overview shows the asset's latest event: a past date evaluated later (a backfill)
+    must not take it from the newest date's comparison."""
+    for day in reversed(DATES):
+        assert all(o.success for o in run_all(day, MODELS, env.resources(), env.instance))
+    records = env.instance.fetch_materializations(dg.AssetKey("model_comparison"), limit=3).records
+    latest, earlier = (r.asset_materialization for r in records[:2])
+    assert latest is not None and earlier is not None
+    assert (latest.partition, earlier.partition) == (DATES[1], DATES[0])
+    assert latest.metadata[SHOWN_AGAIN_AFTER] == dg.TextMetadataValue(DATES[0])
+    first = records[2].asset_materialization
+    assert first is not None and first.partition == DATES[1]
+    assert {k: v for k, v in latest.metadata.items() if k != SHOWN_AGAIN_AFTER} == first.metadata
 
 
 def test_command_line_runs_are_named_jobs(evaluated: Env) -> None:

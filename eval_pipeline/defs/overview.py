@@ -1,0 +1,38 @@
+"""The asset's overview in the UI shows the latest date's result.
+
+Dagster's overview of a partitioned asset shows its latest materialisation event, whichever
+partition it was: after a backfill of past dates, yesterday's or last week's comparison, not
+today's. A step that materialised an earlier date than the latest one stored records the latest
+date's materialisation again (its metadata, naming the date that ran), so the overview and its
+plots' last point stay on the newest date.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+SHOWN_AGAIN_AFTER = "shown_again_after"
+
+
+def keep_latest_date_in_view(context: dg.AssetExecutionContext) -> None:
+    """Call after the step's output: records the latest stored date again when this step's date
+    is earlier."""
+    date, key = context.partition_key, context.asset_key
+    later = [p for p in context.instance.get_materialized_partitions(key) if p > date]
+    if not later:
+        return
+    latest = max(later)
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[latest]), limit=1
+    ).records
+    shown = records[0].asset_materialization if records else None
+    if shown is None:
+        return
+    context.log_event(
+        dg.AssetMaterialization(
+            asset_key=key,
+            partition=latest,
+            description=f"{latest} recorded again: {date} was evaluated later; nothing of {latest} changed",
+            metadata={**shown.metadata, SHOWN_AGAIN_AFTER: date},
+        )
+    )
