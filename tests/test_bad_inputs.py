@@ -401,13 +401,13 @@ CASES: list[tuple[str, Mutation, int, str]] = [
         "regex-does-not-compile",
         _edit_json(RULES, lambda d: d["crisis_patterns"][0].update(pattern="(unclosed")),
         2,
-        "crisis_patterns[0]: pattern: regex does not compile",
+        "crisis pattern /(unclosed/: pattern: regex does not compile",
     ),
     (
         "regex-catastrophic",
         _edit_json(RULES, lambda d: d["crisis_patterns"][0].update(pattern="(a+)+$")),
         2,
-        "crisis_patterns[0]: pattern: backtracks catastrophically",
+        "crisis pattern /(a+)+$/: pattern: backtracks catastrophically",
     ),
     (
         "rules-missing",
@@ -640,7 +640,7 @@ CASES: list[tuple[str, Mutation, int, str]] = [
         "regex-ambiguous-alternation",
         _edit_json(RULES, lambda d: d["crisis_patterns"][0].update(pattern="(x|x)*y")),
         2,
-        "crisis_patterns[0]: pattern: backtracks catastrophically",
+        "crisis pattern /(x|x)*y/: pattern: backtracks catastrophically",
     ),
 ]
 

@@ -9,7 +9,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import BinaryIO, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -23,6 +23,7 @@ MAX_INPUT_BYTES = 5 * 1024 * 1024
 # Documents this tool wrote (results, reviews, logs) grow with the banks: a looser cap, the same
 # refusal of FIFOs and devices.
 MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+_GROWTH_CHUNK = 1 << 20  # how a file that grew after its stat is read on
 
 
 class BadFile(BadInput, ValueError):
@@ -52,7 +53,7 @@ def read_input_text(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
         if info.st_size > limit:
             raise BadFile(f"file is {info.st_size:,} bytes, over the {limit:,}-byte input limit")
         with open(path, "rb") as handle:
-            data = handle.read(limit + 1)  # the file may grow between the stat and the read
+            data = _read_up_to(handle, info.st_size, limit)
     except OSError as exc:
         raise BadFile(f"cannot read file: {exc.strerror or exc}") from None
     if len(data) > limit:
@@ -61,6 +62,19 @@ def read_input_text(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadFile(f"not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+
+
+def _read_up_to(handle: BinaryIO, size: int, limit: int) -> bytes:
+    """The file's bytes, read into a buffer of the size it had when stat'ed (`read(n)` allocates
+    n bytes at once: a cap-sized buffer would ask for 512 MB to read a 2 kB document); if it has
+    grown since, the rest in chunks, stopping past `limit`."""
+    data = handle.read(size + 1)
+    chunks = [data]
+    total = len(data)
+    while total > size and total <= limit and (chunk := handle.read(_GROWTH_CHUNK)):
+        chunks.append(chunk)
+        total += len(chunk)
+    return data if len(chunks) == 1 else b"".join(chunks)
 
 
 class TextFile(Protocol):

@@ -71,7 +71,7 @@ def test_a_bad_pattern_is_refused_after_a_good_set_was_remembered(
     _set_pattern(tenant, pattern)
     with pytest.raises(InputError) as caught:
         _load(tenant, PatternMemo(tmp_path / "cache"))
-    said = [p.message for p in caught.value.problems if p.item == "crisis_patterns[0]"]
+    said = [p.message for p in caught.value.problems if p.item == f"crisis pattern /{pattern}/"]
     assert len(said) == 1 and said[0].startswith(message), said
     with pytest.raises(InputError):
         _load(tenant, PatternMemo(tmp_path / "cache"))  # never remembered

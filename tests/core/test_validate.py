@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -9,13 +12,15 @@ import yaml
 
 from eval_pipeline.cli import main
 
+REPO = Path(__file__).resolve().parents[2]
+
 MISTAKES = [
     ("tenant_questions.json", "T-REP-001", "test_id", "duplicate test id"),
     ("tenant_questions.json", "T-RENT-001", "expected_primary", "unknown entity 'rent_areers'"),
     ("tenant_questions.json", "T-REP-001", "rank_check", "unknown entity 'nope'"),
     ("tenant_questions.json", "T-DEP-001", "not_expected", "is both expected and not expected"),
     ("tenant_questions.json", "T-NOISE-001", "category", "String should match pattern"),
-    ("pattern_rules.json", "crisis_patterns[0]", "pattern", "regex does not compile"),
+    ("pattern_rules.json", "crisis pattern /(kill|hurt myself/", "pattern", "regex does not compile"),
     ("pattern_rules.json", "keyword_boosts[1]", "entity", "unknown entity 'deposit_refund'"),
     ("kb.yaml", "handler_returning_user", "state_conditions.days_since_last.gt", "Input should be"),
     (
@@ -143,3 +148,45 @@ def test_missing_directories_are_one_line_errors(tmp_path: Path, capsys: pytest.
     code = main(["validate", "--kb", str(tmp_path / "nokb"), "--banks-dir", str(tmp_path / "nobanks")])
     err = capsys.readouterr().err
     assert code == 2 and "knowledge base not found" in err and "banks directory not found" in err
+
+
+def _kb_as_folder(tenant: Path) -> Path:
+    """The tenant KB as a folder (manifest.yaml + one file per entity), as a team may keep it."""
+    data = yaml.safe_load((tenant / "kb.yaml").read_text())
+    folder = tenant / "kb"
+    (folder / "entities").mkdir(parents=True)
+    for entity in data.pop("entities"):
+        (folder / "entities" / f"{entity['entity_id']}.yaml").write_text(yaml.safe_dump(entity))
+    (folder / "manifest.yaml").write_text(yaml.safe_dump(data))
+    return folder
+
+
+BREAKAGES: dict[str, Callable[[str], str]] = {
+    "python-tag": lambda text: "!!python/object/apply:os.system ['true']\n",
+    "two-documents": lambda text: text + "---\nentity_id: another\n",
+    "integer-id": lambda text: re.sub(r"(?m)^entity_id: .*$", "entity_id: 12345", text),
+    "too-deep": lambda text: text + "extra:\n" + "- " * 100_000 + "x\n",
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+@pytest.mark.parametrize("domain", ["sample", "tenant"])
+def test_a_broken_entity_file_is_named_first_and_what_it_causes_is_counted(
+    domain: str, breakage: str, tenant: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if domain == "sample":
+        shutil.copytree(REPO / "kb", tmp_path / "kb")
+        shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
+        kb, banks, broken = tmp_path / "kb", tmp_path / "test_banks", "biff_response"
+    else:
+        kb, banks, broken = _kb_as_folder(tenant), tenant / "banks", "handler_crisis"
+    file = kb / "entities" / f"{broken}.yaml"
+    file.write_text(BREAKAGES[breakage](file.read_text()))
+    references = sum(p.read_text().count(f'"{broken}"') for p in banks.rglob("*.json"))
+    assert main(["validate", "--kb", str(kb), "--banks-dir", str(banks)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"{file}"), lines
+    assert not [line for line in lines if f"unknown entity '{broken}'" in line]
+    folded = f"{references} reference(s) to entities of the KB files above not checked: fix those first"
+    assert f"{banks}: {folded}" in lines
+    assert lines[-1] == f"{len(lines) - 1} problem(s) found"

@@ -50,6 +50,7 @@ from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparis
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import OriginalIds
+from eval_pipeline.core.inputs.nesting import check_json_depth
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.metrics import (
     attributions,
@@ -74,7 +75,9 @@ GATED_KINDS = frozenset(
 def load_for_diff(path: Path) -> RunDocument:
     """Read a results.json, refusing another schema major before trying to parse it."""
     try:
-        raw = json.loads(read_input_text(path, MAX_DOCUMENT_BYTES))
+        text = read_input_text(path, MAX_DOCUMENT_BYTES)
+        check_json_depth(text)
+        raw = json.loads(text)
         version = str(raw["provenance"]["schema_version"])
     except BadFile as exc:
         raise DiffError(f"{path}: not a readable results document ({exc.message})") from None

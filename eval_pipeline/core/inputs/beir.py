@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.external_ids import carriage_problem
 from eval_pipeline.core.inputs.loading import Problem
+from eval_pipeline.core.inputs.nesting import check_json_depth
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -79,7 +81,10 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, text in _lines(path):
         try:
+            check_json_depth(text)
             value = json.loads(text)
+        except BadFile as exc:
+            raise BeirError(path, number, "-", "-", exc.message) from None
         except json.JSONDecodeError as exc:
             raise BeirError(path, number, "-", "-", f"not JSON ({exc.msg})") from None
         if not isinstance(value, dict):

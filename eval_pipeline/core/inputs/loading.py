@@ -59,10 +59,11 @@ class Problem:
 
 
 class InputError(BadInput):
-    """Bad user input; carries every problem found."""
+    """Bad user input; carries every problem found: the `problems` of the files themselves first,
+    then the `later` ones found across files (which a broken file may have caused)."""
 
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = sorted(problems)
+    def __init__(self, problems: Sequence[Problem], later: Sequence[Problem] = ()) -> None:
+        self.problems = [*sorted(problems), *sorted(later)]
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
@@ -256,6 +257,18 @@ def kb_entity_names(path: Path) -> list[str]:
             return sorted(e.name for e in entries if is_entity_file(e.name))
     except OSError:  # no entities folder (reported as "no entity files found")
         return []
+
+
+def unread_entities(kb_path: Path, problems: Sequence[Problem]) -> frozenset[str]:
+    """Ids of the entities whose own file or item has a problem: for a KB directory, the names of
+    the entity files with problems (a file that cannot be parsed names no id), else the ids the
+    problems name."""
+    entities_dir = str(kb_path / KB_ENTITIES_DIR)
+    return frozenset(
+        Path(p.file).stem if str(Path(p.file).parent) == entities_dir else p.item
+        for p in problems
+        if p.item != "-" or str(Path(p.file).parent) == entities_dir
+    )
 
 
 def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:

@@ -2,9 +2,9 @@
 
 Every input file goes through here, so every loader refuses the same things: anything but a
 regular file (a FIFO would block the read forever, a device never ends), a file over
-MAX_INPUT_BYTES, text that is not UTF-8, duplicate mapping keys (JSON or YAML: the last one would
-silently win), YAML aliases that expand to a huge tree, and non-finite numbers (NaN, ±Infinity,
-or 1e400, which parses to infinity) anywhere in the document.
+MAX_INPUT_BYTES, text that is not UTF-8, nesting deeper than MAX_NESTING_DEPTH, duplicate mapping
+keys (JSON or YAML: the last one would silently win), YAML aliases that expand to a huge tree, and
+non-finite numbers (NaN, ±Infinity, or 1e400, which parses to infinity) anywhere in the document.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from eval_pipeline.core.fileio import MAX_INPUT_BYTES, BadFile, read_input_text
+from eval_pipeline.core.inputs.nesting import check_json_depth, check_yaml_depth, too_deep
 
 # Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
 # far too few for an alias bomb.
@@ -144,6 +145,7 @@ def _owner(data: Any, loc: Loc) -> tuple[str, str]:
 
 def parse_input_text(text: str, suffix: str) -> Any:
     """JSON (`.json`) or YAML text as plain data, or BadFile (with the line where known)."""
+    (check_json_depth if suffix == ".json" else check_yaml_depth)(text)
     try:
         data, non_finite = _parse_json(text) if suffix == ".json" else _parse_yaml(text)
     except json.JSONDecodeError as exc:
@@ -152,8 +154,8 @@ def parse_input_text(text: str, suffix: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise BadFile(f"invalid YAML: {reason}", mark.line + 1 if mark is not None else None) from None
-    except RecursionError:
-        raise BadFile("nested too deeply to read") from None
+    except RecursionError:  # nesting through YAML aliases, which the depth check cannot see
+        raise too_deep() from None
     # The parser noticed any non-finite number as it read it; only then is the document walked
     # to say where the first one is.
     bad = _first_non_finite(data) if non_finite else None

@@ -28,6 +28,7 @@ from eval_pipeline.core.inputs.loading import (
     load_banks,
     load_history,
     load_kb,
+    unread_entities,
 )
 from eval_pipeline.core.inputs.pattern_memo import PatternMemo
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
@@ -38,6 +39,7 @@ SEMANTIC_MODES = frozenset({LoadMode.SEMANTIC})
 PATTERN_MODES = frozenset({LoadMode.PATTERN, LoadMode.SEMANTIC})
 STATE_MODES = frozenset({LoadMode.STATE})
 ALWAYS_MODES = frozenset({LoadMode.ALWAYS})
+_SHOWN_PATTERN = 80  # characters of a crisis pattern a problem line shows
 
 
 class _Checker:
@@ -47,6 +49,7 @@ class _Checker:
         self.broken = broken  # entities that failed their own validation: don't re-report
         self.now = now
         self.problems: list[Problem] = []
+        self.unchecked = 0  # references to a broken entity, counted instead of reported
         self.warnings: list[Problem] = []
         # Per set of load modes, the ids of the entities in one of them: a bank holds thousands of
         # references, and each one that fits is then one set lookup.
@@ -66,7 +69,10 @@ class _Checker:
             fitting = frozenset(eid for eid, e in self.kb.by_id.items() if e.load_mode in modes)
             self._fitting[modes] = fitting
         for eid in ids:
-            if eid in fitting or eid in self.broken:
+            if eid in fitting:
+                continue
+            if eid in self.broken:
+                self.unchecked += 1
                 continue
             entity = self.kb.by_id.get(eid)
             if entity is None:
@@ -310,13 +316,20 @@ def _check_pattern(c: _Checker, screened: bool) -> None:
     if c.banks.rules is None:
         return
     file = c.path(c.banks.layout.rules)
-    for i, rule in enumerate(c.banks.rules.crisis_patterns):
-        item = f"crisis_patterns[{i}]"
+    for rule in c.banks.rules.crisis_patterns:
+        item = crisis_pattern_name(rule.pattern)
         if not screened:
             _check_regex(c, file, item, rule.pattern)
         c.refs(file, item, "entities", rule.entities, PATTERN_MODES)
     for i, boost in enumerate(c.banks.rules.keyword_boosts):
         c.refs(file, f"keyword_boosts[{i}]", "entity", [boost.entity], SEMANTIC_MODES)
+
+
+def crisis_pattern_name(pattern: str) -> str:
+    """A crisis pattern as problem lines name it: by its text, as a run's errors do (long ones
+    shortened), since a rules file lists patterns, not ids."""
+    shown = pattern if len(pattern) <= _SHOWN_PATTERN else pattern[: _SHOWN_PATTERN - 1] + "…"
+    return f"crisis pattern /{shown}/"
 
 
 def _check_regex(c: _Checker, file: str, item: str, pattern: str) -> None:
@@ -383,7 +396,8 @@ def cross_check(
 ) -> list[Problem]:
     """Every cross-file problem; `kb_checked` skips the KB's own checks (a stored KB passed them
     with this code when it was stored), `patterns_screened` the compiling and screening of the
-    crisis patterns (the same set passed them before: pattern_memo.py)."""
+    crisis patterns (the same set passed them before: pattern_memo.py). References to `broken`
+    entities are not checked: one problem at the end counts them."""
     c = _Checker(kb, banks, broken, now or datetime.now(UTC))
     if not kb_checked:
         _check_kb(c, kb_path)
@@ -395,6 +409,13 @@ def cross_check(
     _check_history(c)
     if warnings is not None:
         warnings.extend(sorted(c.warnings))
+    if c.unchecked:
+        c.add(
+            str(banks.root),
+            "-",
+            "-",
+            f"{c.unchecked} reference(s) to entities of the KB files above not checked: fix those first",
+        )
     return c.problems
 
 
@@ -413,24 +434,24 @@ def load_validated(
     problems: list[Problem] = []
     loaded = kb_cache.load(kb_path, problems) if kb_cache else Loaded(load_kb(kb_path, problems))
     kb = loaded.kb
-    broken = frozenset(p.item for p in problems)  # ids of entities that failed to parse
+    broken = unread_entities(kb_path, problems)
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
     crisis = [r.pattern for r in banks.rules.crisis_patterns] if banks.rules else []
     screened = patterns is not None and bool(crisis) and patterns.screened(crisis)
-    problems.extend(
-        cross_check(
-            kb,
-            kb_path,
-            banks,
-            broken,
-            warnings=warnings,
-            kb_checked=loaded.from_store,
-            patterns_screened=screened,
-        )
+    # A broken file's own problems print first; what it causes across files after them.
+    later = cross_check(
+        kb,
+        kb_path,
+        banks,
+        broken,
+        warnings=warnings,
+        kb_checked=loaded.from_store,
+        patterns_screened=screened,
     )
-    if problems or kb is None:
-        raise InputError(problems or [Problem(str(kb_path), "-", "-", "knowledge base is empty")])
+    if problems or later or kb is None:
+        empty = [Problem(str(kb_path), "-", "-", "knowledge base is empty")]
+        raise InputError(problems or ([] if later else empty), later)
     if loaded.store is not None:
         loaded.store()
     if patterns is not None and crisis and not screened:
