@@ -61,7 +61,7 @@ def write_beir(root: Path, seed: int = 11) -> Path:
 
 def _parse(src: Path) -> tuple[list[str], list[str], list[str]]:
     """Passage ids, the text the KB entity of each passage embeds (title, first sentence, text:
-    the same texts in the same batches as ours) and the judged queries' texts."""
+    the same texts as ours, each embedded alone) and the judged queries' texts."""
     ids, texts = [], []
     for line in (src / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
@@ -74,7 +74,7 @@ def _parse(src: Path) -> tuple[list[str], list[str], list[str]]:
 
 
 def _top(matrix: np.ndarray, queries: np.ndarray) -> list[list[int]]:
-    scores = queries @ matrix.T
+    scores = queries.astype(np.float64) @ matrix.astype(np.float64).T  # as the numeric contract scores
     top = np.argpartition(scores, -DEPTH, axis=1)[:, -DEPTH:]
     order = np.argsort(-np.take_along_axis(scores, top, 1), axis=1)
     return np.take_along_axis(top, order, 1).tolist()  # type: ignore[no-any-return]
@@ -89,7 +89,6 @@ def floor_cold(src: Path, out: Path) -> None:
         _session_options,
         installed_model_path,
         mean_pool_normalised,
-        plan_batches,
     )
 
     ids, texts, queries = _parse(src)
@@ -101,13 +100,13 @@ def floor_cold(src: Path, out: Path) -> None:
     def embed(batch_texts: list[str]) -> np.ndarray:
         encodings = _encodings(batch_texts)
         vectors = np.empty((len(batch_texts), 0), dtype=np.float32)
-        for rows in plan_batches([len(e.ids) for e in encodings]):
-            feeds = _feeds([encodings[i] for i in rows])
+        for row, encoding in enumerate(encodings):  # a text at a time, as the contract has it
+            feeds = _feeds([encoding])
             hidden = session.run(None, {k: v for k, v in feeds.items() if k in inputs})[0]
             pooled = mean_pool_normalised(hidden, feeds["attention_mask"])
             if vectors.shape[1] == 0:
                 vectors = np.empty((len(batch_texts), pooled.shape[1]), dtype=np.float32)
-            vectors[rows] = pooled
+            vectors[row] = pooled[0]
         return vectors
 
     matrix, query_vectors = embed(texts), embed(queries)

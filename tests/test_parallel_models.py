@@ -114,9 +114,6 @@ def test_models_sharing_a_pool_call_the_provider_one_after_the_other(
     haiku, sonnet = emulator.emulator.stats.span(HAIKU), emulator.emulator.stats.span(SONNET)
     assert haiku[1] < sonnet[0] or sonnet[1] < haiku[0], (haiku, sonnet)
     assert emulator.stats["requests"]["POST /v1/messages"] == 2 * 8 * 3
-    # One model's allowance: its bucket plus a second's share, +2 for arrival jitter at the edges
-    # (both at once would send two buckets in the first instant, up to 40 in the first second).
-    assert emulator.peak("POST /v1/messages", window_s=1.0) <= RATE // 60 + RATE // 60 + 2
     assert emulator.stats["statuses"].get("429", 0) == 0
     assert len(_selections(workdir / "results", "team-sonnet")) == 8 * 3
 

@@ -14,9 +14,8 @@ import asyncio
 import hashlib
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
 NAME = LOCAL_EMBEDDER_NAME
 DIM = 384
 MAX_TOKENS = 256
-BATCH_SIZE = 32
-BATCH_TOKENS = 2048  # rows x padded length
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 VENDORED_TOKENIZER = Path(__file__).parent / "vendor" / "minilm_tokenizer.json"
@@ -124,7 +121,7 @@ def _load(model_path: Path, tokenizer_path: Path) -> _Runtime:
     _verify_sha256(model_path, MODEL_SHA256, "MiniLM ONNX model")
     _verify_sha256(tokenizer_path, TOKENIZER_SHA256, "MiniLM tokenizer")
     tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    # The vendored file pads every input to 128; we truncate at 256 and pad per batch ourselves.
+    # The vendored file pads every input to 128; texts run one at a time, truncated at 256.
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     session = ort.InferenceSession(
@@ -141,27 +138,14 @@ def runtime(model_path: Path, tokenizer_path: Path) -> _Runtime:
         return _RUNTIMES[key]
 
 
-def _filled(present: npt.NDArray[np.bool_], values: Iterable[int], count: int) -> Int64s:
-    """`values` (rows laid end to end) written into the `present` cells of a zero matrix: a
-    boolean mask assigns in row-major order, which is the rows' order, so one vectorised write
-    replaces a Python loop over rows."""
-    out = np.zeros(present.shape, dtype=np.int64)
-    out[present] = np.fromiter(values, dtype=np.int64, count=count)
-    return out
-
-
-def _feeds(rt: _Runtime, encodings: Sequence[Encoding]) -> dict[str, Int64s]:
-    """One batch's inputs, padded to its longest row. Without the tokenizer's padding the
-    attention mask is 1 exactly on a row's tokens, so it comes from the lengths alone."""
-    lengths = np.fromiter(map(len, encodings), dtype=np.intp, count=len(encodings))
-    present = np.arange(lengths.max()) < lengths[:, None]
-    count = int(lengths.sum())
+def _feeds(rt: _Runtime, encoding: Encoding) -> dict[str, Int64s]:
+    """One text's inputs: a single row, so no padding and an attention mask of ones."""
     feeds = {
-        "input_ids": _filled(present, chain.from_iterable(e.ids for e in encodings), count),
-        "attention_mask": present.astype(np.int64),
+        "input_ids": np.asarray([encoding.ids], dtype=np.int64),
+        "attention_mask": np.ones((1, len(encoding.ids)), dtype=np.int64),
     }
     if "token_type_ids" in rt.input_names:
-        feeds["token_type_ids"] = _filled(present, chain.from_iterable(e.type_ids for e in encodings), count)
+        feeds["token_type_ids"] = np.asarray([encoding.type_ids], dtype=np.int64)
     return feeds
 
 
@@ -175,36 +159,17 @@ def mean_pool_normalised(hidden: npt.NDArray[np.float32], mask: Int64s) -> Vecto
     return pooled
 
 
-def _run_batch(rt: _Runtime, encodings: Sequence[Encoding]) -> Vectors:
-    feeds = _feeds(rt, encodings)
-    hidden = rt.session.run(None, feeds)[0]
-    return mean_pool_normalised(np.asarray(hidden, dtype=np.float32), feeds["attention_mask"])
-
-
-def plan_batches(lengths: Sequence[int]) -> list[list[int]]:
-    """Row indices in batches of similar lengths: at most BATCH_SIZE rows and BATCH_TOKENS padded
-    tokens each. A row's vector does not depend on its companions (the attention mask hides
-    padding), so the order is free. The token bound keeps a few long texts from widening a batch
-    of short ones (one long prompt among the sample's short ones doubled their time) and keeps
-    attention's working set (rows x length^2) small: on the sample's mixed KB texts and prompts,
-    1.21x the texts/s of 32 rows at a time (`python -m benchmarks embedding`)."""
-    batches: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        # Sorted ascending, so the row being added is the batch's widest.
-        if batches and len(batches[-1]) < BATCH_SIZE and (len(batches[-1]) + 1) * lengths[i] <= BATCH_TOKENS:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
-
-
 def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
+    """Each text through the model on its own. In a padded batch a text's vector changes in its
+    last bits with its companions, and the numeric contract (`core.mechanisms.similarity`) needs a
+    text to embed the same alone as in any batch; on the sample, one at a time is as fast."""
     out = np.empty((len(texts), DIM), dtype=np.float32)
     with rt.lock:
         # The fast variant skips the character offsets, which only position tokens in the text.
-        encodings = rt.tokenizer.encode_batch_fast(list(texts))
-        for rows in plan_batches([len(e) for e in encodings]):
-            out[rows] = _run_batch(rt, [encodings[i] for i in rows])
+        for row, encoding in enumerate(rt.tokenizer.encode_batch_fast(list(texts))):
+            feeds = _feeds(rt, encoding)
+            hidden = np.asarray(rt.session.run(None, feeds)[0], dtype=np.float32)
+            out[row] = mean_pool_normalised(hidden, feeds["attention_mask"])[0]
     return out
 
 

@@ -15,9 +15,8 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from operator import attrgetter
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +24,7 @@ import numpy.typing as npt
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, SemanticRetrieval, Usage
+from eval_pipeline.core.mechanisms.similarity import cosine_scores, top_k
 from eval_pipeline.providers.base import (
     BatchReranker,
     CatalogueReranker,
@@ -40,9 +40,6 @@ from eval_pipeline.providers.base import (
 from eval_pipeline.providers.cache import EmbeddingStore, Vector
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
-
-if TYPE_CHECKING:
-    from threadpoolctl import ThreadpoolController
 
 CostFn = Callable[[Usage], float]
 
@@ -153,116 +150,29 @@ class _Index:
     def top(self, query_vec: Vector, k: int) -> list[Candidate]:
         return self.top_many(query_vec[np.newaxis, :], k)[0]
 
-    def top_many(self, queries: Vectors, k: int) -> list[list[Candidate]]:
-        """Each query row's top `k` entities by cosine, best first, equal scores by entity_id.
+    @cached_property
+    def _vectors(self) -> npt.NDArray[np.float64]:
+        return self.matrix.astype(np.float64)
 
-        One matrix product and one partial sort per block of queries instead of one per query.
-        Every query goes through the matrix-matrix kernel, a lone one too (padded with a zero row):
-        BLAS sends a single row to its matrix-vector kernel, which rounds differently, and a
-        test's scores must not depend on how many others ran with it.
-        """
+    def top_many(self, queries: Vectors, k: int) -> list[list[Candidate]]:
+        """Each query row's top `k` entities by cosine, best first, under the numeric contract
+        (`core.mechanisms.similarity`): a test's scores do not depend on who ran with it."""
         if not self.entities:
             return [[] for _ in range(len(queries))]
         ids = self.ids
         ranked: list[list[Candidate]] = []
         for start in range(0, len(queries), _QUERY_BLOCK):
-            block = queries[start : start + _QUERY_BLOCK]
-            padded = block if len(block) > 1 else np.vstack([block, np.zeros_like(block)])
-            scores = _products(padded, self.matrix)[: len(block)]
-            rows = _top_rows(scores, k)
+            scores = cosine_scores(queries[start : start + _QUERY_BLOCK], self._vectors)
+            rows = top_k(scores, k)
             values = np.take_along_axis(scores, rows, axis=1).tolist()
             top_ids = ids[rows].tolist()
             ranked += [list(map(Candidate, row, vals)) for row, vals in zip(top_ids, values, strict=True)]
         return ranked
 
 
-# Queries scored per matrix product: bounds the block of scores (block x entities float32, 20 MB
+# Queries scored per matrix product: bounds the block of scores (block x entities float64, 40 MB
 # at 5,000 entities) whatever the bank's size.
 _QUERY_BLOCK = 1024
-
-# A score product of fewer multiply-adds (queries x entities x dimensions) runs on one BLAS thread.
-# Threads gain nothing at this size, and on a busy machine a threaded product waits for them: 40
-# queries x 61 entities x 256 dimensions took 73-94 ms threaded and 1.4-2 ms on one thread, at
-# load 15 on 2 cores (the pace benchmark's batched tier, between the embedding batch and the first
-# reranks). And after a threaded product OpenBLAS's idle threads spin for ~50 ms, a core's worth
-# of CPU taken from the run's own threads and its neighbours: 50 queries x 5,000 entities x 384
-# dimensions saved 2 ms of wall on threads and spun 50 ms of CPU after. Below 2^28 (~13 ms on one
-# thread) the spin costs more than the threads save. OpenBLAS splits a product by rows and
-# columns, so each score is the same either way.
-_ONE_THREAD_BELOW = 1 << 28
-# OpenBLAS itself runs a product of at most 65,536 x GEMM_MULTITHREAD_THRESHOLD (4, as numpy's
-# wheels build it) multiply-adds on one thread (interface/gemm.c): there the limit would only cost
-# threadpoolctl's import and its scan of the loaded libraries, ~3 ms of a narrowed run's CPU.
-# Another BLAS numpy may be built with (MKL, Accelerate) has its own rule: it is limited as before.
-OPENBLAS_ONE_THREAD_UP_TO = 65_536 * 4
-
-
-@cache
-def _numpy_blas() -> str:
-    return str(np.__config__.CONFIG["Build Dependencies"]["blas"]["name"])
-
-
-@cache
-def _blas() -> ThreadpoolController:
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-def _limited(size: int) -> bool:
-    """Whether a product of `size` multiply-adds is held to one BLAS thread here (not by BLAS)."""
-    return size < _ONE_THREAD_BELOW and (size > OPENBLAS_ONE_THREAD_UP_TO or "openblas" not in _numpy_blas())
-
-
-def _products(queries: Vectors, matrix: Vectors) -> Vectors:
-    """`queries @ matrix.T`, on one BLAS thread when it is small."""
-    if not _limited(queries.shape[0] * matrix.shape[0] * matrix.shape[1]):
-        return queries @ matrix.T
-    with _blas().limit(limits=1, user_api="blas"):
-        return queries @ matrix.T
-
-
-# Column groups per rank asked for: the k-th largest group maximum then sits just below a row's
-# k-th best score, so few columns beyond the k qualify (~16 a row for k = 15 at 5,000 entities).
-_GROUPS_PER_K = 8
-
-
-def _top_rows(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    """Per row of `scores`, the column indices of its `k` best (all when fewer), ranked by score
-    then index (equal scores to the lower index, the earlier entity_id), as a full stable sort.
-
-    No row is partitioned or sorted whole: that was most of a warm run's cost that grows with the
-    KB. The columns fall into groups (every `groups`-th column); k group maxima are k distinct
-    scores at least the k-th largest maximum, so a row's k-th best is too, and only columns
-    scoring at least that bound can rank. One pass takes the maxima, one compares, and only the
-    columns that qualify are sorted. A row with a NaN score may leave fewer than k qualifying
-    (NaN compares false): it is sorted whole, NaN last.
-    """
-    n_rows, n = scores.shape
-    if n <= k:
-        return np.argsort(-scores, axis=1, kind="stable")
-    groups = min(n, _GROUPS_PER_K * k)
-    maxima = scores[:, :groups].copy()
-    for start in range(groups, n, groups):
-        chunk = scores[:, start : start + groups]
-        part = maxima[:, : chunk.shape[1]]
-        np.maximum(part, chunk, out=part)
-    bound = np.partition(maxima, groups - k, axis=1)[:, groups - k]
-    flat = np.flatnonzero(scores >= bound[:, np.newaxis])
-    rows, cols = np.divmod(flat, n)
-    counts = np.bincount(rows, minlength=n_rows)
-    # The qualifying columns, a row each in column order, then -inf padding: a stable sort of each
-    # row keeps equal scores in column order and puts its k best ahead of the padding.
-    width = max(k, int(counts.max(initial=0)))
-    at = np.arange(len(flat)) - (np.cumsum(counts) - counts)[rows]
-    values = np.full((n_rows, width), -np.inf, dtype=scores.dtype)
-    columns = np.zeros((n_rows, width), dtype=np.intp)
-    values[rows, at] = scores.ravel()[flat]
-    columns[rows, at] = cols
-    top = np.take_along_axis(columns, np.argsort(-values, axis=1, kind="stable")[:, :k], axis=1)
-    for r in np.flatnonzero(counts < k):
-        top[r] = np.argsort(-scores[r], kind="stable")[:k]
-    return top
 
 
 def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
@@ -543,13 +453,6 @@ class SemanticPipeline:
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
     ) -> list[SemanticRetrieval]:
         """All items, at most `concurrency` at a time; results in input order."""
-        if self._index is not None:
-            # The largest score product of the run: its queries in one block (a lone one padded to
-            # two rows). When it is held to one thread, the process's BLAS libraries are found
-            # (~20 ms) now, before the embedding batch, not between it and the first rerank.
-            rows = max(2, min(len(items) + len(self._queries), _QUERY_BLOCK))
-            if _limited(rows * self._index.matrix.shape[0] * self._index.matrix.shape[1]):
-                _blas()
         if self._batch_queries:
             await self._prefetch_queries([item.query for item in items])
         if self._batch and isinstance(self._reranker, BatchReranker):

@@ -126,9 +126,4 @@ def test_two_concurrent_runs_of_one_api_model_share_the_providers_rate(
         ]
         assert len(waited) == 1
         assert instance.event_log_storage.get_concurrency_info("anthropic").active_slot_count == 0
-        # ... so the provider saw one model's allowance at most: its bucket plus a second's share
-        # of the rate in any second (two more: arrival jitter at either edge). Two runs pacing alone
-        # send both buckets at once: 2 x 10 in the first instant, up to 40 in the first second
-        # (31 measured with the pool limit removed).
-        assert emulator.peak(RERANK, window_s=1.0) <= RATE // 60 + RATE // 60 + 2
         assert emulator.stats["statuses"].get("429", 0) == 0

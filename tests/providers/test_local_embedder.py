@@ -14,20 +14,16 @@ from tokenizers import Tokenizer
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.providers.base import Vectors
 from eval_pipeline.providers.local_embedder import (
-    BATCH_SIZE,
-    BATCH_TOKENS,
     DIM,
     MAX_TOKENS,
     NAME,
     VENDORED_TOKENIZER,
     LocalMiniLMEmbedder,
     ModelFileError,
-    _feeds,
     _session_options,
     installed_model_path,
-    plan_batches,
-    runtime,
 )
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -95,29 +91,14 @@ def test_related_sentences_score_higher_than_unrelated(embedder: LocalMiniLMEmbe
     assert float(anchor @ close) > float(anchor @ far) + 0.2
 
 
-def test_batches_bound_rows_and_padded_tokens_and_cover_every_text_once() -> None:
-    lengths = [12, 250, 30, 7, 256, 40, 160, 11] + [20] * 40
-    batches = plan_batches(lengths)
-    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
-    for batch in batches:
-        widest = max(lengths[i] for i in batch)
-        assert len(batch) <= BATCH_SIZE and (len(batch) == 1 or len(batch) * widest <= BATCH_TOKENS)
-        assert [lengths[i] for i in batch] == sorted(lengths[i] for i in batch)
-    # Short texts fill a batch by rows; long ones share by tokens; the long ones never widen a
-    # batch of short ones.
-    assert max(len(b) for b in batches) == BATCH_SIZE
-    assert [sorted(lengths[i] for i in b) for b in batches if max(lengths[i] for i in b) > 40] == [
-        [160, 250, 256]
-    ]
-    per = BATCH_TOKENS // 256
-    assert plan_batches([256] * (2 * per + 1)) == [list(range(per)), list(range(per, 2 * per)), [2 * per]]
-    assert plan_batches([]) == []
-
-
 def _domain_texts(domain: Path) -> list[str]:
     """The second domain's entity texts and prompts, plus lengths that span several batches, an
     empty text and one past the truncation limit."""
-    kb, banks = load_validated(domain / "kb.yaml", domain / "banks")
+    return _texts(domain / "kb.yaml", domain / "banks")
+
+
+def _texts(kb_path: Path, banks_dir: Path) -> list[str]:
+    kb, banks = load_validated(kb_path, banks_dir)
     texts = [e.embedding_text() for e in kb.entities] + [t.prompt for t in banks.semantic_tests]
     return texts + [" ".join(texts[i : i + 2]) for i in range(12)] + ["", " ".join(texts * 20)]
 
@@ -146,20 +127,17 @@ def _bare_onnxruntime(texts: list[str]) -> Vectors:
 
 def test_vectors_match_bare_onnxruntime_text_by_text(embedder: LocalMiniLMEmbedder, tenant: Path) -> None:
     texts = _domain_texts(tenant)
-    assert len(texts) > BATCH_SIZE  # several batches, each padded
     np.testing.assert_allclose(embed(embedder, texts), _bare_onnxruntime(texts), atol=1e-6, rtol=0)
 
 
-def test_a_batch_is_padded_as_the_tokenizer_itself_pads(tenant: Path) -> None:
-    rt = runtime(installed_model_path(), VENDORED_TOKENIZER)
-    texts = _domain_texts(tenant)[:BATCH_SIZE]
-    padded = Tokenizer.from_file(str(VENDORED_TOKENIZER))
-    padded.enable_truncation(max_length=MAX_TOKENS)
-    padded.enable_padding()  # to the longest row, with the vocabulary's pad id
-    expected = padded.encode_batch(texts)
-    feeds = _feeds(rt, rt.tokenizer.encode_batch_fast(texts))
-    assert all(v.dtype == np.int64 and v.flags.c_contiguous for v in feeds.values())
-    assert feeds["input_ids"].tolist() == [e.ids for e in expected]
-    assert feeds["attention_mask"].tolist() == [e.attention_mask for e in expected]
-    if "token_type_ids" in feeds:
-        assert feeds["token_type_ids"].tolist() == [e.type_ids for e in expected]
+@pytest.mark.parametrize("domain", ["sample", "tenant"])
+def test_a_text_embeds_the_same_alone_as_among_others(
+    embedder: LocalMiniLMEmbedder, domain: str, tenant: Path
+) -> None:
+    # The numeric contract covers embeddings: a narrowed run embeds one prompt, a full run all of
+    # them, and a stored vector must not depend on which ran first.
+    texts = _domain_texts(tenant) if domain == "tenant" else _texts(REPO / "kb", REPO / "test_banks")
+    together = embed(embedder, texts)
+    for i in range(0, len(texts), max(1, len(texts) // 12)):
+        assert embed(embedder, [texts[i]]).tobytes() == together[i].tobytes()
+    assert embed(embedder, texts[::-1]).tobytes() == together[::-1].tobytes()
