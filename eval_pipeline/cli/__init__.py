@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
+from eval_pipeline.cli.console import inert_console
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
 from eval_pipeline.cli.sdk_logs import quiet_sdk_loggers
 from eval_pipeline.core.errors import EXIT_ERROR, EXIT_INPUT, EvalPipelineError
@@ -123,8 +124,8 @@ class _PipeSafeStdout(io.TextIOBase):
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     # Here, not at the top: `--help` and parsing import no pydantic model.
     with cyclic_gc_paused():  # the models it builds live to the end
+        from eval_pipeline.core.control_chars import one_line
         from eval_pipeline.core.inputs.loading import InputError
-        from eval_pipeline.core.inputs.text import one_line
 
     try:
         if getattr(args, "reads_project", False):
@@ -163,13 +164,14 @@ _BLAS_IDLE_SPIN = ("OPENBLAS_THREAD_TIMEOUT", "4")
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault(*_BLAS_IDLE_SPIN)
     quiet_sdk_loggers()
-    with cyclic_gc_paused():  # every command's module and the parser live to the end
-        args = parse_args(sys.argv[1:] if argv is None else list(argv))
-    func: Callable[[argparse.Namespace], int] = args.func
     stdout = sys.stdout
     sys.stdout = _PipeSafeStdout(stdout)
     try:
-        return _run(func, args)
+        with inert_console():  # usage errors quote the arguments: inert from the start
+            with cyclic_gc_paused():  # every command's module and the parser live to the end
+                args = parse_args(sys.argv[1:] if argv is None else list(argv))
+            func: Callable[[argparse.Namespace], int] = args.func
+            return _run(func, args)
     finally:
         sys.stdout.flush()
         sys.stdout = stdout

@@ -57,12 +57,13 @@ def _summary(counts: ImportCounts) -> str:
 
 
 def cmd_import_beir(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.control_chars import one_line
     from eval_pipeline.core.inputs.beir_project import ImportTargets, import_beir
 
     src: Path = args.src
     targets = ImportTargets(args.kb, args.banks_dir, args.kb.parent / "models.yaml")
     name = args.name or src.resolve().name
     counts = import_beir(src, args.split, name, targets, imported_models())
-    print(f"imported '{name}': {_summary(counts)}")
+    print(f"imported '{one_line(name)}': {_summary(counts)}")
     print(f"wrote {targets.kb_dir}, {targets.banks_dir} and {targets.models_file}")
     return EXIT_OK

@@ -75,6 +75,7 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
 
 
 def cmd_override(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.control_chars import one_line
     from eval_pipeline.core.dates import now_utc
     from eval_pipeline.core.expectations.history import append_history
     from eval_pipeline.core.expectations.resolution import resolve
@@ -101,7 +102,7 @@ def cmd_override(args: argparse.Namespace) -> int:
     path = append_history(history, entry)
     now = resolve(tests, load_history(history, []))[args.test_id]
     verb = "withdrawn" if override.withdraw else "recorded"
-    print(f"override {verb} for {args.test_id} by {override.by}: {override.reason}")
+    print(one_line(f"override {verb} for {args.test_id} by {override.by}: {override.reason}"))
     if not override.withdraw:
         print("\n".join(expectation_lines(override.expectations())))
     print(f"  was {current.source}; now resolves to {now.source}\n  written: {path}")

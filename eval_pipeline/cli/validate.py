@@ -36,6 +36,7 @@ def add_validate_commands(sub: Any) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from eval_pipeline.core.control_chars import one_line
     from eval_pipeline.core.inputs.banks import Mechanism
     from eval_pipeline.core.inputs.validation import load_validated
 
@@ -45,7 +46,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     counts = banks.counts()
     parts = ", ".join(f"{m.value} {counts[m]}" for m in Mechanism if m in counts)
     print(
-        f"OK: kb {kb.kb_version} ({kb.content_hash[:12]}, {len(kb.entities)} entities); "
+        f"OK: kb {one_line(kb.kb_version)} ({kb.content_hash[:12]}, {len(kb.entities)} entities); "
         f"banks: {parts}; history: {len(banks.history)} file(s); {len(warnings)} warning(s)"
     )
     return EXIT_OK

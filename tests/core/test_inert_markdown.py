@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval_pipeline.core.inputs.text import one_line
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.report.markdown_text import WORD_JOINER, code, table, text
 from tests.rendered_markdown import injected, render
 

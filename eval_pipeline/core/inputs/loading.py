@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import BadFile, read_input_text
@@ -35,7 +36,6 @@ from eval_pipeline.core.inputs.banks import (
 from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory, name_problem
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
 from eval_pipeline.core.inputs.reading import load_input
-from eval_pipeline.core.inputs.text import one_line
 
 KB_MANIFEST = "manifest.yaml"
 KB_ENTITIES_DIR = "entities"

@@ -1,14 +1,11 @@
-"""Text fields of input files, and text echoed back in error lines.
+"""Text fields of input files.
 
 A prompt or entity text that is only whitespace says nothing (an embedder would index an empty
-string, a reranker would judge nothing); one of megabytes costs money on every call. An error
-line quotes what the user wrote, so control characters in it are shown escaped: a newline in an
-id must not split the one line into two.
+string, a reranker would judge nothing); one of megabytes costs money on every call.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -23,8 +20,6 @@ MAX_CONTENT_CHARS = 200_000
 # Who made a human decision and why, recorded in the history.
 MAX_NOTE_CHARS = 10_000
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
 
 def _not_blank(value: str) -> str:
     if not value.strip():
@@ -37,8 +32,3 @@ Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS), AfterVal
 Summary = Annotated[str, Field(min_length=1, max_length=MAX_SUMMARY_CHARS), AfterValidator(_not_blank)]
 Note = Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS), AfterValidator(_not_blank)]
 Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(_not_blank)]
-
-
-def one_line(text: str) -> str:
-    """`text` with control characters (newlines included) escaped, e.g. `\\n`, `\\x1b`."""
-    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)

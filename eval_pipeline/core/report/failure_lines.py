@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.report.failures import Failure, failing_tests
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.run_document import RunDocument
@@ -32,7 +33,7 @@ def _failure_line(f: Failure, shared: set[str]) -> str:
     reason = (
         "(the reason is in the ERRORED line above)" if f.score is None and f.reason in shared else f.reason
     )
-    return f"{f.test_id} [{f.bank.value}] {fmt_score(f.score)} {f.rule}: {reason}"
+    return one_line(f"{f.test_id} [{f.bank.value}] {fmt_score(f.score)} {f.rule}: {reason}")
 
 
 def failure_lines(doc: RunDocument, details: str, failures: Sequence[Failure] | None = None) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.report.failures import Failure
@@ -407,4 +408,4 @@ def console_summary(doc: RunDocument) -> str:
     lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
     lines += [f"  {line}" for line in error_reasons(all_results(doc))]
     lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)  # a newline in a reason stays in its line

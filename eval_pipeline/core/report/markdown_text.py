@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from eval_pipeline.core.inputs.text import one_line
+from eval_pipeline.core.control_chars import one_line
 
 ELLIPSIS = "…"
 # Characters that start inline markup wherever they stand: backslash escapes, code spans,

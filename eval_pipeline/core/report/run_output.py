@@ -9,6 +9,7 @@ terminal or CI log stays readable (core/report/failure_lines.py); the file named
 
 from __future__ import annotations
 
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff
 from eval_pipeline.core.report.diffs import gate_lines, headline, health_line
@@ -29,7 +30,7 @@ def _counts(diff: RunDiff) -> str:
 
 
 def _changes(diff: RunDiff) -> list[str]:
-    return [f"{d.kind.value}: {headline(d)}" for k in SINCE_KINDS for d in diff.of_kind(k)]
+    return [one_line(f"{d.kind.value}: {headline(d)}") for k in SINCE_KINDS for d in diff.of_kind(k)]
 
 
 def since_lines(

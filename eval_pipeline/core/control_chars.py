@@ -1,0 +1,33 @@
+"""Control characters shown escaped, in error lines and on the console.
+
+An error line quotes what the user wrote, so control characters in it are shown escaped: a
+newline in an id must not split the one line into two. Everything a command prints reaches the
+terminal the same way (`console_text`, applied by the CLI to stdout and stderr): no escape
+sequence from data can clear the screen, move the cursor, retitle the window or reverse the
+text's direction. Imports nothing heavy: the CLI's streams use it before any command loads.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls, the line and paragraph separators, and the bidirectional overrides and
+# isolates (which reorder what a reader sees).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    return repr(match.group(0))[1:-1]
+
+
+def one_line(text: str) -> str:
+    """`text` with control characters (newlines included) escaped, e.g. `\\n`, `\\x1b`."""
+    return _CONTROL.sub(_shown, text)
+
+
+def console_text(text: str) -> str:
+    """`text` as it may reach a terminal: its newlines kept (they end the lines we print), a
+    carriage return kept where it begins the text (a progress line redrawing itself), every other
+    control character shown escaped as `one_line` shows it."""
+    head = "\r" if text.startswith("\r") else ""
+    return head + "\n".join(one_line(line) for line in text[len(head) :].split("\n"))
