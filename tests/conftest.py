@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import signal
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.cli.gc_pause import hold_long_lived
 from eval_pipeline.location import START_DATE_ENV
 
 # A session fixture of the files that evaluate: a warm embedding cache.
@@ -129,15 +127,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # and the many quick ones fill the workers' gaps at the end. xdist's default order (most tests
     # first) left the few-test, long files (Postgres, noise gate, automation) for last.
     items.sort(key=lambda item: not _slow_file(item))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection imported (Dagster, pandas, the SDKs, every test module) lives as long as
-    the worker: frozen, the collector's full passes no longer walk it after every few tests
-    (they were a fifth of a Dagster test's CPU). In-process `main` calls then keep their own
-    start-up frozen too, as the `eval-pipeline` process does."""
-    gc.collect()
-    hold_long_lived()
 
 
 @pytest.fixture

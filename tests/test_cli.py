@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -250,19 +249,3 @@ def test_a_piped_full_run_prints_plain_lines(offline: OfflineEvaluation) -> None
     assert BAR not in offline.out + offline.err and "\x1b[" not in offline.out + offline.err
     for model in ("local-minilm", "local-hybrid"):
         assert f"  running model {model} " in offline.out and f"  finished model {model}" in offline.out
-
-
-def test_every_command_keeps_idle_blas_threads_from_spinning_unless_the_user_says(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # OpenBLAS reads it when numpy loads: set by the command before any of it imports numpy.
-    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "unset below; restored after the test")
-    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT")
-    with pytest.raises(SystemExit):
-        main(["--help"])
-    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "4"
-    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
-    with pytest.raises(SystemExit):
-        main(["models", "--help"])
-    assert os.environ["OPENBLAS_THREAD_TIMEOUT"] == "20"
-    assert "usage: eval-pipeline models" in capsys.readouterr().out

@@ -1,6 +1,5 @@
 """The `eval-pipeline` process's entry point (`console`): `main`'s exit code, with every object
-left moved out of the collector's sight before the exit; and every process that loads the Dagster
-definitions does the same at its exit (docs/performance.md, "Start-up")."""
+left moved out of the collector's sight before the exit (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ def test_console_returns_mains_code_and_freezes_what_is_left(
     monkeypatch.setattr(sys, "argv", ["eval-pipeline", "models"])
     expected = main()
     said = capsys.readouterr().out
-    before = gc.get_freeze_count()  # the test worker keeps what it imported frozen (conftest)
+    before = gc.get_freeze_count()
     kept = [[i] for i in range(1_000)]
     assert console() == expected == 0
     assert gc.get_freeze_count() >= before + len(kept)
@@ -62,15 +61,3 @@ def test_the_process_says_everything_and_exits_with_the_code(workdir: Path) -> N
         timeout=300,
     )
     assert listed.returncode == 0 and "local-minilm" in listed.stdout
-
-
-def test_a_process_that_loads_the_definitions_freezes_at_exit() -> None:
-    # Exit handlers run last registered first: this check, registered before the import, runs
-    # after the definitions' own handler.
-    probe = (
-        "import atexit, gc\n"
-        "atexit.register(lambda: print('frozen' if gc.get_freeze_count() else 'not frozen'))\n"
-        "import eval_pipeline.defs\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert (done.returncode, done.stdout.strip()) == (0, "frozen"), done.stderr

@@ -38,11 +38,3 @@ def test_every_model_of_the_package_defers_its_build() -> None:
     models = _package_models()
     assert len(models) > 50  # the walk found the package's models
     assert [m.__qualname__ for m in models if m.model_config.get("defer_build") is not True] == []
-
-
-@pytest.mark.slow
-def test_no_model_field_starts_with_the_list_builtin() -> None:
-    # Its signature is parsed from text when the model builds (core/field_defaults.py).
-    fields = {(m.__qualname__, name): f for m in _package_models() for name, f in m.model_fields.items()}
-    assert len(fields) > 300  # the walk found the models' fields
-    assert [where for where, f in fields.items() if f.default_factory is list] == []

@@ -9,10 +9,9 @@ a module on the way shows here, not as a slower start a user notices later.
   fsspec, a terminal's progress bar, the HTML report's templates, the locks of calibration
   writes, the retries of remote calls, the diff models of a comparison, the records of a
   calibration log the project does not have, the crisis patterns' regex engine with no pattern
-  test in scope, the JUnit writer without `--junit`, other commands' modules, the email parser
-  the standard library reads package metadata with, the contract's models with no team's system
-  to ask, the records a re-evaluation keeps, a caching reranker's prompt-cache status, the BLAS
-  thread limiter for score products BLAS runs on one thread by itself);
+  test in scope, the JUnit writer without `--junit`, other commands' modules, the contract's
+  models with no team's system to ask, the records a re-evaluation keeps, a caching reranker's
+  prompt-cache status, the BLAS thread limiter for score products BLAS runs on one thread by itself);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
   (decided from the recorded evaluation, orchestration/recorded_evaluations.py): probed in
   tests/test_cli_rerun.py, from the evaluations its other tests begin with.
@@ -40,10 +39,10 @@ MODEL_RUNTIME = {"onnxruntime", "tokenizers"}
 # A narrowed run is never compared (no diff models), a project that never calibrated has no
 # calibration log to read (no calibration records), a run without pattern tests matches no crisis
 # pattern (no regex) and one without --junit writes no JUnit file. `run` parses with its own
-# parser (no other command's module), the code version reads metadata headers itself, and a
-# model without the team's system sends it no request (no contract models); nor does it keep
-# re-evaluation records or cache a reranker's prompt. Its one query's score product is small
-# enough for numpy's OpenBLAS to run on one thread by itself (no threadpoolctl).
+# parser (no other command's module), and a model without the team's system sends it no
+# request (no contract models); nor does it keep re-evaluation records or cache a reranker's
+# prompt. Its one query's score product is small enough for numpy's OpenBLAS to run on one
+# thread by itself (no threadpoolctl).
 NOT_ASKED = {
     "eval_pipeline.core.diff.model",
     "eval_pipeline.core.calibration.records",
@@ -51,7 +50,6 @@ NOT_ASKED = {
     "eval_pipeline.core.report.junit",
     "eval_pipeline.cli.backfill",
     "eval_pipeline.cli.calibrate",
-    "email.parser",
     "eval_pipeline.core.inputs.contract",
     "eval_pipeline.core.scoring.stored_reevaluations",
     "eval_pipeline.providers.prompt_cache",
@@ -76,7 +74,7 @@ with contextlib.redirect_stdout(out):
 watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic", "upath", "fsspec",
            "rich", "jinja2", "filelock", "tenacity", "eval_pipeline.core.diff.model",
            "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit",
-           "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate", "email.parser",
+           "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate",
            "eval_pipeline.core.inputs.contract", "eval_pipeline.core.scoring.stored_reevaluations",
            "eval_pipeline.providers.prompt_cache", "threadpoolctl", "anthropic", "voyageai"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))

@@ -153,16 +153,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         return EXIT_ERROR
 
 
-# OpenBLAS, loaded with numpy, starts a thread per core that spins for ~2^28 cycles whenever it has
-# no work, at load and after every product: a tenth of a CPU second in a narrowed run, in threads
-# that wait for nothing. 2^4 cycles makes them sleep at once; a product wakes them as before and
-# computes the same scores. Read when numpy loads, so set before any command imports it; a value
-# the user set wins.
-_BLAS_IDLE_SPIN = ("OPENBLAS_THREAD_TIMEOUT", "4")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault(*_BLAS_IDLE_SPIN)
     quiet_sdk_loggers()
     stdout = sys.stdout
     sys.stdout = _PipeSafeStdout(stdout)

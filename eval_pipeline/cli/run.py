@@ -245,7 +245,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     from eval_pipeline.cli.project import refuse_other_project
     from eval_pipeline.core.inputs.kb_cache import KbCache
-    from eval_pipeline.core.inputs.pattern_memo import PatternMemo
     from eval_pipeline.core.inputs.validation import load_validated
 
     check_number("--fail-under", args.fail_under, low=0, high=100)
@@ -257,11 +256,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         if args.cache != "off"
         else None
     )
-    # Crisis patterns that passed are remembered beside it, kept once the run goes ahead.
-    memo = PatternMemo(
-        args.cache_dir, read=args.cache == "use", write=args.cache != "off" and not args.dry_run
-    )
-    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache, memo)
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
     scope = _scope(args, banks)
     if args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
@@ -293,7 +288,6 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     locations = _project_locations(args, results)
     refuse_other_project(kb, locations)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
-    memo.keep()  # likewise: bad input writes nothing
     print(
         f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
     )

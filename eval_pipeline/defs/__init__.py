@@ -1,7 +1,5 @@
 """Dagster glue: assets, checks, resources, sensors and schedules wired onto the pure core."""
 
-import atexit
-import gc
 import warnings
 
 import dagster as dg
@@ -11,9 +9,3 @@ import dagster as dg
 # pinned, so the warning is noise for users.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-
-# Every process that loads the definitions (a run's worker, a code server, the daemon, the CLI)
-# ends with Python's exit collection over all it still holds, Dagster's definitions among them:
-# ~0.5 s of CPU a process, only for the process to end. Frozen at exit, the collector skips them;
-# every exit handler (Dagster's, logging's flush) still runs.
-atexit.register(gc.freeze)

@@ -35,7 +35,6 @@ from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.loading import InputError
 from eval_pipeline.core.inputs.validation import load_validated
@@ -57,8 +56,8 @@ GROUP = "calibration"
 class CalibrationConfig(dg.Config):
     # Dagster config cannot take Literal types: scope and trigger are checked in `_checked`.
     scope: str = Field(default="full", description="full | affected | single")
-    test_ids: list[str] = Field(default_factory=empty_list, description="single scope")
-    added_entities: list[str] = Field(default_factory=empty_list, description="affected scope")
+    test_ids: list[str] = Field(default_factory=list, description="single scope")
+    added_entities: list[str] = Field(default_factory=list, description="affected scope")
     apply: bool = Field(default=False, description="write history/responses/log; else a dry run")
     batch: bool = Field(default=False, description="Message Batches API: half price, slower")
     model: str | None = Field(default=None, description="default: the newest Opus in the pinned SDK")

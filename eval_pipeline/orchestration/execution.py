@@ -34,8 +34,6 @@ DAGSTER_YAML = (
     + RUN_MONITORING_YAML
 )
 # What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
-# The storage module's old path still loads (eval_pipeline/moved_modules.py) for homes not yet
-# opened by this version, e.g. by `dg dev`.
 _BEFORE_NUX = DAGSTER_YAML.replace("nux:\n  enabled: false\n", "")
 EARLIER_DEFAULTS = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",

@@ -5,7 +5,6 @@ No `from __future__ import annotations`: Dagster reads the asset's context annot
 """
 
 import contextlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -127,29 +126,6 @@ def test_an_instance_on_an_earlier_default_is_brought_up_to_date(tmp_path: Path,
     with project_instance(home) as instance:
         assert _storage_classes(instance)[1] == "ProjectEventLogStorage"
     assert (home / "dagster.yaml").read_text() == DAGSTER_YAML
-
-
-def test_a_home_naming_the_storage_by_its_old_module_path_still_opens(tmp_path: Path) -> None:
-    # As `dg dev` opens a home the previous version wrote: straight from its dagster.yaml, in a
-    # fresh interpreter that has imported nothing of the package yet.
-    old = next(text for text in EARLIER_DEFAULTS if "eval_pipeline.defs.instance_storage" in text)
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(old)
-    child = (
-        "import dagster as dg\n"
-        f"with dg.DagsterInstance.from_config({str(home)!r}) as instance:\n"
-        "    print(type(instance.event_log_storage).__module__, type(instance.run_storage).__name__)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", child],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "DAGSTER_HOME": str(home)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["eval_pipeline.orchestration.instance_storage", "ProjectRunStorage"]
 
 
 def _shard(db: Path) -> tuple[set[str], str, str]:

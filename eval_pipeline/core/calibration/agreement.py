@@ -32,7 +32,6 @@ from eval_pipeline.core.calibration.agreement_defaults import DEFAULT_SEED as DE
 from eval_pipeline.core.calibration.agreement_defaults import MIN_TOPIC_TESTS as MIN_TOPIC_TESTS
 from eval_pipeline.core.calibration.review import ReviewFile, read_reviews
 from eval_pipeline.core.expectations.resolution import ordered
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.loading import Banks
@@ -48,7 +47,7 @@ class _Frozen(BaseModel):
 
 class Judgement(_Frozen):
     test_id: str
-    topics: list[str] = Field(default_factory=empty_list)
+    topics: list[str] = Field(default_factory=list)
     kind: Kind
     calibrator: Expectations
     calibrator_reasoning: str

@@ -19,7 +19,6 @@ from eval_pipeline.core.calibration.proposals import (
     TestOutcome,
     build_history,
 )
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.history_file import HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
@@ -48,7 +47,7 @@ class CalibrationRecord(FrozenModel):
     scope: Scope
     trigger: Trigger
     test_ids: list[str]
-    added_entities: list[str] = Field(default_factory=empty_list)
+    added_entities: list[str] = Field(default_factory=list)
     model: str
     prompt_version: str
     kb_version: str
@@ -56,10 +55,8 @@ class CalibrationRecord(FrozenModel):
     mode: Mode
     changed: int
     unchanged: int
-    conflicts: list[str] = Field(
-        default_factory=empty_list, description="Changed tests with a standing override"
-    )
-    rejected: list[Rejected] = Field(default_factory=empty_list)
+    conflicts: list[str] = Field(default_factory=list, description="Changed tests with a standing override")
+    rejected: list[Rejected] = Field(default_factory=list)
     usage: Usage
     cost_usd: float = Field(description="Calibration cost: never part of the system-under-test cost")
     kb_prefix_tokens: int
@@ -75,7 +72,7 @@ class CalibrationLog(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
     schema_version: int = 1
-    records: list[CalibrationRecord] = Field(default_factory=empty_list)
+    records: list[CalibrationRecord] = Field(default_factory=list)
 
     def cost_by_date(self) -> dict[str, float]:
         """Calibration spend per UTC start date, for reports that show costs."""
@@ -104,7 +101,7 @@ class CalibrationRun(BaseModel):
 
     scope: Scope
     trigger: Trigger
-    added_entities: list[str] = Field(default_factory=empty_list)
+    added_entities: list[str] = Field(default_factory=list)
     model: str
     mode: Mode
     kb: KnowledgeBase

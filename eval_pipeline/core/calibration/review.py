@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.calibration.proposals import CallRecord, ProposalDiff, Scope
 from eval_pipeline.core.calibration.records import CalibrationRecord, CalibrationRun
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
@@ -53,7 +52,7 @@ class ReviewItem(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     diff: ProposalDiff
-    topics: list[str] = Field(default_factory=empty_list)
+    topics: list[str] = Field(default_factory=list)
     decision: Decision = "pending"
     edited: Expectations | None = Field(default=None, description="The reviewer's version (edited)")
     note: str | None = Field(default=None, description="Why the reviewer rejected or edited")

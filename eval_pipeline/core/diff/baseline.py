@@ -8,7 +8,6 @@ from pydantic import Field
 
 from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.model import DeltaKind, FrozenModel, RunDiff
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.scoring.run_document import RunDocument
 
 
@@ -21,7 +20,7 @@ class RegressionDiff(FrozenModel):
     diff: RunDiff | None
     verdict: str
     passed_over: list[str] = Field(
-        default_factory=empty_list, description="Earlier results that could not be a baseline, and why"
+        default_factory=list, description="Earlier results that could not be a baseline, and why"
     )
 
 

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.diff.kb_change import KbChange
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.metrics import (
     StageAttribution,
@@ -125,19 +124,19 @@ class TestDelta(SparseModel, FrozenModel):
     base: Side | None
     head: Side | None
     score_delta: float | None
-    penalties_added: list[str] = Field(default_factory=empty_list)
-    penalties_removed: list[str] = Field(default_factory=empty_list)
-    system_changes: list[str] = Field(default_factory=empty_list)
-    expectation_changes: list[str] = Field(default_factory=empty_list)
-    reasoning_drift: list[ReasonDrift] = Field(default_factory=empty_list)
+    penalties_added: list[str] = Field(default_factory=list)
+    penalties_removed: list[str] = Field(default_factory=list)
+    system_changes: list[str] = Field(default_factory=list)
+    expectation_changes: list[str] = Field(default_factory=list)
+    reasoning_drift: list[ReasonDrift] = Field(default_factory=list)
     cosmetic_changes: list[str] = Field(
-        default_factory=empty_list, description="Noise that is no change: top-15 reorders, numbers in reasons"
+        default_factory=list, description="Noise that is no change: top-15 reorders, numbers in reasons"
     )
     alerts: list[str] = Field(
-        default_factory=empty_list, description="e.g. a selected primary's similarity collapsed"
+        default_factory=list, description="e.g. a selected primary's similarity collapsed"
     )
     head_stages: list[StageAttribution] = Field(
-        default_factory=empty_list, description="Where the head's semantic hard fails and errors arose"
+        default_factory=list, description="Where the head's semantic hard fails and errors arose"
     )
     ndcg: NdcgChange | None = Field(
         default=None, description="Graded on both sides and scored on both: nDCG@10 before and after"
@@ -156,7 +155,7 @@ class RunDiff(SparseModel, FrozenModel):
     base_health: str = ""
     head_health: str = ""
     head_unevaluable: list[str] = Field(
-        default_factory=empty_list, description="Banks of the head with too few scored tests to judge"
+        default_factory=list, description="Banks of the head with too few scored tests to judge"
     )
     statistics: PairedComparison = Field(
         description="Semantic tests only, clustered by topic: the deterministic banks have no noise"
@@ -167,9 +166,7 @@ class RunDiff(SparseModel, FrozenModel):
         "scores are (None: no such test)",
     )
     deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
-    removed_banks: list[str] = Field(
-        default_factory=empty_list, description="Banks the base ran, the head not"
-    )
+    removed_banks: list[str] = Field(default_factory=list, description="Banks the base ran, the head not")
     kb_change: KbChange | None = Field(default=None, description="Entities that differ, by id")
     incomparable: str | None = Field(default=None, description="Why the sides are different projects")
     noise_decisions: dict[str, Decision] = Field(

@@ -7,7 +7,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.inputs.text import Prompt
 
@@ -49,8 +48,8 @@ class _Relevance(_Strict):
     At least one of them must name something relevant; `relevant` may also hold gain-0 judgments.
     """
 
-    expected_primary: list[str] = Field(default_factory=empty_list, description="Every one must be selected")
-    expected_any: list[str] = Field(default_factory=empty_list, description="At least one must be selected")
+    expected_primary: list[str] = Field(default_factory=list, description="Every one must be selected")
+    expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
     relevant: dict[str, Gain] = Field(default_factory=dict, description="Graded judgments: entity -> gain")
 
     @property
@@ -68,9 +67,9 @@ class _Relevance(_Strict):
 class Expectations(_Relevance):
     """What a semantic test expects in the final selection."""
 
-    expected_secondary: list[str] = Field(default_factory=empty_list)
-    not_expected: list[str] = Field(default_factory=empty_list)
-    rank_check: list[RankCheck] = Field(default_factory=empty_list)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected: list[str] = Field(default_factory=list)
+    rank_check: list[RankCheck] = Field(default_factory=list)
 
     def entity_ids(self) -> set[str]:
         ids = {*self.expected_primary, *self.expected_any, *self.relevant}
@@ -83,11 +82,11 @@ class SemanticTest(_Relevance):
     name: str = ""
     source_id: str | None = Field(default=None, description="The query's id in an imported collection")
     category: Label
-    topics: list[Label] = Field(default_factory=empty_list)
+    topics: list[Label] = Field(default_factory=list)
     prompt: Prompt
-    expected_secondary: list[str] = Field(default_factory=empty_list)
-    not_expected: list[str] = Field(default_factory=empty_list)
-    rank_check: list[RankCheck] = Field(default_factory=empty_list)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected: list[str] = Field(default_factory=list)
+    rank_check: list[RankCheck] = Field(default_factory=list)
     user_type: UserType | None = Field(default=None, description="Sent to an external system under test")
     user_state: UserState = Field(default_factory=dict)
 
@@ -106,17 +105,17 @@ class StateTest(_Strict):
     test_id: TestId
     name: str = ""
     user_state: UserState
-    expected_handlers: list[str] = Field(default_factory=empty_list)
-    not_expected_handlers: list[str] = Field(default_factory=empty_list)
+    expected_handlers: list[str] = Field(default_factory=list)
+    not_expected_handlers: list[str] = Field(default_factory=list)
 
 
 class PatternTest(_Strict):
     test_id: TestId
     name: str = ""
     prompt: Prompt
-    expected_matches: list[str] = Field(default_factory=empty_list)
-    expected_secondary: list[str] = Field(default_factory=empty_list)
-    not_expected_matches: list[str] = Field(default_factory=empty_list)
+    expected_matches: list[str] = Field(default_factory=list)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected_matches: list[str] = Field(default_factory=list)
     pattern_type: PatternType
     is_critical: StrictBool = False
 
@@ -167,8 +166,8 @@ class KeywordBoost(_Strict):
 
 
 class PatternRules(_Strict):
-    crisis_patterns: list[CrisisPattern] = Field(default_factory=empty_list)
-    keyword_boosts: list[KeywordBoost] = Field(default_factory=empty_list)
+    crisis_patterns: list[CrisisPattern] = Field(default_factory=list)
+    keyword_boosts: list[KeywordBoost] = Field(default_factory=list)
 
     def boosts_by_entity(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -14,7 +14,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Expectations, Gain
 from eval_pipeline.core.inputs.text import Note
 
@@ -40,12 +39,12 @@ class HumanOverride(BaseModel):
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
-    expected_primary: list[str] = Field(default_factory=empty_list)
-    expected_any: list[str] = Field(default_factory=empty_list, description="At least one must be selected")
+    expected_primary: list[str] = Field(default_factory=list)
+    expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
     relevant: dict[str, Gain] = Field(default_factory=dict, description="Graded judgments: entity -> gain")
-    expected_secondary: list[str] = Field(default_factory=empty_list)
-    not_expected: list[str] = Field(default_factory=empty_list)
-    rank_check: list[dict[str, str]] = Field(default_factory=empty_list)
+    expected_secondary: list[str] = Field(default_factory=list)
+    not_expected: list[str] = Field(default_factory=list)
+    rank_check: list[dict[str, str]] = Field(default_factory=list)
     override_date: str
     by: Note
     reason: Note

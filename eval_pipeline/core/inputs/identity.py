@@ -14,7 +14,6 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
@@ -49,7 +48,7 @@ class BankIdentity(_Frozen):
     file: str = Field(description="Relative to the banks directory")
     hash: str
     test_ids: list[str]
-    critical_ids: list[str] = Field(default_factory=empty_list, description="Tests marked critical")
+    critical_ids: list[str] = Field(default_factory=list, description="Tests marked critical")
 
 
 class EvaluationIdentity(_Frozen):

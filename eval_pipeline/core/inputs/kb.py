@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.text import Content, Summary, Title
 
 EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=120)]
@@ -75,9 +74,9 @@ class Entity(BaseModel):
     title: Title
     summary: Summary = Field(description="One line, shown to rerankers")
     content: Content
-    topics: list[Label] = Field(default_factory=empty_list)
+    topics: list[Label] = Field(default_factory=list)
     user_types: list[UserType] = Field(
-        default_factory=empty_list, description="ALWAYS entities: who gets them; empty means everyone"
+        default_factory=list, description="ALWAYS entities: who gets them; empty means everyone"
     )
     state_conditions: dict[str, FieldCondition] = Field(
         default_factory=dict, description="STATE handlers: field -> {op: value}"

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import BadFile, read_input_text
 from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.inputs.banks import (
@@ -79,7 +78,7 @@ class Banks(BaseModel):
     pattern: PatternBank | None = None
     always: AlwaysBank | None = None
     rules: PatternRules | None = None
-    history: list[LoadedHistory] = Field(default_factory=empty_list)
+    history: list[LoadedHistory] = Field(default_factory=list)
     file_hashes: dict[str, str] = Field(default_factory=dict)
 
     # A bank whose file is absent has no tests.

@@ -30,7 +30,6 @@ from eval_pipeline.core.inputs.loading import (
     load_kb,
     unread_entities,
 )
-from eval_pipeline.core.inputs.pattern_memo import PatternMemo
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 
 # Which load modes each reference may name. Keyword boosts point at SEMANTIC entities; crisis
@@ -292,7 +291,7 @@ def _check_state(c: _Checker) -> None:
             c.add(file, t.test_id, "expected_handlers", "test checks nothing (both lists empty)")
 
 
-def _check_pattern(c: _Checker, screened: bool) -> None:
+def _check_pattern(c: _Checker) -> None:
     if c.banks.pattern is not None:
         file = c.path(c.banks.layout.pattern)
         for t in c.banks.pattern.tests:
@@ -318,8 +317,7 @@ def _check_pattern(c: _Checker, screened: bool) -> None:
     file = c.path(c.banks.layout.rules)
     for rule in c.banks.rules.crisis_patterns:
         item = crisis_pattern_name(rule.pattern)
-        if not screened:
-            _check_regex(c, file, item, rule.pattern)
+        _check_regex(c, file, item, rule.pattern)
         c.refs(file, item, "entities", rule.entities, PATTERN_MODES)
     for i, boost in enumerate(c.banks.rules.keyword_boosts):
         c.refs(file, f"keyword_boosts[{i}]", "entity", [boost.entity], SEMANTIC_MODES)
@@ -392,19 +390,17 @@ def cross_check(
     now: datetime | None = None,
     warnings: list[Problem] | None = None,
     kb_checked: bool = False,
-    patterns_screened: bool = False,
 ) -> list[Problem]:
     """Every cross-file problem; `kb_checked` skips the KB's own checks (a stored KB passed them
-    with this code when it was stored), `patterns_screened` the compiling and screening of the
-    crisis patterns (the same set passed them before: pattern_memo.py). References to `broken`
-    entities are not checked: one problem at the end counts them."""
+    with this code when it was stored). References to `broken` entities are not checked: one
+    problem at the end counts them."""
     c = _Checker(kb, banks, broken, now or datetime.now(UTC))
     if not kb_checked:
         _check_kb(c, kb_path)
     _check_duplicate_tests(c)
     _check_semantic(c)
     _check_state(c)
-    _check_pattern(c, patterns_screened)
+    _check_pattern(c)
     _check_always(c)
     _check_history(c)
     if warnings is not None:
@@ -424,21 +420,17 @@ def load_validated(
     banks_dir: Path,
     warnings: list[Problem] | None = None,
     kb_cache: KbCache | None = None,
-    patterns: PatternMemo | None = None,
 ) -> tuple[KnowledgeBase, Banks]:
     """Load and cross-check everything; raise InputError listing every problem found. Warnings
     (legal but probably unintended) are appended to `warnings` when given. With `kb_cache`, the
     KB comes from its stored copy while its files are unchanged, and is stored once everything
-    has loaded without a problem. With `patterns`, a set of crisis patterns that passed before is
-    not compiled and screened again, and one that passes now is noted for `PatternMemo.keep`."""
+    has loaded without a problem."""
     problems: list[Problem] = []
     loaded = kb_cache.load(kb_path, problems) if kb_cache else Loaded(load_kb(kb_path, problems))
     kb = loaded.kb
     broken = unread_entities(kb_path, problems)
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
-    crisis = [r.pattern for r in banks.rules.crisis_patterns] if banks.rules else []
-    screened = patterns is not None and bool(crisis) and patterns.screened(crisis)
     # A broken file's own problems print first; what it causes across files after them.
     later = cross_check(
         kb,
@@ -447,13 +439,10 @@ def load_validated(
         broken,
         warnings=warnings,
         kb_checked=loaded.from_store,
-        patterns_screened=screened,
     )
     if problems or later or kb is None:
         empty = [Problem(str(kb_path), "-", "-", "knowledge base is empty")]
         raise InputError(problems or ([] if later else empty), later)
     if loaded.store is not None:
         loaded.store()
-    if patterns is not None and crisis and not screened:
-        patterns.passed(crisis)
     return kb, banks

@@ -16,8 +16,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 
-from eval_pipeline.core.field_defaults import empty_list
-
 
 @with_config(ConfigDict(defer_build=True, extra="forbid"))
 @dataclass(frozen=True, slots=True)
@@ -88,8 +86,8 @@ class SemanticRetrieval(BaseModel):
     model: str
     trial: int = 0
     status: Literal["ok", "errored"]
-    candidates: list[Candidate] = Field(default_factory=empty_list)
-    selections: list[Selection] = Field(default_factory=empty_list)
+    candidates: list[Candidate] = Field(default_factory=list)
+    selections: list[Selection] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     latency_ms: float = 0.0

@@ -18,7 +18,6 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.expectations.resolution import source_summary
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, distribution
@@ -114,7 +113,7 @@ class Aggregate(_Frozen):
     weights: dict[Mechanism, float] = Field(description="Weights renormalised over banks run")
     combined_score: float | None = Field(description="Unrounded; None when a bank is unevaluable")
     unevaluable_banks: list[Mechanism] = Field(
-        default_factory=empty_list,
+        default_factory=list,
         description="Banks that ran with under half (or none) of their tests scored",
     )
     health: Health

@@ -13,7 +13,6 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import (
     AlwaysTest,
     Mechanism,
@@ -115,7 +114,7 @@ class MechanismOutput(BaseModel):
     test_id: str
     mechanism: Mechanism | None = None  # set when one table holds several mechanisms' outputs
     entities: list[str]
-    matches: list[PatternMatch] = Field(default_factory=empty_list)
+    matches: list[PatternMatch] = Field(default_factory=list)
     # The mechanism could not finish for this test (a regex timed out, the system failed or broke
     # the contract): the test is errored with this reason.
     error: str | None = None

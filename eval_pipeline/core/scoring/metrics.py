@@ -22,7 +22,6 @@ from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import Selection, ranking_of
@@ -79,9 +78,7 @@ class StageAttribution(_Frozen):
     stage: Stage
     missed: list[MissedPrimary]
     error: str | None = None
-    any_of: list[MissedPrimary] = Field(
-        default_factory=empty_list, description="Any-of primaries, none selected"
-    )
+    any_of: list[MissedPrimary] = Field(default_factory=list, description="Any-of primaries, none selected")
     no_relevant_selected: bool = False
     best_relevant: BestRelevant | None = None
     depth: int = Field(default=CANDIDATE_K, description="How many candidates the embedding stage kept")

@@ -17,8 +17,6 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
-
 PERFECT = 100
 DEFAULT_PASS_THRESHOLD = 60
 FAILING = "Failing"
@@ -93,16 +91,16 @@ class ScoreOutcome(BaseModel):
     score: int = Field(ge=0, le=100)
     label: str
     hard_fail: bool
-    missing_primary: list[str] = Field(default_factory=empty_list)
+    missing_primary: list[str] = Field(default_factory=list)
     missing_any: list[str] = Field(
-        default_factory=empty_list, description="The any-of primaries, when none of them was selected"
+        default_factory=list, description="The any-of primaries, when none of them was selected"
     )
     no_relevant_selected: bool = Field(
         default=False,
         description="A graded test that selected nothing with a gain above 0: failed whatever its score "
         "(a hard fail in results before 1.10)",
     )
-    penalties: list[Penalty] = Field(default_factory=empty_list)
+    penalties: list[Penalty] = Field(default_factory=list)
 
     @property
     def relevance_fails(self) -> list[str]:

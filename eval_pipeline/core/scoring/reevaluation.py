@@ -14,7 +14,6 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Mechanism
 
 
@@ -56,7 +55,7 @@ class Reevaluation(BaseModel):
     api_calls: int = 0
     cost_usd: float = 0.0
     base: str | None = Field(default=None, description="noise-confirmation: the model@date compared with")
-    confirmations: list[Confirmation] = Field(default_factory=empty_list)
+    confirmations: list[Confirmation] = Field(default_factory=list)
 
     def decided(self, decision: Decision) -> list[str]:
         return [c.test_id for c in self.confirmations if c.decision is decision]

@@ -11,7 +11,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.inputs.banks import Expectations, PatternType, UserState
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
@@ -69,9 +68,7 @@ class SemanticEvaluation(BaseModel):
 
     primary_pass: bool  # exact primaries and an any-of set selected, and something relevant if graded
     missing_primary: list[str]
-    missing_any: list[str] = Field(
-        default_factory=empty_list, description="The any-of set, when none was selected"
-    )
+    missing_any: list[str] = Field(default_factory=list, description="The any-of set, when none was selected")
     no_relevant_selected: bool = False
     graded_ndcg: float | None = Field(
         default=None,
@@ -92,8 +89,8 @@ class SemanticResult(ResultBase):
     expectations: Expectations
     expectation_source: str
     expectation_conflict: bool = False
-    candidates: list[Candidate] = Field(default_factory=empty_list)
-    selections: list[Selection] = Field(default_factory=empty_list)
+    candidates: list[Candidate] = Field(default_factory=list)
+    selections: list[Selection] = Field(default_factory=list)
     evaluation: SemanticEvaluation | None = None
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
 from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
@@ -76,7 +75,7 @@ class Provenance(SparseModel):
         default=None, description="The project, KB, banks and mechanism sources evaluated (1.6+)"
     )
     reevaluations: list[Reevaluation] = Field(
-        default_factory=empty_list,
+        default_factory=list,
         description="Tests evaluated again after the day's evaluation, and why (1.7+)",
     )
     original_ids: OriginalIds | None = Field(
@@ -90,17 +89,17 @@ class RunDocument(BaseModel):
 
     provenance: Provenance
     aggregate: Aggregate
-    semantic: list[SemanticResult] = Field(default_factory=empty_list)
-    state: list[StateResult] = Field(default_factory=empty_list)
-    pattern: list[PatternResult] = Field(default_factory=empty_list)
-    always: list[AlwaysResult] = Field(default_factory=empty_list)
-    expectation_conflicts: list[ExpectationConflict] = Field(default_factory=empty_list)
+    semantic: list[SemanticResult] = Field(default_factory=list)
+    state: list[StateResult] = Field(default_factory=list)
+    pattern: list[PatternResult] = Field(default_factory=list)
+    always: list[AlwaysResult] = Field(default_factory=list)
+    expectation_conflicts: list[ExpectationConflict] = Field(default_factory=list)
     retrieval_metrics: list[TestMetrics] = Field(
-        default_factory=empty_list,
+        default_factory=list,
         description="nDCG@6, recall@6, MRR and candidate recall@15 per scored test",
     )
     stage_attribution: list[StageAttribution] = Field(
-        default_factory=empty_list,
+        default_factory=list,
         description="Where each semantic hard fail (or graded test with nothing relevant selected) arose: "
         "embedding, reranker or error",
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import MechanismOutput
 from eval_pipeline.core.scoring.reevaluation import Reevaluation
@@ -21,7 +20,7 @@ class StoredReevaluation(BaseModel):
     record: Reevaluation
     retrievals: list[SemanticRetrieval]
     system_outputs: list[MechanismOutput] = Field(
-        default_factory=empty_list, description="The team's system's answers, each naming its mechanism"
+        default_factory=list, description="The team's system's answers, each naming its mechanism"
     )
 
 
@@ -32,7 +31,7 @@ class StoredReevaluations(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
     evaluation_id: str
-    reevaluations: list[StoredReevaluation] = Field(default_factory=empty_list)
+    reevaluations: list[StoredReevaluation] = Field(default_factory=list)
 
     def for_evaluation(self, evaluation_id: str | None) -> list[StoredReevaluation]:
         return self.reevaluations if evaluation_id == self.evaluation_id else []

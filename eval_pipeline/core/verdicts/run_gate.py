@@ -13,7 +13,6 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.field_defaults import empty_list
 from eval_pipeline.core.fileio import TextFile, read_json_model
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health
@@ -49,7 +48,7 @@ class GateDecision(BaseModel):
     fail_under: float | None
     max_errored: int = DEFAULT_MAX_ERRORED
     errored: int = 0
-    reasons: list[str] = Field(default_factory=empty_list)
+    reasons: list[str] = Field(default_factory=list)
     scope: str = Field(default="full", description="'full', or the narrowed run's scope")
 
 
