@@ -22,6 +22,7 @@ def add_models_command(sub: Any) -> None:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from eval_pipeline.providers.models import load_models, missing_keys
+    from eval_pipeline.providers.url_redaction import redact_url
 
     for key, m in load_models(args.models_file).items():
         missing = missing_keys(m)
@@ -36,6 +37,7 @@ def cmd_models(args: argparse.Namespace) -> int:
                 f"reranker {m.reranker.kind}:{m.reranker.model_id}{rate}"
             )
         if m.system is not None:
-            stages.append(f"system {m.system.kind} for {', '.join(x.value for x in m.system_mechanisms)}")
+            at = f" at {redact_url(m.system.url)}" if m.system.url else ""
+            stages.append(f"system {m.system.kind}{at} for {', '.join(x.value for x in m.system_mechanisms)}")
         print(f"{key:16} {state:8} {cost:12} {' · '.join(stages)}{keys}")
     return EXIT_OK

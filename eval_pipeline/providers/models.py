@@ -21,6 +21,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StrictBool,
     ValidationError,
+    field_serializer,
     model_serializer,
     model_validator,
 )
@@ -35,6 +36,7 @@ from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME, STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
+from eval_pipeline.providers.url_redaction import redact_url
 from eval_pipeline.providers.waits import WaitLimits
 
 if TYPE_CHECKING:
@@ -125,7 +127,8 @@ class SystemConfig(_Strict):
     """The team's own system, and the mechanisms it answers (the rest use the reference)."""
 
     kind: SystemKind
-    url: str | None = Field(default=None, pattern=r"^https?://\S+$", description="http only")
+    # Kept whole to call; dumped and shown redacted (`_shown_url`), and left out of the repr.
+    url: str | None = Field(default=None, pattern=r"^https?://\S+$", description="http only", repr=False)
     entrypoint: Entrypoint | dict[Mechanism, Entrypoint] | None = Field(
         default=None,
         description="python only: 'package.module:attr', or one per mechanism",
@@ -145,6 +148,12 @@ class SystemConfig(_Strict):
 
     def runs(self, mechanism: Mechanism) -> bool:
         return mechanism in self.mechanisms
+
+    @field_serializer("url")
+    def _shown_url(self, url: str | None) -> str | None:
+        """Every dump (results.json, storage documents, metadata, fingerprints) keeps the URL
+        without its credentials and secret-looking query values."""
+        return None if url is None else redact_url(url)
 
 
 def _legacy_http(data: Any) -> Any:
@@ -354,7 +363,7 @@ def _model_entries(path: Path, doc: Any) -> dict[str, Any]:
 def legacy_notice(path: Path, cfg: ModelConfig) -> str:
     """What the older `kind: http` form means, said once at load, with its replacement."""
     system = cfg.system
-    url = system.url if system is not None else ""
+    url = redact_url(system.url) if system is not None and system.url is not None else ""
     reference = ", ".join(m.value for m in Mechanism if cfg.implementation(m) == REFERENCE)
     return (
         f"{path}: model '{cfg.key}': the older 'embedder/reranker: {{kind: http}}' form is read as "

@@ -32,6 +32,7 @@ from eval_pipeline.providers.models import ModelConfig, missing_keys
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
 from eval_pipeline.providers.target import RetrievalItem, retrieval_items
+from eval_pipeline.providers.url_redaction import redact_url
 
 if TYPE_CHECKING:  # the SDKs are imported only for the models that use them
     from eval_pipeline.providers.claude_rerank import ClaudeReranker
@@ -144,7 +145,7 @@ def _system(cfg: ModelConfig, banks: Banks, scope: Scope, semantic_items: int) -
     others = [m for m in cfg.system_mechanisms if m is not Mechanism.SEMANTIC]
     calls = len(system_requests(banks, scope, others))
     calls += semantic_items if cfg.system.runs(Mechanism.SEMANTIC) else 0
-    where = cfg.system.url or "python entry point"
+    where = redact_url(cfg.system.url) if cfg.system.url else "python entry point"
     return StageSpend(
         "team system", where, calls, 0, cost_usd=None, max_cost_usd=None, note="not priced here"
     )
