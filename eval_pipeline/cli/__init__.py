@@ -57,10 +57,18 @@ class _OneCommandParser(_Parser):
         raise _Unsaid(message)
 
 
-def _version() -> str:
-    from importlib.metadata import version
+class _Version(argparse.Action):
+    """`--version`: the installed release, looked up only when asked (importlib.metadata loads the
+    email package, which no other command needs)."""
 
-    return f"eval-pipeline {version('eval-pipeline')}"
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the installed release and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        from importlib.metadata import version
+
+        print(f"eval-pipeline {version('eval-pipeline')}")
+        parser.exit()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -70,7 +78,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="eval-pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for module, add, names in _COMMANDS:
         if command is None or command in names:

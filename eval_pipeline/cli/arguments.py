@@ -55,14 +55,6 @@ def results_dir_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def allow_removed_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--allow-removed",
-        action="store_true",
-        help="accept banks and tests the earlier evaluation ran and this one does not (still listed)",
-    )
-
-
 def results_dir(args: argparse.Namespace) -> Path:
     """The local reports folder: --results-dir, else the code location's (the environment's)."""
     from eval_pipeline.location import location_paths

@@ -11,12 +11,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import allow_removed_arg, results_dir
+from eval_pipeline.cli.arguments import MODELS_FILE_HELP, results_dir
 from eval_pipeline.cli.errors import UsageError, exit_for_gate
+from eval_pipeline.cli.gates import allow_removed_arg, project_gates
 from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
+    from eval_pipeline.core.verdicts.job_verdict import JobVerdict
+    from eval_pipeline.core.verdicts.regression_gate import DiffGate
 
 
 def add_diff_commands(sub: Any) -> None:
@@ -39,6 +42,16 @@ def add_diff_commands(sub: Any) -> None:
     )
     p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
     allow_removed_arg(p)
+    p.add_argument("--models-file", type=Path, default=Path("models.yaml"), help=MODELS_FILE_HELP)
+    p.add_argument(
+        "--run-exit",
+        type=int,
+        choices=(0, 1, 3),
+        metavar="CODE",
+        help="the exit code of the `run` that made HEAD (0, 1 or 3): the verdict (the markdown's "
+        "first line, and the exit code) is then the CI job's, that run's release gate "
+        "(gate.json beside HEAD) with this diff's coverage and regressions; see docs/ci.md",
+    )
     junit_arg(p, "one test case per test of HEAD, failing on the regressions the gate counts")
     p.set_defaults(func=cmd_diff)
 
@@ -74,18 +87,32 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from eval_pipeline.core.verdicts.regression_gate import diff_gate
 
     check_junit(args.junit)
+    allow_removed = project_gates(args).allow_removed
     root = results_dir(args)
     base, head = _load(args.base, root), _load(args.head, root)
     diff = diff_documents(base, head)
-    gate = diff_gate(diff, strict=args.strict, allow_removed=args.allow_removed)
+    gate = diff_gate(diff, strict=args.strict, allow_removed=allow_removed)
+    job = None if args.run_exit is None else _job(args.run_exit, resolve(args.head, root), head, gate)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: render_diff_text(diff, gate),
-        "markdown": lambda: render_diff_comment(diff, gate),
+        "markdown": lambda: render_diff_comment(diff, gate, job),
         "json": lambda: json.dumps(
             {"gate": gate.model_dump(mode="json"), "diff": diff.model_dump(mode="json")}, indent=2
         ),
     }
     categories = {r.test_id: r.category for r in head.semantic}
-    write_junit(args.junit, render_diff_junit(diff, gate, args.allow_removed, categories))
+    write_junit(args.junit, render_diff_junit(diff, gate, allow_removed, categories))
     print(renderers[args.output]())
-    return exit_for_gate(gate.status)
+    return exit_for_gate(gate.status if job is None else job.status)
+
+
+def _job(run_exit: int, head_file: Path, head: RunDocument, gate: DiffGate) -> JobVerdict:
+    """The CI job's verdict: the release gate stored beside HEAD's results, and the diff gate."""
+    from eval_pipeline.core.scoring.run_document import GATE_FILE
+    from eval_pipeline.core.verdicts.job_verdict import job_verdict
+    from eval_pipeline.core.verdicts.run_gate import read_gate
+
+    gate_file = head_file.parent / GATE_FILE
+    release = read_gate(gate_file) if gate_file.is_file() else None
+    critical = [c.test_id for c in head.aggregate.critical_failures]
+    return job_verdict(run_exit, release, critical, gate)

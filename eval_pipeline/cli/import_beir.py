@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.errors import EXIT_OK
-from eval_pipeline.cli.init import MODELS
+from eval_pipeline.cli.init import MODELS, with_new_gates
 
 if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
     from eval_pipeline.core.inputs.beir_project import ImportCounts
@@ -43,7 +43,7 @@ def imported_models() -> str:
     for entry in data["models"].values():
         entry["candidate_depth"] = IMPORTED_CANDIDATE_DEPTH
     header = "# The imported project's retrieval configurations; see `eval-pipeline models` and the docs.\n"
-    return header + yaml.safe_dump(data, sort_keys=False)
+    return with_new_gates(header + yaml.safe_dump(data, sort_keys=False))
 
 
 def _summary(counts: ImportCounts) -> str:

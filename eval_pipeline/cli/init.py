@@ -1,7 +1,8 @@
 """`init DIR`: a new project, the way in for a new domain: a KB (manifest with the project's
 name, one entity per load mode), banks with one example test each, a models file with the two
-offline models, and empty results/ and storage/ folders of its own. Run from DIR, every
-command finds them by default; the example validates and evaluates as it stands."""
+offline models and the gates the project keeps, and empty results/ and storage/ folders of its
+own. Run from DIR, every command finds them by default; the example validates and evaluates as it
+stands."""
 
 from __future__ import annotations
 
@@ -146,6 +147,13 @@ models:
 """
 
 
+def with_new_gates(models: str) -> str:
+    """A new project's models file: its models, then the gates a new project keeps."""
+    from eval_pipeline.core.verdicts.project_gates import NEW_PROJECT_GATES, gates_section
+
+    return f"{models}\n{gates_section(NEW_PROJECT_GATES)}"
+
+
 def add_init_command(sub: Any) -> None:
     p = sub.add_parser(
         "init",
@@ -176,7 +184,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     for rel, data in BANKS.items():
         atomic_write_text(root / "test_banks" / rel, json.dumps(data, indent=2) + "\n")
     (root / "test_banks" / "semantic" / "history").mkdir(parents=True)
-    atomic_write_text(root / "models.yaml", MODELS)
+    atomic_write_text(root / "models.yaml", with_new_gates(MODELS))
     for folder in ("results", "storage", "calibration"):
         (root / folder).mkdir()
     print(f"project '{name}' in {root}: edit kb/ and test_banks/, then from there `eval-pipeline run`")

@@ -11,20 +11,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import allow_removed_arg, data_args, results_args
+from eval_pipeline.cli.arguments import data_args, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
 from eval_pipeline.cli.errors import (
     UsageError,
     print_warnings,
 )
 from eval_pipeline.cli.folders import check_evaluation_folders
+from eval_pipeline.cli.gates import allow_removed_arg, project_gates, release_gate_args
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.cli.junit import check_junit, junit_arg
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED
 from eval_pipeline.location import lower_start, start_date
 
 # Parsing and `--help` import this module: the models, providers and Dagster are imported only
@@ -56,18 +56,7 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument("--test", action="append", default=[], dest="tests", help="only this test id (repeat)")
     p.add_argument("--topic", help="only semantic tests with this topic")
     data_args(p)
-    p.add_argument("--fail-under", type=float, help="exit 1 when a combined score is below this")
-    p.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="exit 1 when the comparison with the model's previous evaluation fails `diff`'s gate",
-    )
-    p.add_argument(
-        "--max-errored",
-        type=int,
-        default=DEFAULT_MAX_ERRORED,
-        help="exit 1 when more tests than this errored (default 0: an unknown outcome is no pass)",
-    )
+    release_gate_args(p)
     p.add_argument(
         "--batch",
         action="store_true",
@@ -258,10 +247,20 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     )
     kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
     scope = _scope(args, banks)
-    if args.max_errored < 0:
+    if args.max_errored is not None and args.max_errored < 0:
         raise UsageError("--max-errored: must be 0 or more")
     if args.fail_on_regression and not scope.is_full:
         raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
+    # From here on the flags hold the gates this run applies: the project's, each flag in its place
+    # (a narrowed run is never compared, so a kept regression gate does not apply to it).
+    gates = project_gates(args)
+    args.gates = gates
+    args.fail_under, args.max_errored, args.allow_removed = (
+        gates.fail_under,
+        gates.max_errored,
+        gates.allow_removed,
+    )
+    args.fail_on_regression = gates.fail_on_regression and scope.is_full
     configs = select_models(args.model, args.models_file, need_keys=not args.dry_run)
     models = list(configs)
     date = parse_date(args.date)

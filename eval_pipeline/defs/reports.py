@@ -187,12 +187,13 @@ def release_gate(
     context: dg.AssetExecutionContext,
     storage: StorageResource,
     scope: RunScopeResource,
+    providers: ProvidersResource,
     run_report: RunDocument,
 ) -> Iterator[dg.Output[GateDecision] | dg.AssetCheckResult]:
     """Whether this model, KB and date pass the gates: evaluable, no critical failure, errored
     tests within `max_errored`, `fail_under` met. Written on every evaluation, pass or fail."""
     model, date = split_key(context)
-    decision = verdict(run_report, Scope(), scope.gates())
+    decision = verdict(run_report, Scope(), scope.gates(providers.models_file))
     write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
     yield dg.Output(
         decision,

@@ -28,10 +28,10 @@ from eval_pipeline.core.inputs.loading import (
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED, Gates
+from eval_pipeline.core.verdicts.run_gate import Gates
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic, system_outputs
-from eval_pipeline.providers.models import ModelConfig, load_models
+from eval_pipeline.providers.models import ModelConfig, load_gates, load_models
 from eval_pipeline.providers.object_store import output_path
 from eval_pipeline.providers.target import PrepareReport, RetrievalItem
 
@@ -192,12 +192,17 @@ class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     ad-hoc path (`run --test/--topic/--banks`), which never writes a partition."""
 
     pass_threshold: int = DEFAULT_PASS_THRESHOLD
+    # None: the project's gate (the models file's `gates:`), as a run from the UI applies it.
     fail_under: float | None = None
-    max_errored: int = DEFAULT_MAX_ERRORED
+    max_errored: int | None = None
     # A duplicate of the terminal's stderr, opened by the CLI before the run, for the progress
     # bar: Dagster points fds 1 and 2 at each step's compute log, so the step's own stderr is
     # never the terminal. None: no bar (piped output, the UI, models at once).
     progress_fd: int | None = None
 
-    def gates(self) -> Gates:
-        return Gates(fail_under=self.fail_under, max_errored=self.max_errored)
+    def gates(self, models_file: str) -> Gates:
+        """The release gate's settings: these, and the project's where these are unset."""
+        kept = load_gates(Path(models_file)).overridden(
+            fail_under=self.fail_under, max_errored=self.max_errored
+        )
+        return Gates(fail_under=kept.fail_under, max_errored=kept.max_errored)

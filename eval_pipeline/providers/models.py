@@ -32,6 +32,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import REFERENCE
+from eval_pipeline.core.verdicts.project_gates import ProjectGates
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME, STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
@@ -354,7 +355,7 @@ def _model_entries(path: Path, doc: Any) -> dict[str, Any]:
     version = doc.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise ConfigError(f"{path}: schema_version {version!r} is not {SCHEMA_VERSION}")
-    unknown = sorted(set(doc) - {"schema_version", "models"})
+    unknown = sorted(set(doc) - {"schema_version", "models", "gates"})
     if unknown:
         raise ConfigError(f"{path}: unknown top-level field(s) {', '.join(unknown)}")
     return dict(doc["models"])
@@ -411,3 +412,20 @@ def load_models(
     entries = _model_entries(path, _read_yaml(path))
     said = [] if notices is None else notices
     return {str(key): _build(path, str(key), body, overrides, said) for key, body in entries.items()}
+
+
+def load_gates(path: Path) -> ProjectGates:
+    """The project's gates: the models file's `gates:` section (every gate at its default when the
+    file or the section is absent); a bad value is one line naming the file and the field."""
+    if not path.exists():
+        return ProjectGates()
+    doc = _read_yaml(path)
+    section = doc.get("gates") if isinstance(doc, dict) else None
+    if section is None:
+        return ProjectGates()
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: gates: expected a mapping of gate -> value")
+    try:
+        return ProjectGates.model_validate(section)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: gates: {_one_line(exc)}") from None

@@ -25,6 +25,7 @@ from eval_pipeline.core.report.diffs import (
     span_lines,
 )
 from eval_pipeline.core.report.markdown_text import code, text
+from eval_pipeline.core.verdicts.job_verdict import JobVerdict
 from eval_pipeline.core.verdicts.regression_gate import DiffGate
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
@@ -49,10 +50,26 @@ def _critical_line(diff: RunDiff) -> list[str]:
     return [_line(f"- 🚨 **{len(critical)} new critical failure(s)**: ", named + more, code)]
 
 
-def _verdict(diff: RunDiff, gate: DiffGate) -> list[str]:
+def _job_line(diff: RunDiff, job: JobVerdict) -> str:
+    """The job's verdict: ✅ only when the run, its release gate and the diff gate all passed."""
+    sides = f"{diff.base.label} → {diff.head.label}"
+    if job.passed:
+        return _line("## ✅ Retrieval check: PASSED (release gate, coverage, regressions) — ", sides)
+    return _line(
+        f"## ❌ Retrieval check: {job.status.value.upper()} — ", f"{'; '.join(job.reasons)} — {sides}"
+    )
+
+
+def _verdict(diff: RunDiff, gate: DiffGate, job: JobVerdict | None) -> list[str]:
     mode = " (strict)" if gate.strict else ""
-    title = f"## {_ICON[gate.status]} Retrieval diff{mode}: {gate.status.value.upper()} — "
-    lines = [_line(title, f"{diff.base.label} → {diff.head.label}"), "", *_critical_line(diff)]
+    title = f"{_ICON[gate.status]} Retrieval diff{mode}: {gate.status.value.upper()} — "
+    sides = f"{diff.base.label} → {diff.head.label}"
+    first = (
+        [_line(f"## {title}", sides)]
+        if job is None
+        else [_job_line(diff, job), "", f"**{_line(title, sides)}**"]
+    )
+    lines = [*first, "", *_critical_line(diff)]
     if gate.reasons or gate.notes:
         lines += ["", f"**The diff gate{mode}**:"] if lines[-1] else [f"**The diff gate{mode}**:"]
     lines += [_line("- ", r) for r in gate.reasons]
@@ -129,8 +146,9 @@ def _blocks(diff: RunDiff, budget: int) -> list[str]:
     return lines
 
 
-def render_diff_comment(diff: RunDiff, gate: DiffGate) -> str:
-    head = [*_verdict(diff, gate), *_summary(diff)]
+def render_diff_comment(diff: RunDiff, gate: DiffGate, job: JobVerdict | None = None) -> str:
+    """The comment; with `job`, its first line is the CI job's verdict and the diff's follows."""
+    head = [*_verdict(diff, gate, job), *_summary(diff)]
     if len(head) > MAX_LINES:  # only a diff with very many warnings and reasons gets here
         head = [*head[: MAX_LINES - 1], "- …"]
     lines = head + _blocks(diff, MAX_LINES - len(head))
