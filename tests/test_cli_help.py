@@ -125,3 +125,15 @@ def test_a_command_is_parsed_by_its_own_parser_as_the_whole_parser_parses_it() -
         ["T-1"],
         ["m"],
     )
+
+
+def test_the_agreement_parsers_defaults_are_the_cores() -> None:
+    # The parser states them without importing numpy and the review models to read them.
+    from eval_pipeline.core.calibration import agreement
+
+    agreement_args = parse_args(["agreement"])
+    assert (agreement_args.seed, agreement_args.resamples, agreement_args.min_topic_tests) == (
+        agreement.DEFAULT_SEED,
+        agreement.DEFAULT_RESAMPLES,
+        agreement.MIN_TOPIC_TESTS,
+    )

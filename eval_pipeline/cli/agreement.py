@@ -13,7 +13,6 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
-from eval_pipeline.core.calibration.agreement_defaults import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_TOPIC_TESTS
 
 
 def add_agreement_commands(sub: Any) -> None:
@@ -31,11 +30,10 @@ def add_agreement_commands(sub: Any) -> None:
         default=Path("results/calibration_agreement.md"),
         help="where the markdown report goes [results/calibration_agreement.md]",
     )
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed [0]")
-    p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples [2000]")
-    p.add_argument(
-        "--min-topic-tests", type=int, default=MIN_TOPIC_TESTS, help="judged tests a topic needs [5]"
-    )
+    # The defaults are core/calibration/agreement.py's; the parser does not import numpy to read them.
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed [%(default)s]")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples [%(default)s]")
+    p.add_argument("--min-topic-tests", type=int, default=5, help="judged tests a topic needs [%(default)s]")
     data_args(p)
     p.set_defaults(func=cmd_agreement)
 

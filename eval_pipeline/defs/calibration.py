@@ -43,7 +43,6 @@ from eval_pipeline.defs.metadata import readable
 from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.calibrator_pace import DEFAULT_POLL_S, DEFAULT_RATE_PER_MIN
 from eval_pipeline.providers.pricing import PricingError
 from eval_pipeline.providers.ratelimit import RateLimiter
 
@@ -63,9 +62,9 @@ class CalibrationConfig(dg.Config):
     model: str | None = Field(default=None, description="default: the newest Opus in the pinned SDK")
     max_cost_usd: float | None = Field(default=None, description="fail before spending above this")
     trigger: str | None = Field(default=None, description="history trigger; default per scope")
-    rate_per_min: float = DEFAULT_RATE_PER_MIN
+    rate_per_min: float = 48.0  # the specification's pace: one call every 1.25 s
     concurrency: int = 4
-    poll_interval_s: float = DEFAULT_POLL_S
+    poll_interval_s: float = 10.0  # between looks at a Message Batch
     calibration_dir: str = "calibration"
 
 

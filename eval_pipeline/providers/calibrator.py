@@ -53,7 +53,6 @@ from eval_pipeline.providers.anthropic_client import (
     usage_of,
 )
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.calibrator_pace import DEFAULT_POLL_S
 from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
 from eval_pipeline.providers.pricing import (
     BATCH_DISCOUNT,
@@ -242,12 +241,12 @@ class Calibrator:
         api_key: str,
         limiter: RateLimiter,
         *,
+        poll_interval_s: float,
         base_url: str | None = None,
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
         timeout_s: float = 600.0,
         max_tokens: int = MAX_OUTPUT_TOKENS,
-        poll_interval_s: float = DEFAULT_POLL_S,
         faults: FaultSettings | None = None,
     ) -> None:
         self.model_id = model_id

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Literal
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.providers import static_embedder
 from eval_pipeline.providers.base import Embedder, Reranker
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
-from eval_pipeline.providers.embedder_names import STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 from eval_pipeline.providers.local_rerank import CosineReranker, HybridReranker
 from eval_pipeline.providers.models import ModelConfig, require_keys
@@ -45,10 +45,8 @@ def _policy(cfg: ModelConfig) -> RetryPolicy:
 
 def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
     embedder, _ = cfg.stages()
-    if embedder.model_id == STATIC_EMBEDDER_NAME:
-        from eval_pipeline.providers.static_embedder import StaticMiniLMEmbedder
-
-        return StaticMiniLMEmbedder(cache.directory)
+    if embedder.model_id == static_embedder.NAME:
+        return static_embedder.StaticMiniLMEmbedder(cache.directory)
     if embedder.kind == "local":
         return LocalMiniLMEmbedder()
     from eval_pipeline.providers.voyage import VoyageEmbedder

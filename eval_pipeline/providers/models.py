@@ -33,8 +33,8 @@ from eval_pipeline.core.inputs.reading import load_input
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.verdicts.project_gates import ProjectGates
+from eval_pipeline.providers import local_embedder, static_embedder
 from eval_pipeline.providers.circuit import BreakerSettings
-from eval_pipeline.providers.embedder_names import LOCAL_EMBEDDER_NAME, STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
 from eval_pipeline.providers.url_redaction import redact_url
@@ -53,9 +53,9 @@ MAX_CANDIDATE_DEPTH = 1000
 # The specification's pace for the LLM reranker: one call every 1.25 s.
 DEFAULT_RERANK_RATE_PER_MIN = 48.0
 _API_KINDS = frozenset({"voyage", "claude"})
-_LOCAL_MODEL_IDS = {"local": LOCAL_EMBEDDER_NAME, "cosine": "cosine", "hybrid": "hybrid"}
+_LOCAL_MODEL_IDS = {"local": local_embedder.NAME, "cosine": "cosine", "hybrid": "hybrid"}
 # Other models a local kind may name instead of its default.
-_LOCAL_ALTERNATIVES = {"local": frozenset({STATIC_EMBEDDER_NAME})}
+_LOCAL_ALTERNATIVES = {"local": frozenset({static_embedder.NAME})}
 
 
 class ConfigError(BadInput):

@@ -24,7 +24,6 @@ import numpy as np
 from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import sha256_text
 from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
-from eval_pipeline.providers.embedder_names import STATIC_EMBEDDER_NAME
 from eval_pipeline.providers.local_embedder import (
     DIM,
     MODEL_SHA256,
@@ -35,7 +34,7 @@ from eval_pipeline.providers.local_embedder import (
     runtime,
 )
 
-NAME = STATIC_EMBEDDER_NAME
+NAME = "static-minilm-l6"
 _DISTIL_BATCH = 512
 _TABLES: dict[Path, np.ndarray] = {}
 _TABLES_LOCK = threading.Lock()

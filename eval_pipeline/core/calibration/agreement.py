@@ -27,14 +27,17 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.calibration.agreement_defaults import DEFAULT_RESAMPLES as DEFAULT_RESAMPLES
-from eval_pipeline.core.calibration.agreement_defaults import DEFAULT_SEED as DEFAULT_SEED
-from eval_pipeline.core.calibration.agreement_defaults import MIN_TOPIC_TESTS as MIN_TOPIC_TESTS
 from eval_pipeline.core.calibration.review import ReviewFile, read_reviews
 from eval_pipeline.core.expectations.resolution import ordered
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.loading import Banks
+
+# Per-topic figures need enough tests to mean anything: a kappa over two or three tests swings
+# from -1 to 1 on a single decision. Topics with fewer judged tests are listed, not scored.
+MIN_TOPIC_TESTS = 5
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 0
 
 Role = Literal["primary", "secondary", "not_expected", "absent"]
 ROLES: tuple[Role, ...] = ("primary", "secondary", "not_expected", "absent")

@@ -11,7 +11,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED
+from eval_pipeline.core.verdicts.run_gate import DEFAULT_MAX_ERRORED
 
 
 class ProjectGates(BaseModel):

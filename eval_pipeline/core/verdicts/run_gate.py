@@ -17,7 +17,9 @@ from eval_pipeline.core.fileio import TextFile, read_json_model
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.run_document import DocumentError, RunDocument
-from eval_pipeline.core.verdicts.gate_defaults import DEFAULT_MAX_ERRORED as DEFAULT_MAX_ERRORED
+
+# An errored test is an unknown outcome, not a pass: by default not one is allowed.
+DEFAULT_MAX_ERRORED = 0
 
 
 class GateStatus(StrEnum):
