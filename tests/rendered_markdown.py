@@ -23,6 +23,32 @@ OURS = {"h1", "h2", "h3", "h4", "p", "ul", "ol", "li", "table", "thead", "tbody"
 OURS |= {"strong", "em", "code", "details", "summary", "a"}
 # Markup a payload opens puts this marker first inside the element it would make.
 MARKER = "PWN"
+# The payloads of issue 42 and our own: each opens its markup right before the marker.
+HOSTILE = [
+    "x\n</details>\n\n# PWN heading\n@everyone <img src=https://evil.example/PWN.png>",
+    "[PWN](javascript:alert(1))",
+    "![PWN](https://evil.example/pixel.png)",
+    "<script>PWN()</script>",
+    '"><svg onload=PWN()>',
+    "<img src=x onerror=PWN()>",
+    "\x1b[2J\x1b[HPWN clears the screen\x07",
+    "\n# PWN\n",
+    "PWN\n===",
+    "*PWN* **PWN** _PWN_ __PWN__ ~~PWN~~",
+    "`PWN` ``PWN`` a ` b",
+    "| PWN | cell |\n|---|---|",
+    "<https://evil.example/PWN>",
+    "https://evil.example/PWN www.evil.example/PWN",
+    "mail PWN@evil.example or @everyone or @org/team",
+    "[PWN][ref]\n\n[ref]: https://evil.example",
+    "&lt;img src=x onerror=PWN()&gt; &#60;b&#62;",
+    "- [ ] PWN\n1. PWN\n> PWN",
+    "$PWN$ and $$PWN$$",
+    "\\<b>PWN</b>\\",
+    "[^PWN]\n\n[^PWN]: https://evil.example",
+    "\u202eevil\u2028PWN\u2029line",
+]
+
 _INLINE = {"a", "em", "strong", "del", "summary", "h1", "h2", "h3", "h4", "h5", "h6"}
 _MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9]")
 

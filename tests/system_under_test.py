@@ -84,6 +84,10 @@ class ReferenceSystem:
             self.calls[request.mechanism.value] += 1
         return self.outage is not None and self.outage.hits(request)
 
+    def failure_body(self, request: SystemRequest) -> bytes:
+        """The body of a failed request's HTTP 500."""
+        return b'{"error": "outage"}'
+
     def semantic(self, request: SystemRequest) -> Answer:
         test = next(t for t in self.banks.semantic_tests if t.prompt == request.message)
         picks = list(dict.fromkeys([*test.expected_primary, *test.expected_secondary]))[: request.top_k]
@@ -153,7 +157,7 @@ def serve(system: ReferenceSystem) -> Iterator[str]:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             request = SystemRequest.model_validate_json(body)
             if system.received(request):
-                reply = b'{"error": "outage"}'
+                reply = system.failure_body(request)
                 self.send_response(500)
             else:
                 reply = json.dumps(system.answer(request)).encode()

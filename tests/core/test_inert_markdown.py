@@ -12,33 +12,7 @@ from hypothesis import strategies as st
 
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.report.markdown_text import WORD_JOINER, code, table, text
-from tests.rendered_markdown import injected, render
-
-# The payloads of issue 42 and our own: each opens its markup right before the marker.
-HOSTILE = [
-    "x\n</details>\n\n# PWN heading\n@everyone <img src=https://evil.example/PWN.png>",
-    "[PWN](javascript:alert(1))",
-    "![PWN](https://evil.example/pixel.png)",
-    "<script>PWN()</script>",
-    '"><svg onload=PWN()>',
-    "<img src=x onerror=PWN()>",
-    "\x1b[2J\x1b[HPWN clears the screen\x07",
-    "\n# PWN\n",
-    "PWN\n===",
-    "*PWN* **PWN** _PWN_ __PWN__ ~~PWN~~",
-    "`PWN` ``PWN`` a ` b",
-    "| PWN | cell |\n|---|---|",
-    "<https://evil.example/PWN>",
-    "https://evil.example/PWN www.evil.example/PWN",
-    "mail PWN@evil.example or @everyone or @org/team",
-    "[PWN][ref]\n\n[ref]: https://evil.example",
-    "&lt;img src=x onerror=PWN()&gt; &#60;b&#62;",
-    "- [ ] PWN\n1. PWN\n> PWN",
-    "$PWN$ and $$PWN$$",
-    "\\<b>PWN</b>\\",
-    "[^PWN]\n\n[^PWN]: https://evil.example",
-    "\u202eevil\u2028PWN\u2029line",
-]
+from tests.rendered_markdown import HOSTILE, injected, render
 
 # Everything a payload may be made of: markdown's punctuation, whitespace and control characters.
 _ALPHABET = st.sampled_from([*"\\`*_[]()<>&~|$!#@:.-+=/ \t\n\r\x00\x1b\u2028aZ9é", "www.", "http://"])
