@@ -7,14 +7,20 @@ counted, never timed."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import dagster as dg
 import pytest
 import yaml
 
@@ -22,6 +28,7 @@ from eval_pipeline.cli import main
 from eval_pipeline.cli.sdk_logs import SDK_LOGGERS
 from eval_pipeline.core.scoring.results import TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
+from eval_pipeline.defs.run_monitor import UNFINISHED, process_start
 from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
 from eval_pipeline.providers.ratelimit import REAL_CLOCK
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
@@ -130,6 +137,75 @@ def test_a_team_service_that_stalls_or_drips_after_its_headers_is_cut_off(
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)
     assert {(r.status, r.error) for r in _all_results(doc)} == {(TestStatus.ERRORED, reason)}
+
+
+HUNG = "tests.hung_entry_point:never_returns"
+_BREAKERS = itertools.count()
+
+
+def _unfinished_runs() -> list[str]:
+    """The runs of the instance at $DAGSTER_HOME left unfinished."""
+    with dg.DagsterInstance.from_config(os.environ["DAGSTER_HOME"]) as instance:
+        return [f"{r.job_name}: {r.status}" for r in instance.get_runs(dg.RunsFilter(statuses=UNFINISHED))]
+
+
+def _hung_calls(marks: Path) -> list[int]:
+    """The processes a call to the hung entry point began in, and still runs in."""
+    return [int(mark.name) for mark in marks.iterdir() if process_start(int(mark.name)) is not None]
+
+
+def test_a_team_entry_point_that_never_returns_is_cut_off(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("HUNG_MARK_DIR", str(marks))
+    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 0.5}
+    # A breaker is one per entry point and settings in a process: each project its own here.
+    breaker = {"cooldown_s": 600 + next(_BREAKERS)}
+    code, doc = _evaluate(project, {"system": system, "breaker": breaker})
+    assert code == 3
+    assert doc is not None
+    late = f"target: service down: python:{HUNG} (5 calls in a row unreachable)"
+    cut = f"target: the entry point '{HUNG}' gave no answer within 0.5 s"
+    reasons = [r.error for r in _all_results(doc)]
+    assert {r.status for r in _all_results(doc)} == {TestStatus.ERRORED}
+    # Five calls were cut off (four at once, then the probe); the rest were never made.
+    assert (reasons.count(cut), set(reasons) - {cut}) == (5, {late})
+    assert len(list(marks.iterdir())) == 5
+    assert _hung_calls(marks) == []  # every abandoned call's process was killed
+    assert _unfinished_runs() == []
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_ends_a_run_stuck_in_an_entry_point_at_once(
+    stop: signal.Signals, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    home = quiet_home(tmp_path / "dagster_home")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 3600}
+    models = {"schema_version": 1, "models": {"hung": {"system": system}}}
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
+    env = {**os.environ, "HUNG_MARK_DIR": str(marks), "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "eval_pipeline.cli", "run", "--model", "hung", "--date", DATE]
+    command += ["--kb", str(tenant / "kb.yaml"), "--banks-dir", str(tenant / "banks")]
+    run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for _ in range(2400):  # hang guard: two minutes for the run to reach the entry point
+            if any(marks.iterdir()) or run.poll() is not None:
+                break
+            threading.Event().wait(0.05)
+        assert any(marks.iterdir()), run.communicate(timeout=60)
+        run.send_signal(stop)
+        out, err = run.communicate(timeout=60)  # hang guard only: it ends at once
+    finally:
+        run.kill()
+    assert run.returncode == 3, (out + err).decode()
+    assert err.decode().strip().splitlines()[-1] == "interrupted"
+    assert _hung_calls(marks) == []
+    assert _unfinished_runs() == []
 
 
 def _voyage_model(**extra: Any) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from eval_pipeline.defs.run_monitor import owner_tags
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# What a step fails with when Dagster, executing it, turns a SIGTERM or SIGINT into an interrupt.
+INTERRUPTED = "DagsterExecutionInterruptedError"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,17 @@ def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list
     return out
 
 
+def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether a step was stopped by a SIGTERM or SIGINT (Dagster fails the step and goes on)."""
+    return any(
+        event.is_step_failure
+        and event.step_failure_data is not None
+        and event.step_failure_data.error is not None
+        and event.step_failure_data.error.cls_name == INTERRUPTED
+        for event in result.all_events
+    )
+
+
 def evaluation_definitions(resources: dict[str, object]) -> dg.Definitions:
     """The graph and its named jobs bound to this invocation's resources (paths, scope)."""
     return dg.Definitions(assets=ALL_ASSETS, jobs=JOBS, resources=resources, executor=dg.in_process_executor)
@@ -66,6 +79,10 @@ def run_stage(
         raise_on_error=False,
         tags={"launched_by": "eval-pipeline run", **owner_tags(), **(tags or {})},
     )
+    if _interrupted(result):
+        # Dagster ended the run (it is not left STARTED) and swallowed the signal: the command
+        # stops too, rather than go on to its next run.
+        raise KeyboardInterrupt
     checks = _failed_checks(result)
     # A failed blocking check fails its asset's step too; that alone is a gate, not an error.
     gated = {c.asset_key.to_python_identifier() for c in checks if c.blocking}

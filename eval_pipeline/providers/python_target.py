@@ -5,77 +5,40 @@ first, as `python -m` would). It is either one callable that answers every mecha
 object (a class is instantiated without arguments) with one method per mechanism named after it
 (`semantic`, `state`, `pattern`, `always`); `entrypoint` may also map each mechanism to its own
 callable. Each receives a `SystemRequest` and returns a `SystemAnswer` or a dict of the same
-shape, synchronously or as a coroutine. Sync callables run in worker threads, up to the model's
-`concurrency` at once. The answer is validated exactly like an HTTP answer.
+shape, synchronously or as a coroutine. The answer is validated exactly like an HTTP answer.
+
+Calls run in worker processes (`python_worker`), one call at a time each and up to the model's
+`concurrency` at once; each worker imports the entry point once and answers call after call. A
+call that does not return within `timeout_s` is abandoned: its worker is killed (a thread could
+not be) and the next call starts a fresh one. Calls that time out count towards the entry
+point's circuit breaker like an unreachable service's: after a few in a row the remaining calls
+fail at once. Here the entry point is imported once more, to fail before any run when it cannot
+be.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
-import os
+import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest, parse_answer
 from eval_pipeline.providers.base import ProviderError
+from eval_pipeline.providers.circuit import BreakerSettings, Outcome, breaker_for
 from eval_pipeline.providers.models import ConfigError, ModelConfig
+from eval_pipeline.providers.python_worker import EntrypointError, load_handlers
 
 # The retry machinery (tenacity) loads with a target, not with the check every run makes.
 if TYPE_CHECKING:
     from eval_pipeline.providers.ratelimit import Clock
 
-Handler = Callable[[SystemRequest], Any]
-MAX_REASON = 200
-
-
-class EntrypointError(BadInput):
-    """The entry point cannot be imported or does not answer the mechanisms it is given."""
-
-
-def _import(spec: str) -> Any:
-    module_name, _, attr_path = spec.partition(":")
-    if os.getcwd() not in sys.path:  # the team's package beside its models file, as `python -m` finds it
-        sys.path.insert(0, os.getcwd())
-    try:
-        found: Any = importlib.import_module(module_name)
-        for attr in attr_path.split("."):
-            found = getattr(found, attr)
-    except Exception as exc:  # any import-time failure of the team's code is a configuration problem
-        raise EntrypointError(f"cannot import '{spec}': {type(exc).__name__}: {exc}") from None
-    return found
-
-
-def load_handlers(
-    spec: str | Mapping[Mechanism, str], mechanisms: Sequence[Mechanism]
-) -> dict[Mechanism, Handler]:
-    """One handler per mechanism, from an entry point spec (see the module docstring)."""
-    if not isinstance(spec, str):
-        handlers = {m: _import(spec[m]) for m in mechanisms}
-        bad = [spec[m] for m, h in handlers.items() if not callable(h)]
-        if bad:
-            raise EntrypointError(f"'{bad[0]}' is not callable")
-        return handlers
-    found = _import(spec)
-    if inspect.isclass(found):
-        try:
-            found = found()
-        except Exception as exc:
-            raise EntrypointError(f"cannot instantiate '{spec}': {type(exc).__name__}: {exc}") from None
-    methods = {m: getattr(found, m.value) for m in Mechanism if callable(getattr(found, m.value, None))}
-    if methods:
-        missing = [m.value for m in mechanisms if m not in methods]
-        if missing:
-            raise EntrypointError(f"'{spec}' has no method {', '.join(missing)}")
-        return {m: methods[m] for m in mechanisms}
-    if callable(found):
-        return dict.fromkeys(mechanisms, found)
-    raise EntrypointError(f"'{spec}' is neither callable nor has methods named after the mechanisms")
+WORKER = [sys.executable, "-m", "eval_pipeline.providers.python_worker"]
+START_TIMEOUT_S = 60.0  # a worker's start: Python, then the team's imports (not the call's timeout)
+LINE_LIMIT = 64 * 1024 * 1024  # the longest answer a worker may send (asyncio's default: 64 KiB)
 
 
 def require_entrypoint(cfg: ModelConfig, models_file: Path) -> None:
@@ -89,8 +52,81 @@ def require_entrypoint(cfg: ModelConfig, models_file: Path) -> None:
         raise ConfigError(f"{models_file}: model '{cfg.key}': field 'system.entrypoint': {exc}") from None
 
 
+class _Worker:
+    """One worker process: a call at a time."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    async def exchange(self, message: str) -> dict[str, Any]:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None  # both piped
+        stdin.write(message.encode() + b"\n")
+        await stdin.drain()
+        line = await stdout.readline()
+        if not line:
+            code = await self.process.wait()
+            raise ProviderError(f"the entry point's process ended (exit {code})")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def kill(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+
+
+class _Workers:
+    """The worker processes of one event loop: idle ones are reused, a killed one replaced."""
+
+    def __init__(self, start: str, label: str) -> None:
+        self._start = start
+        self._label = label
+        self._idle: list[_Worker] = []
+        self._all: list[_Worker] = []
+        self._broken: str | None = None  # why workers cannot start: every call fails at once
+
+    async def take(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.process.returncode is None:
+                return worker
+        if self._broken is not None:
+            raise ProviderError(self._broken)
+        process = await asyncio.create_subprocess_exec(
+            *WORKER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT
+        )
+        worker = _Worker(process)
+        self._all.append(worker)
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                reply = await worker.exchange(self._start)
+        except TimeoutError:
+            self._broken = f"the entry point {self._label} did not start within {START_TIMEOUT_S:g} s"
+        except ProviderError as exc:
+            self._broken = str(exc)
+        except BaseException:
+            worker.kill()
+            raise
+        else:
+            if reply.get("ready"):
+                return worker
+            self._broken = str(reply.get("error"))
+        worker.kill()
+        raise ProviderError(self._broken)
+
+    def give_back(self, worker: _Worker) -> None:
+        self._idle.append(worker)
+
+    async def aclose(self) -> None:
+        for worker in self._all:
+            worker.kill()
+            await worker.process.wait()
+        self._all.clear()
+        self._idle.clear()
+
+
 class PythonTarget:
-    """Answers requests by calling the team's Python code in this process."""
+    """Answers requests by calling the team's Python code in worker processes."""
 
     def __init__(
         self,
@@ -98,31 +134,53 @@ class PythonTarget:
         mechanisms: Sequence[Mechanism],
         timeout_s: float,
         clock: Clock | None = None,
+        breaker: BreakerSettings | None = None,
     ) -> None:
-        self._handlers = load_handlers(spec, mechanisms)
+        load_handlers(spec, mechanisms)  # EntrypointError now, before any call
+        self._spec = spec
         self._timeout_s = timeout_s
-        from eval_pipeline.providers.ratelimit import REAL_CLOCK
+        start = {
+            "entrypoint": spec if isinstance(spec, str) else {m.value: spec[m] for m in mechanisms},
+            "mechanisms": [m.value for m in mechanisms],
+            "path": sys.path,
+        }
+        label = f"'{spec}'" if isinstance(spec, str) else "of the model"
+        from eval_pipeline.providers.ratelimit import REAL_CLOCK, LoopLocal
 
         self.clock = clock or REAL_CLOCK
+        self._breaker = breaker or BreakerSettings()
+        self._workers = LoopLocal(lambda: _Workers(json.dumps(start), label), close=lambda w: w.aclose())
+
+    def _name(self, mechanism: Mechanism) -> str:
+        return self._spec if isinstance(self._spec, str) else self._spec[mechanism]
 
     async def aclose(self) -> None:
-        """Nothing to close: the team's code owns its resources."""
+        """Stop this loop's worker processes (they are stopped when the loop ends anyway)."""
+        await self._workers.aclose()
 
     async def ask(self, request: SystemRequest) -> SystemAnswer:
         """One request; raises ProviderError when the code fails or is too slow, and
         ContractViolation for an answer that breaks the contract."""
-        handler = self._handlers[request.mechanism]
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                if inspect.iscoroutinefunction(handler):
-                    payload = await handler(request)
-                else:
-                    payload = await asyncio.to_thread(handler, request)
-                    if inspect.isawaitable(payload):
-                        payload = await payload
-        except TimeoutError:
-            raise ProviderError(f"no answer within {self._timeout_s:g} s") from None
-        except Exception as exc:
-            detail = " ".join(str(exc).split())[:MAX_REASON]
-            raise ProviderError(f"the entry point raised {type(exc).__name__}: {detail}") from None
-        return parse_answer(payload, request.mechanism)
+        name = self._name(request.mechanism)
+        workers = self._workers.get()
+        async with breaker_for(f"python:{name}", self._breaker, self.clock).attempt() as admitted:
+            worker = await workers.take()
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    reply = await worker.exchange(request.model_dump_json())
+            except TimeoutError:
+                worker.kill()  # abandoned: the call may never return
+                admitted.outcome = Outcome.UNREACHABLE
+                raise ProviderError(
+                    f"the entry point '{name}' gave no answer within {self._timeout_s:g} s"
+                ) from None
+            except BaseException:  # cancelled (the run is stopping) or the worker died: never reused
+                worker.kill()
+                raise
+            admitted.outcome = Outcome.ANSWERED
+        workers.give_back(worker)
+        if "raised" in reply:
+            raise ProviderError(f"the entry point raised {reply['raised']}: {reply['detail']}")
+        if "violation" in reply:
+            raise ContractViolation(reply["violation"])
+        return parse_answer(reply["answer"], request.mechanism)

@@ -59,7 +59,8 @@ def make_target(
     from eval_pipeline.providers.python_target import PythonTarget
 
     assert system.entrypoint is not None  # validated with the kind
-    return PythonTarget(system.entrypoint, system.mechanisms, system.timeout_s)
+    breaker = faults.breaker if faults is not None else None
+    return PythonTarget(system.entrypoint, system.mechanisms, system.timeout_s, breaker=breaker)
 
 
 def failure_reason(exc: Exception) -> str:

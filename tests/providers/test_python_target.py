@@ -1,17 +1,25 @@
 """PythonTarget: how an entry point is found (object with methods, one callable, one per
-mechanism), sync and async code, and failures that become a test's reason."""
+mechanism), sync and async code, and failures that become a test's reason; calls run in worker
+processes, so one that never returns is abandoned (its process killed) and the next one answered.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest
+from eval_pipeline.defs.run_monitor import process_start
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.python_target import EntrypointError, PythonTarget, load_handlers
+from eval_pipeline.providers.circuit import BreakerSettings
+from eval_pipeline.providers.python_target import PythonTarget
+from eval_pipeline.providers.python_worker import EntrypointError, load_handlers
 from eval_pipeline.providers.system_target import ask_all
 
 pytestmark = pytest.mark.anyio
@@ -47,6 +55,17 @@ def broken(request: SystemRequest) -> dict[str, Any]:
 async def stuck(request: SystemRequest) -> dict[str, Any]:
     await asyncio.Event().wait()
     return {}
+
+
+def hangs_on_request(request: SystemRequest) -> dict[str, Any]:
+    """Never returns to the message "hang"; names its process in every other answer."""
+    if request.message == "hang":
+        threading.Event().wait()
+    return {"triggered_handlers": [str(os.getpid())]}
+
+
+def exits(request: SystemRequest) -> dict[str, Any]:
+    os._exit(3)
 
 
 def _request(mechanism: Mechanism, **fields: Any) -> SystemRequest:
@@ -119,3 +138,52 @@ class OnlyState:
 def test_an_object_missing_a_method_for_an_assigned_mechanism_is_named() -> None:
     with pytest.raises(EntrypointError, match="OnlyState' has no method pattern, always"):
         load_handlers(f"{HERE}:OnlyState", [Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS])
+
+
+async def test_a_call_that_never_returns_is_abandoned_and_the_next_one_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HUNG_MARK_DIR", str(tmp_path))
+    patient = BreakerSettings(failures=100)
+    target = PythonTarget("tests.hung_entry_point:never_returns", ALL, timeout_s=0.5, breaker=patient)
+    with pytest.raises(ProviderError) as info:
+        await target.ask(_request(Mechanism.STATE))
+    assert (
+        str(info.value)
+        == "the entry point 'tests.hung_entry_point:never_returns' gave no answer within 0.5 s"
+    )
+    (hung,) = [int(p.name) for p in tmp_path.iterdir()]
+    assert hung != os.getpid()  # the call ran in a worker process, not in this one
+    await target.aclose()
+    assert process_start(hung) is None  # abandoned: its process was killed, not left running
+    # Nothing of this process is inside the call: no thread that would keep it from exiting.
+    assert all(t.daemon for t in threading.enumerate() if t is not threading.main_thread())
+
+    other = PythonTarget(f"{HERE}:hangs_on_request", ALL, timeout_s=0.5, breaker=patient)
+    first = await other.ask(_request(Mechanism.STATE))
+    with pytest.raises(ProviderError, match=r"gave no answer within 0\.5 s"):
+        await other.ask(_request(Mechanism.STATE, message="hang"))
+    after = await other.ask(_request(Mechanism.STATE))
+    await other.aclose()
+    # The worker that answered first was the one abandoned; a fresh one answered after it.
+    assert first.triggered_handlers and after.triggered_handlers
+    assert first.triggered_handlers != after.triggered_handlers
+
+
+async def test_calls_that_never_return_open_the_entry_points_breaker() -> None:
+    spec = "tests.hung_entry_point:never_returns"
+    target = PythonTarget(spec, ALL, timeout_s=0.2, breaker=BreakerSettings(failures=2, cooldown_s=600))
+    requests = [(f"t{i}", _request(Mechanism.STATE)) for i in range(6)]
+    outputs = await ask_all(target, requests, 1)
+    late = f"target: service down: python:{spec} (2 calls in a row unreachable)"
+    assert [o.error for o in outputs] == [
+        *[f"target: the entry point '{spec}' gave no answer within 0.2 s"] * 2,
+        *[late] * 4,
+    ]
+
+
+async def test_an_entry_point_whose_process_ends_errors_the_call() -> None:
+    target = PythonTarget(f"{HERE}:exits", ALL, timeout_s=5)
+    with pytest.raises(ProviderError, match=r"the entry point's process ended \(exit 3\)"):
+        await target.ask(_request(Mechanism.STATE))
+    await target.aclose()
