@@ -5,6 +5,7 @@ back through another (an import cycle)."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from functools import cache
@@ -203,7 +204,7 @@ def test_the_layering_check_reads_a_planted_file(tmp_path: Path) -> None:
 
 
 # The package's layers, highest first: a layer imports only the layers after it.
-LAYERS = ("cli", "orchestration", "defs", "providers", "core")
+LAYERS = ("cli", "orchestration", "defs", "runtime", "providers", "core")
 
 
 def _package_layer(module: str) -> str | None:
@@ -224,7 +225,8 @@ def _upward_imports(graph: dict[str, set[str]]) -> set[str]:
 
 
 def test_each_layer_imports_only_the_layers_below_it() -> None:
-    # Among them: defs/ imports nothing from orchestration/ or cli/, orchestration/ nothing from cli/.
+    # Among them: defs/ imports nothing from orchestration/ or cli/, orchestration/ nothing from
+    # cli/, and what runs under Dagster (runtime/) nothing from the definitions.
     assert _upward_imports(_import_graph()) == set()
 
 
@@ -238,3 +240,29 @@ def test_the_layer_check_finds_an_upward_import() -> None:
         "eval_pipeline.defs.assets -> eval_pipeline.orchestration.stages",
         "eval_pipeline.orchestration.stages -> eval_pipeline.cli.run",
     }
+
+
+# The one module that imports Dagster's private modules (`dagster._…`): an upgrade that moves
+# one of them is fixed there.
+DAGSTER_PRIVATE_ADAPTER = PACKAGE / "runtime" / "dagster_private.py"
+_PRIVATE_DAGSTER = re.compile(r"\bdagster\._\w")
+
+
+def _private_dagster_users() -> list[str]:
+    """Every package file whose text names a private Dagster module: an import of any form,
+    `importlib.import_module("dagster._…")` or a string a storage config names included."""
+    return sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if _PRIVATE_DAGSTER.search(p.read_text(encoding="utf-8"))
+    )
+
+
+def test_only_the_adapter_names_dagsters_private_modules() -> None:
+    assert _private_dagster_users() == [str(DAGSTER_PRIVATE_ADAPTER.relative_to(PACKAGE))]
+
+
+def test_the_private_dagster_check_finds_an_import() -> None:
+    assert _PRIVATE_DAGSTER.search("from dagster._core.instance import DagsterInstance")
+    assert _PRIVATE_DAGSTER.search('importlib.import_module("dagster._serdes")')
+    assert not _PRIVATE_DAGSTER.search("import dagster as dg\ndg.AssetKey('x')")

@@ -62,7 +62,6 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     check_number("--timeout", args.timeout, above=0)
     check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location
-    from eval_pipeline.defs.run_monitor import end_orphaned_runs
     from eval_pipeline.orchestration.backfill import (
         backfill_targets,
         daemon,
@@ -71,6 +70,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         submit_backfill,
     )
     from eval_pipeline.orchestration.execution import project_instance
+    from eval_pipeline.runtime.run_monitor import end_orphaned_runs
 
     with project_instance() as instance:
         if dates[0] < first and daemon_running(instance):

@@ -374,9 +374,9 @@ def _evaluate_date(
             RunScopeResource,
             StorageResource,
         )
-        from eval_pipeline.defs.run_monitor import end_orphaned_runs
         from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
         from eval_pipeline.providers.object_store import output_path
+        from eval_pipeline.runtime.run_monitor import end_orphaned_runs
 
     for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
         print(f"  {line}")

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 
 import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
 from pydantic import Field
 
 from eval_pipeline.core.calibration.agreement import (
@@ -45,6 +44,7 @@ from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.pricing import PricingError
 from eval_pipeline.providers.ratelimit import RateLimiter
+from eval_pipeline.runtime.dagster_private import DATA_VERSION_TAG
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.calibration_session import CalibrationPlan

@@ -9,7 +9,6 @@ be reproduced later). Everything downstream reads its inputs from that choice.
 """
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -30,6 +29,7 @@ from eval_pipeline.core.inputs.validation import cross_check
 from eval_pipeline.defs.automation_conditions import EAGER, OBSERVE
 from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
+from eval_pipeline.runtime.instance_queries import observations_before
 
 GROUP = "inputs"
 JSON_IO = "json_io"
@@ -64,23 +64,6 @@ def history_files(inputs: InputsResource) -> dg.DataVersion:
     return dg.DataVersion(inputs.history_hash())
 
 
-def _observations_before(instance: dg.DagsterInstance, date: str) -> Iterator[tuple[str | None, datetime]]:
-    """Observations of the input files before the end of `date`, newest first (page by page)."""
-    filter_ = dg.AssetRecordsFilter(asset_key=input_files.key, before_timestamp=end_of_day(date).timestamp())
-    cursor = None
-    while True:
-        page = instance.fetch_observations(filter_, limit=100, cursor=cursor)
-        for record in page.records:
-            observation = record.asset_observation
-            yield (
-                (observation.data_version if observation else None),
-                datetime.fromtimestamp(record.timestamp, UTC),
-            )
-        if not page.has_more:
-            return
-        cursor = page.cursor
-
-
 @dg.asset(
     group_name=GROUP,
     partitions_def=date_partitions,
@@ -94,7 +77,11 @@ def input_snapshot(
     """Which KB and banks this date evaluates: the snapshot current at the end of the date, or
     (today, or nothing observed) the current files."""
     date = context.partition_key
-    seen = _observations_before(context.instance, date) if date < today_utc() else iter(())
+    seen = (
+        observations_before(context.instance, input_files.key, end_of_day(date))
+        if date < today_utc()
+        else iter(())
+    )
     try:
         ref = newest_observed(storage.snapshot_store, inputs.kb, inputs.banks, seen)
     except SnapshotError as exc:

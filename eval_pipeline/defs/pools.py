@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dagster as dg
-from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 
-from eval_pipeline.defs.slot_wait import wait_for_slot
 from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.runtime.dagster_private import InstanceConcurrencyContext
+from eval_pipeline.runtime.slot_wait import wait_for_slot
 
 # Which pool each API kind draws on; local kinds and http targets (the team's own service) none.
 POOL_OF_KIND = {"voyage": "voyage", "claude": "anthropic"}

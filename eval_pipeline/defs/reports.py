@@ -43,29 +43,16 @@ from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
 from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.runtime.instance_queries import evaluation_id, retrievals_record
 
 GROUP = "reports"
 # What `run` checks before it lets a stored report stand for a new run (orchestration/up_to_date.py).
 RESULTS_SHA256 = "results_sha256"
 
 
-def _retrievals_record(instance: dg.DagsterInstance, partition_key: str) -> dg.EventLogRecord | None:
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("semantic_retrievals"), asset_partitions=[partition_key]),
-        limit=1,
-    ).records
-    return records[0] if records else None
-
-
-def evaluation_id(instance: dg.DagsterInstance, partition_key: str) -> str | None:
-    """The run whose retrievals the partition's report scores: what re-evaluations apply to."""
-    record = _retrievals_record(instance, partition_key)
-    return record.run_id if record is not None else None
-
-
 def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
     """What `semantic_retrievals` recorded for this partition (how the reranker ran)."""
-    record = _retrievals_record(context.instance, context.partition_key)
+    record = retrievals_record(context.instance, context.partition_key)
     materialization = record.asset_materialization if record is not None else None
     return materialization.metadata if materialization is not None else {}
 

@@ -19,17 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
-from dagster._core.definitions.events import AssetKeyPartitionKey
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES
-from dagster._core.utils import make_new_backfill_id
-from dagster._daemon.controller import get_daemon_statuses
 
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import date_partitions, model_date_key, sync_model_partitions
 from eval_pipeline.orchestration.child_process import SUPERVISOR, die_with_parent
+from eval_pipeline.runtime.dagster_private import (
+    IN_PROGRESS_RUN_STATUSES,
+    AssetGraphSubset,
+    AssetKeyPartitionKey,
+    BaseAssetGraph,
+    BulkActionStatus,
+    PartitionBackfill,
+    get_daemon_statuses,
+    make_new_backfill_id,
+)
 
 BACKFILL_TAG = "eval_pipeline/backfill"
 ENDED = {

@@ -14,18 +14,18 @@ import dagster as dg
 from eval_pipeline.core.fileio import atomic_write_text
 from eval_pipeline.defs.automation import comparison_job, date_job
 from eval_pipeline.defs.partitions import sync_model_partitions
-from eval_pipeline.defs.run_monitor import RUN_MONITORING_YAML
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.instance_lock import initialise, instance_lock
 from eval_pipeline.orchestration.instance_storage import STORAGE_MODULE, STORAGE_YAML
 from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
+from eval_pipeline.runtime.run_monitor import RUN_MONITORING_YAML
 
 # Debug lines (every IO-manager load and write) would be a third of a run's stored events; INFO
 # and up, and every Dagster event, are still recorded. SQLite storage that commits an event
 # without an fsync of its own (orchestration/instance_storage.py). One run at a time calls each API
 # provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs
-# the daemon launches are monitored (defs/run_monitor.py for in-process ones). No "what's new"
+# the daemon launches are monitored (runtime/run_monitor.py for in-process ones). No "what's new"
 # popup covering the UI on its first start (`nux`).
 DAGSTER_YAML = (
     "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"

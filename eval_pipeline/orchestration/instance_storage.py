@@ -25,16 +25,22 @@ from typing import Any, Self
 import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from dagster._core.storage.event_log.schema import ConcurrencySlotsTable, SqlEventLogStorageMetadata
-from dagster._core.storage.event_log.sqlite import sqlite_event_log
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
-from dagster._core.storage.sql import get_alembic_config
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
-from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
-from dagster._serdes import ConfigurableClassData
-from dagster._utils.concurrency import ConcurrencySlotStatus
+
+from eval_pipeline.runtime.dagster_private import (
+    INDEX_SHARD_NAME,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    ConcurrencySlotsTable,
+    ConcurrencySlotStatus,
+    ConfigurableClassData,
+    DagsterSqliteStorage,
+    SqlEventLogStorageMetadata,
+    SqliteEventLogStorage,
+    SqliteRunStorage,
+    SqliteScheduleStorage,
+    create_db_conn_string,
+    get_alembic_config,
+    sqlite_event_log,
+)
 
 # Event logs are one database per run: keep the recent runs' open, close the rest (file handles).
 SHARDS_KEPT = 8

@@ -29,11 +29,11 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 
 from eval_pipeline.defs.automation import model_job
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
+from eval_pipeline.runtime.dagster_private import InstanceRef
 
 CONTEXT = multiprocessing.get_context("forkserver")
 # The API providers' clients too: models run at once by default only where they wait on remote

@@ -21,9 +21,10 @@ from typing import Any, Self
 
 import psycopg2
 import sqlalchemy as sa
-from dagster._serdes import ConfigurableClassData
 from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
+
+from eval_pipeline.runtime.dagster_private import ConfigurableClassData
 
 # One connection stays open; beyond it, as many as threads ask for at once, closed when returned.
 POOL_SIZE = 1

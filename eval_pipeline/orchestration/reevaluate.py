@@ -46,13 +46,13 @@ from eval_pipeline.core.scoring.run_document import (
 from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
 from eval_pipeline.defs.automation import comparison_job, reevaluation_job
 from eval_pipeline.defs.partitions import model_date_key
-from eval_pipeline.defs.reports import evaluation_id
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
 from eval_pipeline.providers.object_store import write_text
 from eval_pipeline.providers.system_target import run_system
 from eval_pipeline.providers.target import RetrievalItem
+from eval_pipeline.runtime.instance_queries import evaluation_id
 
 
 @dataclass(frozen=True)

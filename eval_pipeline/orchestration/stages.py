@@ -10,7 +10,7 @@ import dagster as dg
 
 from eval_pipeline.defs.automation import JOBS
 from eval_pipeline.defs.graph import ALL_ASSETS
-from eval_pipeline.defs.run_monitor import owner_tags
+from eval_pipeline.runtime.run_monitor import owner_tags
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import dagster as dg
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from eval_pipeline.defs.graph import COMPARISON, DATE_STAGE, PER_MODEL
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.recorded_evaluations import HISTORY_DIR
+from eval_pipeline.runtime.dagster_private import SqliteEventLogStorage
 
 FINGERPRINT_TAG = "eval_pipeline/inputs"
 OTHER_RUN = "was last made by a run of other code, inputs, models or gates"

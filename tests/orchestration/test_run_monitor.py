@@ -14,14 +14,14 @@ import pytest
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._core.storage.dagster_run import DagsterRun
 
-from eval_pipeline.defs.run_monitor import (
+from eval_pipeline.runtime.run_monitor import (
     OWNER_HOST_TAG,
     OWNER_PID_TAG,
     OWNER_START_TAG,
     end_orphaned_runs,
     owner_tags,
 )
-from eval_pipeline.defs.slot_wait import holder_notice, wait_for_slot
+from eval_pipeline.runtime.slot_wait import holder_notice, wait_for_slot
 
 POOL = "provider"
 

@@ -11,9 +11,9 @@ import sys
 import time
 
 import dagster as dg
-from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 
-from eval_pipeline.defs.run_monitor import (
+from eval_pipeline.runtime.dagster_private import InstanceConcurrencyContext
+from eval_pipeline.runtime.run_monitor import (
     OWNER_PID_TAG,
     end_orphaned_runs,
     own_run,
