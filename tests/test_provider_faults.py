@@ -28,9 +28,9 @@ from eval_pipeline.cli import main
 from eval_pipeline.cli.sdk_logs import SDK_LOGGERS
 from eval_pipeline.core.scoring.results import TestStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
-from eval_pipeline.defs.run_monitor import UNFINISHED, process_start
 from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
 from eval_pipeline.providers.ratelimit import REAL_CLOCK
+from eval_pipeline.runtime.run_monitor import UNFINISHED, process_start
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.hanging import Behaviour, hanging_server
 from tests.conftest import REPO

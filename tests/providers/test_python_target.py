@@ -15,12 +15,12 @@ import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest
-from eval_pipeline.defs.run_monitor import process_start
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.python_target import PythonTarget
 from eval_pipeline.providers.python_worker import EntrypointError, load_handlers
 from eval_pipeline.providers.system_target import ask_all
+from eval_pipeline.runtime.run_monitor import process_start
 
 pytestmark = pytest.mark.anyio
 HERE = "tests.providers.test_python_target"
