@@ -37,6 +37,7 @@ from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.loading import InputError
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.markdown_text import table, text
 from eval_pipeline.defs.inputs import history_files
 from eval_pipeline.defs.metadata import readable
 from eval_pipeline.defs.partitions import date_partitions
@@ -209,13 +210,20 @@ def _metadata(
     review: Path | None,
 ) -> dict[str, "dg.RawMetadataValue"]:
     rows = [
-        f"| {d.test_id} | {'conflict' if d.conflict else 'changed'} | {d.previous_source} | "
-        f"{', '.join(d.previous.expected_primary)} | {', '.join(d.proposed.expected_primary)} | "
-        f"{', '.join(d.proposed.expected_secondary) or '-'} |"
+        (
+            text(d.test_id),
+            "conflict" if d.conflict else "changed",
+            text(d.previous_source),
+            text(", ".join(d.previous.expected_primary)),
+            text(", ".join(d.proposed.expected_primary)),
+            text(", ".join(d.proposed.expected_secondary) or "-"),
+        )
         for d in run.changed
     ]
-    table = "| test | status | was | primary was | primary | secondary |\n|---|---|---|---|---|---|\n"
-    rejected = [f"- {o.test_id} ({o.status}): {o.reason}" for o in run.outcomes if o.status != "proposed"]
+    header = ("test", "status", "was", "primary was", "primary", "secondary")
+    rejected = [
+        f"- {text(o.test_id)} ({o.status}): {text(o.reason)}" for o in run.outcomes if o.status != "proposed"
+    ]
     coverage = run.coverage
     metadata: dict[str, dg.RawMetadataValue] = {
         "applied": applied,
@@ -231,7 +239,7 @@ def _metadata(
         "calibration_cost_usd": run.cost_usd,
         "kb_prefix_tokens": run.prefix_tokens,
         "min_cache_read_coverage": min(coverage) if coverage else -1.0,
-        "changes": dg.MetadataValue.md(table + "\n".join(rows) if rows else "no changes"),
+        "changes": dg.MetadataValue.md("\n".join(table(header, rows)) if rows else "no changes"),
         "problems": dg.MetadataValue.md("\n".join(rejected) or "none"),
         "affected_because": dg.MetadataValue.json(why),
         "proposals": dg.MetadataValue.json(_proposals(run)),

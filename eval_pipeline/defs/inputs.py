@@ -26,6 +26,7 @@ from eval_pipeline.core.inputs.snapshots import (
     take_snapshot,
 )
 from eval_pipeline.core.inputs.validation import cross_check
+from eval_pipeline.core.markdown_text import text
 from eval_pipeline.defs.automation_conditions import EAGER, OBSERVE
 from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
@@ -145,7 +146,7 @@ def test_banks(
         check_name="banks_reference_known_entities",
         passed=not problems,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"problems": dg.MetadataValue.md("\n".join(f"- {p}" for p in problems) or "none")},
+        metadata={"problems": dg.MetadataValue.md("\n".join(f"- {text(p)}" for p in problems) or "none")},
     )
 
 

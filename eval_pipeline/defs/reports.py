@@ -18,6 +18,7 @@ from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
+from eval_pipeline.core.markdown_text import text
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.pipeline import RunSetup, ScoredBanks, assemble_document, verdict
 from eval_pipeline.core.report.reading import reading_of
@@ -197,7 +198,7 @@ def release_gate(
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={
             "critical_failures": dg.MetadataValue.md(
-                "\n".join(f"- {c.test_id}: {c.reason}" for c in critical) or "none"
+                "\n".join(f"- {text(c.test_id)}: {text(c.reason)}" for c in critical) or "none"
             )
         },
     )

@@ -1,4 +1,4 @@
-"""Text from data inside markdown is inert (core/report/markdown_text.py): rendered by GitHub's
+"""Text from data inside markdown is inert (core/markdown_text.py): rendered by GitHub's
 cmark-gfm with raw HTML allowed, it reads as exactly its characters, on one line, in prose, in
 a code span and in a table cell, and makes no element, attribute, link, heading or mention."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.core.control_chars import one_line
-from eval_pipeline.core.report.markdown_text import WORD_JOINER, code, table, text
+from eval_pipeline.core.markdown_text import WORD_JOINER, code, table, text
 from tests.rendered_markdown import HOSTILE, injected, render
 
 # Everything a payload may be made of: markdown's punctuation, whitespace and control characters.

@@ -32,6 +32,7 @@ from eval_pipeline.core.expectations.resolution import ordered
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
 from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.markdown_text import table, text
 
 # Per-topic figures need enough tests to mean anything: a kappa over two or three tests swings
 # from -1 to 1 on a single decision. Topics with fewer judged tests are listed, not scored.
@@ -334,31 +335,31 @@ def markdown(report: AgreementReport) -> str:
         "",
     ]
     if report.by_topic:
-        lines += ["| topic | tests | pairs | agree | kappa |", "|---|---|---|---|---|"]
-        lines += [
-            f"| {t} | {s.tests} | {s.pairs} | {_percent(s)} | {_kappa_text(s)} |"
-            for t, s in report.by_topic.items()
-        ]
+        by_topic = report.by_topic.items()
+        topics = [(text(t), s.tests, s.pairs, _percent(s), _kappa_text(s)) for t, s in by_topic]
+        lines += table(("topic", "tests", "pairs", "agree", "kappa"), topics)[:-1]
     else:
         lines.append("No topic has enough judged tests yet.")
     if report.thin_topics:
-        thin = ", ".join(f"{t} ({n})" for t, n in report.thin_topics.items())
+        thin = ", ".join(f"{text(t)} ({n})" for t, n in report.thin_topics.items())
         lines += ["", f"Too few to score: {thin}."]
     lines += ["", "## Disagreements", ""]
     if report.disagreements:
-        lines += [
-            "| test | entity | calibrator | human | decision | calibrator's reasoning | human's reasoning |"
-        ]
-        lines += ["|---|---|---|---|---|---|---|"]
-        lines += [
-            f"| {d.test_id} | {d.entity_id} | {d.calibrator_role} | {d.human_role} | "
-            f"{d.kind} ({d.by or '-'}) | {_cell(d.calibrator_reasoning)} | {_cell(d.human_reasoning)} |"
+        header: tuple[str, ...] = ("test", "entity", "calibrator", "human", "decision")
+        header += ("calibrator's reasoning", "human's reasoning")
+        rows = [
+            (
+                text(d.test_id),
+                text(d.entity_id),
+                d.calibrator_role,
+                d.human_role,
+                f"{d.kind} ({text(d.by or '-')})",
+                text(d.calibrator_reasoning or "-"),
+                text(d.human_reasoning or "-"),
+            )
             for d in report.disagreements
         ]
+        lines += table(header, rows)[:-1]
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str | None) -> str:
-    return (text or "-").replace("|", "\\|").replace("\n", " ")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.markdown_text import code, text
 from eval_pipeline.core.report.diffs import (
     DETAILED,
     DROPPED,
@@ -24,7 +25,6 @@ from eval_pipeline.core.report.diffs import (
     kind_title,
     span_lines,
 )
-from eval_pipeline.core.report.markdown_text import code, text
 from eval_pipeline.core.verdicts.job_verdict import JobVerdict
 from eval_pipeline.core.verdicts.regression_gate import DiffGate
 from eval_pipeline.core.verdicts.run_gate import GateStatus

@@ -16,7 +16,7 @@ from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.markdown_text import table, text
+from eval_pipeline.core.markdown_text import table, text
 from eval_pipeline.core.rounding import fmt_score, shown_change
 from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementations
 from eval_pipeline.core.scoring.metrics import IR_MEASURES, shallow_cutoffs

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
+from eval_pipeline.core.markdown_text import table, text
 from eval_pipeline.core.report.failures import Failure
-from eval_pipeline.core.report.markdown_text import table, text
 from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
