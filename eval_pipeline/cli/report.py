@@ -46,6 +46,7 @@ def _date(text: str | None, flag: str) -> str | None:
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.report.html import render_html
+    from eval_pipeline.core.report.shown_ids import shown_history
     from eval_pipeline.core.writable import require_writable_file
     from eval_pipeline.providers.object_store import output_path
     from eval_pipeline.providers.results_history import read_history
@@ -66,7 +67,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     # The models in the order asked for (else the results folder's), each one's dates in order.
     order = {m: i for i, m in enumerate(args.model)}
     docs = sorted(history.docs, key=lambda d: order.get(d.provenance.model, 0))
-    html = render_html(docs, history.comparisons)
+    html = render_html(*shown_history(docs, history.comparisons))
     atomic_write_text(args.html, html)
     dates = sorted({d.provenance.date for d in history.docs})
     span = f"{dates[0]} to {dates[-1]}"

@@ -37,6 +37,7 @@ def report_runs(
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.reading import reading_of
     from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
+    from eval_pipeline.core.report.shown_ids import shown_reading, with_original_ids
     from eval_pipeline.core.scoring.run_document import (
         GATE_FILE,
         REGRESSION_DIFF_FILE,
@@ -58,14 +59,19 @@ def report_runs(
             runs.append(ModelRun(model, None, None, "no results were written: " + "; ".join(errors)))
             continue
         # One reading for every report below: grouped once, its failing tests found once.
-        reading = held.reading if held is not None else reading_of(read_document(run_dir / RESULTS_FILE))
+        # Shown with the user's own ids where an imported collection's were mapped.
+        stored = held.reading if held is not None else reading_of(read_document(run_dir / RESULTS_FILE))
+        reading = shown_reading(stored)
         doc = reading.document
         diff_file = run_dir / REGRESSION_DIFF_FILE
         regression = None
         if scope.is_full and diff_file.is_file():
             from eval_pipeline.core.diff.baseline import RegressionDiff
 
-            regression = RegressionDiff.model_validate_json(diff_file.read_text())
+            regression = with_original_ids(
+                RegressionDiff.model_validate_json(diff_file.read_text()),
+                stored.document.provenance.original_ids,
+            )
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))

@@ -45,11 +45,12 @@ def _documents(args: argparse.Namespace) -> list[RunDocument]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from eval_pipeline.core.report.markdown import all_results, console_summary
+    from eval_pipeline.core.report.shown_ids import as_shown
 
     docs = _documents(args)
     if args.test is None:
         for doc in docs:
-            print(console_summary(doc))
+            print(console_summary(as_shown(doc)))
         return EXIT_OK
     # Nothing but one JSON value on stdout, so it pipes into jq: model and date are fields.
     shown: list[dict[str, Any]] = []

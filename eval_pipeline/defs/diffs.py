@@ -22,6 +22,7 @@ from eval_pipeline.core.report.diffs import render_comparison_markdown, render_r
 from eval_pipeline.core.report.html import render_html
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_output import since_markdown
+from eval_pipeline.core.report.shown_ids import as_shown, shown_history, with_original_ids
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
 from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
@@ -109,7 +110,7 @@ def _html_report(storage: StorageResource, head: RunDocument, result: Regression
         storage.results_root, {p.model}, date_to=p.date, last=HTML_HISTORY_DATES, strict=False
     )
     earlier = [d for d in history.docs if d.provenance.date != p.date]
-    return render_html([*earlier, head], {p.model: result}, history.unreadable)
+    return render_html(*shown_history([*earlier, head], {p.model: result}), history.unreadable)
 
 
 def _by_date(reports: Mapping[str, RunDocument]) -> dict[str, RunDocument]:
@@ -158,11 +159,14 @@ def regression_diff(
         return
     baseline = by_date[max(by_date)] if by_date else None
     result = against_baseline(head, baseline, _passed_over(context, set(by_date) | {date}))
-    markdown = render_regression_markdown(result)
+    shown = with_original_ids(result, head.provenance.original_ids)  # the user's own ids
+    markdown = render_regression_markdown(shown)
     report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
     # The run's report gains its "since last run" section now that the comparison exists, and its
     # HTML twin the model's trend over its stored history.
-    write_text(storage.run_dir(model, date) / REPORT_FILE, render_markdown(head, since_markdown(result)))
+    write_text(
+        storage.run_dir(model, date) / REPORT_FILE, render_markdown(as_shown(head), since_markdown(shown))
+    )
     write_text(storage.run_dir(model, date) / REPORT_HTML_FILE, _html_report(storage, head, result))
     extra: dict[str, dg.RawMetadataValue] = {
         "baseline_date": result.baseline_date or "none",

@@ -22,6 +22,7 @@ from eval_pipeline.core.markdown_text import text
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.pipeline import RunSetup, ScoredBanks, assemble_document, verdict
 from eval_pipeline.core.report.reading import reading_of
+from eval_pipeline.core.report.shown_ids import shown_reading
 from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
@@ -136,7 +137,8 @@ def run_report(
         doc, test_banks, resolved_expectations.resolved, _stored_reevaluations(context, out_dir)
     )
     # Both routes to `doc` derive its sections here (assemble_document, reevaluate_all).
-    markdown = render_markdown(doc, reading=reading_of(doc, derived_here=True))
+    shown = shown_reading(reading_of(doc, derived_here=True))  # the user's own ids
+    markdown = render_markdown(shown.document, reading=shown)
     results_json = doc.model_dump_json(indent=2)
     write_text(out_dir / RESULTS_FILE, results_json)
     write_text(out_dir / REPORT_FILE, markdown)

@@ -307,7 +307,7 @@ def _statistics(
     )
 
 
-def _original_ids(base: RunDocument, head: RunDocument) -> OriginalIds:
+def recorded_ids(base: RunDocument, head: RunDocument) -> OriginalIds:
     """Both sides' recorded ids, the head's first: an entity the head no longer has keeps its name."""
     sides = [d.provenance.original_ids or OriginalIds() for d in (base, head)]
     return OriginalIds(
@@ -339,7 +339,7 @@ def diff_documents(base: RunDocument, head: RunDocument, *, gate_only: bool = Fa
     before, after = _tests(base, threshold), _tests(head, threshold)
     compare_reasons = _same_stage(base, head, "reranker")
     same_embedder = _same_stage(base, head, "embedder")
-    ids = _original_ids(base, head)
+    ids = recorded_ids(base, head)
     stored = (stores_ndcg10(base.provenance.schema_version), stores_ndcg10(head.provenance.schema_version))
     common = [key for key in after if key in before]
     if gate_only:

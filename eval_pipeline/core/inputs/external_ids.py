@@ -85,17 +85,19 @@ class OriginalIds(BaseModel):
     def query(self, test_id: str) -> str:
         return self.queries.get(test_id, test_id)
 
+    def naming(self, entity_ids: set[str]) -> OriginalIds | None:
+        """These ids with only the documents among `entity_ids`; None when nothing is left."""
+        documents = {e: source for e, source in self.documents.items() if e in entity_ids}
+        kept = OriginalIds(documents=documents, queries=self.queries)
+        return kept if documents or self.queries else None
+
 
 def recorded_original_ids(entities: Iterable[Entity], tests: Iterable[SemanticTest]) -> OriginalIds | None:
-    """The original ids of the semantic tests and the entities they judge (not the whole corpus:
-    an imported collection can hold 100,000 passages), where they differ from ours; None when none does."""
-    tests = list(tests)
-    renamed = {e.entity_id: e.source_id for e in entities if e.source_id and e.source_id != e.entity_id}
-    # Most KBs rename nothing: then what the tests judge is not worth gathering (a run's 2,000 tests cost
-    # 0.01 s of expectations built only to be asked their entities).
-    judged = {e for t in tests for e in t.original_expectations().entity_ids()} if renamed else set()
+    """The original ids of the semantic tests and of every entity, where they differ from ours;
+    None when none does. A run's document keeps only the entities it names (`OriginalIds.naming`):
+    an imported collection can hold 100,000 passages."""
     ids = OriginalIds(
-        documents={entity: source for entity, source in renamed.items() if entity in judged},
+        documents={e.entity_id: e.source_id for e in entities if e.source_id and e.source_id != e.entity_id},
         queries={t.test_id: t.source_id for t in tests if t.source_id and t.source_id != t.test_id},
     )
     return ids if ids.documents or ids.queries else None

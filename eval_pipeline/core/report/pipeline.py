@@ -173,6 +173,12 @@ def aggregate_scope(
 def assemble_document(provenance: Provenance, agg: Aggregate, scored: ScoredBanks) -> RunDocument:
     """Every test of the banks that ran, in full, with provenance and the derived metrics."""
     ran = set(agg.banks)
+    ids = provenance.original_ids
+    if ids is not None:  # only the entities the document names: what its reports show
+        named = {e for r in scored.semantic for e in r.expectations.entity_ids()}
+        named |= {c.entity_id for r in scored.semantic for c in r.candidates}
+        named |= {s.entity_id for r in scored.semantic for s in r.selections}
+        provenance = provenance.model_copy(update={"original_ids": ids.naming(named)})
     return RunDocument(
         provenance=provenance,
         aggregate=agg,
