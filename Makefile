@@ -11,7 +11,7 @@ export no_proxy := 127.0.0.1,localhost
 # dg runs in the project's environment; saying so keeps it from warning about a mismatch.
 export VIRTUAL_ENV := $(CURDIR)/$(VENV)
 
-.PHONY: install test test-fast lint typecheck defs docs pytest run ui bench lock clean
+.PHONY: install test test-fast lint typecheck defs docs pytest run ui bench bench-all lock clean
 
 install: $(STAMP)
 
@@ -70,8 +70,12 @@ run: install
 ui: install
 	$(BIN)/python -m eval_pipeline.orchestration.dev_server -h 127.0.0.1 -p 3000
 
-# Every benchmark, one table: benchmarks/results.md (a few minutes; see docs/performance.md).
+# The quick benchmarks, one table: benchmarks/results.md, rewritten as each finishes (a few
+# minutes); bench-all runs every benchmark (~20 min). See docs/performance.md.
 bench: install
+	$(BIN)/python -m benchmarks --quick
+
+bench-all: install
 	$(BIN)/python -m benchmarks
 
 lock:

@@ -39,6 +39,9 @@ from eval_pipeline.providers.local_embedder import (
     installed_model_path,
 )
 
+# In `make bench`'s quick pass (benchmarks/__main__.py).
+QUICK = True
+
 REPO = Path(__file__).resolve().parent.parent
 TARGET = 0.97
 PASSES = 3

@@ -31,6 +31,9 @@ from benchmarks.table import Row
 from eval_pipeline.cli import main
 from eval_pipeline.core.dates import today_utc
 
+# In `make bench`'s quick pass (benchmarks/__main__.py).
+QUICK = True
+
 REPO = Path(__file__).resolve().parent.parent
 MODELS = ["local-minilm", "local-hybrid"]
 DATE = today_utc()  # a stored evaluation stands only for today: a past date re-reads that day's inputs

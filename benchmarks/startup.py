@@ -35,6 +35,9 @@ from benchmarks.run_paths import MODELS, sample_copy
 from benchmarks.table import Row, load_average
 from eval_pipeline.core.dates import today_utc
 
+# In `make bench`'s quick pass (benchmarks/__main__.py).
+QUICK = True
+
 ROUNDS = 10
 HELP_TARGET, NARROW_TARGET, RERUN_TARGET = 4.0, 8.0, 2.0
 STANDS = "up to date:"  # what an unchanged rerun prints when the stored evaluation answers

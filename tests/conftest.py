@@ -80,6 +80,7 @@ SLOW_FOLDERS = frozenset({"defs", "deploy", "orchestration", "verdicts"})
 SLOW_FILES = frozenset(
     {
         "test_backfill.py",
+        "test_beir_original_ids.py",
         "test_check_before_spending.py",
         "test_ci_recipes.py",
         "test_ci_run.py",
@@ -98,6 +99,8 @@ SLOW_FILES = frozenset(
         "test_cli_run_failures.py",
         "test_docs.py",
         "test_exit_codes.py",
+        "test_newcomer_messages.py",
+        "test_readme_commands.py",
         "test_noise_gate.py",
         "test_parallel_models.py",
         "test_provider_faults.py",

@@ -83,6 +83,9 @@ def test_the_runner_finds_every_benchmark() -> None:
         "parallel_models",
     } <= set(benchmarks())
     assert "synthetic" not in benchmarks()
+    # The quick pass leaves out the long ones (scale, the API pace at 48/min).
+    quick = {name for name, b in benchmarks().items() if b.quick}
+    assert quick and not quick & {"scale", "beir_scale", "api_pace", "instance_storage"}
 
 
 def test_the_synthetic_corpus_is_valid_input_of_the_asked_size(tmp_path: Path) -> None:
