@@ -46,7 +46,7 @@ HOSTILE = [
     "$PWN$ and $$PWN$$",
     "\\<b>PWN</b>\\",
     "[^PWN]\n\n[^PWN]: https://evil.example",
-    "\u202eevil\u2028PWN\u2029line",
+    "\u202eevil\u2028PWN\u2029line\r\x9b31m CSI",
 ]
 
 _INLINE = {"a", "em", "strong", "del", "summary", "h1", "h2", "h3", "h4", "h5", "h6"}

@@ -200,6 +200,7 @@ def test_hostile_text_and_a_hostile_system_make_nothing_in_any_output(
 
     html = (work / "report.html").read_text()
     assert MARKER in html and _html_findings(html) == []
+    assert "\\x1b[2J" in html and raw_controls(html.replace("\n", "")) == []
     for junit in (work / "run.xml", comment_junit):
         assert MARKER in junit.read_text() and _junit_findings(junit) == [], junit
     assert MARKER in console and "\\x1b[2J" in console and raw_controls(console) == []

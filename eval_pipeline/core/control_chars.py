@@ -25,9 +25,14 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(_shown, text)
 
 
+def visible(text: str) -> str:
+    """`text` with its newlines kept and every other control character shown escaped as
+    `one_line` shows it: what a file may hold (the HTML report's text, for one)."""
+    return "\n".join(one_line(line) for line in text.split("\n"))
+
+
 def console_text(text: str) -> str:
-    """`text` as it may reach a terminal: its newlines kept (they end the lines we print), a
-    carriage return kept where it begins the text (a progress line redrawing itself), every other
-    control character shown escaped as `one_line` shows it."""
+    """`text` as it may reach a terminal: `visible`, and a carriage return kept where it begins
+    the text (a progress line redrawing itself)."""
     head = "\r" if text.startswith("\r") else ""
-    return head + "\n".join(one_line(line) for line in text[len(head) :].split("\n"))
+    return head + visible(text[len(head) :])

@@ -107,6 +107,8 @@ def test_a_passing_gate_and_no_failures() -> None:
 
 def test_text_that_xml_cannot_carry_is_made_visible_and_markup_is_escaped() -> None:
     assert xml_safe("a\x00b\x08c\ufffed\tok\n") == "a\\u0000b\\u0008c\\ufffed\tok\n"
+    # XML could carry these, a terminal showing the file would act on them: escaped too.
+    assert xml_safe("cr\r csi\x9b31m rlo\u202e ls\u2028") == "cr\\u000d csi\\u009b31m rlo\\u202e ls\\u2028"
     tricky = Case('x"<&>]]>', "c", Verdict.FAILURE, 'quote " and <tag> & \x0c', "t", "]]> <!-- -->")
     root = valid(render_junit("n", [Suite("s", [tricky])]))
     case = next(root.iter("testcase"))

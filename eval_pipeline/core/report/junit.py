@@ -3,7 +3,9 @@ reporters): suites of test cases, each passed, failed, errored or skipped.
 
 Built with ElementTree, so every attribute and text is escaped by the serializer. XML 1.0 cannot
 carry most control characters even escaped (a provider's error text may hold them): they are
-written as visible `\\uXXXX` instead of making a file no reporter can parse.
+written as visible `\\uXXXX` instead of making a file no reporter can parse. So are the ones it
+could carry but a terminal would act on (a carriage return, C1 controls such as CSI, the
+bidirectional overrides): only tabs and newlines stay raw.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-# Everything outside XML 1.0's Char production.
-_NOT_XML10 = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Everything outside XML 1.0's Char production, and the controls a terminal would act on.
+_ESCAPED = re.compile(
+    "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\r\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def xml_safe(text: str) -> str:
-    return _NOT_XML10.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class Verdict(StrEnum):
