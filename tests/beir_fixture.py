@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.core.inputs.reading import load_input
+from eval_pipeline.core.inputs.file_reader import load_input
 
 QRELS_HEADER = "query-id\tcorpus-id\tscore\n"
 

@@ -15,7 +15,7 @@ import pytest
 
 from eval_pipeline.cli import main
 from eval_pipeline.core.inputs.external_ids import mapped_entity_id, mapped_test_id
-from eval_pipeline.core.inputs.reading import load_input
+from eval_pipeline.core.inputs.file_reader import load_input
 from tests.beir_fixture import DOCUMENTS, TOPICS, tenant_as_beir, write_beir
 from tests.conftest import TENANT
 

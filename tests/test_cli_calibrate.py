@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.cli.review import walk
+from eval_pipeline.cli.calibration_review import walk
 from eval_pipeline.core.calibration.files import LOG_FILE, RESPONSES_DIR, read_log
 from eval_pipeline.core.calibration.review import REVIEWS_DIR, read_review
 from eval_pipeline.core.dates import today_utc  # read when asserting: a run may cross midnight

@@ -18,7 +18,7 @@ from eval_pipeline.core.expectations.resolution import ResolvedExpectation, reso
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.report.diffs import render_comparison_markdown
+from eval_pipeline.core.report.diff_text import render_comparison_markdown
 from eval_pipeline.core.report.failures import failing_tests
 from eval_pipeline.providers.ratelimit import Clock, RealClock
 from eval_pipeline.providers.system_target import SystemPipeline

@@ -2,7 +2,7 @@
 
 `calibrate` is a dry run unless `--apply`: it prints the cost estimate (free token counting), then
 asks the model and shows every test's previous -> proposed expectations, writes no history and
-keeps the proposals in a review file (`--review` / `--apply-from`, cli/review.py), so what was
+keeps the proposals in a review file (`--review` / `--apply-from`, cli/calibration_review.py), so what was
 paid for can be applied later without paying again. `--estimate-only` stops after the estimate and
 `--max-cost` refuses to start above a budget. `--apply` does the same and then writes one history
 file, one raw-response file and one log record.
@@ -22,9 +22,14 @@ from eval_pipeline.cli.arguments import (
     results_dir,
     semantic_tests_of,
 )
+from eval_pipeline.cli.calibration_review import (
+    add_review_arguments,
+    cmd_apply_from,
+    cmd_review,
+    review_flags_used,
+)
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.numbers import check_number
-from eval_pipeline.cli.review import add_review_arguments, cmd_apply_from, cmd_review, review_flags_used
 
 if TYPE_CHECKING:  # the SDK and the models are imported only by the commands that use them
     from eval_pipeline.core.calibration.records import CalibrationRun

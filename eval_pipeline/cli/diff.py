@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.cli.arguments import MODELS_FILE_HELP, results_dir
 from eval_pipeline.cli.errors import UsageError, exit_for_gate
 from eval_pipeline.cli.gates import allow_removed_arg, project_gates
-from eval_pipeline.cli.junit import check_junit, junit_arg, write_junit
+from eval_pipeline.cli.junit_flag import check_junit, junit_arg, write_junit
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
@@ -93,7 +93,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from eval_pipeline.core.diff.compare import diff_documents
     from eval_pipeline.core.report.diff_comment import render_diff_comment
     from eval_pipeline.core.report.diff_junit import render_diff_junit
-    from eval_pipeline.core.report.diffs import render_diff_text
+    from eval_pipeline.core.report.diff_text import render_diff_text
     from eval_pipeline.core.verdicts.regression_gate import diff_gate
 
     check_junit(args.junit)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from eval_pipeline.cli.errors import UsageError
 from eval_pipeline.core.inputs.identity import ProjectIdentity, project_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.verdicts.identity import location_conflict
+from eval_pipeline.core.verdicts.project_match import location_conflict
 from eval_pipeline.providers.object_store import write_text
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from eval_pipeline.cli.errors import (
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.gates import allow_removed_arg, project_gates, release_gate_args
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
-from eval_pipeline.cli.junit import check_junit, junit_arg
+from eval_pipeline.cli.junit_flag import check_junit, junit_arg
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal

@@ -18,7 +18,7 @@ from upath import UPath
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.model import RunDiff
-from eval_pipeline.core.report.diffs import render_comparison_markdown, render_regression_markdown
+from eval_pipeline.core.report.diff_text import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.report.html import render_html
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_output import since_markdown

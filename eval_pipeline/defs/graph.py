@@ -15,13 +15,6 @@ from eval_pipeline.defs.inputs import (
 )
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions
 from eval_pipeline.defs.reports import release_gate, run_report
-from eval_pipeline.defs.retrieval import (
-    always_loads,
-    pattern_matches,
-    semantic_retrievals,
-    state_activations,
-    system_outputs,
-)
 from eval_pipeline.defs.scoring import (
     always_results,
     pattern_results,
@@ -30,6 +23,13 @@ from eval_pipeline.defs.scoring import (
     semantic_results,
     state_results,
     system_results,
+)
+from eval_pipeline.defs.system_outputs import (
+    always_loads,
+    pattern_matches,
+    semantic_retrievals,
+    state_activations,
+    system_outputs,
 )
 
 SOURCES = [input_files, history_files]

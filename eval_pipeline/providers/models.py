@@ -29,7 +29,7 @@ from pydantic import (
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.reading import load_input
+from eval_pipeline.core.inputs.file_reader import load_input
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.verdicts.project_gates import ProjectGates

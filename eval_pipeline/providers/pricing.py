@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile, read_input_text
-from eval_pipeline.core.inputs.reading import parse_input_text
+from eval_pipeline.core.inputs.file_reader import parse_input_text
 from eval_pipeline.core.mechanisms.retrieval import Usage
 
 PRICES_ENV = "EVAL_PIPELINE_PRICES"

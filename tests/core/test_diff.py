@@ -11,7 +11,7 @@ from eval_pipeline.core.diff.comparison import compare_models
 from eval_pipeline.core.diff.model import Cause, DeltaKind, DiffError, RunDiff
 from eval_pipeline.core.inputs.banks import Expectations, Mechanism
 from eval_pipeline.core.report.diff_comment import render_diff_comment
-from eval_pipeline.core.report.diffs import (
+from eval_pipeline.core.report.diff_text import (
     render_comparison_markdown,
     render_diff_text,
     render_regression_markdown,

@@ -12,8 +12,8 @@ from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.diff.compare import load_for_diff
 from eval_pipeline.core.diff.model import DiffError
 from eval_pipeline.core.fileio import BadFile, read_input_text
+from eval_pipeline.core.inputs.file_reader import load_input, parse_input_text
 from eval_pipeline.core.inputs.loading import is_entity_file
-from eval_pipeline.core.inputs.reading import load_input, parse_input_text
 from eval_pipeline.core.scoring.run_document import DocumentError, read_document
 
 

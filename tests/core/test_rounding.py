@@ -3,7 +3,7 @@ zero (eval_pipeline/core/rounding.py)."""
 
 from __future__ import annotations
 
-from eval_pipeline.core.report.diffs import points
+from eval_pipeline.core.report.diff_text import points
 from eval_pipeline.core.rounding import fmt_score, shown_change, shown_score
 
 

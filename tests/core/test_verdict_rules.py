@@ -10,7 +10,7 @@ from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.diff.statistics import holm, paired_comparison
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.diffs import render_diff_text
+from eval_pipeline.core.report.diff_text import render_diff_text
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
 from eval_pipeline.core.verdicts.regression_gate import diff_gate

@@ -32,9 +32,9 @@ from eval_pipeline.core.inputs.banks import (
     StateBank,
     StateTest,
 )
+from eval_pipeline.core.inputs.file_reader import load_input
 from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory, name_problem
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
-from eval_pipeline.core.inputs.reading import load_input
 
 KB_MANIFEST = "manifest.yaml"
 KB_ENTITIES_DIR = "entities"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.markdown_text import code, text
-from eval_pipeline.core.report.diffs import (
+from eval_pipeline.core.report.diff_text import (
     DETAILED,
     DROPPED,
     GRADED_STATISTICS,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.diffs import detail_lines, headline, points
+from eval_pipeline.core.report.diff_text import detail_lines, headline, points
 from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
 from eval_pipeline.core.verdicts.coverage import ALLOW_FLAG
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, counted_regressions

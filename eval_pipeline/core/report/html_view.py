@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.diffs import detail_lines, headline, health_line, kind_title
+from eval_pipeline.core.report.diff_text import detail_lines, headline, health_line, kind_title
 from eval_pipeline.core.report.failures import ERRORED, failing_tests
 from eval_pipeline.core.report.run_output import SINCE_KINDS
 from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test

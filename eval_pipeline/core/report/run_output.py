@@ -13,7 +13,7 @@ from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff
 from eval_pipeline.core.markdown_text import text
-from eval_pipeline.core.report.diffs import gate_lines, headline, health_line
+from eval_pipeline.core.report.diff_text import gate_lines, headline, health_line
 from eval_pipeline.core.report.failure_lines import fold
 from eval_pipeline.core.scoring.run_document import REGRESSION_DIFF_FILE
 from eval_pipeline.core.verdicts.since import regression_gate

@@ -29,7 +29,7 @@ from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
-from eval_pipeline.core.verdicts.identity import incomparable_reasons
+from eval_pipeline.core.verdicts.project_match import incomparable_reasons
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 

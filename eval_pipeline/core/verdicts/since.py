@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
-from eval_pipeline.core.verdicts.identity import incomparable_reasons
+from eval_pipeline.core.verdicts.project_match import incomparable_reasons
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 

@@ -49,7 +49,7 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-from eval_pipeline.testing.emulator.anthropic import AnthropicApi
+from eval_pipeline.testing.emulator.anthropic_wire import AnthropicApi
 from eval_pipeline.testing.emulator.config import (
     ALL_FAULTS,
     EmulatorConfig,
@@ -61,8 +61,8 @@ from eval_pipeline.testing.emulator.config import (
     json_reply,
     unit_hash,
 )
-from eval_pipeline.testing.emulator.target import target_response
-from eval_pipeline.testing.emulator.voyage import VoyageApi
+from eval_pipeline.testing.emulator.system_wire import target_response
+from eval_pipeline.testing.emulator.voyage_wire import VoyageApi
 
 
 class Emulator:

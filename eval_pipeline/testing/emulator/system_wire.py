@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.testing.emulator.anthropic import DEFAULT_TOP_K
+from eval_pipeline.testing.emulator.anthropic_wire import DEFAULT_TOP_K
 from eval_pipeline.testing.emulator.config import Json, estimate_tokens, hash_vector
 
 
