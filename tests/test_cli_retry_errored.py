@@ -21,7 +21,7 @@ from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluate import errored_tests
 from eval_pipeline.core.scoring.reevaluation import Why
-from eval_pipeline.core.scoring.results import ResultBase, TestStatus
+from eval_pipeline.core.scoring.results import ResultBase, ResultStatus
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
     REEVALUATIONS_FILE,
@@ -293,7 +293,7 @@ def test_errored_tests_of_the_built_in_mechanisms_are_named_not_retried(
     path = project.root / "results/team" / DAY / RESULTS_FILE
     doc = read_document(path)
     timed_out = doc.pattern[0].model_copy(
-        update={"status": TestStatus.ERRORED, "outcome": None, "error": "pattern timed out"}
+        update={"status": ResultStatus.ERRORED, "outcome": None, "error": "pattern timed out"}
     )
     path.write_text(doc.model_copy(update={"pattern": [timed_out, *doc.pattern[1:]]}).model_dump_json())
     runs = len(dg.DagsterInstance.get().get_runs())

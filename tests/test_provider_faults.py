@@ -26,7 +26,7 @@ import yaml
 
 from eval_pipeline.cli import main
 from eval_pipeline.cli.sdk_logs import SDK_LOGGERS
-from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
 from eval_pipeline.providers.ratelimit import REAL_CLOCK
@@ -99,7 +99,7 @@ def test_a_team_service_on_a_closed_port_is_declared_down_after_five_calls(
     results = _all_results(doc)
     assert {str(r.mechanism) for r in results} == {"semantic", "state", "pattern", "always"}
     reason = "target: " + DOWN.format(url=url)
-    assert {(r.status, r.error) for r in results} == {(TestStatus.ERRORED, reason)}
+    assert {(r.status, r.error) for r in results} == {(ResultStatus.ERRORED, reason)}
     # The breaker let exactly five attempts through for all four mechanisms; the rest never left.
     breaker = breaker_for(url, BreakerSettings(), REAL_CLOCK)
     assert (breaker.calls, breaker.is_open) == (5, True)
@@ -118,7 +118,7 @@ def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)
-    assert {(r.status, r.error) for r in _all_results(doc)} == {(TestStatus.ERRORED, reason)}
+    assert {(r.status, r.error) for r in _all_results(doc)} == {(ResultStatus.ERRORED, reason)}
 
 
 @pytest.mark.parametrize("behaviour", ["headers", "drip"])
@@ -136,7 +136,7 @@ def test_a_team_service_that_stalls_or_drips_after_its_headers_is_cut_off(
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)
-    assert {(r.status, r.error) for r in _all_results(doc)} == {(TestStatus.ERRORED, reason)}
+    assert {(r.status, r.error) for r in _all_results(doc)} == {(ResultStatus.ERRORED, reason)}
 
 
 HUNG = "tests.hung_entry_point:never_returns"
@@ -169,7 +169,7 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     late = f"target: service down: python:{HUNG} (5 calls in a row unreachable)"
     cut = f"target: the entry point '{HUNG}' gave no answer within 0.5 s"
     reasons = [r.error for r in _all_results(doc)]
-    assert {r.status for r in _all_results(doc)} == {TestStatus.ERRORED}
+    assert {r.status for r in _all_results(doc)} == {ResultStatus.ERRORED}
     # Five calls were cut off (four at once, then the probe); the rest were never made.
     assert (reasons.count(cut), set(reasons) - {cut}) == (5, {late})
     assert len(list(marks.iterdir())) == 5
@@ -235,8 +235,8 @@ def test_a_day_long_retry_after_is_never_waited(
     assert doc is not None and code in (1, 3)  # the run completed and wrote its verdict
     demand = "rerank: provider asked to wait 86400 s (retry-after), more than the 120 s cap"
     semantic = doc.semantic
-    assert [r.status for r in semantic[:2]] == [TestStatus.SCORED] * 2
-    assert {(r.status, r.error) for r in semantic[2:]} == {(TestStatus.ERRORED, demand)}
+    assert [r.status for r in semantic[:2]] == [ResultStatus.SCORED] * 2
+    assert {(r.status, r.error) for r in semantic[2:]} == {(ResultStatus.ERRORED, demand)}
     # The demand was heard once; the model's later rerank calls were never sent.
     assert emulated_voyage.stats["requests"]["POST /v1/rerank"] == 3
     assert f"ERRORED {len(semantic) - 2} test(s): {demand}" in capsys.readouterr().out
@@ -249,7 +249,7 @@ def test_a_truncated_embeddings_reply_while_indexing_is_retried(
     code, doc = _evaluate(project, _voyage_model(retry={"backoff_s": 0}))
     assert doc is not None and code in (0, 1)
     assert emulated_voyage.stats["faults"] == {"malformed": 1}
-    assert doc.semantic and all(r.status is TestStatus.SCORED for r in doc.semantic)
+    assert doc.semantic and all(r.status is ResultStatus.SCORED for r in doc.semantic)
 
 
 def test_an_embeddings_reply_cut_short_on_the_wire_while_indexing_is_retried(
@@ -260,7 +260,7 @@ def test_an_embeddings_reply_cut_short_on_the_wire_while_indexing_is_retried(
     code, doc = _evaluate(project, _voyage_model(retry={"backoff_s": 0}))
     assert doc is not None and code in (0, 1)
     assert emulated_voyage.stats["faults"] == {"cut_short": 1}
-    assert doc.semantic and all(r.status is TestStatus.SCORED for r in doc.semantic)
+    assert doc.semantic and all(r.status is ResultStatus.SCORED for r in doc.semantic)
     for name in SDK_LOGGERS:  # what the SDKs log after a command ran stays off the console too
         logging.getLogger(name).warning("an SDK's own line")
     console = "".join(capsys.readouterr())
@@ -283,7 +283,7 @@ def test_a_team_reply_cut_short_is_retried_and_not_counted_as_unreachable(projec
         faults = emu.stats["faults"]
     assert faults == {"cut_short": 3}
     assert doc is not None and code in (0, 1)
-    assert {r.status for r in _all_results(doc)} == {TestStatus.SCORED}
+    assert {r.status for r in _all_results(doc)} == {ResultStatus.SCORED}
     assert not breaker_for(emu.target_url, BreakerSettings(failures=2), REAL_CLOCK).is_open
 
 
@@ -294,6 +294,6 @@ def test_an_indexing_failure_is_reported_once_as_such(
     code, doc = _evaluate(project, _voyage_model(retry={"max_attempts": 2, "backoff_s": 0}))
     assert code == 3 and doc is not None
     reason = "indexing the KB failed: HTTP 500 after 2 attempts"
-    assert {(r.status, r.error) for r in doc.semantic} == {(TestStatus.ERRORED, reason)}
+    assert {(r.status, r.error) for r in doc.semantic} == {(ResultStatus.ERRORED, reason)}
     out = capsys.readouterr().out
     assert out.count(reason) == 1 and f"ERRORED {len(doc.semantic)} test(s): {reason}" in out

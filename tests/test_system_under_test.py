@@ -14,7 +14,7 @@ import yaml
 
 from eval_pipeline.cli import main
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.scoring.results import AnyResult, TestStatus
+from eval_pipeline.core.scoring.results import AnyResult, ResultStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from tests.conftest import REPO
 from tests.embedding_cache import warm
@@ -123,7 +123,7 @@ def test_python_entry_point_beside_the_reference_semantic_pipeline(
     assert "implementations: semantic reference, state python, pattern python, always python" in out
     doc = read_document(workdir / "results/team" / DATE / "results.json")
     _assert_exactly_two_faults(doc, "T-STATE-002", "T-PAT-CRISIS-001")
-    assert doc.semantic and all(r.status is TestStatus.SCORED for r in doc.semantic)
+    assert doc.semantic and all(r.status is ResultStatus.SCORED for r in doc.semantic)
     assert doc.aggregate.implementations[Mechanism.SEMANTIC] == "reference"
 
 
@@ -176,7 +176,7 @@ def test_a_malformed_answer_errors_that_test_with_its_reason(
     out = capsys.readouterr().out
     assert "gate failed: 1 errored test(s)" in out
     doc = read_document(workdir / "results/_scoped/banks-state/team" / DATE / "results.json")
-    errored = [r for r in doc.state if r.status is TestStatus.ERRORED]
+    errored = [r for r in doc.state if r.status is ResultStatus.ERRORED]
     assert [(r.test_id, r.score, r.error) for r in errored] == [
         (
             "T-STATE-003",
@@ -184,7 +184,7 @@ def test_a_malformed_answer_errors_that_test_with_its_reason(
             "target: target response breaks the contract: triggered_handlers: Input should be a valid list",
         )
     ]
-    assert _failures([r for r in doc.state if r.status is TestStatus.SCORED]) == {}
+    assert _failures([r for r in doc.state if r.status is ResultStatus.SCORED]) == {}
     assert doc.aggregate.implementations == {Mechanism.STATE: "python"}
 
 

@@ -25,10 +25,10 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import history_dir
 from eval_pipeline.providers.anthropic_client import BatchProgress
 from eval_pipeline.providers.calibrator import (
+    CalibrationPrompt,
     Calibrator,
     CostEstimate,
     Progress,
-    TestPrompt,
     TokenCount,
     calibrator_price,
     estimate_cost,
@@ -92,7 +92,9 @@ class CalibrationSession:
 
     def __init__(self, plan: CalibrationPlan, key: str, limiter: RateLimiter, poll_interval_s: float) -> None:
         self.plan = plan
-        self.prompts = [TestPrompt(t.test_id, user_turn(t, plan.resolved[t.test_id])) for t in plan.tests]
+        self.prompts = [
+            CalibrationPrompt(t.test_id, user_turn(t, plan.resolved[t.test_id])) for t in plan.tests
+        ]
         self.calibrator = Calibrator(plan.model, key, limiter, poll_interval_s=poll_interval_s)
         self._count: TokenCount | None = None
 

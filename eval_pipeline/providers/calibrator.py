@@ -118,9 +118,7 @@ def calibrator_price(model_id: str) -> Price:
 
 
 @dataclass(frozen=True)
-class TestPrompt:
-    __test__ = False  # not a pytest test class despite the name
-
+class CalibrationPrompt:
     test_id: str
     text: str
 
@@ -272,7 +270,9 @@ class Calibrator:
         """Close this loop's connections now (they are closed when the loop ends anyway)."""
         await self._client.aclose()
 
-    def params(self, system: list[TextBlockParam], prompt: TestPrompt) -> MessageCreateParamsNonStreaming:
+    def params(
+        self, system: list[TextBlockParam], prompt: CalibrationPrompt
+    ) -> MessageCreateParamsNonStreaming:
         return {
             "model": self.model_id,
             "max_tokens": self.max_tokens,
@@ -281,10 +281,10 @@ class Calibrator:
             "output_config": {"format": {"type": "json_schema", "schema": OUTPUT_SCHEMA}},
         }
 
-    async def count(self, kb: KnowledgeBase, prompts: Sequence[TestPrompt]) -> TokenCount:
+    async def count(self, kb: KnowledgeBase, prompts: Sequence[CalibrationPrompt]) -> TokenCount:
         """Three free count_tokens calls: the prefix is (KB + probe) − (probe alone)."""
         client = self._client.get()
-        output_config = self.params([], TestPrompt("", ""))["output_config"]
+        output_config = self.params([], CalibrationPrompt("", ""))["output_config"]
         probe = _user(prompts[0].text if prompts else "Propose this test's expectations.")
         turns = _user("\n\n".join(p.text for p in prompts) or ".")
 
@@ -301,7 +301,7 @@ class Calibrator:
         return TokenCount(with_kb - without, await tokens(turns, []) if prompts else 0, len(prompts))
 
     async def calibrate(
-        self, kb: KnowledgeBase, prompts: Sequence[TestPrompt], on_done: Progress | None = None
+        self, kb: KnowledgeBase, prompts: Sequence[CalibrationPrompt], on_done: Progress | None = None
     ) -> list[CallRecord]:
         """One Messages call per test, in `prompts` order."""
         if not prompts:
@@ -309,7 +309,7 @@ class Calibrator:
         system = system_blocks(kb)
         done = 0
 
-        async def one(prompt: TestPrompt) -> CallRecord:
+        async def one(prompt: CalibrationPrompt) -> CallRecord:
             nonlocal done
             record = await self._message(system, prompt)
             done += 1
@@ -321,7 +321,7 @@ class Calibrator:
         rest = await asyncio.gather(*(one(p) for p in prompts[1:]))
         return [first, *rest]
 
-    async def _message(self, system: list[TextBlockParam], prompt: TestPrompt) -> CallRecord:
+    async def _message(self, system: list[TextBlockParam], prompt: CalibrationPrompt) -> CallRecord:
         params = self.params(system, prompt)
 
         async def attempt() -> Message:
@@ -334,7 +334,10 @@ class Calibrator:
         return _record(prompt.test_id, None, message)
 
     async def calibrate_batch(
-        self, kb: KnowledgeBase, prompts: Sequence[TestPrompt], on_progress: BatchProgress | None = None
+        self,
+        kb: KnowledgeBase,
+        prompts: Sequence[CalibrationPrompt],
+        on_progress: BatchProgress | None = None,
     ) -> list[CallRecord]:
         """The same requests as `calibrate`, as one message batch; results matched by custom id."""
         if not prompts:

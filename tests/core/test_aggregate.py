@@ -13,7 +13,7 @@ from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
 from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
 from eval_pipeline.core.scoring.always import evaluate_always_test
 from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
-from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.semantic import evaluate_semantic_test
 from eval_pipeline.core.scoring.state import evaluate_state_test
 
@@ -47,7 +47,7 @@ def test_errored_tests_are_counted_apart_and_not_averaged() -> None:
         semantic("S2", ["a"], ["t1"]),
         semantic("S3", [], ["t2"], errored=True),
     ]
-    assert results[2].status is TestStatus.ERRORED and results[2].score is None
+    assert results[2].status is ResultStatus.ERRORED and results[2].score is None
     agg = aggregate(semantic=results)
     bank = agg.banks[Mechanism.SEMANTIC]
     assert (bank.tests, bank.scored, bank.errored, bank.average) == (3, 2, 1, 95.0)

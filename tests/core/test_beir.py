@@ -24,7 +24,7 @@ from eval_pipeline.core.report.trec import (
     run_text,
 )
 from eval_pipeline.core.scoring.metrics import judgments
-from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from tests.beir_fixture import (
     DOCUMENTS,
     JUDGED_QUERY_IDS,
@@ -191,7 +191,7 @@ def test_tenant_domain_imports_as_beir_and_validates(tmp_path: Path) -> None:
 def _result(test_id: str, ranked: list[str], picks: int, trial: int = 0, ok: bool = True) -> SemanticResult:
     return SemanticResult(
         test_id=test_id,
-        status=TestStatus.SCORED if ok else TestStatus.ERRORED,
+        status=ResultStatus.SCORED if ok else ResultStatus.ERRORED,
         model="m",
         trial=trial,
         category="c",

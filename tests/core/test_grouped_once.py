@@ -25,7 +25,7 @@ from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
 from eval_pipeline.core.scoring.aggregate import REFERENCE, aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.metrics import attributions
-from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus
 from eval_pipeline.core.scoring.run_document import parse_document
 from eval_pipeline.core.verdicts.run_gate import Gates
 
@@ -93,7 +93,7 @@ def test_what_is_made_from_memory_is_what_the_file_gives(
     # The run is not trivial: the semantic bank holds every outcome, over several trials.
     if scope.runs(Mechanism.SEMANTIC):
         assert {t.trials for t in grouped.semantic} == {TRIALS}
-        assert any(r.status is TestStatus.ERRORED for r in read.semantic)
+        assert any(r.status is ResultStatus.ERRORED for r in read.semantic)
         assert any(r.hard_fail for r in read.semantic)
         assert any(r.outcome is not None and r.outcome.penalties for r in read.semantic)
     else:

@@ -5,14 +5,14 @@ import math
 import pytest
 
 from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.scoring.metrics import Stage, TestMetrics, all_metrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.metrics import PerTestMetrics, Stage, all_metrics, attributions, mean_metrics
 from eval_pipeline.core.scoring.results import SemanticResult
 from tests.run_docs import sem
 
 PRIMARY_A_SECONDARY_BD = Expectations(expected_primary=["a"], expected_secondary=["b", "d"])
 
 
-def metrics_of(result: SemanticResult) -> TestMetrics:
+def metrics_of(result: SemanticResult) -> PerTestMetrics:
     (only,) = all_metrics([result])
     return only
 

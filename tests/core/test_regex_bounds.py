@@ -10,7 +10,7 @@ from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 from eval_pipeline.core.mechanisms import pattern as pattern_matching
 from eval_pipeline.core.scoring.aggregate import aggregate
 from eval_pipeline.core.scoring.evaluation import pattern_outputs, score_pattern
-from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus
 
 CATASTROPHIC = "(a+)+$"  # hangs Python's re; the regex engine we match with copes with it
 RUNAWAY = r"(.*){1,32000}[bc]"  # runs away even in the regex engine
@@ -67,6 +67,6 @@ def test_a_runaway_pattern_makes_its_test_errored_never_a_pass_or_a_hang(
     (output,) = pattern_outputs(rules, [test])
     assert output.error is not None and "timed out after 0.25 s" in output.error
     (result,) = score_pattern([test], [output])
-    assert result.status is TestStatus.ERRORED and result.score is None and not result.critical_failure
+    assert result.status is ResultStatus.ERRORED and result.score is None and not result.critical_failure
     agg = aggregate(pattern=[result])
     assert agg.errored_count == 1 and agg.health.value == "UNKNOWN"  # unknown, not a pass

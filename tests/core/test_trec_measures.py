@@ -24,8 +24,8 @@ from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.report.markdown import console_summary, render_markdown
 from eval_pipeline.core.scoring.metrics import (
     IR_MEASURES,
+    PerTestMetrics,
     RetrievalMetrics,
-    TestMetrics,
     all_metrics,
     graded_ndcg,
     ir_metrics,
@@ -34,7 +34,7 @@ from eval_pipeline.core.scoring.metrics import (
     run_metrics,
     shallow_cutoffs,
 )
-from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
 from tests.run_docs import doc, sem
 
@@ -144,12 +144,12 @@ def _final(r: SemanticResult) -> list[str]:
     return final_ranking(r.selections, r.candidates)
 
 
-def _before(results: Sequence[SemanticResult]) -> tuple[list[TestMetrics], dict[str, float] | None]:
-    scored = [r for r in results if r.status is TestStatus.SCORED]
+def _before(results: Sequence[SemanticResult]) -> tuple[list[PerTestMetrics], dict[str, float] | None]:
+    scored = [r for r in results if r.status is ResultStatus.SCORED]
     selection = _library(list(_PER_TRIAL.values()), scored, _picks)
     candidates = _library([_CANDIDATE_RECALL], scored, lambda r: [c.entity_id for c in r.candidates])
     per_trial = [
-        TestMetrics(
+        PerTestMetrics(
             test_id=r.test_id,
             trial=r.trial,
             **{k: selection[m].get(_qid(r), 0.0) for k, m in _PER_TRIAL.items()},
@@ -203,12 +203,12 @@ def test_the_runs_metrics_equal_the_librarys_exactly(results: list[SemanticResul
     ours = run_metrics(results)
     assert ours == _before(results)
     assert (all_metrics(results), ir_metrics(results)) == ours
-    scored = [r for r in results if r.status is TestStatus.SCORED]
+    scored = [r for r in results if r.status is ResultStatus.SCORED]
     top10 = _library([ir_measures.nDCG @ 10], scored, lambda r: _final(r)[:10])[ir_measures.nDCG @ 10]
     for r in scored:
         assert graded_ndcg(_final(r), r.expectations) == top10.get(_qid(r), 0.0)
     # Means over tests, each test's trials averaged first, rounded to 4 places.
-    per_test: dict[str, list[TestMetrics]] = {}
+    per_test: dict[str, list[PerTestMetrics]] = {}
     for m in ours[0]:
         per_test.setdefault(m.test_id, []).append(m)
     fields = list(RetrievalMetrics.model_fields)
@@ -282,7 +282,9 @@ def test_nothing_ranked_or_judged_measures_0_and_a_repeat_counts_at_its_last_pla
 def test_a_primary_ranked_first_is_perfect_and_an_errored_trial_is_not_measured() -> None:
     primary = sem("P", ["a"], exp=Expectations(expected_primary=["a"]))
     assert all_metrics([primary]) == [
-        TestMetrics(test_id="P", trial=0, ndcg_6=1.0, recall_6=1.0, mrr_primary=1.0, candidate_recall_15=1.0)
+        PerTestMetrics(
+            test_id="P", trial=0, ndcg_6=1.0, recall_6=1.0, mrr_primary=1.0, candidate_recall_15=1.0
+        )
     ]
     assert ir_metrics([primary]) == dict.fromkeys(IR_MEASURES, 1.0)
     assert run_metrics([sem("E", [], error="embed: down")]) == ([], None)

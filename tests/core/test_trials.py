@@ -5,7 +5,7 @@ import pytest
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.scoring.aggregate import aggregate
-from eval_pipeline.core.scoring.results import TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus
 from eval_pipeline.core.scoring.trials import Outcome, by_test
 from tests.run_docs import doc, sem
 
@@ -27,10 +27,12 @@ def test_trials_are_grouped_per_test_in_trial_order() -> None:
 
 def test_an_errored_trial_is_not_a_pass_and_all_errored_has_no_score() -> None:
     (partly,) = by_test([sem("E", ["a", "b"], trial=0), sem("E", [], trial=1, error="timeout")])
-    assert partly.score == 100 and partly.status is TestStatus.SCORED
+    assert partly.score == 100 and partly.status is ResultStatus.SCORED
     assert partly.flaky and not partly.pass_all
     (errored,) = by_test([sem("E", [], error="timeout")])
-    assert errored.score is None and errored.status is TestStatus.ERRORED and errored.outcome is Outcome.ERROR
+    assert (
+        errored.score is None and errored.status is ResultStatus.ERRORED and errored.outcome is Outcome.ERROR
+    )
 
 
 def test_aggregate_counts_each_test_once_with_the_mean_of_its_trials() -> None:

@@ -22,9 +22,9 @@ from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.calibrator import (
     DEFAULT_MODEL,
+    CalibrationPrompt,
     Calibrator,
     CalibratorConfigError,
-    TestPrompt,
     TokenCount,
     api_key_from_env,
     calibrator_price,
@@ -53,20 +53,22 @@ def _data(kb_path: Path, banks: Path) -> tuple[KnowledgeBase, Banks]:
     return load_validated(kb_path, banks)
 
 
-def _prompts(kb_path: Path, banks_dir: Path) -> tuple[KnowledgeBase, list[SemanticTest], list[TestPrompt]]:
+def _prompts(
+    kb_path: Path, banks_dir: Path
+) -> tuple[KnowledgeBase, list[SemanticTest], list[CalibrationPrompt]]:
     kb, banks = _data(kb_path, banks_dir)
     assert banks.semantic is not None
     tests = banks.semantic.tests
     resolved = resolve(tests, banks.history)
-    return kb, tests, [TestPrompt(t.test_id, user_turn(t, resolved[t.test_id])) for t in tests]
+    return kb, tests, [CalibrationPrompt(t.test_id, user_turn(t, resolved[t.test_id])) for t in tests]
 
 
-def sample() -> tuple[KnowledgeBase, list[SemanticTest], list[TestPrompt]]:
+def sample() -> tuple[KnowledgeBase, list[SemanticTest], list[CalibrationPrompt]]:
     """The sample KB (74 entities, ~28k tokens) and its 94 semantic tests: read only."""
     return _prompts(REPO / "kb", REPO / "test_banks")
 
 
-def tenant() -> tuple[KnowledgeBase, list[SemanticTest], list[TestPrompt]]:
+def tenant() -> tuple[KnowledgeBase, list[SemanticTest], list[CalibrationPrompt]]:
     return _prompts(TENANT / "kb.yaml", TENANT / "banks")
 
 

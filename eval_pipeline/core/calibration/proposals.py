@@ -52,9 +52,7 @@ class Proposal(FrozenModel):
     reasoning: str
 
 
-class TestOutcome(FrozenModel):
-    __test__ = False  # not a pytest test class despite the name
-
+class CalibrationOutcome(FrozenModel):
     test_id: str
     status: Literal["proposed", "rejected", "errored"]
     proposal: Proposal | None = None
@@ -139,21 +137,21 @@ def parse_proposal(test_id: str, text: str, kb: KnowledgeBase) -> Proposal | str
     return Proposal(test_id=test_id, expectations=expectations, reasoning=raw.reasoning.strip())
 
 
-def interpret(call: CallRecord, kb: KnowledgeBase) -> TestOutcome:
+def interpret(call: CallRecord, kb: KnowledgeBase) -> CalibrationOutcome:
     if call.response is None:
-        return TestOutcome(test_id=call.test_id, status="errored", reason=call.error or "no response")
+        return CalibrationOutcome(test_id=call.test_id, status="errored", reason=call.error or "no response")
     try:
         parsed = parse_proposal(call.test_id, response_text(call.response), kb)
     except NoAnswer as exc:
         parsed = str(exc)
     if isinstance(parsed, Proposal):
-        return TestOutcome(test_id=call.test_id, status="proposed", proposal=parsed)
-    return TestOutcome(test_id=call.test_id, status="rejected", reason=parsed)
+        return CalibrationOutcome(test_id=call.test_id, status="proposed", proposal=parsed)
+    return CalibrationOutcome(test_id=call.test_id, status="rejected", reason=parsed)
 
 
 def judge(
     calls: Sequence[CallRecord], kb: KnowledgeBase, resolved: Mapping[str, ResolvedExpectation]
-) -> tuple[list[TestOutcome], list[ProposalDiff]]:
+) -> tuple[list[CalibrationOutcome], list[ProposalDiff]]:
     """Every call's outcome, and the valid proposals diffed against the expectations in force."""
     outcomes = [interpret(c, kb) for c in calls]
     return outcomes, diff_proposals([o.proposal for o in outcomes if o.proposal is not None], resolved)

@@ -11,12 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
 from eval_pipeline.core.calibration.proposals import (
+    CalibrationOutcome,
     CallRecord,
     FrozenModel,
     Mode,
     ProposalDiff,
     Scope,
-    TestOutcome,
     build_history,
 )
 from eval_pipeline.core.inputs.history_file import HistoryFile, Trigger
@@ -109,7 +109,7 @@ class CalibrationRun(BaseModel):
     duration_s: float
     prefix_tokens: int
     calls: list[CallRecord]
-    outcomes: list[TestOutcome]
+    outcomes: list[CalibrationOutcome]
     diffs: list[ProposalDiff]
     cost_usd: float
 

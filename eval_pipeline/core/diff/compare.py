@@ -40,11 +40,11 @@ from eval_pipeline.core.diff.model import (
     Cause,
     DeltaKind,
     DiffError,
+    PerTestDelta,
     ReasonDrift,
     RunDiff,
     RunRef,
     Side,
-    TestDelta,
 )
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
@@ -63,7 +63,7 @@ from eval_pipeline.core.scoring.results import (
     SemanticResult,
 )
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test
+from eval_pipeline.core.scoring.trials import Outcome, TrialResults, by_test
 
 SUPPORTED_MAJOR = int(RESULT_SCHEMA_VERSION.split(".")[0])
 # The kinds a gate judges (core/verdicts/regression_gate.py): all that a gate-only diff lists.
@@ -100,7 +100,7 @@ def require_major(version: str, where: str) -> None:
         )
 
 
-def _side(t: TestTrials[AnyResult]) -> Side:
+def _side(t: TrialResults[AnyResult]) -> Side:
     first = t.first
     label = first.outcome.label if t.trials == 1 and first.outcome else t.outcome.value
     label = "errored" if t.score is None else label
@@ -165,14 +165,14 @@ def _explain(
 
 
 def _delta(
-    b: TestTrials[AnyResult],
-    h: TestTrials[AnyResult],
+    b: TrialResults[AnyResult],
+    h: TrialResults[AnyResult],
     compare_reasons: bool,
     same_embedder: bool,
     depth: int = CANDIDATE_K,
     ids: OriginalIds | None = None,
     stored_ndcg: tuple[bool, bool] = (False, False),
-) -> TestDelta:
+) -> PerTestDelta:
     base_rows, head_rows = list(b.rows), list(h.rows)
     head = _side(h)
     # Most tests of two runs of one model are the same: nothing to describe, nor a side to judge again.
@@ -184,7 +184,7 @@ def _delta(
     causes = [Cause.EXPECTATION] if explained.expectation else []
     causes += [Cause.SYSTEM] if explained.system or explained.drift or explained.alerts else []
     moved = bool(causes) or before != after or base != head
-    return TestDelta(
+    return PerTestDelta(
         test_id=h.test_id,
         mechanism=h.first.mechanism,
         name=h.first.name,
@@ -207,13 +207,13 @@ def _delta(
     )
 
 
-def _critical(t: TestTrials[AnyResult]) -> bool:
+def _critical(t: TrialResults[AnyResult]) -> bool:
     return isinstance(t.first, PatternResult) and t.first.is_critical
 
 
-def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
+def _one_sided(t: TrialResults[AnyResult], kind: DeltaKind) -> PerTestDelta:
     side = _side(t)
-    return TestDelta(
+    return PerTestDelta(
         test_id=t.test_id,
         mechanism=t.first.mechanism,
         name=t.first.name,
@@ -226,7 +226,7 @@ def _one_sided(t: TestTrials[AnyResult], kind: DeltaKind) -> TestDelta:
     )
 
 
-def _tests(doc: RunDocument, threshold: int) -> dict[tuple[str, str], TestTrials[AnyResult]]:
+def _tests(doc: RunDocument, threshold: int) -> dict[tuple[str, str], TrialResults[AnyResult]]:
     rows: list[AnyResult] = [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
     return {(t.first.mechanism, t.test_id): t for t in by_test(rows, threshold)}
 
@@ -317,7 +317,7 @@ def recorded_ids(base: RunDocument, head: RunDocument) -> OriginalIds:
 
 
 def _gated(
-    b: TestTrials[AnyResult], h: TestTrials[AnyResult], sides: tuple[Side, Side], same_embedder: bool
+    b: TrialResults[AnyResult], h: TrialResults[AnyResult], sides: tuple[Side, Side], same_embedder: bool
 ) -> bool:
     """Whether the delta `b` → `h` is of a kind a gate judges, told without describing the change:
     a new critical failure, a regression and a content collapse follow from the two sides and the

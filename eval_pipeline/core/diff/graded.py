@@ -19,13 +19,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from eval_pipeline.core.diff.model import BestDropped, DroppedEntity, NdcgChange, RunRef, TestDelta
+from eval_pipeline.core.diff.model import BestDropped, DroppedEntity, NdcgChange, PerTestDelta, RunRef
 from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparison, topic_cluster
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.metrics import graded_ndcg
-from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import AnyResult, ResultStatus, SemanticResult
 
 NDCG10_STORED_SINCE = (1, 10)
 NDCG_POINTS = "nDCG@10 points"  # nDCG@10 × 100: the paired comparison's unit
@@ -36,7 +36,7 @@ def _scored(rows: Sequence[AnyResult]) -> list[SemanticResult]:
     semantic = [r for r in rows if isinstance(r, SemanticResult)]
     if len(semantic) != len(rows) or not all(r.expectations.graded for r in semantic):
         return []
-    return [r for r in semantic if r.status is TestStatus.SCORED]
+    return [r for r in semantic if r.status is ResultStatus.SCORED]
 
 
 def _trial_ndcg(r: SemanticResult, stored: bool) -> float:
@@ -99,7 +99,7 @@ def best_dropped(
 
 
 def graded_statistics(
-    deltas: Sequence[TestDelta], topics: Mapping[str, list[str]], base: RunRef, head: RunRef
+    deltas: Sequence[PerTestDelta], topics: Mapping[str, list[str]], base: RunRef, head: RunRef
 ) -> PairedComparison | None:
     """The per-test nDCG@10 pairs (× 100), compared as the scores are: same tests' clusters
     (a test's first topic), same sign-flip test, bootstrap and seed. None without a pair."""

@@ -111,8 +111,7 @@ class BestDropped(FrozenModel):
         return f"best relevant dropped from the selection: {dropped}"
 
 
-class TestDelta(SparseModel, FrozenModel):
-    __test__ = False  # not a pytest test class despite the name
+class PerTestDelta(SparseModel, FrozenModel):
     omitted_at_default = ("ndcg", "best_dropped")
 
     test_id: str
@@ -165,7 +164,7 @@ class RunDiff(SparseModel, FrozenModel):
         description="Per-test nDCG@10 of the tests graded and scored on both sides, paired as the "
         "scores are (None: no such test)",
     )
-    deltas: list[TestDelta]  # every test, grouped by kind, then in test-id order
+    deltas: list[PerTestDelta]  # every test, grouped by kind, then in test-id order
     removed_banks: list[str] = Field(default_factory=list, description="Banks the base ran, the head not")
     kb_change: KbChange | None = Field(default=None, description="Entities that differ, by id")
     incomparable: str | None = Field(default=None, description="Why the sides are different projects")
@@ -178,10 +177,10 @@ class RunDiff(SparseModel, FrozenModel):
     def health_changed(self) -> bool:
         return self.base_health != self.head_health
 
-    def of_kind(self, kind: DeltaKind) -> list[TestDelta]:
+    def of_kind(self, kind: DeltaKind) -> list[PerTestDelta]:
         return [d for d in self.deltas if d.kind is kind]
 
-    def best_dropped(self) -> list[TestDelta]:
+    def best_dropped(self) -> list[PerTestDelta]:
         """Tests whose best relevant entity left the selection: regressions first, then by id."""
         found = [d for d in self.deltas if d.best_dropped is not None]
         return sorted(found, key=lambda d: (d.kind is not DeltaKind.REGRESSED, d.test_id))

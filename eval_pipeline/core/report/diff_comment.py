@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.markdown_text import code, text
 from eval_pipeline.core.report.diff_text import (
     DETAILED,
@@ -90,7 +90,7 @@ def _summary(diff: RunDiff) -> list[str]:
     return [*lines, *shown, *(["- ⚠️ …"] if len(spans) > 3 else []), ""]
 
 
-def _item(d: TestDelta) -> str:
+def _item(d: PerTestDelta) -> str:
     line = _line("- ", headline(d), code)
     details = " · ".join(detail_lines(d))
     return _line(f"{line} — ", details) if details and len(line) < MAX_CHARS - 5 else line

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diff_text import detail_lines, headline, points
 from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
@@ -23,17 +23,17 @@ GATE_SUITE = "gate"
 COVERAGE = "coverage"
 
 
-def _scores(d: TestDelta) -> str:
+def _scores(d: PerTestDelta) -> str:
     before, after = (points(s.score if s else None) for s in (d.base, d.head))
     return f"{before} → {after}"
 
 
-def _classname(d: TestDelta, categories: Mapping[str, str]) -> str:
+def _classname(d: PerTestDelta, categories: Mapping[str, str]) -> str:
     category = categories.get(d.test_id)
     return f"{d.mechanism}.{category}" if category else d.mechanism
 
 
-def _head_case(d: TestDelta, counted: Mapping[str, str], categories: Mapping[str, str]) -> Case:
+def _head_case(d: PerTestDelta, counted: Mapping[str, str], categories: Mapping[str, str]) -> Case:
     case = Case(d.test_id, _classname(d, categories))
     detail = "\n".join([headline(d), *detail_lines(d)])
     why = counted.get(d.test_id)
@@ -46,7 +46,7 @@ def _head_case(d: TestDelta, counted: Mapping[str, str], categories: Mapping[str
     return case
 
 
-def _removed_case(d: TestDelta, allow_removed: bool, categories: Mapping[str, str]) -> Case:
+def _removed_case(d: PerTestDelta, allow_removed: bool, categories: Mapping[str, str]) -> Case:
     critical = "critical test " if d.critical else ""
     message = f"removed: {critical}no longer run (was {d.base.label if d.base else '—'})"
     classname = _classname(d, categories)

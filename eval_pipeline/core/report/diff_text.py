@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
-from eval_pipeline.core.diff.model import Cause, DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.diff.model import Cause, DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.markdown_text import table, text
@@ -47,7 +47,7 @@ def points(value: float | None, signed: bool = False) -> str:
     return (f"{shown_change(value):+.1f}" if signed else fmt_score(value)).removesuffix(".0")
 
 
-def headline(d: TestDelta) -> str:
+def headline(d: PerTestDelta) -> str:
     before, after = (points(s.score if s else None) for s in (d.base, d.head))
     delta = f" ({points(d.score_delta, signed=True)})" if d.score_delta else ""
     cause = _CAUSES.get(tuple(d.causes))
@@ -55,7 +55,7 @@ def headline(d: TestDelta) -> str:
     return f"{d.test_id} [{d.mechanism}] {before} → {after}{delta}{why}"
 
 
-def detail_lines(d: TestDelta) -> list[str]:
+def detail_lines(d: PerTestDelta) -> list[str]:
     """What moved for one test, most telling first."""
     if d.kind is DeltaKind.ADDED:
         return [f"new test ({d.head.label if d.head else ''})"]
@@ -77,7 +77,7 @@ def detail_lines(d: TestDelta) -> list[str]:
     return lines
 
 
-def dropped_line(d: TestDelta) -> str:
+def dropped_line(d: PerTestDelta) -> str:
     """A test whose best relevant entity left the selection, named by the collection's query id."""
     if d.best_dropped is None:
         return ""

@@ -16,7 +16,7 @@ from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.points import PenaltyKind
 from eval_pipeline.core.scoring.results import AnyResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import Outcome, TestTrials
+from eval_pipeline.core.scoring.trials import Outcome, TrialResults
 
 ERRORED = "errored"
 PRIMARY_MISSING = "primary missing"
@@ -74,19 +74,19 @@ def _rule_and_reason(r: AnyResult, bank: Mechanism) -> tuple[str, str]:
     return ", ".join(dict.fromkeys(p.rule for p in penalties)), "; ".join(reasons)
 
 
-def _worst_row(t: TestTrials[AnyResult]) -> AnyResult:
+def _worst_row(t: TrialResults[AnyResult]) -> AnyResult:
     scored = [r for r in t.rows if r.score is not None]
     return min(scored, key=lambda r: r.score or 0) if scored else t.first
 
 
-def _failure(bank: Mechanism, t: TestTrials[AnyResult], critical: bool) -> Failure:
+def _failure(bank: Mechanism, t: TrialResults[AnyResult], critical: bool) -> Failure:
     rule, reason = _rule_and_reason(_worst_row(t), bank)
     if t.trials > 1:
         reason = f"worst of {t.trials} trials: {reason}"
     return Failure(t.test_id, bank, t.score, rule, reason, critical)
 
 
-def _fails(t: TestTrials[AnyResult], critical: bool) -> bool:
+def _fails(t: TrialResults[AnyResult], critical: bool) -> bool:
     return critical or t.hard_fail or t.outcome is not Outcome.PASS
 
 

@@ -69,9 +69,7 @@ class FailureRow:
 
 
 @dataclass(frozen=True)
-class TestRow:
-    __test__ = False  # not a pytest test class despite the name
-
+class ReportRow:
     test_id: str
     bank: str
     score: str
@@ -101,7 +99,7 @@ class ModelView:
     since: SinceView
     failures: list[FailureRow]
     topics: list[TopicRow]
-    tests: list[TestRow]  # every test of the evaluation, in bank order
+    tests: list[ReportRow]  # every test of the evaluation, in bank order
     details: dict[str, list[TrialDetail]]
 
 
@@ -165,7 +163,7 @@ def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: 
     doc = max(docs, key=lambda d: d.provenance.date)
     agg, threshold = doc.aggregate, doc.provenance.pass_threshold
     details: dict[str, list[TrialDetail]] = {}
-    tests: list[TestRow] = []
+    tests: list[ReportRow] = []
     banks: Sequence[tuple[Mechanism, Sequence[AnyResult]]] = (
         (Mechanism.SEMANTIC, doc.semantic),
         (Mechanism.STATE, doc.state),
@@ -175,7 +173,7 @@ def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: 
     for bank, rows in banks:
         details.update(details_by_test(rows, threshold))
         tests += [
-            TestRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)
+            ReportRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)
             for t in by_test(rows, threshold)
         ]
     return ModelView(

@@ -19,16 +19,16 @@ from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Aggregate, GroupScore, describe_implementations
 from eval_pipeline.core.scoring.metrics import (
+    PerTestMetrics,
     Stage,
     StageAttribution,
-    TestMetrics,
     is_judged,
     mean_metrics,
     shallow_cutoffs,
 )
-from eval_pipeline.core.scoring.results import AnyResult, SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import AnyResult, ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import TestTrials
+from eval_pipeline.core.scoring.trials import TrialResults
 
 MAX_DETAILED_FAILURES = 30
 GRADED_SHOWN = 5  # graded judgments listed per test; imported sets judge dozens
@@ -176,7 +176,7 @@ def _standard_cutoffs(doc: RunDocument) -> list[str]:
     values = doc.standard_metrics()
     if values is None:
         return []
-    scored = [r for r in doc.semantic if r.status is TestStatus.SCORED]
+    scored = [r for r in doc.semantic if r.status is ResultStatus.SCORED]
     judged = len({r.test_id for r in scored if is_judged(r.expectations)})
     shown = ", ".join(f"{name} {value:.3f}" for name, value in values.items())
     notes = shallow_cutoffs(values)
@@ -188,7 +188,7 @@ def _standard_cutoffs(doc: RunDocument) -> list[str]:
     ]
 
 
-def _metric_row(name: str, metrics: Sequence[TestMetrics]) -> tuple[object, ...]:
+def _metric_row(name: str, metrics: Sequence[PerTestMetrics]) -> tuple[object, ...]:
     means = mean_metrics(metrics)
     assert means is not None  # only called with at least one row
     tests = len({m.test_id for m in metrics})
@@ -201,7 +201,7 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
     if not metrics:
         return []
     category = {r.test_id: r.category for r in doc.semantic}
-    groups: dict[str, list[TestMetrics]] = {}
+    groups: dict[str, list[PerTestMetrics]] = {}
     for m in metrics:
         groups.setdefault(category[m.test_id], []).append(m)
     rows = [_metric_row("**all**", metrics), *(_metric_row(text(k), v) for k, v in sorted(groups.items()))]
@@ -232,7 +232,7 @@ def _stage_attribution(found: Sequence[StageAttribution]) -> list[str]:
     ]
 
 
-def _trials(tests: Sequence[TestTrials[SemanticResult]]) -> list[str]:
+def _trials(tests: Sequence[TrialResults[SemanticResult]]) -> list[str]:
     n = max((t.trials for t in tests), default=1)
     if n == 1:
         return []
@@ -270,7 +270,7 @@ def _penalties(results: Sequence[AnyResult]) -> list[str]:
 
 
 def _errored(results: Sequence[AnyResult]) -> list[str]:
-    errored = [r for r in results if r.status is TestStatus.ERRORED]
+    errored = [r for r in results if r.status is ResultStatus.ERRORED]
     rows = [(r.mechanism, text(r.test_id), text(r.error or "")) for r in errored]
     if not rows:
         return []
@@ -283,7 +283,7 @@ MAX_ERROR_REASONS = 5
 def error_reasons(results: Sequence[AnyResult]) -> list[str]:
     """Errored tests grouped by reason, most frequent first: an outage or a KB that could not be
     indexed reads as one cause, not as one line per test."""
-    counts = Counter(r.error or "no reason given" for r in results if r.status is TestStatus.ERRORED)
+    counts = Counter(r.error or "no reason given" for r in results if r.status is ResultStatus.ERRORED)
     lines = [f"ERRORED {n} test(s): {reason}" for reason, n in counts.most_common(MAX_ERROR_REASONS)]
     others = sum(counts.values()) - sum(n for _, n in counts.most_common(MAX_ERROR_REASONS))
     return lines + ([f"ERRORED {others} more test(s) for other reasons"] if others else [])

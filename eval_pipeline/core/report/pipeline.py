@@ -40,7 +40,7 @@ from eval_pipeline.core.scoring.grouped import group_document
 from eval_pipeline.core.scoring.implementations import Implementations, score_system
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
-from eval_pipeline.core.scoring.trials import TestTrials, by_test
+from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
 
 ADHOC_SNAPSHOT = "current files (ad-hoc check, not snapshotted)"
@@ -155,7 +155,7 @@ def aggregate_scope(
     scope: Scope,
     threshold: int,
     implementations: Implementations,
-    semantic_tests: Sequence[TestTrials[SemanticResult]] | None = None,
+    semantic_tests: Sequence[TrialResults[SemanticResult]] | None = None,
 ) -> Aggregate:
     """Bank scores, combined score and health over the banks the scope ran; `semantic_tests`:
     `scored.semantic` grouped by test, when the caller has done it."""

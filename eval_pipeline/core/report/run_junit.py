@@ -18,7 +18,7 @@ from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import TestTrials
+from eval_pipeline.core.scoring.trials import TrialResults
 from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
 
 # `run` builds a ModelRun for every model it reports; the JUnit writer (ElementTree, its escaping
@@ -45,13 +45,13 @@ def _classname(prefix: str, bank: Mechanism, first: AnyResult) -> str:
     return f"{name}.{first.category}" if isinstance(first, SemanticResult) else name
 
 
-def _seconds(t: TestTrials[AnyResult]) -> float | None:
+def _seconds(t: TrialResults[AnyResult]) -> float | None:
     # Only the semantic pipeline times its calls; the deterministic banks take no measurable time.
     latencies = [r.latency_ms for r in t.rows if isinstance(r, SemanticResult)]
     return sum(latencies) / 1000 if latencies else None
 
 
-def _case(prefix: str, bank: Mechanism, t: TestTrials[AnyResult], failure: Failure | None) -> Case:
+def _case(prefix: str, bank: Mechanism, t: TrialResults[AnyResult], failure: Failure | None) -> Case:
     from eval_pipeline.core.report.junit import Case, Verdict
 
     case = Case(name=t.test_id, classname=_classname(prefix, bank, t.first), time=_seconds(t))

@@ -13,9 +13,9 @@ from eval_pipeline.core.scoring.results import (
     AnyResult,
     PatternResult,
     ResultBase,
+    ResultStatus,
     SemanticResult,
     StateResult,
-    TestStatus,
 )
 from eval_pipeline.core.scoring.trials import by_test
 
@@ -42,7 +42,7 @@ def _ids(values: Sequence[str]) -> str:
 
 
 def _outcome(r: ResultBase) -> list[tuple[str, str]]:
-    if r.status is TestStatus.ERRORED or r.outcome is None:
+    if r.status is ResultStatus.ERRORED or r.outcome is None:
         return [("Status", "errored (not scored)"), ("Error", r.error or "no reason recorded")]
     o = r.outcome
     rows = [("Score", f"{o.score} ({o.label})")]
@@ -134,7 +134,7 @@ def _trial(r: AnyResult, heading: str) -> TrialDetail:
         fields, tables = _pattern(r)
     else:
         fields = _state(r) if isinstance(r, StateResult) else _always(r)
-    errored = r.status is TestStatus.ERRORED
+    errored = r.status is ResultStatus.ERRORED
     return TrialDetail(heading, errored, [*_outcome(r), *fields], tables)
 
 

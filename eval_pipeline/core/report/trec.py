@@ -23,7 +23,7 @@ from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.external_ids import carriage_problem
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.metrics import judgments
-from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 
 RUN_FILE = "run.trec"
 QRELS_FILE = "qrels.trec"
@@ -75,7 +75,7 @@ def ranked_results(results: Sequence[SemanticResult]) -> list[SemanticResult]:
     """Each test's first scored trial, tests in their first-seen order."""
     chosen: dict[str, SemanticResult] = {}
     for r in sorted(results, key=lambda r: r.trial):
-        if r.status is TestStatus.SCORED and r.test_id not in chosen:
+        if r.status is ResultStatus.SCORED and r.test_id not in chosen:
             chosen[r.test_id] = r
     order = list(dict.fromkeys(r.test_id for r in results))
     return [chosen[t] for t in order if t in chosen]

@@ -24,11 +24,11 @@ from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, distributi
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     PatternResult,
+    ResultStatus,
     SemanticResult,
     StateResult,
-    TestStatus,
 )
-from eval_pipeline.core.scoring.trials import Outcome, TestTrials, by_test, outcome_of
+from eval_pipeline.core.scoring.trials import Outcome, TrialResults, by_test, outcome_of
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ class Scored(Protocol):
     @property
     def score(self) -> float | None: ...
     @property
-    def status(self) -> TestStatus: ...
+    def status(self) -> ResultStatus: ...
     @property
     def hard_fail(self) -> bool: ...
     @property
@@ -171,7 +171,7 @@ def group_score(results: Sequence[Scored]) -> GroupScore:
     return GroupScore(
         tests=len(results),
         scored=len(scores),
-        errored=sum(r.status is TestStatus.ERRORED for r in results),
+        errored=sum(r.status is ResultStatus.ERRORED for r in results),
         average=_mean(scores),
         hard_fails=sum(r.hard_fail for r in results),
     )
@@ -273,7 +273,7 @@ def aggregate(
     always: Sequence[AlwaysResult] | None = None,
     threshold: int = DEFAULT_PASS_THRESHOLD,
     implementations: Mapping[Mechanism, str] | None = None,
-    semantic_tests: Sequence[TestTrials[SemanticResult]] | None = None,
+    semantic_tests: Sequence[TrialResults[SemanticResult]] | None = None,
 ) -> Aggregate:
     """Aggregate the banks that ran (None = not run; an empty list = ran with no tests).
     `implementations` says what produced each bank (default: the built-in reference);
@@ -281,7 +281,7 @@ def aggregate(
 
     A semantic test run for several trials counts once, with the mean of its trials.
     """
-    sem: Sequence[TestTrials[SemanticResult]] = []
+    sem: Sequence[TrialResults[SemanticResult]] = []
     if semantic is not None:
         sem = by_test(semantic, threshold) if semantic_tests is None else semantic_tests
     by_bank: dict[Mechanism, Sequence[Scored]] = {

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.inputs.banks import AlwaysTest
 from eval_pipeline.core.scoring.points import all_or_nothing
-from eval_pipeline.core.scoring.results import AlwaysResult, TestStatus
+from eval_pipeline.core.scoring.results import AlwaysResult, ResultStatus
 
 
 def errored_always_test(test: AlwaysTest, reason: str) -> AlwaysResult:
@@ -14,7 +14,7 @@ def errored_always_test(test: AlwaysTest, reason: str) -> AlwaysResult:
     return AlwaysResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.ERRORED,
+        status=ResultStatus.ERRORED,
         error=reason,
         user_type=test.user_type,
         loaded_entities=[],
@@ -28,7 +28,7 @@ def evaluate_always_test(test: AlwaysTest, loaded: Sequence[str]) -> AlwaysResul
     return AlwaysResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.SCORED,
+        status=ResultStatus.SCORED,
         outcome=all_or_nothing(missing),
         user_type=test.user_type,
         loaded_entities=list(loaded),

@@ -19,7 +19,7 @@ from eval_pipeline.core.scoring.results import (
     StateResult,
 )
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import TestTrials, by_test
+from eval_pipeline.core.scoring.trials import TrialResults, by_test
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,13 @@ class GroupedResults:
     """Each bank's tests, in first-seen order, each with its rows in trial order."""
 
     threshold: int
-    semantic: Sequence[TestTrials[SemanticResult]]
-    state: Sequence[TestTrials[StateResult]]
-    pattern: Sequence[TestTrials[PatternResult]]
-    always: Sequence[TestTrials[AlwaysResult]]
+    semantic: Sequence[TrialResults[SemanticResult]]
+    state: Sequence[TrialResults[StateResult]]
+    pattern: Sequence[TrialResults[PatternResult]]
+    always: Sequence[TrialResults[AlwaysResult]]
 
-    def of(self, bank: Mechanism) -> Sequence[TestTrials[AnyResult]]:
-        banks: dict[Mechanism, Sequence[TestTrials[AnyResult]]] = {
+    def of(self, bank: Mechanism) -> Sequence[TrialResults[AnyResult]]:
+        banks: dict[Mechanism, Sequence[TrialResults[AnyResult]]] = {
             Mechanism.SEMANTIC: self.semantic,
             Mechanism.STATE: self.state,
             Mechanism.PATTERN: self.pattern,
@@ -43,7 +43,7 @@ class GroupedResults:
 
 
 def group_document(
-    doc: RunDocument, semantic: Sequence[TestTrials[SemanticResult]] | None = None
+    doc: RunDocument, semantic: Sequence[TrialResults[SemanticResult]] | None = None
 ) -> GroupedResults:
     """`doc`'s results by test; `semantic`: its semantic tests when the caller grouped them already."""
     threshold = doc.provenance.pass_threshold

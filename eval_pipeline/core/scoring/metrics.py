@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import Selection, ranking_of
-from eval_pipeline.core.scoring.results import SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
 
 PRIMARY_GAIN, SECONDARY_GAIN = 2, 1
@@ -46,9 +46,7 @@ class RetrievalMetrics(_Frozen):
     candidate_recall_15: float
 
 
-class TestMetrics(RetrievalMetrics):
-    __test__ = False  # not a pytest test class despite the name
-
+class PerTestMetrics(RetrievalMetrics):
     test_id: str
     trial: int
 
@@ -168,19 +166,19 @@ def _standard(ranked: Sequence[int], judged: Judged, cutoffs: Sequence[tuple[str
 
 def run_metrics(
     results: Sequence[SemanticResult], candidate_depth: int | None = None
-) -> tuple[list[TestMetrics], dict[str, float] | None]:
+) -> tuple[list[PerTestMetrics], dict[str, float] | None]:
     """`all_metrics` and `ir_metrics` in one pass: each trial's judgments and rankings read once."""
-    per_trial: list[TestMetrics] = []
+    per_trial: list[PerTestMetrics] = []
     rankings: dict[str, list[tuple[list[int], Judged]]] = {}  # test id -> its judged trials' rankings
     for r in results:
-        if r.status is not TestStatus.SCORED:
+        if r.status is not ResultStatus.SCORED:
             continue
         judged = Judged.of(judgments(r.expectations))
         picked = [s.entity_id for s in sorted(r.selections, key=_rank)]
         candidates = [c.entity_id for c in r.candidates]
         selection = judged.ranked(picked)
         per_trial.append(
-            TestMetrics(
+            PerTestMetrics(
                 test_id=r.test_id,
                 trial=r.trial,
                 ndcg_6=ndcg(selection, judged, SELECTION_K),
@@ -210,7 +208,7 @@ def run_metrics(
     }
 
 
-def all_metrics(results: Sequence[SemanticResult]) -> list[TestMetrics]:
+def all_metrics(results: Sequence[SemanticResult]) -> list[PerTestMetrics]:
     """Metrics of every scored trial (errored ones have no retrieval to measure); a trial that
     ranked nothing measures 0."""
     return run_metrics(results)[0]
@@ -235,9 +233,9 @@ def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:
     return ndcg(judged.ranked(ranking[:GRADED_CUTOFF]), judged, GRADED_CUTOFF)
 
 
-def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
+def mean_metrics(metrics: Sequence[PerTestMetrics]) -> RetrievalMetrics | None:
     """Means over tests, each test once (its trials averaged first)."""
-    per_test: dict[str, list[TestMetrics]] = {}
+    per_test: dict[str, list[PerTestMetrics]] = {}
     for m in metrics:
         per_test.setdefault(m.test_id, []).append(m)
     if not per_test:
@@ -259,7 +257,7 @@ def mean_metrics(metrics: Sequence[TestMetrics]) -> RetrievalMetrics | None:
 def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:
     """Where a hard fail, a graded test's nothing relevant selected, or an error arose; None for a
     trial that is none of them."""
-    if r.status is TestStatus.ERRORED:
+    if r.status is ResultStatus.ERRORED:
         return StageAttribution(test_id=r.test_id, trial=r.trial, stage=Stage.ERROR, missed=[], error=r.error)
     if r.outcome is None or not (r.hard_fail or r.no_relevant_selected):
         return None

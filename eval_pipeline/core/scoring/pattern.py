@@ -6,7 +6,7 @@ from __future__ import annotations
 from eval_pipeline.core.inputs.banks import PatternTest, PatternType
 from eval_pipeline.core.mechanisms.pattern import PatternMatch, matched_entities
 from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
-from eval_pipeline.core.scoring.results import PatternResult, TestStatus
+from eval_pipeline.core.scoring.results import PatternResult, ResultStatus
 
 
 def critical_reason(test: PatternTest, missing: list[str], false_pos: list[str]) -> str | None:
@@ -25,7 +25,7 @@ def errored_pattern_test(test: PatternTest, reason: str) -> PatternResult:
     return PatternResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.ERRORED,
+        status=ResultStatus.ERRORED,
         error=reason,
         prompt=test.prompt,
         pattern_type=test.pattern_type,
@@ -52,7 +52,7 @@ def evaluate_pattern_test(test: PatternTest, matches: list[PatternMatch]) -> Pat
     return PatternResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.SCORED,
+        status=ResultStatus.SCORED,
         outcome=score(missing, penalties),
         prompt=test.prompt,
         pattern_type=test.pattern_type,

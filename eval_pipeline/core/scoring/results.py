@@ -29,9 +29,7 @@ from eval_pipeline.core.scoring.points import RankViolation, ScoreOutcome
 RESULT_SCHEMA_VERSION = "1.11"
 
 
-class TestStatus(StrEnum):
-    __test__ = False  # not a pytest test class despite the name
-
+class ResultStatus(StrEnum):
     SCORED = "scored"
     ERRORED = "errored"
 
@@ -43,7 +41,7 @@ class ResultBase(BaseModel):
 
     test_id: str
     name: str = ""
-    status: TestStatus
+    status: ResultStatus
     error: str | None = None
     outcome: ScoreOutcome | None = None
 

@@ -20,8 +20,8 @@ from eval_pipeline.core.inputs.identity import EvaluationIdentity
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import (
+    PerTestMetrics,
     StageAttribution,
-    TestMetrics,
     all_metrics,
     attributions,
     ir_metrics,
@@ -94,7 +94,7 @@ class RunDocument(BaseModel):
     pattern: list[PatternResult] = Field(default_factory=list)
     always: list[AlwaysResult] = Field(default_factory=list)
     expectation_conflicts: list[ExpectationConflict] = Field(default_factory=list)
-    retrieval_metrics: list[TestMetrics] = Field(
+    retrieval_metrics: list[PerTestMetrics] = Field(
         default_factory=list,
         description="nDCG@6, recall@6, MRR and candidate recall@15 per scored test",
     )
@@ -121,7 +121,7 @@ class RunDocument(BaseModel):
             }
         )
 
-    def metrics(self) -> list[TestMetrics]:
+    def metrics(self) -> list[PerTestMetrics]:
         """The stored per-test metrics; computed only for a document written without them."""
         return self.retrieval_metrics or all_metrics(self.semantic)
 

@@ -20,7 +20,7 @@ from eval_pipeline.core.scoring.points import (
     rank_penalties,
     score,
 )
-from eval_pipeline.core.scoring.results import SemanticEvaluation, SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticEvaluation, SemanticResult
 
 
 def rank_violations(selected: Sequence[str], checks: Sequence[RankCheck]) -> list[RankViolation]:
@@ -101,7 +101,7 @@ def evaluate_semantic_test(
     return SemanticResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.SCORED if outcome is not None else TestStatus.ERRORED,
+        status=ResultStatus.SCORED if outcome is not None else ResultStatus.ERRORED,
         error=retrieval.error if outcome is None else None,
         outcome=outcome,
         evaluation=ev,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.inputs.banks import StateTest
 from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
-from eval_pipeline.core.scoring.results import StateResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultStatus, StateResult
 
 
 def errored_state_test(test: StateTest, reason: str) -> StateResult:
@@ -14,7 +14,7 @@ def errored_state_test(test: StateTest, reason: str) -> StateResult:
     return StateResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.ERRORED,
+        status=ResultStatus.ERRORED,
         error=reason,
         user_state=test.user_state,
         triggered_handlers=[],
@@ -32,7 +32,7 @@ def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResul
     return StateResult(
         test_id=test.test_id,
         name=test.name,
-        status=TestStatus.SCORED,
+        status=ResultStatus.SCORED,
         outcome=outcome,
         user_state=test.user_state,
         triggered_handlers=list(triggered),

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Generic, TypeVar
 
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-from eval_pipeline.core.scoring.results import ResultBase, SemanticResult, TestStatus
+from eval_pipeline.core.scoring.results import ResultBase, ResultStatus, SemanticResult
 
 R = TypeVar("R", bound=ResultBase, covariant=True)  # read-only rows: a semantic test is a test
 
@@ -38,14 +38,12 @@ def trial_of(result: ResultBase) -> int:
 
 
 @dataclass(frozen=True)
-class TestTrials(Generic[R]):
+class TrialResults(Generic[R]):
     """A test's result rows, in trial order, judged against one pass threshold.
 
     What the aggregate, the failing tests and every report ask of each test, several times a run,
     is found once, when it is made (`cached_property` found it on first use at a higher cost: it
     takes a lock each time)."""
-
-    __test__ = False  # not a pytest test class despite the name
 
     rows: tuple[R, ...]
     threshold: int = DEFAULT_PASS_THRESHOLD
@@ -78,8 +76,8 @@ class TestTrials(Generic[R]):
         return len(self.rows)
 
     @property
-    def status(self) -> TestStatus:
-        return TestStatus.SCORED if self.scores else TestStatus.ERRORED
+    def status(self) -> ResultStatus:
+        return ResultStatus.SCORED if self.scores else ResultStatus.ERRORED
 
     @property
     def outcome(self) -> Outcome:
@@ -107,9 +105,9 @@ class TestTrials(Generic[R]):
         return min(scores), max(scores), round(statistics.pstdev(scores), 2)
 
 
-def by_test(rows: Sequence[R], threshold: int = DEFAULT_PASS_THRESHOLD) -> list[TestTrials[R]]:
+def by_test(rows: Sequence[R], threshold: int = DEFAULT_PASS_THRESHOLD) -> list[TrialResults[R]]:
     """Group result rows per test, tests in first-seen order, each test's rows in trial order."""
     grouped: dict[str, list[R]] = {}
     for row in rows:
         grouped.setdefault(row.test_id, []).append(row)
-    return [TestTrials(tuple(sorted(group, key=trial_of)), threshold) for group in grouped.values()]
+    return [TrialResults(tuple(sorted(group, key=trial_of)), threshold) for group in grouped.values()]

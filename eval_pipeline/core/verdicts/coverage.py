@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 
 ALLOW_FLAG = "--allow-removed"
 
@@ -37,7 +37,7 @@ class CoverageLoss(BaseModel):
 
 
 def coverage_loss(diff: RunDiff) -> CoverageLoss:
-    removed: list[TestDelta] = diff.of_kind(DeltaKind.REMOVED)
+    removed: list[PerTestDelta] = diff.of_kind(DeltaKind.REMOVED)
     gone = set(diff.removed_banks)
     return CoverageLoss(
         banks={

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.diff.collapse import content_collapses
-from eval_pipeline.core.diff.model import DeltaKind, RunDiff, TestDelta
+from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
@@ -46,15 +46,15 @@ class DiffGate(BaseModel):
         return self.status is GateStatus.PASSED
 
 
-def _ids(deltas: list[TestDelta]) -> str:
+def _ids(deltas: list[PerTestDelta]) -> str:
     return ", ".join(d.test_id for d in deltas)
 
 
-def _errored_now(d: TestDelta) -> bool:
+def _errored_now(d: PerTestDelta) -> bool:
     return d.head is not None and d.head.score is None
 
 
-def _stable(d: TestDelta) -> bool:
+def _stable(d: PerTestDelta) -> bool:
     return not ((d.base is not None and d.base.flaky) or (d.head is not None and d.head.flaky))
 
 
@@ -62,13 +62,13 @@ def _stable(d: TestDelta) -> bool:
 class _Regressions:
     """A diff's regressions in the groups the gate judges, each group in diff order."""
 
-    critical: list[TestDelta]
-    collapsed: list[TestDelta]
-    errored: list[TestDelta]
-    deterministic: list[TestDelta]
-    confirmed: list[TestDelta]  # semantic, confirmed by the head's re-trials
+    critical: list[PerTestDelta]
+    collapsed: list[PerTestDelta]
+    errored: list[PerTestDelta]
+    deterministic: list[PerTestDelta]
+    confirmed: list[PerTestDelta]  # semantic, confirmed by the head's re-trials
     dismissed: list[str]  # semantic ids the re-trials dismissed as noise
-    semantic: list[TestDelta]  # semantic, undecided by re-trials (every semantic one when strict)
+    semantic: list[PerTestDelta]  # semantic, undecided by re-trials (every semantic one when strict)
     declined: bool  # the paired test saw semantic scores fall significantly
 
 
