@@ -88,7 +88,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """`argv` parsed as the whole parser parses it. A command named first (after --debug, if given)
-    is parsed by its own parser: building all thirteen cost a narrowed run ~8 ms. Any error is
+    is parsed by its own parser, which imports no other command's module. Any error is
     left to the whole parser, whose messages (the usage listing every command) it prints as ever."""
     named = argv[1:2] if argv[:1] == ["--debug"] else argv[:1]
     if named and any(named[0] in names for _, _, names in _COMMANDS):
@@ -179,9 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def console() -> int:
     """The `eval-pipeline` process: `main`, then every object it made moved out of the garbage
     collector's sight. Python's exit collects once more over every object still alive (modules,
-    classes, validators, Dagster's definitions) only for the process to end: a quarter of a
-    narrowed run's CPU, ~1 s of a full run's. Nothing is lost: what was written is closed, the
-    output is flushed here, and the exit handlers (logging's flush among them) still run.
+    classes, validators, Dagster's definitions) only for the process to end; a warm `run --test`
+    keeps its start-up bound (docs/performance.md) only without that pass. Nothing is lost:
+    what was written is closed, the output is flushed here, and the exit handlers (logging's
+    flush among them) still run.
     Not in `main`, which other Python code calls and goes on from.
     What `main` builds to the end (its imports, the loaded KB and banks) is held frozen as it
     goes (`hold_long_lived`)."""

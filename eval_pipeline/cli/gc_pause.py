@@ -13,7 +13,7 @@ def hold_long_lived() -> None:
     """Freeze every object alive now, and keep what later pauses build frozen too: for a process
     whose start-up lives to its end (the `eval-pipeline` entry point, a test worker once it has
     imported everything). The collector's full passes during a Dagster run then walk only what
-    the run creates (over the start-up they were ~15% of a full run's CPU). Not for `main`
+    the run creates, not the start-up again. Not for `main`
     called from a team's Python, which goes on after it and keeps nothing frozen."""
     global _holding
     gc.freeze()
@@ -23,8 +23,8 @@ def hold_long_lived() -> None:
 @contextlib.contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside: an evaluation allocates hundreds of thousands of small
-    objects and keeps nearly all of them to the end, so the collector's passes over them found
-    nothing and took ~40% of a warm 10,000-test run (reference counting still frees the rest).
+    objects and keeps nearly all of them to the end, so the collector's passes over them find
+    nothing (reference counting still frees the rest).
     Start-up is the same: modules, classes and validators live as long as the process."""
     was_enabled = gc.isenabled()
     gc.disable()

@@ -77,7 +77,7 @@ def narrowed_run(
         evaluated,
     )
     # Freed before `run` resumes the collector: its first pass would walk every result of the run
-    # (a quarter of a second at 10,000 tests) only to find them all still referenced here.
+    # only to find them all still referenced here.
     del evaluated, runs
     return code
 

@@ -224,8 +224,8 @@ def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Up to an evaluation through Dagster (imports, loading, a narrowed run, a rerun that stands)
-    # the process builds what it keeps to the end: the collector's passes freed next to nothing
-    # and took a tenth of a narrowed run's CPU. It resumes for Dagster's run.
+    # the process builds what it keeps to the end: the collector's passes would free next to
+    # nothing. It resumes for Dagster's run.
     with contextlib.ExitStack() as start_up:
         start_up.enter_context(cyclic_gc_paused())
         return _cmd_run(args, start_up.close)

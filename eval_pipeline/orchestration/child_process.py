@@ -28,8 +28,8 @@ SUPERVISOR = [sys.executable, "-I", "-S", __file__]
 def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None]:
     """A `preexec_fn` for `subprocess.Popen`: the child gets `sig` when this process dies, and
     stops on SIGTERM and SIGINT."""
-    # Here, not at the top: the supervisor (this module run) needs no ctypes, and starts ~10 ms
-    # sooner without it; nor in `arm`, which runs in the child between fork and exec.
+    # Here, not at the top: the supervisor (this module run) needs no ctypes; nor in `arm`, which
+    # runs in the child between fork and exec.
     import ctypes
     import ctypes.util
 

@@ -21,7 +21,7 @@ from eval_pipeline.orchestration.parallel import run_models, start_workers_serve
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 from eval_pipeline.runtime.run_monitor import RUN_MONITORING_YAML
 
-# Debug lines (every IO-manager load and write) would be a third of a run's stored events; INFO
+# Debug lines (every IO-manager load and write) would crowd a run's stored events; INFO
 # and up, and every Dagster event, are still recorded. SQLite storage that commits an event
 # without an fsync of its own (orchestration/instance_storage.py). One run at a time calls each API
 # provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs

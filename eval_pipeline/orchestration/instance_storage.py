@@ -106,8 +106,8 @@ class _OneDatabase:
 def _stamped(db_path: str, *tables: str) -> bool:
     """Whether the database at `db_path` exists, stamped with a migration, with `tables`.
 
-    Dagster's storages, opening a database, read their migration scripts (~15 ms of CPU each, three
-    per instance) only to learn the head revision, then leave a stamped database as it is. Looked
+    Dagster's storages, opening a database, read their migration scripts (three per instance) only
+    to learn the head revision, then leave a stamped database as it is. Looked
     at read-only: anything unexpected (absent, locked) goes Dagster's way."""
     if not os.path.exists(db_path):
         return False
@@ -143,7 +143,7 @@ class ProjectScheduleStorage(_OneDatabase, SqliteScheduleStorage):
 @cache
 def _event_log_scripts() -> ScriptDirectory:
     """Dagster's event-log migrations, read once a process: Dagster reads its scripts folder again
-    (twice) for every new run's database, ~50 ms of CPU a run, a tenth of a warm evaluation."""
+    (twice) for every new run's database."""
     return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
 
 

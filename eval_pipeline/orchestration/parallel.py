@@ -37,8 +37,8 @@ from eval_pipeline.runtime.dagster_private import InstanceRef
 
 CONTEXT = multiprocessing.get_context("forkserver")
 # The API providers' clients too: models run at once by default only where they wait on remote
-# services (cli/run.py), so most workers use them, and importing anthropic's SDK alone is ~1.3 s
-# of CPU that each worker would otherwise spend again.
+# services (cli/run.py), so most workers use them, and importing anthropic's SDK is slow enough
+# that each worker should not pay it again.
 CONTEXT.set_forkserver_preload(
     [__name__, "eval_pipeline.providers.claude_rerank", "eval_pipeline.providers.voyage"]
 )

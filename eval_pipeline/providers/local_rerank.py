@@ -149,7 +149,7 @@ class HybridReranker:
         self.weights = weights or HybridWeights()
         self._keywords = dict(keyword_boosts)
         # An entity's keywords compile when it is first a candidate: a narrowed run reranks a
-        # handful of the entities, and compiling every boost keyword up front cost it ~13 ms.
+        # handful of the entities and need not compile every boost keyword.
         self._boosts: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
 
     def _keyword_hit(self, entity_id: str, query: str) -> str | None:

@@ -191,7 +191,7 @@ class _VoyageBase(ApiProvider):
         )
         self._client = make_client(api_key, base_url, timeout_s)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
-        # it through `voyageai.aiosession`; reusing one saves a handshake and ~2 ms CPU a call.
+        # it through `voyageai.aiosession`; reusing one saves a handshake a call.
         self._session = LoopLocal(_session, close=lambda session: session.close())
 
     async def aclose(self) -> None:

@@ -37,7 +37,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# libyaml's parser is an order of magnitude faster than the pure-Python one on a KB of thousands
+# libyaml's parser is much faster than the pure-Python one on a KB of thousands
 # of files; PyYAML wheels ship it, the fallback keeps a source build working.
 _SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -108,11 +108,11 @@ class _Read:
 
 
 # The stored file this process read last: a process that loads the same KB again (a notebook, a
-# test suite, a benchmark's warm runs) skips reading, hashing and validating it again (20-30 ms at
-# 5,000 entities). It answers only while the file is that very file (the store replaces a file,
-# never edits it, so anything else gives it a new inode or ctime) and the header it held still
-# matches this load's fresh stats of the KB files: the same checks as the file itself. The KB is
-# frozen, so sharing it between loads shares nothing that can change.
+# test suite, a benchmark's warm runs) skips reading, hashing and validating it again. It answers
+# only while the file is that very file (the store replaces a file, never edits it, so anything
+# else gives it a new inode or ctime) and the header it held still matches this load's fresh stats
+# of the KB files: the same checks as the file itself. The KB is frozen, so sharing it between
+# loads shares nothing that can change.
 _last_read: _Read | None = None
 
 

@@ -1,9 +1,8 @@
 """A run's document as its reports read it, with what they derive from it derived once.
 
 report.md, `run`'s output and its JUnit file each look at the run's tests over their trials and at
-its failing tests, and report.md at where its semantic failures arose. Each used to find these
-itself (the failing tests twice a run, three times with `--junit`; the stage attribution once more
-after `with_derived` had just stored it); a reading finds each once, when first asked.
+its failing tests, and report.md at where its semantic failures arose; a reading finds each once,
+when first asked, so every output reads the same answer.
 """
 
 from __future__ import annotations

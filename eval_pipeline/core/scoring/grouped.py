@@ -1,8 +1,8 @@
 """A run's results grouped by test, once per run.
 
 The aggregate, the failing tests, report.md, `run`'s output and its JUnit file all look at a test
-as one unit over its trials. Each used to regroup the rows itself (18 times a run); the one route
-now groups them once and hands this down.
+as one unit over its trials; the route groups the rows once and hands this down, so each sees the
+same grouping.
 """
 
 from __future__ import annotations

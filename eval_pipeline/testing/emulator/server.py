@@ -173,7 +173,7 @@ Route = Callable[["_Handler", Json], Reply]
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' pooled clients expect
-    # Headers and body leave in two writes; with Nagle on, the body waits ~40 ms for the client's
+    # Headers and body leave in two writes; with Nagle on, the body waits for the client's
     # delayed ACK on every keep-alive request.
     disable_nagle_algorithm = True
     server: _Server
