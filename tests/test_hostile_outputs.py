@@ -184,6 +184,7 @@ def test_hostile_text_and_a_hostile_system_make_nothing_in_any_output(
     assert main([*diff, "--results-dir", str(work / "results")]) == 1
     comment, diff_err = capsys.readouterr()
     assert main(["report", "--html", str(work / "report.html"), "--results-dir", str(work / "results")]) == 0
+    assert main(["diff", f"team@{D1}", f"team@{D2}", "--results-dir", str(work / "results")]) == 1
     console = "".join((*runs, diff_err, *capsys.readouterr()))
 
     run_dir = work / "results" / "team" / D2
@@ -204,6 +205,9 @@ def test_hostile_text_and_a_hostile_system_make_nothing_in_any_output(
     for junit in (work / "run.xml", comment_junit):
         assert MARKER in junit.read_text() and _junit_findings(junit) == [], junit
     assert MARKER in console and "\\x1b[2J" in console and raw_controls(console) == []
+    # A newline in data never starts a line of its own (a payload's heading, underline, fold).
+    starts = (MARKER, "# ", "===", "</")
+    assert not [line for line in console.splitlines() if line.lstrip().startswith(starts)], console
 
 
 def test_a_system_urls_credentials_and_token_are_never_written_or_shown(

@@ -102,6 +102,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import asyncio
 
     from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
+    from eval_pipeline.core.control_chars import one_line
     from eval_pipeline.core.inputs.loading import history_dir
     from eval_pipeline.core.inputs.validation import load_validated
     from eval_pipeline.core.writable import require_writable
@@ -141,7 +142,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     key = api_key_from_env()
     print(
         f"calibrate: scope {args.scope}, {len(plan.tests)} of {len(tests)} semantic tests, "
-        f"model {plan.model} ({PROMPT_VERSION}), KB {kb.kb_version} ({kb.content_hash[:12]}), "
+        f"model {plan.model} ({PROMPT_VERSION}), KB {one_line(kb.kb_version)} ({kb.content_hash[:12]}), "
         f"{'batch' if args.batch else 'sequential'}"
     )
     for test_id, reasons in plan.why.items():

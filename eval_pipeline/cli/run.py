@@ -24,6 +24,7 @@ from eval_pipeline.cli.junit_flag import check_junit, junit_arg
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.location import lower_start, start_date
 
@@ -287,9 +288,8 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     locations = _project_locations(args, results)
     refuse_other_project(kb, locations)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
-    print(
-        f"eval-pipeline: KB {kb.kb_version} ({kb.content_hash[:12]}), date {date}, models {', '.join(models)}"
-    )
+    kb_label = f"{one_line(kb.kb_version)} ({kb.content_hash[:12]})"
+    print(f"eval-pipeline: KB {kb_label}, date {date}, models {', '.join(models)}")
     if not scope.is_full:
         from eval_pipeline.cli.narrowed_run import narrowed_run
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import Cause, DeltaKind, PerTestDelta, RunDiff
@@ -159,7 +160,7 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
         f"statistics (semantic): {diff.statistics.verdict}",
         *graded_statistics_lines(diff),
     ]
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)  # a newline in data stays in its line
 
 
 def graded_statistics_lines(diff: RunDiff) -> list[str]:

@@ -30,7 +30,7 @@ def _counts(diff: RunDiff) -> str:
 
 
 def _changes(diff: RunDiff) -> list[str]:
-    return [one_line(f"{d.kind.value}: {headline(d)}") for k in SINCE_KINDS for d in diff.of_kind(k)]
+    return [f"{d.kind.value}: {headline(d)}" for k in SINCE_KINDS for d in diff.of_kind(k)]
 
 
 def since_lines(
@@ -39,7 +39,7 @@ def since_lines(
     """The console's "since <previous date>" block; `details` names the full regression diff."""
     gate = regression_gate(regression, allow_removed)
     if regression.diff is None or gate is None:
-        return [f"  since: {regression.verdict}"]
+        return [one_line(f"  since: {regression.verdict}")]
     diff = regression.diff
     lines = [f"  since {regression.baseline_date}: {health_line(diff)}; {_counts(diff)}"]
     lines += [f"    warning: {w}" for w in diff.warnings]
@@ -48,7 +48,7 @@ def since_lines(
     verdict[0] = f"regression {verdict[0]}"
     if not gate.passed:
         verdict[0] += " (fails the run)" if gating else " (reported only: --fail-on-regression gates on it)"
-    return lines + [f"    {line}" for line in verdict]
+    return [one_line(line) for line in [*lines, *(f"    {line}" for line in verdict)]]
 
 
 def since_markdown(regression: RegressionDiff) -> list[str]:
