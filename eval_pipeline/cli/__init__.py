@@ -152,13 +152,30 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_ERROR
+    except OSError as exc:  # the machine's limits: one line naming the path and the limit
+        said = _said(exc)
+        if said is None:
+            return _internal_error(exc, args.debug)
+        print(f"error: {one_line(str(said))}", file=sys.stderr)
+        return said.exit_code
     except Exception as exc:
-        if args.debug:
-            traceback.print_exc()
-        first = (str(exc).strip().splitlines() or [""])[0]
-        hint = "" if args.debug else "; rerun with --debug for the traceback"
-        print(f"internal error: {type(exc).__name__}: {first}{hint}", file=sys.stderr)
-        return EXIT_ERROR
+        return _internal_error(exc, args.debug)
+
+
+def _said(exc: OSError) -> EvalPipelineError | None:
+    from eval_pipeline.cli.paths import name_too_long
+    from eval_pipeline.core.system_limits import exhausted
+
+    return exhausted(exc) or name_too_long(exc)
+
+
+def _internal_error(exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    first = (str(exc).strip().splitlines() or [""])[0]
+    hint = "" if debug else "; rerun with --debug for the traceback"
+    print(f"internal error: {type(exc).__name__}: {first}{hint}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.paths import path_arg
 
 
 def add_agreement_commands(sub: Any) -> None:
@@ -23,10 +24,10 @@ def add_agreement_commands(sub: Any) -> None:
         "agreement, Cohen's kappa with a bootstrap interval, the confusion matrix and the "
         "disagreements, printed and written as a markdown report.",
     )
-    p.add_argument("--calibration-dir", type=Path, default=Path("calibration"), help="review files")
+    p.add_argument("--calibration-dir", type=path_arg, default=Path("calibration"), help="review files")
     p.add_argument(
         "--report",
-        type=Path,
+        type=path_arg,
         default=Path("results/calibration_agreement.md"),
         help="where the markdown report goes [results/calibration_agreement.md]",
     )

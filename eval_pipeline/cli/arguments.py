@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # every command's parser imports this module: the models load with a command
     from eval_pipeline.core.calibration.proposals import ProposalDiff
@@ -26,8 +27,8 @@ DEFAULT_BANKS = Path("test_banks")
 
 
 def data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", type=Path, default=DEFAULT_KB, help="KB directory or single file")
-    p.add_argument("--banks-dir", type=Path, default=DEFAULT_BANKS, help=BANKS_DIR_HELP)
+    p.add_argument("--kb", type=path_arg, default=DEFAULT_KB, help="KB directory or single file")
+    p.add_argument("--banks-dir", type=path_arg, default=DEFAULT_BANKS, help=BANKS_DIR_HELP)
     p.set_defaults(reads_project=True)
 
 
@@ -43,14 +44,14 @@ def require_project(args: argparse.Namespace) -> None:
 
 
 def results_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models-file", type=Path, default=Path("models.yaml"), help=MODELS_FILE_HELP)
+    p.add_argument("--models-file", type=path_arg, default=Path("models.yaml"), help=MODELS_FILE_HELP)
     results_dir_arg(p)
 
 
 def results_dir_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--results-dir",
-        type=Path,
+        type=path_arg,
         help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)",
     )
 

@@ -30,6 +30,7 @@ from eval_pipeline.cli.calibration_review import (
 )
 from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.numbers import check_number
+from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # the SDK and the models are imported only by the commands that use them
     from eval_pipeline.core.calibration.records import CalibrationRun
@@ -58,10 +59,13 @@ def add_calibrate_commands(sub: Any) -> None:
     mode.add_argument("--apply", action="store_true", help="write the history file, responses and log")
     mode.add_argument("--estimate-only", action="store_true", help="print the cost estimate, call nothing")
     mode.add_argument(
-        "--review", type=Path, metavar="FILE", help="decide a dry run's proposals (no API call)"
+        "--review", type=path_arg, metavar="FILE", help="decide a dry run's proposals (no API call)"
     )
     mode.add_argument(
-        "--apply-from", type=Path, metavar="FILE", help="write a review's accepted proposals (no API call)"
+        "--apply-from",
+        type=path_arg,
+        metavar="FILE",
+        help="write a review's accepted proposals (no API call)",
     )
     p.add_argument("--batch", action="store_true", help="use the Message Batches API (half price, slower)")
     p.add_argument("--model", help="calibrator model id (default: the newest Opus in the pinned SDK)")
@@ -71,11 +75,11 @@ def add_calibrate_commands(sub: Any) -> None:
     p.add_argument("--poll-seconds", type=float, default=10.0, help="batch status polling interval [10]")
     p.add_argument(
         "--calibration-dir",
-        type=Path,
+        type=path_arg,
         default=Path("calibration"),
         help="folder of review files, raw responses and the calibration log [calibration]",
     )
-    p.add_argument("--results-dir", type=Path, help="last retrievals (affected); default as `run`")
+    p.add_argument("--results-dir", type=path_arg, help="last retrievals (affected); default as `run`")
     add_review_arguments(p)
     expectation_args(p)
     data_args(p)

@@ -15,6 +15,7 @@ from eval_pipeline.cli.arguments import MODELS_FILE_HELP, results_dir
 from eval_pipeline.cli.errors import UsageError, exit_for_gate
 from eval_pipeline.cli.gates import allow_removed_arg, project_gates
 from eval_pipeline.cli.junit_flag import check_junit, junit_arg, write_junit
+from eval_pipeline.cli.paths import path_arg, path_text_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
@@ -29,9 +30,9 @@ def add_diff_commands(sub: Any) -> None:
         description="Compare two stored evaluations test by test. BASE and HEAD are MODEL@DATE "
         "(under --results-dir) or a path to a results.json. Exit 1 when the diff gate fails.",
     )
-    p.add_argument("base", help="MODEL@DATE or a results.json path")
-    p.add_argument("head", help="MODEL@DATE or a results.json path")
-    p.add_argument("--results-dir", type=Path, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
+    p.add_argument("base", type=path_text_arg, help="MODEL@DATE or a results.json path")
+    p.add_argument("head", type=path_text_arg, help="MODEL@DATE or a results.json path")
+    p.add_argument("--results-dir", type=path_arg, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
     p.add_argument(
         "--format",
         choices=("text", "markdown", "json"),

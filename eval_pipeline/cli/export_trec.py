@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.paths import model_key_arg, path_arg
 from eval_pipeline.cli.run import parse_date
 
 if TYPE_CHECKING:  # the parser imports this module: the models load with the command
@@ -30,11 +31,13 @@ def add_export_trec_command(sub: Any) -> None:
         description="run.trec holds each semantic test's ranking (the reranker's picks, then the other "
         "candidates) and qrels.trec its judgments, both in the original ids, for trec_eval or ir_measures.",
     )
-    p.add_argument("--model", required=True, help="model key of the evaluation")
+    p.add_argument("--model", type=model_key_arg, required=True, help="model key of the evaluation")
     p.add_argument("--date", required=True, help="date of the evaluation (YYYY-MM-DD)")
-    p.add_argument("--out", type=Path, required=True, help="folder for run.trec and qrels.trec")
+    p.add_argument("--out", type=path_arg, required=True, help="folder for run.trec and qrels.trec")
     p.add_argument(
-        "--results-dir", type=Path, help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)"
+        "--results-dir",
+        type=path_arg,
+        help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)",
     )
     data_args(p)
     p.set_defaults(func=cmd_export_trec)

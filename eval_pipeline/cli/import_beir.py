@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.errors import EXIT_OK
 from eval_pipeline.cli.init import MODELS, with_new_gates
+from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
     from eval_pipeline.core.inputs.beir_project import ImportCounts
@@ -27,12 +28,28 @@ def add_import_beir_command(sub: Any) -> None:
         "gains; ids the KB cannot hold are mapped reversibly and kept as source_id. Nothing is written "
         "unless the whole import succeeds.",
     )
-    p.add_argument("src", type=Path, help="the BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
-    p.add_argument("--kb", type=Path, required=True, help="the KB folder to write (new or empty)")
-    p.add_argument("--banks-dir", type=Path, required=True, help="the banks folder to write (new or empty)")
-    p.add_argument("--split", default="test", help="which qrels/<split>.tsv to import (default: test)")
+    p.add_argument(
+        "src", type=path_arg, help="the BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv"
+    )
+    p.add_argument("--kb", type=path_arg, required=True, help="the KB folder to write (new or empty)")
+    p.add_argument(
+        "--banks-dir", type=path_arg, required=True, help="the banks folder to write (new or empty)"
+    )
+    p.add_argument(
+        "--split", type=split_arg, default="test", help="which qrels/<split>.tsv to import (default: test)"
+    )
     p.add_argument("--name", help="the project's name (default: the BEIR folder's name)")
     p.set_defaults(func=cmd_import_beir)
+
+
+def split_arg(text: str) -> str:
+    """`type=` of `--split`: one file name in qrels/, never a path."""
+    from eval_pipeline.core.inputs.beir import split_problem
+
+    problem = split_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def imported_models() -> str:
@@ -64,6 +81,8 @@ def cmd_import_beir(args: argparse.Namespace) -> int:
     targets = ImportTargets(args.kb, args.banks_dir, args.kb.parent / "models.yaml")
     name = args.name or src.resolve().name
     counts = import_beir(src, args.split, name, targets, imported_models())
+    if counts.leftovers_removed:
+        print(f"removed {counts.leftovers_removed} temporary folder(s) left by an interrupted import")
     print(f"imported '{one_line(name)}': {_summary(counts)}")
     print(f"wrote {targets.kb_dir}, {targets.banks_dir} and {targets.models_file}")
     return EXIT_OK

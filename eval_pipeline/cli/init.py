@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.paths import path_arg
 
 _PERSONA = "assistant_persona"
 _WELCOME = "handler_welcome"
@@ -162,7 +163,7 @@ def add_init_command(sub: Any) -> None:
         "with the offline models, and its own results and storage folders; `eval-pipeline run` in "
         "DIR then evaluates it.",
     )
-    p.add_argument("dir", type=Path, help="a new or empty folder")
+    p.add_argument("dir", type=path_arg, help="a new or empty folder")
     p.add_argument("--name", help="the project's name (default: the folder's name)")
     p.set_defaults(func=cmd_init)
 

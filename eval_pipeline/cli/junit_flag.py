@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from eval_pipeline.cli.paths import path_arg
+
 ROLE = "--junit file"
 
 
 def junit_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument(
         "--junit",
-        type=Path,
+        type=path_arg,
         metavar="FILE",
         help=f"also write {what} as JUnit XML to FILE (missing folders are made), for CI test reporters",
     )

@@ -45,7 +45,6 @@ def add_override_command(sub: Any) -> None:
 
 def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOverride:
     from eval_pipeline.core.dates import now_utc
-    from eval_pipeline.core.inputs.history_file import HumanOverride
 
     today = now_utc().date().isoformat()
     if not args.by.strip() or not args.reason.strip():
@@ -57,11 +56,11 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
             raise UsageError(
                 f"{args.test_id} has no standing override to withdraw (source: {current.source})"
             )
-        return HumanOverride(override_date=today, by=args.by, reason=args.reason, withdraw=True)
+        return _checked(override_date=today, by=args.by, reason=args.reason, withdraw=True)
     relevant = dict(parse_gain(text) for text in args.relevant)
     if not (args.primary or args.any or any(g > 0 for g in relevant.values())):
         raise UsageError("an override needs --primary, --any or a --relevant gain above 0 (or --withdraw)")
-    return HumanOverride(
+    return _checked(
         expected_primary=args.primary,
         expected_any=args.any,
         relevant=relevant,
@@ -72,6 +71,35 @@ def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOv
         by=args.by.strip(),
         reason=args.reason.strip(),
     )
+
+
+# The flag each recorded field comes from, for a value the record refuses (a --reason too long).
+_FLAGS = {
+    "expected_primary": "--primary",
+    "expected_any": "--any",
+    "relevant": "--relevant",
+    "expected_secondary": "--secondary",
+    "not_expected": "--not-expected",
+    "rank_check": "--rank",
+    "by": "--by",
+    "reason": "--reason",
+}
+
+
+def _checked(**fields: Any) -> HumanOverride:
+    """The override as recorded, or one usage line naming the flag whose value it refuses."""
+    from pydantic import ValidationError
+
+    from eval_pipeline.core.inputs.history_file import HumanOverride
+
+    try:
+        return HumanOverride(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        got = fields.get(field)
+        size = f" (got {len(got):,})" if isinstance(got, str) else ""
+        raise UsageError(f"{_FLAGS.get(field, field)}: {first['msg']}{size}") from None
 
 
 def cmd_override(args: argparse.Namespace) -> int:

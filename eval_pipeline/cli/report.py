@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 from datetime import date as date_type
-from pathlib import Path
 from typing import Any
 
 from eval_pipeline.cli.arguments import results_dir, results_dir_arg
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.paths import model_key_arg, path_arg
 
 
 def add_report_command(sub: Any) -> None:
@@ -20,10 +20,11 @@ def add_report_command(sub: Any) -> None:
         "file that opens offline: score trends per model and bank over the health bands, what changed "
         "since each model's previous run, failing tests and topics worst first, every test on click.",
     )
-    p.add_argument("--html", type=Path, required=True, metavar="FILE", help="the HTML file to write")
+    p.add_argument("--html", type=path_arg, required=True, metavar="FILE", help="the HTML file to write")
     results_dir_arg(p)
     p.add_argument(
         "--model",
+        type=model_key_arg,
         action="append",
         default=[],
         metavar="KEY",

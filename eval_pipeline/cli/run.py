@@ -22,6 +22,7 @@ from eval_pipeline.cli.gates import allow_removed_arg, project_gates, release_ga
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.cli.junit_flag import check_junit, junit_arg
 from eval_pipeline.cli.numbers import check_number
+from eval_pipeline.cli.paths import path_arg
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.control_chars import one_line
@@ -95,9 +96,9 @@ def add_run_commands(sub: Any) -> None:
         help="response and embedding cache: use it, refresh it (call again, store the answers), "
         "or leave it off [use]",
     )
-    p.add_argument("--cache-dir", type=Path, default=Path(".cache"), help="cache folder [.cache]")
+    p.add_argument("--cache-dir", type=path_arg, default=Path(".cache"), help="cache folder [.cache]")
     p.add_argument(
-        "--storage-dir", type=Path, default=Path("storage"), help="folder of the asset values [storage]"
+        "--storage-dir", type=path_arg, default=Path("storage"), help="folder of the asset values [storage]"
     )
     results_args(p)
     allow_removed_arg(p)

@@ -63,6 +63,15 @@ def report_runs(
         stored = held.reading if held is not None else reading_of(read_document(run_dir / RESULTS_FILE))
         reading = shown_reading(stored)
         doc = reading.document
+        if held is None and not (run_dir / GATE_FILE).is_file():
+            # No health, score or report path without the gate decision behind them: a run cut
+            # short (a full disk, say) may have left results that nothing judged. The error that
+            # cut it short, when there is one, was the line above.
+            code = EXIT_ERROR
+            if not errors:
+                print(f"{model} @ {date}: no gate decision was written", file=sys.stderr)
+            runs.append(ModelRun(model, doc, None, "no gate decision was written", reading))
+            continue
         diff_file = run_dir / REGRESSION_DIFF_FILE
         regression = None
         if scope.is_full and diff_file.is_file():
@@ -80,11 +89,6 @@ def report_runs(
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
             print(f"  html: {run_dir / REPORT_HTML_FILE}")
-        if held is None and not (run_dir / GATE_FILE).is_file():
-            code = EXIT_ERROR
-            print(f"{model} @ {date}: no gate decision was written (see the errors above)", file=sys.stderr)
-            runs.append(ModelRun(model, doc, None, "no gate decision was written", reading))
-            continue
         gate = held.gate if held is not None else read_gate(run_dir / GATE_FILE)
         runs.append(ModelRun(model, doc, gate, reading=reading))
         if not gate.passed:

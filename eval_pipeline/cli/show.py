@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import results_args, results_dir
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.paths import model_key_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
@@ -20,7 +21,7 @@ def add_show_command(sub: Any) -> None:
         description="Print the summary of each model's stored evaluation on a date, or with --test "
         "that test's full result as JSON on stdout (pipe it into jq or python -m json.tool).",
     )
-    p.add_argument("--model", help="model key; default: every model with results")
+    p.add_argument("--model", type=model_key_arg, help="model key; default: every model with results")
     p.add_argument("--date", help="default: the latest date with results")
     p.add_argument("--test", help="print this test's full result")
     results_args(p)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.errors import EXIT_OK, print_warnings
+from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the input models load with the command
     from eval_pipeline.core.inputs.loading import Problem
@@ -31,7 +32,9 @@ def add_validate_commands(sub: Any) -> None:
         "the rules, history files) and for the system-under-test request and answer, so editors "
         "validate as you type.",
     )
-    p.add_argument("--out", type=Path, default=Path("schemas"), help="folder to write them into [schemas]")
+    p.add_argument(
+        "--out", type=path_arg, default=Path("schemas"), help="folder to write them into [schemas]"
+    )
     p.set_defaults(func=cmd_schemas)
 
 

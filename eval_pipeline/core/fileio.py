@@ -8,12 +8,15 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.core.errors import BadInput
+from eval_pipeline.core.system_limits import exhausted
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -55,6 +58,8 @@ def read_input_text(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
         with open(path, "rb") as handle:
             data = _read_up_to(handle, info.st_size, limit)
     except OSError as exc:
+        if (out := exhausted(exc, path)) is not None:  # the machine's limit, not the file's fault
+            raise out from None
         raise BadFile(f"cannot read file: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise BadFile(f"file is over the {limit:,}-byte input limit")
@@ -109,15 +114,29 @@ def _synced_temp(directory: Path, suffix: str, data: bytes) -> str:
     return tmp
 
 
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """An OSError that says the disk, the file-size limit or the open files ran out becomes one
+    line naming `path` and the limit (a failed write or sync names no file)."""
+    try:
+        yield
+    except OSError as exc:
+        out = exhausted(exc, path)
+        if out is None:
+            raise
+        raise out from None
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace `path` with `data` at once: a reader sees the old file or the new, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _synced_temp(path.parent, path.suffix, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _synced_temp(path.parent, path.suffix, data)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -127,8 +146,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 def publish_new(directory: Path, stem: str, text: str) -> Path:
     """Publish `text` as `<stem>.json`, or `<stem>_2.json`, … — whichever name is still free.
     Never replaces a file, also when another process publishes the same stem at once."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = _synced_temp(directory, ".json", text.encode("utf-8"))
+    with _writing(directory / f"{stem}.json"):
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = _synced_temp(directory, ".json", text.encode("utf-8"))
     try:
         n = 1
         while True:

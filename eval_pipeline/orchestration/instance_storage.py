@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from eval_pipeline.core.system_limits import sqlite_exhausted
 from eval_pipeline.runtime.dagster_private import (
     INDEX_SHARD_NAME,
     SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -52,6 +53,21 @@ def _relaxed_sync(dbapi_connection: Any, _record: object) -> None:
     cursor.close()
 
 
+@contextmanager
+def limits_named(conn_string: str) -> Iterator[None]:
+    """A full disk, or a file-size or open-file limit reached, while using the database: one line
+    naming its file and the limit (SQLite's own message names neither)."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
+        out = sqlite_exhausted(
+            str(getattr(exc, "orig", exc)), sa.make_url(conn_string).database or conn_string
+        )
+        if out is None:
+            raise
+        raise out from None
+
+
 class Engines:
     """Pooled engines by database, the most recently used kept; thread-safe."""
 
@@ -62,7 +78,7 @@ class Engines:
 
     @contextmanager
     def transaction(self, conn_string: str) -> Iterator[sa.Connection]:
-        with self.engine(conn_string).connect() as conn, conn.begin():
+        with limits_named(conn_string), self.engine(conn_string).connect() as conn, conn.begin():
             yield conn
 
     def engine(self, conn_string: str) -> sa.Engine:
@@ -162,7 +178,8 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
         with self._db_lock:
             conn_string = self.conn_string_for_shard(shard)
             if shard not in self._initialized_dbs:
-                self._initdb(self._engines.engine(conn_string))
+                with limits_named(conn_string):
+                    self._initdb(self._engines.engine(conn_string))
                 self._initialized_dbs.add(shard)
             with self._engines.transaction(conn_string) as conn:
                 yield conn

@@ -3,11 +3,14 @@ what came of it (failed steps, failed ERROR checks)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import dagster as dg
 
+from eval_pipeline.core.system_limits import exhausted
 from eval_pipeline.defs.automation import JOBS
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.runtime.run_monitor import owner_tags
@@ -37,14 +40,43 @@ def _failed_checks(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvalu
     ]
 
 
+class _ErrorInfo(Protocol):
+    """What a step failure's error holds (Dagster's SerializableErrorInfo, not exported)."""
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def cause(self) -> _ErrorInfo | None: ...
+
+
+# How an OSError reads once serialised: "OSError: [Errno 24] Too many open files: 'kb'".
+_OS_ERROR = re.compile(r"^\w*Error: \[Errno (\d+)\] (.*?)(?:: '(.*)')?$")
+
+
+def _root_cause(error: _ErrorInfo) -> str:
+    """The first line of the innermost cause ("Error occurred while executing op" says nothing),
+    without the exception's class for one of this package's own one-line errors; a disk, file-size
+    or open-file limit reached is said as everywhere else (the path and the limit)."""
+    while error.cause is not None:
+        error = error.cause
+    first = (error.message.strip().splitlines() or ["failed"])[0]
+    if (os_error := _OS_ERROR.match(first)) is not None:
+        number, text, path = os_error.groups()
+        out = exhausted(OSError(int(number), text, path))
+        if out is not None:
+            return str(out)
+    own = first.startswith("eval_pipeline.") and ": " in first
+    return first.split(": ", 1)[1] if own else first
+
+
 def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list[str]:
     """ "step: message" for each failed step, except the steps in `excused`."""
     out = []
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data is not None and event.step_key not in excused:
             error = event.step_failure_data.error
-            message = error.message.strip().splitlines()[0] if error else "failed"
-            out.append(f"{event.step_key}: {message}")
+            out.append(f"{event.step_key}: {_root_cause(error) if error else 'failed'}")
     return out
 
 

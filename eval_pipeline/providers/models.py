@@ -36,6 +36,7 @@ from eval_pipeline.core.verdicts.project_gates import ProjectGates
 from eval_pipeline.providers import local_embedder, static_embedder
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.local_rerank import HybridWeights
+from eval_pipeline.providers.model_keys import MODEL_KEY_MAX, MODEL_KEY_PATTERN
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
 from eval_pipeline.providers.url_redaction import redact_url
 from eval_pipeline.providers.waits import WaitLimits
@@ -178,7 +179,7 @@ def _legacy_http(data: Any) -> Any:
 
 
 class ModelConfig(_Strict):
-    key: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)
+    key: str = Field(pattern=MODEL_KEY_PATTERN, max_length=MODEL_KEY_MAX)
     description: str = ""
     enabled: StrictBool = True
     automate: StrictBool = Field(

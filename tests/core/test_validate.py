@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
+from tests.kb_folder import kb_as_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,17 +151,6 @@ def test_missing_directories_are_one_line_errors(tmp_path: Path, capsys: pytest.
     assert code == 2 and "knowledge base not found" in err and "banks directory not found" in err
 
 
-def _kb_as_folder(tenant: Path) -> Path:
-    """The tenant KB as a folder (manifest.yaml + one file per entity), as a team may keep it."""
-    data = yaml.safe_load((tenant / "kb.yaml").read_text())
-    folder = tenant / "kb"
-    (folder / "entities").mkdir(parents=True)
-    for entity in data.pop("entities"):
-        (folder / "entities" / f"{entity['entity_id']}.yaml").write_text(yaml.safe_dump(entity))
-    (folder / "manifest.yaml").write_text(yaml.safe_dump(data))
-    return folder
-
-
 BREAKAGES: dict[str, Callable[[str], str]] = {
     "python-tag": lambda text: "!!python/object/apply:os.system ['true']\n",
     "two-documents": lambda text: text + "---\nentity_id: another\n",
@@ -179,7 +169,7 @@ def test_a_broken_entity_file_is_named_first_and_what_it_causes_is_counted(
         shutil.copytree(REPO / "test_banks", tmp_path / "test_banks")
         kb, banks, broken = tmp_path / "kb", tmp_path / "test_banks", "biff_response"
     else:
-        kb, banks, broken = _kb_as_folder(tenant), tenant / "banks", "handler_crisis"
+        kb, banks, broken = kb_as_folder(tenant), tenant / "banks", "handler_crisis"
     file = kb / "entities" / f"{broken}.yaml"
     file.write_text(BREAKAGES[breakage](file.read_text()))
     references = sum(p.read_text().count(f'"{broken}"') for p in banks.rglob("*.json"))

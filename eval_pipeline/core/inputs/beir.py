@@ -21,6 +21,7 @@ from eval_pipeline.core.inputs.loading import Problem
 from eval_pipeline.core.inputs.nesting import check_json_depth
 
 CORPUS_FILE = "corpus.jsonl"
+_SPLIT_MAX = 200  # bytes: `<split>.tsv` stays within a file name's 255
 QUERIES_FILE = "queries.jsonl"
 QRELS_DIR = "qrels"
 # The one header row BEIR writes; any other first row is data (many qrels files have none).
@@ -58,7 +59,21 @@ class Judgment:
     line: int
 
 
+def split_problem(split: str) -> str | None:
+    """Why `split` cannot name a qrels file (`qrels/<split>.tsv`), or None: one file name, never
+    a path that could lead out of the BEIR folder."""
+    if split in ("", ".", "..") or any(c in split for c in "/\\\0"):
+        shown = split[:40]
+        return f"'{shown}' is not a split name: one file name in qrels/ (such as test or dev), not a path"
+    if len(split.encode()) > _SPLIT_MAX:
+        return f"a split name has at most {_SPLIT_MAX} bytes (got {len(split.encode()):,})"
+    return None
+
+
 def qrels_path(src: Path, split: str) -> Path:
+    problem = split_problem(split)
+    if problem:
+        raise BeirError(src / QRELS_DIR, None, "-", "-", problem)
     return src / QRELS_DIR / f"{split}.tsv"
 
 

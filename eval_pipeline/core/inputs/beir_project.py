@@ -61,6 +61,7 @@ class ImportCounts:
     zero_gain_judgments: int = 0
     unjudged_queries: int = 0  # skipped: no qrels row names them
     unrelevant_queries: int = 0  # skipped: every judgment has gain 0
+    leftovers_removed: int = 0  # staging folders of a killed earlier import, removed first
 
 
 @dataclass(frozen=True)
@@ -251,14 +252,51 @@ def _bank_text(tests: list[dict[str, Any]], description: str, qrels: Path) -> st
     return text
 
 
+def _staging_prefix(target: Path) -> str:
+    return f".{target.name}.importing-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep_leftovers(targets: ImportTargets) -> list[Path]:
+    """Remove the staging folders an earlier import left beside the targets when it was killed
+    (its process is gone: an import still running keeps its own); the folders removed."""
+    removed: list[Path] = []
+    for target in (targets.kb_dir, targets.banks_dir, targets.models_file):
+        prefix = _staging_prefix(target)
+        try:
+            entries = list(target.parent.iterdir())
+        except OSError:  # no such folder yet: nothing left there
+            continue
+        for entry in entries:
+            if not entry.name.startswith(prefix) or entry.is_symlink() or not entry.is_dir():
+                continue
+            pid = entry.name[len(prefix) :].split("-", 1)[0]
+            if pid.isdigit() and _alive(int(pid)):
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 @contextmanager
 def _staged(targets: ImportTargets) -> Iterator[ImportTargets]:
-    """Temporary twins of the targets beside them, renamed into place if the body succeeds."""
+    """Temporary twins of the targets beside them, renamed into place if the body succeeds. Their
+    names carry this process's id, so that a later import can tell a killed one's leftovers."""
     made: list[Path] = []
     try:
         for target in (targets.kb_dir, targets.banks_dir, targets.models_file):
             target.parent.mkdir(parents=True, exist_ok=True)
-            made.append(Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.importing-")))
+            prefix = f"{_staging_prefix(target)}{os.getpid()}-"
+            made.append(Path(tempfile.mkdtemp(dir=target.parent, prefix=prefix)))
         kb_tmp, banks_tmp, models_tmp = made
         yield ImportTargets(kb_tmp, banks_tmp, models_tmp / targets.models_file.name)
         _publish(
@@ -292,8 +330,9 @@ def import_beir(src: Path, split: str, name: str, targets: ImportTargets, models
     """Write the project; raise BeirError (nothing written) on bad input."""
     if not src.is_dir():
         raise BeirError(src, None, "-", "-", "BEIR folder not found")
+    removed = sweep_leftovers(targets)
     targets.refuse_existing()
-    counts = ImportCounts()
+    counts = ImportCounts(leftovers_removed=len(removed))
     with _staged(targets) as staged:
         doc_ids = _write_entities(src, staged.kb_dir / KB_ENTITIES_DIR, counts)
         judged = _judgments(src, split, doc_ids, counts)

@@ -32,6 +32,7 @@ from eval_pipeline.core.inputs.banks import (
     StateBank,
     StateTest,
 )
+from eval_pipeline.core.inputs.containment import outside, outside_problem, real_folder
 from eval_pipeline.core.inputs.file_reader import load_input
 from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory, name_problem
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
@@ -220,7 +221,7 @@ def _present(path: Path) -> bool:
 
 def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
     file = root / LAYOUT_FILE
-    if not _present(file):
+    if not _present(file) or not _inside_banks(file, real_folder(root), root, problems):
         return BankLayout()
     data = read_structured(file, str(file), problems)
     return parse_model(BankLayout, data, str(file), problems, "-") or BankLayout()
@@ -249,13 +250,54 @@ def is_entity_file(name: str) -> bool:
     return name.endswith("ml") and ".y" in name[:-2]
 
 
-def kb_entity_names(path: Path) -> list[str]:
-    """The file names in a KB directory's entities folder, in the order they load."""
+@dataclass(frozen=True)
+class EntityFolder:
+    """What a KB directory's entities folder holds."""
+
+    names: list[str]  # the entity files, in the order they load
+    links: list[str]  # those of them that are links (checked to stay inside the KB)
+    unrecognised: list[str]  # visible names that are not entity files (*.YAML, subfolders, ...)
+
+
+def entity_folder(path: Path) -> EntityFolder:
+    names: list[str] = []
+    links: list[str] = []
+    unrecognised: list[str] = []
     try:
         with os.scandir(path / KB_ENTITIES_DIR) as entries:
-            return sorted(e.name for e in entries if is_entity_file(e.name))
+            for entry in entries:
+                if is_entity_file(entry.name):
+                    names.append(entry.name)
+                    if entry.is_symlink():
+                        links.append(entry.name)
+                elif not entry.name.startswith("."):  # hidden: editors' and systems' own files
+                    unrecognised.append(entry.name)
     except OSError:  # no entities folder (reported as "no entity files found")
+        pass
+    return EntityFolder(sorted(names), links, sorted(unrecognised))
+
+
+def kb_entity_names(path: Path) -> list[str]:
+    """The file names in a KB directory's entities folder, in the order they load."""
+    return entity_folder(path).names
+
+
+def entity_folder_warnings(kb_path: Path) -> list[Problem]:
+    """Files in a KB directory's entities folder that are not loaded, each named (a `*.YAML`
+    or a subfolder would otherwise be skipped without a word)."""
+    if not kb_path.is_dir():
         return []
+    folder = kb_path / KB_ENTITIES_DIR
+    out = []
+    for name in entity_folder(kb_path).unrecognised:
+        file = folder / name
+        why = (
+            "a folder: entity files are read from entities/ itself, not its subfolders"
+            if file.is_dir()
+            else "not an entity file name (*.yaml or *.yml, in lower case)"
+        )
+        out.append(Problem(str(file), "-", "-", f"not loaded: {why}"))
+    return out
 
 
 def unread_entities(kb_path: Path, problems: Sequence[Problem]) -> frozenset[str]:
@@ -285,12 +327,16 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         shown_manifest,
         problems,
     )
-    entity_files = [path / KB_ENTITIES_DIR / name for name in kb_entity_names(path)]
+    listing = entity_folder(path)
+    entity_files = [path / KB_ENTITIES_DIR / name for name in listing.names]
     if not entity_files:
         problems.append(Problem(str(path / KB_ENTITIES_DIR), "-", "-", "no entity files found"))
+    escaping = _escaping(path, listing, problems)
     entities: list[Entity] = []
     for file in entity_files:
         shown = str(file)
+        if file.name in escaping:
+            continue
         entity = parse_model(Entity, read_structured(file, shown, problems), shown, problems, "entity_id")
         if entity is None:
             continue
@@ -307,12 +353,40 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     )
 
 
+def _escaping(path: Path, listing: EntityFolder, problems: list[Problem]) -> set[str]:
+    """The entity files (by name) that resolve outside the KB folder, each a problem. Only links
+    can: unless the entities folder itself leads elsewhere, then every file does."""
+    kb_real = real_folder(path)
+    folder = path / KB_ENTITIES_DIR
+    target = outside(folder, kb_real)
+    if target is not None and listing.names:
+        problems.append(Problem(str(folder), "-", "-", outside_problem(target, f"the KB {path}")))
+        return set(listing.names)
+    out = set()
+    for name in listing.links:
+        target = outside(folder / name, kb_real)
+        if target is not None:
+            problems.append(Problem(str(folder / name), "-", "-", outside_problem(target, f"the KB {path}")))
+            out.add(name)
+    return out
+
+
+def _inside_banks(file: Path, root_real: str, root: Path, problems: list[Problem]) -> bool:
+    """Whether `file` resolves inside the banks folder (else a problem, and it is not read)."""
+    target = outside(file, root_real)
+    if target is None:
+        return True
+    problems.append(Problem(str(file), "-", "-", outside_problem(target, f"the banks folder {root}")))
+    return False
+
+
 def load_banks(root: Path, problems: list[Problem]) -> Banks:
     if not root.is_dir():
         what = "is not a directory" if _present(root) else "not found"
         problems.append(Problem(str(root), "-", "-", f"banks directory {what}"))
         return Banks(root=root)
     banks = Banks(root=root, layout=read_layout(root, problems))
+    root_real = real_folder(root)
     models: dict[Mechanism, type[BaseModel]] = {
         Mechanism.SEMANTIC: SemanticBank,
         Mechanism.STATE: StateBank,
@@ -322,6 +396,9 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
     for mechanism, rel in banks.layout.banks().items():
         file = root / rel
         if _present(file):
+            if not _inside_banks(file, root_real, root, problems):
+                banks.file_hashes[rel] = "outside"
+                continue
             banks.file_hashes[rel] = _file_hash(file)
             loaded = parse_collection(
                 models[mechanism], read_structured(file, str(file), problems), str(file), problems
@@ -330,7 +407,9 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
     if not banks.file_hashes:
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
     rules_file = root / banks.layout.rules
-    if _present(rules_file):
+    if _present(rules_file) and not _inside_banks(rules_file, root_real, root, problems):
+        pass
+    elif _present(rules_file):
         banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
         banks.rules = parse_model(
             PatternRules,
@@ -350,12 +429,19 @@ def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory
         if _present(directory):  # absent is no history yet; anything else there is a mistake
             problems.append(Problem(str(directory), "-", "-", "history folder is not a directory"))
         return out
+    folder = real_folder(directory)
     # Every visible entry is a history file: a misnamed one must not be silently left out.
     # Hidden ones are the writers' lock and temp files.
     for file in sorted(p for p in directory.iterdir() if not p.name.startswith(".")):
         misnamed = name_problem(file.name)
         if misnamed:
             problems.append(Problem(str(file), "-", "-", misnamed))
+            continue
+        target = outside(file, folder)
+        if target is not None:
+            problems.append(
+                Problem(str(file), "-", "-", outside_problem(target, f"the history folder {directory}"))
+            )
             continue
         entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)
         if entry is None:

@@ -33,7 +33,7 @@ _EventLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def too_deep(limit: int = MAX_NESTING_DEPTH) -> BadFile:
-    return BadFile(f"nested more than {limit} levels deep (the limit for a document is {limit})")
+    return BadFile(f"nested more than {limit} levels deep; at most {limit} are allowed")
 
 
 def check_json_depth(text: str, limit: int = MAX_NESTING_DEPTH) -> None:

@@ -25,6 +25,7 @@ from eval_pipeline.core.inputs.loading import (
     Banks,
     InputError,
     Problem,
+    entity_folder_warnings,
     load_banks,
     load_history,
     load_kb,
@@ -431,6 +432,8 @@ def load_validated(
     broken = unread_entities(kb_path, problems)
     banks = load_banks(banks_dir, problems)
     banks.history = load_history(banks_dir / banks.layout.history, problems)
+    if warnings is not None:
+        warnings.extend(entity_folder_warnings(kb_path))
     # A broken file's own problems print first; what it causes across files after them.
     later = cross_check(
         kb,

@@ -1,0 +1,103 @@
+"""When the machine runs out of something a command needs (disk space, the file-size limit of
+`ulimit -f`, the open files of `ulimit -n`), one line naming the path and the limit, exit 3.
+
+The OSError itself often names neither: a write or sync that fails carries no file name, and
+SQLite reports all three as "disk I/O error", "database or disk is full" or "unable to open
+database file". The writer that meets one knows the path; the limit is read here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import shutil
+from pathlib import Path
+
+from eval_pipeline.core.errors import CouldNotEvaluate
+
+EXHAUSTED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, errno.ENFILE})
+# Files SQLite opens for one database (itself, its WAL and shared-memory files) and a margin: a
+# process this close to its open-file limit could not open one.
+_SQLITE_FILES = 8
+
+
+class OutOfResources(CouldNotEvaluate):
+    """The disk, a file-size limit or the open-file limit ran out (exit 3)."""
+
+
+def _soft_limit(which: int) -> int | None:
+    soft = resource.getrlimit(which)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _free_bytes(path: Path) -> int | None:
+    for folder in (path, *path.absolute().parents):
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return None
+
+
+def _near_open_file_limit() -> bool:
+    """Whether this process has (nearly) as many files open as `ulimit -n` lets it."""
+    limit = _soft_limit(resource.RLIMIT_NOFILE)
+    if limit is None:
+        return False
+    try:
+        return len(os.listdir("/proc/self/fd")) >= limit - _SQLITE_FILES
+    except OSError as exc:  # listing needs a file of its own: at the limit, that fails too
+        return exc.errno == errno.EMFILE
+
+
+def _no_space(path: Path, quota: bool = False) -> OutOfResources:
+    free = _free_bytes(path)
+    left = "" if free is None else f" ({free:,} bytes free)"
+    what = "the disk quota is used up" if quota else "no space left on the disk"
+    return OutOfResources(f"{what} writing {path}{left}")
+
+
+def _too_large(path: Path) -> OutOfResources:
+    limit = _soft_limit(resource.RLIMIT_FSIZE)
+    if limit is None:
+        return OutOfResources(f"file too large writing {path}: over the file system's largest file")
+    return OutOfResources(
+        f"file too large writing {path}: the file-size limit (ulimit -f) is {limit:,} bytes"
+    )
+
+
+def _too_many_open(path: Path, system: bool = False) -> OutOfResources:
+    if system:
+        return OutOfResources(f"too many open files opening {path}: the system's open-file table is full")
+    limit = _soft_limit(resource.RLIMIT_NOFILE)
+    shown = "unlimited" if limit is None else f"{limit:,}"
+    return OutOfResources(f"too many open files opening {path}: the open-file limit (ulimit -n) is {shown}")
+
+
+def exhausted(exc: OSError, path: str | Path | None = None) -> OutOfResources | None:
+    """The one line for `exc` if it says a resource ran out, else None. `path`: the file the
+    caller was writing, when `exc` does not name it."""
+    where = Path(path if path is not None else exc.filename or "?")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _no_space(where, quota=exc.errno == errno.EDQUOT)
+    if exc.errno == errno.EFBIG:
+        return _too_large(where)
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return _too_many_open(where, system=exc.errno == errno.ENFILE)
+    return None
+
+
+def sqlite_exhausted(message: str, database: str | Path) -> OutOfResources | None:
+    """The one line for a SQLite error `message` on `database` if a resource ran out, else None.
+    SQLite hides the errno: a full disk is "database or disk is full"; the file-size limit shows
+    as "disk I/O error" (told apart by a limit being set), the open-file limit as "unable to open
+    database file" (told apart by this process being at its limit)."""
+    path = Path(database)
+    if "database or disk is full" in message:
+        return _no_space(path)
+    if "disk I/O error" in message and _soft_limit(resource.RLIMIT_FSIZE) is not None:
+        return _too_large(path)
+    if "unable to open database file" in message and _near_open_file_limit():
+        return _too_many_open(path)
+    return None
