@@ -225,11 +225,13 @@ def _keep(args: argparse.Namespace, run: CalibrationRun, plan: CalibrationPlan) 
 
 def show_run(run: CalibrationRun) -> None:
     """Every test's previous -> proposed expectations, then counts, usage, cost and cache reads."""
+    from eval_pipeline.core.control_chars import one_line
+
     by_id = {d.test_id: d for d in run.diffs}
     for o in run.outcomes:
         d = by_id.get(o.test_id)
         if d is None:
-            print(f"{o.test_id}  {o.status.upper()}: {o.reason}")
+            print(one_line(f"{o.test_id}  {o.status.upper()}: {o.reason}"))  # the reason may be the model's
         elif d.clears_conflict:
             print(f"{o.test_id}  agrees with {d.previous_source}: clears its calibration conflict")
         elif not d.changed:

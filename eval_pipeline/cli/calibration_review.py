@@ -23,6 +23,7 @@ from eval_pipeline.cli.arguments import (
     validate_entry,
 )
 from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.core.control_chars import one_line
 
 if TYPE_CHECKING:  # `calibrate`'s parser imports this module: the models load with a review
     from eval_pipeline.core.calibration.review import ReviewFile, ReviewItem
@@ -141,7 +142,7 @@ def _item_lines(item: ReviewItem) -> list[str]:
         lines += ["    edited to:", *expectation_lines(item.edited)]
     if item.note:
         lines.append(f"    {'note':13} {item.note}")
-    return lines
+    return [one_line(line) for line in lines]  # a note or the model's reasoning stays in its line
 
 
 def _ids(text: str) -> list[str]:
@@ -239,7 +240,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         print("\n".join(_item_lines(item)))
     print(_summary(review))
     if review.applied is not None:
-        print(f"applied by {review.applied.by} at {review.applied.applied_at.isoformat()}")
+        print(one_line(f"applied by {review.applied.by} at {review.applied.applied_at.isoformat()}"))
     elif review.count("accepted") + review.count("edited"):
         print(f"next: eval-pipeline calibrate --apply-from {path} --by NAME")
     return EXIT_OK
@@ -308,7 +309,7 @@ def cmd_apply_from(args: argparse.Namespace) -> int:
     )
     append_log(args.calibration_dir / LOG_FILE, record)
     now = resolve(tests, load_history(history, []))
-    print(f"applied review {review.review_id} by {by}: {len(entry.changes)} change(s), no API call")
+    print(one_line(f"applied review {review.review_id} by {by}: {len(entry.changes)} change(s), no API call"))
     for change in entry.changes:
         print(f"  {change.test_id}  {change.review_decision}; now resolves to {now[change.test_id].source}")
     if stale:
