@@ -8,15 +8,13 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.system_limits import exhausted
+from eval_pipeline.core.system_limits import exhausted, writing_to
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -114,22 +112,9 @@ def _synced_temp(directory: Path, suffix: str, data: bytes) -> str:
     return tmp
 
 
-@contextmanager
-def _writing(path: Path) -> Iterator[None]:
-    """An OSError that says the disk, the file-size limit or the open files ran out becomes one
-    line naming `path` and the limit (a failed write or sync names no file)."""
-    try:
-        yield
-    except OSError as exc:
-        out = exhausted(exc, path)
-        if out is None:
-            raise
-        raise out from None
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace `path` with `data` at once: a reader sees the old file or the new, never a part."""
-    with _writing(path):
+    with writing_to(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = _synced_temp(path.parent, path.suffix, data)
         try:
@@ -146,7 +131,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 def publish_new(directory: Path, stem: str, text: str) -> Path:
     """Publish `text` as `<stem>.json`, or `<stem>_2.json`, … — whichever name is still free.
     Never replaces a file, also when another process publishes the same stem at once."""
-    with _writing(directory / f"{stem}.json"):
+    with writing_to(directory / f"{stem}.json"):
         directory.mkdir(parents=True, exist_ok=True)
         tmp = _synced_temp(directory, ".json", text.encode("utf-8"))
     try:

@@ -12,6 +12,8 @@ import errno
 import os
 import resource
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from eval_pipeline.core.errors import CouldNotEvaluate
@@ -78,7 +80,7 @@ def _too_many_open(path: Path, system: bool = False) -> OutOfResources:
 def exhausted(exc: OSError, path: str | Path | None = None) -> OutOfResources | None:
     """The one line for `exc` if it says a resource ran out, else None. `path`: the file the
     caller was writing, when `exc` does not name it."""
-    where = Path(path if path is not None else exc.filename or "?")
+    where = Path(path if path is not None else exc.filename or "a file")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return _no_space(where, quota=exc.errno == errno.EDQUOT)
     if exc.errno == errno.EFBIG:
@@ -101,3 +103,16 @@ def sqlite_exhausted(message: str, database: str | Path) -> OutOfResources | Non
     if "unable to open database file" in message and _near_open_file_limit():
         return _too_many_open(path)
     return None
+
+
+@contextmanager
+def writing_to(path: str | Path) -> Iterator[None]:
+    """Around writes to `path`: an OSError that says the disk, the file-size limit or the open
+    files ran out becomes `OutOfResources` naming `path` (a failed write or sync names no file)."""
+    try:
+        yield
+    except OSError as exc:
+        out = exhausted(exc, path)
+        if out is None:
+            raise
+        raise out from None

@@ -40,6 +40,7 @@ from eval_pipeline.core.inputs.beir import (
 from eval_pipeline.core.inputs.external_ids import mapped_entity_id, mapped_test_id
 from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
 from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST
+from eval_pipeline.core.system_limits import writing_to
 
 # Shown to rerankers with every candidate: the first sentence, not the passage.
 SUMMARY_CHARS = 200
@@ -333,7 +334,7 @@ def import_beir(src: Path, split: str, name: str, targets: ImportTargets, models
     removed = sweep_leftovers(targets)
     targets.refuse_existing()
     counts = ImportCounts(leftovers_removed=len(removed))
-    with _staged(targets) as staged:
+    with writing_to(targets.kb_dir.parent), _staged(targets) as staged:
         doc_ids = _write_entities(src, staged.kb_dir / KB_ENTITIES_DIR, counts)
         judged = _judgments(src, split, doc_ids, counts)
         del doc_ids  # the largest thing held; the queries need only the judgments
