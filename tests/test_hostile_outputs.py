@@ -43,6 +43,7 @@ def _hostile_project(tenant: Path) -> None:
     kb["vocabulary"]["categories"].append(LABEL)
     for i, entity in enumerate(kb["entities"]):
         entity["title"] = f"t{i} {_hostile(i)}"[:300]
+        entity["summary"] = f"s{i} {_hostile(i + 1)}"
     kb_file.write_text(yaml.safe_dump(kb, allow_unicode=True))
     for path in (tenant / "banks").rglob("*.json"):
         bank = json.loads(path.read_text())
@@ -172,6 +173,8 @@ def test_hostile_text_and_a_hostile_system_make_nothing_in_any_output(
 ) -> None:
     _hostile_project(tenant)
     kb, banks = tenant / "kb.yaml", tenant / "banks"
+    override = ["override", "T-RENT-001", "--primary", "rent_arrears", "--by", HOSTILE[5]]
+    assert main([*override, "--reason", HOSTILE[0], "--kb", str(kb), "--banks-dir", str(banks)]) == 0
     team, good = HostileSystem(kb, banks), ReferenceSystem(kb, banks)
     with serve(team) as team_url, serve(good) as good_url:
         _models(work / "models.yaml", {"team": team_url, "good": good_url})
