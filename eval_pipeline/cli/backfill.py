@@ -2,7 +2,8 @@
 
 The backfill runs on the project's instance and code location (paths from `EVAL_PIPELINE_*`,
 see `eval_pipeline.location`); a running `dg dev` or daemon picks it up, otherwise this command
-starts a daemon for as long as the backfill takes.
+starts a daemon for as long as the backfill takes (orchestration/daemon.py tells a live daemon
+from a killed one's heartbeat). A killed command's backfill is ended first.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import ExitStack
 from datetime import date as date_type
 from datetime import timedelta
 from pathlib import Path
@@ -64,47 +66,55 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.definitions import location
     from eval_pipeline.orchestration.backfill import (
         backfill_targets,
-        daemon,
-        daemon_running,
+        end_abandoned_backfills,
         progress,
         submit_backfill,
+        tag_backfill,
     )
+    from eval_pipeline.orchestration.daemon import DaemonKeeper, daemon_alive
     from eval_pipeline.orchestration.execution import project_instance
-    from eval_pipeline.runtime.run_monitor import end_orphaned_runs
+    from eval_pipeline.runtime.run_monitor import end_orphaned_runs, owner_tags
 
-    with project_instance() as instance:
-        if dates[0] < first and daemon_running(instance):
+    log = paths.storage_dir / "daemon.log"
+    with project_instance() as instance, ExitStack() as stack:
+        if dates[0] < first and daemon_alive(instance):
             # Its code location was loaded with the later first date: it has no such partitions.
             raise UsageError(
                 f"--from {dates[0]}: before the first date {first} of the running daemon (`dg dev`); "
                 f"stop it so that this command starts its own, or restart it with {START_DATE_ENV}={dates[0]}"
             )
-        for line in end_orphaned_runs(instance):
+        # Before a daemon starts: it would go on with a killed command's backfill.
+        for line in [*end_abandoned_backfills(instance), *end_orphaned_runs(instance)]:
             print(f"  {line}")
+        keeper = DaemonKeeper(instance, log, stack)
+        started_now = keeper.ensure()
         total = len(backfill_targets(dates, models))
-        backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models)
+        # Runs of a daemon this command started die with it: they name it as their owner.
+        tags = owner_tags() if started_now else {}
+        backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models, tags)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
         print(
             f"  {total} asset partitions; follow it in the UI under Runs > Backfills (/runs/b/{backfill_id})"
         )
-        log = paths.storage_dir / "daemon.log"
-        with daemon(instance, log) as started:
-            if started is not None:
-                print(f"  started a Dagster daemon for it (log: {log})")
-            deadline = time.monotonic() + args.timeout * 60
-            shown = -1
+        deadline = time.monotonic() + args.timeout * 60
+        shown = -1
+        state = progress(instance, backfill_id, total)
+        while not state.ended and time.monotonic() < deadline:
+            if started_now:
+                print(f"  started a Dagster daemon for it (log: {log})", flush=True)
+                started_now = False
+            started = keeper.started
+            if started is not None and started.poll() is not None:
+                print(f"error: the daemon stopped (exit {started.returncode}); see {log}", file=sys.stderr)
+                return EXIT_ERROR
+            if state.done != shown:
+                print(f"  {state.done}/{total} done …", flush=True)
+                shown = state.done
+            time.sleep(POLL_S)
+            started_now = keeper.ensure()  # the daemon relied on (`dg dev`) may have stopped
+            if started_now:
+                tag_backfill(instance, backfill_id, owner_tags())
             state = progress(instance, backfill_id, total)
-            while not state.ended and time.monotonic() < deadline:
-                if started is not None and started.poll() is not None:
-                    print(
-                        f"error: the daemon stopped (exit {started.returncode}); see {log}", file=sys.stderr
-                    )
-                    return EXIT_ERROR
-                if state.done != shown:
-                    print(f"  {state.done}/{total} done …", flush=True)
-                    shown = state.done
-                time.sleep(POLL_S)
-                state = progress(instance, backfill_id, total)
     print(f"  backfill {state.status.value.lower()}: {state.done}/{total} asset partitions")
     code = EXIT_OK
     if not state.ended:

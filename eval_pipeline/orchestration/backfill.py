@@ -8,31 +8,23 @@ launched from the UI by selecting the assets and a date range.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import dagster as dg
 
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import date_partitions, model_date_key, sync_model_partitions
-from eval_pipeline.orchestration.child_process import SUPERVISOR, die_with_parent
 from eval_pipeline.runtime.dagster_private import (
-    IN_PROGRESS_RUN_STATUSES,
     AssetGraphSubset,
     AssetKeyPartitionKey,
     BaseAssetGraph,
     BulkActionStatus,
     PartitionBackfill,
-    get_daemon_statuses,
     make_new_backfill_id,
 )
+from eval_pipeline.runtime.run_monitor import owner_gone, owner_label
 
 BACKFILL_TAG = "eval_pipeline/backfill"
 ENDED = {
@@ -43,8 +35,7 @@ ENDED = {
     BulkActionStatus.CANCELED,
     BulkActionStatus.FAILING,
 }
-DAEMON_STOP_GRACE_S = 20.0
-RUNS_GRACE_S = 180.0  # for runs the daemon's automation launched meanwhile
+BACKFILL_ID_TAG = "dagster/backfill"  # Dagster's, on each run of a backfill
 
 
 def backfill_targets(dates: Sequence[str], models: Sequence[str]) -> set[AssetKeyPartitionKey]:
@@ -64,9 +55,10 @@ def submit_backfill(
     graph: BaseAssetGraph,  # type: ignore[type-arg]
     dates: Sequence[str],
     models: Sequence[str],
+    tags: Mapping[str, str] | None = None,
 ) -> str:
     """Add the backfill over the code location's asset `graph` to the instance (the daemon picks
-    it up) and return its id."""
+    it up) and return its id. `tags` go on the backfill and on each of its runs."""
     sync_model_partitions(instance, models)
     subset = AssetGraphSubset.from_asset_partition_set(backfill_targets(dates, models), graph)
     backfill_id = make_new_backfill_id()
@@ -75,7 +67,7 @@ def submit_backfill(
         PartitionBackfill.from_asset_graph_subset(
             backfill_id=backfill_id,
             backfill_timestamp=time.time(),
-            tags={BACKFILL_TAG: span, "launched_by": "eval-pipeline backfill"},
+            tags={BACKFILL_TAG: span, "launched_by": "eval-pipeline backfill", **(tags or {})},
             dynamic_partitions_store=instance,
             asset_graph_subset=subset,
             title=f"evaluate {span}",
@@ -104,62 +96,46 @@ def progress(instance: dg.DagsterInstance, backfill_id: str, total: int) -> Prog
         raise LookupError(f"backfill {backfill_id} is not on this instance")
     data = backfill.asset_backfill_data
     done = data.materialized_subset.num_partitions_and_non_partitioned_assets if data else 0
-    runs = instance.get_runs(dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+    runs = instance.get_runs(dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
     failed = [f"{r.run_id[:8]}: {r.job_name}" for r in runs if r.status is dg.DagsterRunStatus.FAILURE]
     return Progress(backfill.status, done, total, failed)
 
 
-def daemon_running(instance: dg.DagsterInstance) -> bool:
-    """Whether a daemon serving this instance's backfills has a recent heartbeat (e.g. `dg dev`)."""
-    status = get_daemon_statuses(instance, ["BACKFILL"], ignore_errors=True)["BACKFILL"]
-    return bool(status.healthy)
+def tag_backfill(instance: dg.DagsterInstance, backfill_id: str, tags: Mapping[str, str]) -> None:
+    """Add `tags` to the backfill: its runs submitted from now on carry them too."""
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is not None:
+        instance.update_backfill(backfill._replace(tags={**backfill.tags, **tags}))
 
 
-@contextmanager
-def daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.Popen[bytes] | None]:
-    """A `dagster-daemon` for this project while the block runs, unless one is running already.
-    It loads this code location from the working directory, as `dg dev` would."""
-    if daemon_running(instance):
-        yield None
-        return
-    command = [
-        *SUPERVISOR,
-        str(Path(sys.executable).with_name("dagster-daemon")),
-        "run",
-        "-m",
-        "eval_pipeline.definitions",
-    ]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            # A supervisor leading its own group: stopped, it stops the daemon and every run it
-            # launched, also when this process is killed (die_with_parent).
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-        try:
-            yield process
-        finally:
-            _wait_for_runs(instance, time.monotonic() + RUNS_GRACE_S)
-            _stop(process)
-
-
-def _wait_for_runs(instance: dg.DagsterInstance, deadline: float) -> None:
-    """Let runs the daemon launched meanwhile (e.g. the automation on today) finish first."""
-    in_progress = dg.RunsFilter(statuses=[*IN_PROGRESS_RUN_STATUSES])
-    while instance.get_runs_count(in_progress) and time.monotonic() < deadline:
-        time.sleep(1.0)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=DAEMON_STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+def end_abandoned_backfills(instance: dg.DagsterInstance) -> list[str]:
+    """Cancel the unfinished backfills of `eval-pipeline backfill` commands that are gone, when
+    the command ran the daemon itself (its owner tags say so): that daemon, and every run it
+    launched, died with the command, and a new daemon would go on with the backfill beside the
+    one the next command submits. Their queued runs are canceled with the reason; their started
+    runs carry the command as their owner, so `end_orphaned_runs` ends them. One line each."""
+    lines = []
+    for status in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING):
+        for backfill in instance.get_backfills(status=status):
+            if BACKFILL_TAG not in backfill.tags or not owner_gone(backfill.tags):
+                continue
+            reason = (
+                f"the command that ran it ({owner_label(backfill.tags)}) is gone; canceled by eval-pipeline"
+            )
+            instance.update_backfill(
+                backfill._replace(status=BulkActionStatus.CANCELED, backfill_end_timestamp=time.time())
+            )
+            queued = instance.get_runs(
+                dg.RunsFilter(
+                    tags={BACKFILL_ID_TAG: backfill.backfill_id}, statuses=[dg.DagsterRunStatus.QUEUED]
+                )
+            )
+            for run in queued:
+                instance.report_run_canceled(
+                    run, f"its backfill's command ({owner_label(backfill.tags)}) is gone"
+                )
+            span = backfill.tags[BACKFILL_TAG]
+            lines.append(
+                f"backfill {backfill.backfill_id} ({span}): {reason}, {len(queued)} queued run(s) canceled"
+            )
+    return lines

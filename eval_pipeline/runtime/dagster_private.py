@@ -8,8 +8,8 @@ fails here, at import, and the fix is made here. Everything else imports them fr
   subclasses, their schema and migrations, and the SQLite connection settings;
 - the Postgres storage (orchestration/postgres_storage.py) and the SQLite one: the
   `ConfigurableClassData` their `from_config_value` receives;
-- backfills (orchestration/backfill.py): the asset backfill record, its subsets and the daemon's
-  status, none of which Dagster exports;
+- backfills (orchestration/backfill.py, orchestration/daemon.py): the asset backfill record and
+  its subsets, and the statuses of runs in progress, none of which Dagster exports;
 - parallel runs (orchestration/parallel.py): the instance reference a worker process reopens;
 - the up-to-date check (orchestration/up_to_date.py): the SQLite event log's class;
 - the pool slots an asset claims (defs/pools.py, runtime/slot_wait.py);
@@ -33,7 +33,6 @@ from dagster._core.storage.sql import get_alembic_config
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster._core.utils import make_new_backfill_id
-from dagster._daemon.controller import get_daemon_statuses
 from dagster._serdes import ConfigurableClassData
 from dagster._utils.concurrency import ConcurrencySlotStatus
 
@@ -59,7 +58,6 @@ __all__ = [
     "SqliteScheduleStorage",
     "create_db_conn_string",
     "get_alembic_config",
-    "get_daemon_statuses",
     "make_new_backfill_id",
     "sqlite_event_log",
 ]
