@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest, parse_answer
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest, parse_answer
 
 Handler = Callable[[SystemRequest], Any]
 MAX_REASON = 200
@@ -122,6 +122,9 @@ def main() -> None:
     except EntrypointError as exc:
         say({"error": str(exc)})
         return
+    # Built now, not inside the first call's timeout (the models defer building their validators).
+    SystemRequest.model_rebuild(force=True)
+    SystemAnswer.model_rebuild(force=True)
     say({"ready": True})
     loop = asyncio.new_event_loop()  # one for every call, as async team code may keep clients on it
     while True:
