@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -34,14 +35,30 @@ def commands(page: Path) -> list[str]:
     ]
 
 
+def _clone_files() -> list[str]:
+    """What a fresh clone holds: the tracked files (git), or where git is not installed, every file
+    but the ones .gitignore names (the environment, caches and results a checkout makes)."""
+    if shutil.which("git") and (REPO / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
+        )
+        return [name for name in listed.stdout.split("\0") if name and (REPO / name).is_file()]
+    ignored = [
+        line.strip().rstrip("/") for line in (REPO / ".gitignore").read_text().splitlines() if line.strip()
+    ]
+    files = []
+    for path in REPO.rglob("*"):
+        parts = path.relative_to(REPO).parts
+        skip = parts[0] == ".git" or any(fnmatch(part, pattern) for part in parts for pattern in ignored)
+        if path.is_file() and not skip and not fnmatch("/".join(parts), "benchmarks/results.md"):
+            files.append("/".join(parts))
+    return files
+
+
 def _fresh_clone(root: Path, local_embeddings: Path) -> Path:
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.split("\0")
-    for name in filter(None, tracked):
-        if (REPO / name).is_file():  # a file deleted in the working tree is not in the clone
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
+    for name in _clone_files():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, root / name)
     warm(root / ".cache", local_embeddings)
     return root
 
