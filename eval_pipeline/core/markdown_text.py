@@ -1,5 +1,6 @@
 """Text from data inside markdown: prompts, names, topics, ids, reasons and the team's answers
-are inert in report.md, regression_diff.md, model_comparison.md and the pull-request comment.
+are inert in report.md, regression_diff.md, model_comparison.md, the pull-request comment, the
+agreement report and the markdown Dagster shows as metadata.
 
 Every markdown renderer passes data through `text` (prose, escaped) or `code` (a code span), so
 that no HTML element or attribute, heading, link, image, emphasis, mention or `<details>` fold
@@ -22,7 +23,9 @@ ELLIPSIS = "…"
 _ALWAYS = frozenset("\\`*<~|$")
 # What starts a block where it opens a line: a heading, quote, link reference definition, list
 # item or setext underline. Data never opens a line in our renderers; escaped anyway.
-_LINE_START = re.compile(r"[#>\[]|[-+*=](\s|$)|\d+[.)]|([-=])\2*\s*$")
+_LINE_START = re.compile(
+    r"[#>\[]|[-+*=](?:\s|$)|\d{1,9}(?P<ordered>[.)])(?:\s|$)|(?P<rule>[-=])(?P=rule)*\s*$"
+)
 # Between `@` and a name, so no mention or e-mail autolink forms (U+2060 WORD JOINER, invisible).
 WORD_JOINER = "\u2060"
 _EMAIL_DOMAIN = re.compile(r"[\w-]+(\.[\w-]+)+")
@@ -77,7 +80,7 @@ def _text(flat: str) -> str:
     escaped = [_escaped(flat, i) for i in range(len(flat))]
     opening = _LINE_START.match(flat)
     if opening is not None:
-        at = opening.end() - 1 if flat[0].isdigit() else 0
+        at = opening.start("ordered") if opening.group("ordered") else 0
         if not escaped[at].startswith("\\"):
             escaped[at] = "\\" + escaped[at]
     return "".join(escaped)

@@ -57,6 +57,14 @@ def test_table_cells_keep_their_text_and_the_row_its_columns(a: str, b: str) -> 
         assert _rendered_text(cells[1], "«<code>", "</code>»</td>") == one_line(b)
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["# h", "> q", "- a", "+ b", "* c", "1. item", "12) x", "---", "===", "___", "[x]: https://e.example"],
+)
+def test_prose_that_opens_a_line_starts_no_block(value: str) -> None:
+    assert render(text(value)) == f"<p>{value.replace('>', '&gt;')}</p>\n"
+
+
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_text_makes_nothing_wherever_it_stands(value: str) -> None:
     for md in (
