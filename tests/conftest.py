@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.location import START_DATE_ENV
-
 # A session fixture of the files that evaluate: a warm embedding cache.
 pytest_plugins = ["tests.embedding_cache"]
 
@@ -64,14 +62,6 @@ def _interruptible() -> None:
 
 
 _interruptible()
-
-# The tests evaluate fixed past dates from this one on, most in process, where the code location
-# (and so its date partitions) is imported once per worker, before any test could lower it as
-# `run --date` does: without it a fresh project's first date is today. Set here, before any test
-# module imports the definitions; subprocesses inherit it. Tests of the derived first date unset
-# it (tests/defs/test_partitions_start.py).
-TEST_START_DATE = "2026-11-01"
-os.environ[START_DATE_ENV] = TEST_START_DATE
 
 # What `make test-fast` leaves out (`-m "not slow"`): whole folders and files that evaluate
 # through Dagster, start a server (the API emulator, Postgres, a webserver) or real processes.

@@ -29,7 +29,8 @@ from dagster._daemon.backfill import execute_backfill_iteration
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from eval_pipeline.cli import main
-from eval_pipeline.cli.backfill import _verdicts
+from eval_pipeline.cli.backfill import _follow_later_dates, _verdicts
+from eval_pipeline.core.dates import days_before, today_utc
 from eval_pipeline.core.scoring.run_document import (
     COMPARISON_FILE,
     GATE_FILE,
@@ -45,6 +46,7 @@ from eval_pipeline.orchestration.backfill import (
     submit_backfill,
 )
 from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
+from eval_pipeline.providers.object_store import output_path
 from tests.defs.observations import observed_on
 
 REPO = Path(__file__).resolve().parents[1]
@@ -167,6 +169,31 @@ def test_backfill_evaluates_diffs_and_compares_two_past_dates(
         for d in (D1, D2)
     ]
     assert code == (0 if all(gates) else 1)
+
+
+def test_a_backfill_before_today_s_evaluation_becomes_its_baseline(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Today evaluated first ("no baseline"), then a date 12 days back as `backfill` evaluates it:
+    # what the command does once the backfill ends gives today's comparison that baseline.
+    home = project / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(IN_PROCESS_INSTANCE)
+    model, today = MODELS[0], today_utc()
+    past = days_before(today, 12)
+    data = ["--kb", os.environ["EVAL_PIPELINE_KB"], "--banks-dir", os.environ["EVAL_PIPELINE_BANKS_DIR"]]
+    assert main(["run", "--model", model, *data]) in (0, 1), capsys.readouterr().err
+    stored = project / "results" / model / today
+    assert json.loads((stored / REGRESSION_DIFF_FILE).read_text())["baseline_date"] is None
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        backfill_id = submit_backfill(instance, location().resolve_asset_graph(), [past], [model])
+        _carry_out(instance, backfill_id)
+    assert _follow_later_dates(past, [model], output_path(project / "results")) == 0
+    diff = json.loads((stored / REGRESSION_DIFF_FILE).read_text())
+    assert (diff["baseline_date"], diff["baseline_age_days"]) == (past, 12)
+    assert f"## Since last run ({past}, 12 days earlier)" in (stored / "report.md").read_text()
+    assert f"Baseline: {model} @ {past}, 12 days earlier" in (stored / "report.html").read_text()
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize(

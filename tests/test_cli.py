@@ -154,18 +154,16 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
 ) -> None:
     quiet_home(workdir / "dagster_home")
     assert _run("--model", "local-minilm", "--date", "2026-11-19") == 0
-    # The diff reads the stored report asset (the human-facing results.json is only a copy).
-    (stored,) = [
-        p for p in (workdir / "storage/documents/run_report").rglob("*.json") if "2026-11-19" in str(p)
-    ]
+    # The baseline is found through the results location's index of evaluations.
+    stored = workdir / "results/local-minilm/2026-11-19/results.json"
     stored.write_text('{"provenance": {"schema_version": "1.1"}, "aggregate": 7}')
     capsys.readouterr()
     assert _run("--model", "local-minilm") == 0  # today's evaluation still completes
     err = capsys.readouterr().err
-    shown = "run_report 2026-11-19|local-minilm: stored but unreadable"
-    assert f"warning: passed over as a baseline: {shown}" in err and "Traceback" not in err
+    assert "warning: passed over as a baseline: 2026-11-19: unreadable (" in err and "Traceback" not in err
     diff = json.loads((workdir / f"results/local-minilm/{DATE}/regression_diff.json").read_text())
-    assert diff["baseline_date"] is None and diff["passed_over"] == [shown]
+    assert diff["baseline_date"] is None and diff["passed_over"][0].startswith("2026-11-19: unreadable (")
+    assert "results/local-minilm/2026-11-19/results.json" in diff["passed_over"][0]
 
 
 def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(

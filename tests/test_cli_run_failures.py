@@ -31,7 +31,7 @@ def test_a_planted_regression_is_named_and_gates_only_with_fail_on_regression(
     yesterday = (date.fromisoformat(today) - timedelta(days=1)).isoformat()
     code, out = _run(capsys, "--date", yesterday)
     assert code == 0, out  # the baseline passes its gate
-    assert "  since: no baseline: local-minilm has no usable results dated before" in out
+    assert "  since: no baseline: local-minilm has no evaluation dated before" in out
     kb = workdir / "tenant/kb.yaml"
     text = kb.read_text()
     for before, after in BREAK:
@@ -41,7 +41,7 @@ def test_a_planted_regression_is_named_and_gates_only_with_fail_on_regression(
 
     code, out = _run(capsys)
     assert code == 0, out  # the regression is reported, not a gate, without the flag
-    since = out.split(f"  since {yesterday}:")[1].split("  failing tests")[0]
+    since = out.split(f"  since {yesterday}, 1 day earlier:")[1].split("  failing tests")[0]
     assert "regressed: T-STATE-001 [state] 100 → 0" in since
     assert "regressed: T-ALWAYS-001 [always] 100 → 0" in since
     assert "regression gate: FAILED (reported only: --fail-on-regression gates on it)" in since
@@ -49,7 +49,7 @@ def test_a_planted_regression_is_named_and_gates_only_with_fail_on_regression(
     assert "T-STATE-001 [state] 0.0 primary missing: missing handler_first_conversation" in failing
     assert "T-ALWAYS-001 [always] 0.0 primary missing: missing tenant_persona" in failing
     report = (workdir / f"results/local-minilm/{today}/report.md").read_text()
-    assert f"## Since last run ({yesterday})" in report
+    assert f"## Since last run ({yesterday}, 1 day earlier)" in report
     assert "- regressed: T-STATE-001 [state]" in report and "- regressed: T-ALWAYS-001 [always]" in report
     for bank, test_id in (("state", "T-STATE-001"), ("always", "T-ALWAYS-001")):
         section = report.split(f"## Failing tests — {bank} (1)")[1].split("\n## ")[0]

@@ -20,7 +20,6 @@ a module on the way shows here, not as a slower start a user notices later.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.cli import build_parser
-from eval_pipeline.location import START_DATE_ENV
 from tests.conftest import offline_tenant_project
 
 DATA = ["--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--model", "local-minilm"]
@@ -82,11 +80,8 @@ print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watche
 
 
 def probe_run(cwd: Path, *argv: str) -> tuple[int, str, set[str]]:
-    # As a user runs it: without the first-date setting the suite pins (tests/conftest.py), so the
-    # command works out the first date from the project, as every `run` does.
-    env = {k: v for k, v in os.environ.items() if k != START_DATE_ENV}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, *argv], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
+        [sys.executable, "-c", _PROBE, *argv], cwd=cwd, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])

@@ -55,10 +55,9 @@ def _dates(start: str, end: str | None) -> list[str]:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from eval_pipeline.location import START_DATE_ENV, location_paths, start_date
+    from eval_pipeline.location import location_paths
 
     paths = location_paths()
-    first = start_date()  # what a code location loaded now holds, before --from may lower it
     dates = _dates(args.start, args.end)
     models = list(select_models(args.model, paths.models_file))
     check_number("--timeout", args.timeout, above=0)
@@ -71,18 +70,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         submit_backfill,
         tag_backfill,
     )
-    from eval_pipeline.orchestration.daemon import DaemonKeeper, daemon_alive
+    from eval_pipeline.orchestration.daemon import DaemonKeeper
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.runtime.run_monitor import end_orphaned_runs, owner_tags
 
     log = paths.storage_dir / "daemon.log"
     with project_instance() as instance, ExitStack() as stack:
-        if dates[0] < first and daemon_alive(instance):
-            # Its code location was loaded with the later first date: it has no such partitions.
-            raise UsageError(
-                f"--from {dates[0]}: before the first date {first} of the running daemon (`dg dev`); "
-                f"stop it so that this command starts its own, or restart it with {START_DATE_ENV}={dates[0]}"
-            )
         # Before a daemon starts: it would go on with a killed command's backfill.
         for line in [*end_abandoned_backfills(instance), *end_orphaned_runs(instance)]:
             print(f"  {line}")
@@ -125,7 +118,25 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         code = EXIT_ERROR
     from eval_pipeline.providers.object_store import output_path
 
+    if state.ended:
+        code = max(code, _follow_later_dates(dates[-1], models, output_path(paths.results_root)))
+
     return max(code, _verdicts(dates, models, output_path(paths.results_root)))
+
+
+def _follow_later_dates(last: str, models: list[str], results_root: UPath) -> int:
+    """The regression diffs of dates evaluated after the range, which may compare against it now."""
+    from eval_pipeline.definitions import location
+    from eval_pipeline.orchestration.execution import follow_later_dates, project_instance
+
+    with project_instance() as instance:
+        outcomes = follow_later_dates(
+            last, models, results_root, location(), instance, lambda s: print(f"  {s}")
+        )
+    for outcome in outcomes:
+        for failure in outcome.failures:
+            print(f"error: {outcome.name}: {failure}", file=sys.stderr)
+    return EXIT_ERROR if any(o.failures for o in outcomes) else EXIT_OK
 
 
 def _verdicts(dates: list[str], models: list[str], results_dir: Path | UPath) -> int:

@@ -7,7 +7,6 @@ import contextlib
 import sys
 from collections.abc import Callable, Mapping
 from datetime import date as date_type
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +25,7 @@ from eval_pipeline.cli.paths import path_arg
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.control_chars import one_line
-from eval_pipeline.core.dates import today_utc
-from eval_pipeline.location import lower_start, start_date
+from eval_pipeline.core.dates import first_evaluation_date, today_utc
 
 # Parsing and `--help` import this module: the models, providers and Dagster are imported only
 # by the functions that use them (tests/test_import_sets.py).
@@ -122,27 +120,19 @@ def _parse_banks(text: str) -> list[str]:
     return names
 
 
-# How far back a date before the project's first date may be asked for: every day from the first
-# date on is a partition of each model that the UI lists (and `backfill` takes a year at most).
-MAX_DAYS_BACK = 366
-
-
 def parse_date(text: str | None, flag: str = "--date") -> str:
-    """A date to evaluate, today (UTC) when None: from the project's first date (or up to
-    MAX_DAYS_BACK before today) to today. A date before the first date lowers it for this process
-    (`lower_start`), so its partitions exist when the code location is imported."""
-    first, today = start_date(), today_utc()  # a wrong setting is bad input before anything runs
+    """A date to evaluate, today (UTC) when None: up to MAX_DAYS_BACK days before today."""
+    today = today_utc()
     if text is None:
         return today
     try:
-        value = date_type.fromisoformat(text)
+        value = date_type.fromisoformat(text).isoformat()
     except ValueError:
         raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
-    earliest = min(first, (date_type.fromisoformat(today) - timedelta(days=MAX_DAYS_BACK)).isoformat())
-    if not (earliest <= value.isoformat() <= today):
+    earliest = first_evaluation_date(today)
+    if not (earliest <= value <= today):
         raise UsageError(f"{flag}: must be between {earliest} and today ({today}), UTC")
-    lower_start(value.isoformat())
-    return value.isoformat()
+    return value
 
 
 def select_models(requested: list[str], models_file: Path, need_keys: bool = True) -> dict[str, ModelConfig]:
@@ -318,6 +308,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
             args.fail_on_regression,
             args.allow_removed,
             args.junit,
+            max_baseline_age_days=args.gates.max_baseline_age_days,
         )
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.up_to_date import history_in_home, stored_evaluation
@@ -348,6 +339,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         args.fail_on_regression,
         args.allow_removed,
         args.junit,
+        max_baseline_age_days=args.gates.max_baseline_age_days,
     )
 
 

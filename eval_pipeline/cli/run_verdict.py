@@ -29,6 +29,7 @@ def report_runs(
     allow_removed: bool,
     junit: Path | None = None,
     evaluated: Mapping[str, Evaluation] | None = None,
+    max_baseline_age_days: int | None = None,
 ) -> int:
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
@@ -84,7 +85,7 @@ def report_runs(
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
-        code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed))
+        code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed, max_baseline_age_days))
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE), reading.failures)))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
@@ -100,20 +101,32 @@ def report_runs(
 
 
 def _since(
-    regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gating: bool, allow_removed: bool
+    regression: RegressionDiff | None,
+    run_dir: Path | UPath,
+    scope: Scope,
+    gating: bool,
+    allow_removed: bool,
+    max_baseline_age_days: int | None,
 ) -> int:
     """Print what changed since the previous evaluation; the exit code its verdict asks for."""
     if not scope.is_full:
         print("  since: a narrowed run is not compared")
         return EXIT_OK
     from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
-    from eval_pipeline.core.verdicts.since import since_verdict
+    from eval_pipeline.core.verdicts.since import baseline_too_old, since_verdict
 
-    verdict = since_verdict(regression, fail_on_regression=gating, allow_removed=allow_removed)
+    verdict = since_verdict(
+        regression,
+        fail_on_regression=gating,
+        allow_removed=allow_removed,
+        max_baseline_age_days=max_baseline_age_days,
+    )
     if regression is None:
         print("  since: no regression diff was written")
     else:
         print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating, allow_removed)))
-        if not gating and verdict.reasons:
+        if too_old := baseline_too_old(regression, max_baseline_age_days):
+            print(f"  baseline gate failed: {too_old[0]}")
+        elif not gating and verdict.reasons:
             print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(verdict.reasons)}")
     return exit_for_gate(verdict.status)

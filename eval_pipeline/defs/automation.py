@@ -27,6 +27,11 @@ reevaluation_job = dg.define_asset_job(
     selection=["run_report", "release_gate", "regression_diff"],
     partitions_def=model_date_partitions,
 )
+# A later date's regression diff made again once an earlier date was evaluated after it (a
+# backfill): its baseline may now be that date.
+rediff_job = dg.define_asset_job(
+    "rediff_later_date", selection=["regression_diff"], partitions_def=model_date_partitions
+)
 comparison_job = dg.define_asset_job(
     "compare_models", selection=sorted(COMPARISON), partitions_def=date_partitions
 )
@@ -59,5 +64,5 @@ def model_partitions(
     )
 
 
-JOBS = [date_job, model_job, reevaluation_job, comparison_job]
+JOBS = [date_job, model_job, reevaluation_job, rediff_job, comparison_job]
 SENSORS: list[dg.SensorDefinition] = [evaluation_automation, model_partitions]

@@ -1,12 +1,14 @@
 """Diffs as assets, reading the reports they compare as asset inputs (the lineage the UI shows
 is the data path), and writing markdown + JSON beside the run's reports:
-- `regression_diff` [model x date]: the date's report against the model's latest earlier report
-  within a week -> results/<model>/<date>/regression_diff.{md,json}, and the run's report.md
-  again, with its "since last run" section, and report.html (the same, with the model's trend)
+- `regression_diff` [model x date]: the date's report against its baseline, the model's latest
+  earlier usable evaluation in the results location however old (found through the location's
+  index of evaluations, not a window of partitions) -> results/<model>/<date>/regression_diff.{md,json},
+  and the run's report.md again, with its "since last run" section, and report.html (the same,
+  with the model's trend)
 - `model_comparison` [date]: every model's report of the date
   -> results/_comparison/<date>/model_comparison.{md,json}, and a copy beside each compared run
-Neither waits for every report it could read (a new model has no yesterday; a paid model may
-never run): each compares what exists and says when that is nothing.
+The comparison waits for no other partition (a new model has no yesterday; a paid model may
+never run): it compares what exists and says when that is nothing.
 """
 
 from collections.abc import Iterator, Mapping
@@ -15,7 +17,7 @@ import dagster as dg
 from pydantic import BaseModel
 from upath import UPath
 
-from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
+from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline, baseline_label
 from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, counts_by_kind
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.report.diff_text import render_comparison_markdown, render_regression_markdown
@@ -46,15 +48,16 @@ from eval_pipeline.defs.partitions import (
     split_key,
 )
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
+from eval_pipeline.providers.evaluation_index import find_baseline
 from eval_pipeline.providers.object_store import write_text
 from eval_pipeline.providers.results_history import read_history
 
 GROUP = "diffs"
-BASELINE_LOOKBACK_DAYS = 7
 # How many dates of a model's history the report.html beside each evaluation draws.
 HTML_HISTORY_DATES = 30
-# The date's report and the week before it, same model; absent partitions are simply not loaded.
-REPORTS_OF_THE_WEEK = dg.AssetIn(
+# The date's report, and the day before's only so that a backfill over consecutive days diffs each
+# date after the one before it is reported: the baseline itself comes from the evaluation index.
+REPORTS_OF_THE_DATE_AND_DAY_BEFORE = dg.AssetIn(
     key="run_report",
     partition_mapping=dg.MultiPartitionMapping(
         {
@@ -62,9 +65,7 @@ REPORTS_OF_THE_WEEK = dg.AssetIn(
             DATE_DIM: dg.DimensionPartitionMapping(
                 DATE_DIM,
                 dg.TimeWindowPartitionMapping(
-                    start_offset=-BASELINE_LOOKBACK_DAYS,
-                    end_offset=0,
-                    allow_nonexistent_upstream_partitions=True,
+                    start_offset=-1, end_offset=0, allow_nonexistent_upstream_partitions=True
                 ),
             ),
         }
@@ -113,27 +114,11 @@ def _html_report(storage: StorageResource, head: RunDocument, result: Regression
     return render_html(*shown_history([*earlier, head], {p.model: result}), history.unreadable)
 
 
-def _by_date(reports: Mapping[str, RunDocument]) -> dict[str, RunDocument]:
-    return {doc.provenance.date: doc for doc in reports.values()}
-
-
-def _passed_over(context: dg.AssetExecutionContext, loaded: set[str]) -> list[str]:
-    """Reports of the week that were stored but could not be read (the IO manager passed them
-    over): named in the diff, so a baseline further back is never silently substituted."""
-    stored = context.instance.get_materialized_partitions(dg.AssetKey("run_report"))
-    out = []
-    for key in context.asset_partition_keys_for_input("reports"):
-        day = model_date_partitions.get_partition_key_from_str(str(key)).keys_by_dimension[DATE_DIM]
-        if str(key) in stored and day not in loaded:
-            out.append(f"run_report {key}: stored but unreadable")
-    return sorted(out)
-
-
 @dg.asset(
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
-    ins={"reports": REPORTS_OF_THE_WEEK},
+    ins={"reports": REPORTS_OF_THE_DATE_AND_DAY_BEFORE},
     automation_condition=WHEN_A_REPORT_CHANGES,
     output_required=False,  # nothing to diff until the date's own report exists
     check_specs=[
@@ -149,16 +134,23 @@ def _passed_over(context: dg.AssetExecutionContext, loaded: set[str]) -> list[st
 def regression_diff(
     context: dg.AssetExecutionContext, storage: StorageResource, reports: dict[str, RunDocument]
 ) -> Iterator[dg.Output[RegressionDiff] | dg.AssetCheckResult]:
-    """The date's report against the model's latest earlier report (up to a week back):
-    per-test deltas, causes, statistics, and the diff gate."""
+    """The date's report against its baseline (the latest earlier usable evaluation, however
+    old): per-test deltas, causes, statistics, and the diff gate."""
     model, date = split_key(context)
-    by_date = _by_date(reports)
-    head = by_date.pop(date, None)
+    head = next((doc for doc in reports.values() if doc.provenance.date == date), None)
     if head is None:
+        # Launched because the day before was reported (a past date evaluated): there is nothing
+        # to compare yet, which is no failure; the check says so instead of leaving a red run.
         context.log.info(f"{model}@{date} has no report yet: nothing to diff")
+        yield dg.AssetCheckResult(
+            check_name="no_new_hard_fails",
+            passed=True,
+            metadata={"compared_with": f"nothing: {model}@{date} has no report yet"},
+        )
         return
-    baseline = by_date[max(by_date)] if by_date else None
-    result = against_baseline(head, baseline, _passed_over(context, set(by_date) | {date}))
+    search = find_baseline(storage.results_root, head)
+    baseline = search.baseline
+    result = against_baseline(head, baseline, search.passed_over)
     shown = with_original_ids(result, head.provenance.original_ids)  # the user's own ids
     markdown = render_regression_markdown(shown)
     report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
@@ -169,7 +161,7 @@ def regression_diff(
     )
     write_text(storage.run_dir(model, date) / REPORT_HTML_FILE, _html_report(storage, head, result))
     extra: dict[str, dg.RawMetadataValue] = {
-        "baseline_date": result.baseline_date or "none",
+        "baseline": baseline_label(result),
         "gate": diff_gate(result.diff).status.value if result.diff else "no baseline",
     }
     yield dg.Output(

@@ -1,5 +1,5 @@
-"""Partitions: evaluation date (UTC, the project's first date to today) and model (one key per
-enabled or evaluated model)."""
+"""Partitions: evaluation date (UTC, from `MAX_DAYS_BACK` days ago to today) and model (one key
+per enabled or evaluated model)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from eval_pipeline.location import start_date
+from eval_pipeline.core.dates import first_evaluation_date
 
 MODEL_DIM, DATE_DIM = "model", "date"
 
-# From the project's first date (its first evaluation, or today; EVAL_PIPELINE_START_DATE overrides
-# it), read when the code location loads: no day before it shows as missing.
-date_partitions = dg.DailyPartitionsDefinition(start_date=start_date(), end_offset=1, timezone="UTC")
+# The same window in every process, whatever the project or where its results live: a date a
+# command accepts is a partition of the code location any other process loads that day.
+date_partitions = dg.DailyPartitionsDefinition(
+    start_date=first_evaluation_date(), end_offset=1, timezone="UTC"
+)
 # Dynamic, so the asset definitions don't depend on the models file; keys are synced from it.
 model_partitions = dg.DynamicPartitionsDefinition(name=MODEL_DIM)
 model_date_partitions = dg.MultiPartitionsDefinition({MODEL_DIM: model_partitions, DATE_DIM: date_partitions})

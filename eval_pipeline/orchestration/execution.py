@@ -8,17 +8,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import dagster as dg
+from upath import UPath
 
 from eval_pipeline.core.fileio import atomic_write_text
-from eval_pipeline.defs.automation import comparison_job, date_job
-from eval_pipeline.defs.partitions import sync_model_partitions
+from eval_pipeline.defs.automation import comparison_job, date_job, rediff_job
+from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
+from eval_pipeline.defs.resources import StorageResource
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.instance_lock import initialise, instance_lock
 from eval_pipeline.orchestration.instance_storage import STORAGE_MODULE, STORAGE_YAML
 from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
+from eval_pipeline.providers.evaluation_index import next_evaluated_date
 from eval_pipeline.runtime.run_monitor import RUN_MONITORING_YAML
 
 # Debug lines (every IO-manager load and write) would crowd a run's stored events; INFO
@@ -106,4 +110,27 @@ def run_all(
     )
     on_stage("model comparison")
     outcomes.append(run_stage("comparison", comparison_job.name, date, defs, instance, tags))
+    storage = cast(StorageResource, resources["storage"])
+    return outcomes + follow_later_dates(date, models, storage.results_root, defs, instance, on_stage, tags)
+
+
+def follow_later_dates(
+    last: str,
+    models: Sequence[str],
+    results_root: UPath,
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    on_stage: Callable[[str], None] = lambda _: None,
+    tags: Mapping[str, str] | None = None,
+) -> list[StageOutcome]:
+    """After dates up to `last` were evaluated, each model's next later evaluation compares
+    against them again: a backfill must not leave a later report saying "no baseline", or naming
+    an older one, beside the evaluation it just made."""
+    outcomes = []
+    for model in models:
+        later = next_evaluated_date(results_root, model, last)
+        if later is not None:
+            on_stage(f"regression diff of {model} @ {later}, now that {last} is evaluated")
+            key = model_date_key(model, later)
+            outcomes.append(run_stage(f"{model} @ {later}", rediff_job.name, key, defs, instance, tags))
     return outcomes

@@ -19,6 +19,7 @@ from eval_pipeline.core.scoring.run_document import (
     RunDocument,
     parse_document,
 )
+from eval_pipeline.providers.evaluation_index import evaluated_dates
 
 
 @dataclass
@@ -28,9 +29,8 @@ class ResultsHistory:
     unreadable: list[str] = field(default_factory=list)  # one line each: which file, and why
 
 
-def _dates(model_dir: UPath, date_from: str | None, date_to: str | None) -> list[str]:
-    dates = sorted(d.name for d in model_dir.iterdir() if (d / RESULTS_FILE).is_file())
-    return [d for d in dates if (date_from or d) <= d <= (date_to or d)]
+def _dates(root: UPath, model: str, date_from: str | None, date_to: str | None) -> list[str]:
+    return [d for d in evaluated_dates(root, model) if (date_from or d) <= d <= (date_to or d)]
 
 
 def _comparison(path: UPath) -> RegressionDiff | None:
@@ -61,7 +61,7 @@ def read_history(
     for model_dir in folders:
         if models and model_dir.name not in models:
             continue
-        dates = _dates(model_dir, date_from, date_to)
+        dates = _dates(root, model_dir.name, date_from, date_to)
         dates = dates[-last:] if last else dates
         for date in dates:
             try:

@@ -217,10 +217,9 @@ def test_trials_compare_by_mean_and_list_per_trial_changes() -> None:
 def test_regression_without_baseline_is_explicit() -> None:
     result = against_baseline(_head(), None)
     assert result.diff is None and result.baseline_date is None
-    assert result.verdict == "no baseline: m has no usable results dated before 2026-11-20"
+    assert result.verdict == "no baseline: m has no evaluation dated before 2026-11-20"
     assert render_regression_markdown(result) == (
-        "# Regression diff — m — 2026-11-20\n\n"
-        "no baseline: m has no usable results dated before 2026-11-20.\n"
+        "# Regression diff — m — 2026-11-20\n\nno baseline: m has no evaluation dated before 2026-11-20.\n"
     )
 
 

@@ -111,7 +111,7 @@ def _regression() -> RegressionDiff:
 def test_since_block_lists_what_changed_and_diffs_verdict() -> None:
     regression = _regression()
     lines = since_lines(regression, "R/regression_diff.md", gating=False)
-    assert lines[0].startswith("  since 2026-11-19: health: ")
+    assert lines[0].startswith("  since 2026-11-19, 1 day earlier: health: ")
     assert "1 regressed, 0 fixed, 0 removed, 0 added" in lines[0]
     assert "    regressed: ST-1 [state] 100 → 0 (-100) · system changed" in lines
     assert "    regression gate: FAILED (reported only: --fail-on-regression gates on it)" in lines
@@ -120,7 +120,7 @@ def test_since_block_lists_what_changed_and_diffs_verdict() -> None:
     gate = regression_gate(regression)
     assert gate is not None and gate.status is GateStatus.FAILED
     md = since_markdown(regression)
-    assert md[0] == "## Since last run (2026-11-19)"
+    assert md[0] == "## Since last run (2026-11-19, 1 day earlier)"
     assert "- regressed: ST-1 [state] 100 → 0 (-100) · system changed" in md
     assert "- 1 deterministic regression(s): ST-1" in md
     assert "[regression_diff.md](regression_diff.md)" in md[-2]
@@ -129,7 +129,7 @@ def test_since_block_lists_what_changed_and_diffs_verdict() -> None:
 def test_no_previous_evaluation_is_one_line_and_no_gate() -> None:
     first = against_baseline(doc([sem("S-1", ["a", "b"])]), None)
     assert since_lines(first, "R", gating=True) == [
-        "  since: no baseline: m has no usable results dated before 2026-11-19"
+        "  since: no baseline: m has no evaluation dated before 2026-11-19"
     ]
     assert regression_gate(first) is None
     assert "no baseline" in since_markdown(first)[2]

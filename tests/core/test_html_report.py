@@ -156,13 +156,14 @@ def test_data_is_escaped_never_markup() -> None:
 def test_the_stored_comparison_of_the_latest_date_is_the_one_shown() -> None:
     first = doc([sem("S-1", ["a", "b"])], date="2026-11-19")
     second = doc([sem("S-1", ["b"])], date="2026-11-20")
-    stored = against_baseline(second, None, ["run_report m|2026-11-19: stored but unreadable"])
+    stored = against_baseline(second, None, ["2026-11-19: unreadable (not JSON)"])
     # The stored diff of the latest date wins (it is what `run` printed); an older one does not.
     assert latest_comparison([first, second], stored) is stored
     computed = latest_comparison([first, second], against_baseline(first, None))
     assert computed.baseline_date == "2026-11-19" and computed.diff is not None
     since = build_report([first, second], {"m": stored}).models[0].since
-    assert since.baseline_date is None and "no baseline" in since.verdict
+    assert since.baseline_date is None and "no usable baseline" in since.verdict
+    assert "2026-11-19: unreadable (not JSON)" in since.verdict
 
 
 def test_a_date_with_an_unknown_score_breaks_the_line() -> None:

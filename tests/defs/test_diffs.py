@@ -6,7 +6,7 @@ import re
 import dagster as dg
 import pytest
 
-from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
@@ -68,7 +68,7 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
         first = _materialise(env, regression_diff, model_date_key(MINILM, D1))
         value = first.output_for_node("regression_diff")
         assert isinstance(value, RegressionDiff) and value.diff is None and value.baseline_date is None
-        assert _metadata(first)["baseline_date"] == "none" and _metadata(first)["regressed"] == "0"
+        assert _metadata(first)["baseline"] == "no baseline" and _metadata(first)["regressed"] == "0"
 
         kb = env.kb.read_text()
         env.kb.write_text(
@@ -78,6 +78,7 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
         second = _materialise(env, regression_diff, model_date_key(MINILM, D2))
         result = second.output_for_node("regression_diff")
         assert isinstance(result, RegressionDiff) and result.baseline_date == D1 and result.diff is not None
+        assert _metadata(second)["baseline"] == baseline_label(result)
 
         before = _retrieval(read_document(env.results / MINILM / D1 / "results.json"))
         after = _retrieval(read_document(env.results / MINILM / D2 / "results.json"))
@@ -102,6 +103,7 @@ def test_regression_diff_has_an_explicit_no_baseline_then_shows_exactly_the_test
             combined is not None and combined.group(1).count("M") == 1 and combined.group(1).count("L") == 1
         )
         assert f"<h3>{MINILM}: {D1} → {D2}</h3>" in html
+        assert f"Baseline: {MINILM} @ {baseline_label(result)}" in html
         assert "no baseline" in (env.results / MINILM / D1 / "report.html").read_text()
 
 
@@ -121,3 +123,47 @@ def test_model_comparison_reads_every_model_of_the_date(first_day: Kept) -> None
         assert metadata["models"] == f"{MINILM}, local-hybrid" and "points per test" in str(
             metadata["verdict"]
         )
+
+
+def test_a_diff_launched_before_its_date_is_reported_completes_without_a_red_run(first_day: Kept) -> None:
+    # What automation does when a past date (D1) is evaluated and D2, the latest date, has no
+    # report yet: it launches D2's diff, which has nothing to compare. That is no error.
+    with first_day.restore() as env:
+        result = dg.materialize(
+            [*ALL_ASSETS, *DIFF_ASSETS],
+            selection=[regression_diff],
+            partition_key=model_date_key(MINILM, D2),
+            resources=env.resources(),
+            instance=env.instance,
+            run_config=QUIET_LOGS,
+            tags={"dagster/from_automation_condition": "true"},
+            raise_on_error=False,
+        )
+        assert result.success
+        assert result.get_asset_materialization_events() == []
+        (check,) = result.get_asset_check_evaluations()
+        assert check.passed and "has no report yet" in str(check.metadata["compared_with"].value)
+        failed = env.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        assert failed == []
+        assert not (env.results / MINILM / D2).exists()
+
+
+def test_an_earlier_date_evaluated_later_becomes_the_next_date_s_baseline(first_day: Kept) -> None:
+    # D1 had no baseline; D2 compares with D1. Then an earlier date (D0, as a backfill does) is
+    # evaluated: its next later evaluation, D1, now compares with it; D2 keeps D1.
+    d0 = "2026-11-12"
+    with first_day.restore() as env:
+        run_all(D2, [MINILM], env.resources(), env.instance)
+        stored = env.results / MINILM / D1
+        assert (
+            RegressionDiff.model_validate_json((stored / "regression_diff.json").read_text()).baseline_date
+            is None
+        )
+        outcomes = run_all(d0, [MINILM], env.resources(), env.instance)
+        assert all(not o.failures for o in outcomes)
+        again = RegressionDiff.model_validate_json((stored / "regression_diff.json").read_text())
+        assert again.baseline_date == d0 and again.baseline_age_days == 8
+        assert f"## Since last run ({d0}, 8 days earlier)" in (stored / "report.md").read_text()
+        assert f"Baseline: {MINILM} @ {d0}, 8 days earlier" in (stored / "report.html").read_text()
+        later = env.results / MINILM / D2 / "regression_diff.json"
+        assert RegressionDiff.model_validate_json(later.read_text()).baseline_date == D1

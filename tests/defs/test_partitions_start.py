@@ -1,9 +1,7 @@
-"""Date partitions only for what the project asked for, read the way the UI reads them: GraphQL
-over the code location loaded in a process of its own (as `dg dev` loads it), with the first
-date derived there, not set (tests/conftest.py sets it for the other tests; here it is unset).
-
-A fresh project has one date partition, today, so the asset list counts one missing partition
-per model; `run --date` of a past day makes that day the first date of every later load."""
+"""Date partitions read the way the UI reads them: GraphQL over the code location loaded in a
+process of its own (as `dg dev` loads it). Every process holds the same window of dates, from
+`MAX_DAYS_BACK` days ago to today, whatever the project or where its results live, and nothing
+is set for it: a past date a `run` evaluated in its own process is a materialised partition there."""
 
 from __future__ import annotations
 
@@ -21,10 +19,9 @@ import pytest
 from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
 import eval_pipeline.definitions
-from eval_pipeline.core.dates import today_utc
+from eval_pipeline.core.dates import MAX_DAYS_BACK, first_evaluation_date, today_utc
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE
 from eval_pipeline.defs.partitions import DATE_DIM, MODEL_DIM, sync_model_partitions
-from eval_pipeline.location import START_DATE_ENV
 from eval_pipeline.orchestration.execution import project_instance
 from eval_pipeline.providers.models import load_models
 from tests.conftest import TENANT
@@ -74,7 +71,6 @@ def project(
     }
     for name, value in paths.items():
         monkeypatch.setenv(f"EVAL_PIPELINE_{name}", str(tmp_path / value))
-    monkeypatch.delenv(START_DATE_ENV)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / ".dagster_home"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -111,20 +107,25 @@ def _enabled(project: Path) -> list[str]:
     return [key for key, model in load_models(project / "models.yaml").items() if model.enabled]
 
 
-def test_a_fresh_project_shows_today_alone_then_the_past_date_it_evaluated(
+def test_every_process_shows_the_same_window_of_dates_and_a_past_date_evaluated_elsewhere(
     project: Path, instance: dg.DagsterInstance
 ) -> None:
     models = _enabled(project)
     assert len(models) >= 2
     sync_model_partitions(instance, models)  # as the model_partitions sensor does on its first tick
+    window = [
+        (date.fromisoformat(first_evaluation_date()) + timedelta(days=i)).isoformat()
+        for i in range(MAX_DAYS_BACK + 1)
+    ]
+    assert window[-1] == today_utc()
     fresh = _shown(instance)
     assert "run_report" in fresh and "model_comparison" in fresh
     for asset, shown in fresh.items():
-        assert shown.dates == [today_utc()], asset
+        assert shown.dates == window, asset
         per_model = len(models) if shown.models is not None else 1
-        assert (shown.partitions, shown.missing) == (per_model, per_model), asset
+        assert shown.partitions == shown.missing == len(window) * per_model, asset
 
-    past = (date.fromisoformat(today_utc()) - timedelta(days=3)).isoformat()
+    past = (date.fromisoformat(today_utc()) - timedelta(days=12)).isoformat()
     data = ["--kb", os.environ["EVAL_PIPELINE_KB"], "--banks-dir", "banks"]
     done = subprocess.run(
         [sys.executable, "-m", "eval_pipeline.cli", "run", "--date", past, "--model", models[0], *data],
@@ -137,9 +138,6 @@ def test_a_fresh_project_shows_today_alone_then_the_past_date_it_evaluated(
     assert (project / "results" / models[0] / past / RESULTS_FILE).is_file()
 
     later = _shown(instance)
-    days = [(date.fromisoformat(past) + timedelta(days=i)).isoformat() for i in range(4)]
-    for asset, shown in later.items():
-        assert shown.dates == days, asset
-        assert shown.partitions == len(days) * (len(models) if shown.models is not None else 1), asset
+    assert all(shown.dates == window for shown in later.values())
     assert later["run_report"].materialized == 1
     assert later["model_comparison"].materialized == 1

@@ -5,17 +5,12 @@ date, and hints that name pages the installed webserver has."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
 import dagster_webserver
 import pytest
 
-from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.rounding import fmt_score, shown_score
 from eval_pipeline.core.scoring.run_document import COMPARISON_DIR, RESULTS_FILE, read_document
 from eval_pipeline.definitions import location
@@ -23,7 +18,6 @@ from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.metadata import readable, rounded
 from eval_pipeline.defs.overview import SHOWN_AGAIN_AFTER
 from eval_pipeline.defs.partitions import model_date_key, model_date_partitions
-from eval_pipeline.location import START_DATE_ENV, start_date
 from eval_pipeline.orchestration.execution import run_all
 from tests.defs.conftest import REPO, Env
 
@@ -155,23 +149,6 @@ def test_every_asset_and_every_check_is_described() -> None:
     checks = graph.asset_check_keys
     assert len(checks) >= 4
     assert [str(k) for k in checks if not graph.get_check_spec(k).description] == []
-
-
-def test_partitions_start_at_the_date_the_project_declares(monkeypatch: pytest.MonkeyPatch) -> None:
-    yesterday = (date.fromisoformat(today_utc()) - timedelta(days=1)).isoformat()
-    monkeypatch.setenv(START_DATE_ENV, yesterday)
-    assert start_date() == yesterday
-    # The code location reads it when it loads (`dg dev`, the daemon, the CLI): no day before it.
-    code = (
-        "from eval_pipeline.defs.partitions import date_partitions\n"
-        "print(date_partitions.get_partition_keys())"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str([yesterday, today_utc()])
-    for wrong, reason in (("2026-13-01", "is not YYYY-MM-DD"), ("2999-01-01", "is after today")):
-        monkeypatch.setenv(START_DATE_ENV, wrong)
-        with pytest.raises(BadInput, match=f"^{START_DATE_ENV}: .*{reason}"):
-            start_date()
 
 
 # A UI path named in a hint or a page -> what the installed webserver's app routes it by.

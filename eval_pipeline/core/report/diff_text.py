@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from eval_pipeline.core.control_chars import one_line
-from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import Cause, DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.diff.statistics import PairedComparison
@@ -217,7 +217,13 @@ def render_regression_markdown(result: RegressionDiff) -> str:
     skipped = [f"- ⚠️ passed over as a baseline: {text(line)}" for line in result.passed_over]
     if result.diff is None:
         return "\n".join([title, "", f"{text(result.verdict)}.", "", *skipped]).rstrip() + "\n"
-    lines = [title, "", f"Compared with the latest earlier run, {text(result.baseline_date)}.", "", *skipped]
+    lines = [
+        title,
+        "",
+        f"Baseline (the latest earlier usable evaluation): {text(baseline_label(result))}.",
+        "",
+        *skipped,
+    ]
     lines += _diff_body(result.diff, 2)
     return "\n".join(lines).rstrip() + "\n"
 

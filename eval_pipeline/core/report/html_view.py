@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
+from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline, baseline_label
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diff_text import detail_lines, headline, health_line, kind_title
@@ -47,6 +47,7 @@ class ChangeRow:
 @dataclass(frozen=True)
 class SinceView:
     baseline_date: str | None
+    baseline: str  # its date and age ("2026-11-17, 12 days earlier")
     verdict: str  # the whole comparison in one line, or why there is none
     health: str
     counts: list[tuple[str, int]]
@@ -125,7 +126,7 @@ def _since(regression: RegressionDiff) -> SinceView:
     gate = regression_gate(regression)
     diff = regression.diff
     if diff is None or gate is None:
-        return SinceView(None, regression.verdict, "", [], [], [], None, [], [])
+        return SinceView(None, baseline_label(regression), regression.verdict, "", [], [], [], None, [], [])
     changes = [
         ChangeRow(kind_title(k), d.test_id, headline(d), detail_lines(d))
         for k in SINCE_KINDS
@@ -136,6 +137,7 @@ def _since(regression: RegressionDiff) -> SinceView:
     ]
     return SinceView(
         baseline_date=regression.baseline_date,
+        baseline=baseline_label(regression),
         verdict=regression.verdict,
         health=health_line(diff),
         counts=counts,

@@ -10,7 +10,7 @@ terminal or CI log stays readable (core/report/failure_lines.py); the file named
 from __future__ import annotations
 
 from eval_pipeline.core.control_chars import one_line
-from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
 from eval_pipeline.core.diff.model import DeltaKind, RunDiff
 from eval_pipeline.core.markdown_text import text
 from eval_pipeline.core.report.diff_text import gate_lines, headline, health_line
@@ -41,7 +41,7 @@ def since_lines(
     if regression.diff is None or gate is None:
         return [one_line(f"  since: {regression.verdict}")]
     diff = regression.diff
-    lines = [f"  since {regression.baseline_date}: {health_line(diff)}; {_counts(diff)}"]
+    lines = [f"  since {baseline_label(regression)}: {health_line(diff)}; {_counts(diff)}"]
     lines += [f"    warning: {w}" for w in diff.warnings]
     lines += [f"    {line}" for line in fold(_changes(diff), "changes", details)]
     verdict = gate_lines(gate)
@@ -58,7 +58,7 @@ def since_markdown(regression: RegressionDiff) -> list[str]:
         return ["## Since last run", "", f"{text(regression.verdict)}.", ""]
     diff = regression.diff
     lines = [
-        f"## Since last run ({text(regression.baseline_date)})",
+        f"## Since last run ({text(baseline_label(regression))})",
         "",
         f"**{text(health_line(diff))}**; {_counts(diff)}.",
         "",

@@ -30,7 +30,7 @@ class ProjectGates(BaseModel):
         default=False, description="banks and tests the baseline ran and this one does not are accepted"
     )
     max_baseline_age_days: int | None = Field(
-        default=None, ge=1, description="an earlier evaluation older than this is no baseline (null: any age)"
+        default=None, ge=1, description="a baseline older than this many days fails the run (null: any age)"
     )
 
     def overridden(

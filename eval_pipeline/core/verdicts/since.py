@@ -31,9 +31,27 @@ def regression_gate(regression: RegressionDiff, allow_removed: bool = False) -> 
     return diff_gate(regression.diff, allow_removed=allow_removed)
 
 
+def baseline_too_old(regression: RegressionDiff, max_baseline_age_days: int | None) -> list[str]:
+    age = regression.baseline_age_days
+    if max_baseline_age_days is None or age is None or age <= max_baseline_age_days:
+        return []
+    return [
+        f"the baseline {regression.model} @ {regression.baseline_date} is {age} days old, "
+        f"over the project's maximum baseline age of {max_baseline_age_days} days"
+    ]
+
+
 def since_verdict(
-    regression: RegressionDiff | None, *, fail_on_regression: bool, allow_removed: bool
+    regression: RegressionDiff | None,
+    *,
+    fail_on_regression: bool,
+    allow_removed: bool,
+    max_baseline_age_days: int | None = None,
 ) -> SinceVerdict:
+    """The run's verdict on the comparison with its baseline; a baseline older than the project's
+    maximum age fails it whatever the comparison says."""
+    if regression is not None and (old := baseline_too_old(regression, max_baseline_age_days)):
+        return SinceVerdict(status=GateStatus.FAILED, reasons=old)
     if regression is None:
         if fail_on_regression:
             return SinceVerdict(status=GateStatus.UNEVALUABLE, reasons=["no regression diff was written"])

@@ -1,0 +1,71 @@
+"""The index of a results location's evaluations: every evaluation writes
+`<results>/<model>/<date>/results.json`, so a model's folder lists the dates it was evaluated,
+whatever the partitions of the process reading it. The baseline of a comparison is found here:
+the latest earlier evaluation of the same model and project, however old.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+from upath import UPath
+
+from eval_pipeline.core.diff.baseline import why_not_a_baseline
+from eval_pipeline.core.errors import CouldNotEvaluate, EvalPipelineError
+from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument, parse_document
+
+_DATE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_date(name: str) -> bool:
+    if not _DATE_NAME.fullmatch(name):
+        return False
+    try:
+        date.fromisoformat(name)
+    except ValueError:  # 2026-13-01: a folder of another kind, not a date
+        return False
+    return True
+
+
+def evaluated_dates(root: Path | UPath, model: str) -> list[str]:
+    """The dates `model` has an evaluation of under `root`, oldest first."""
+    folder = root / model
+    try:
+        if not folder.is_dir():
+            return []
+        return sorted(d.name for d in folder.iterdir() if _is_date(d.name) and (d / RESULTS_FILE).is_file())
+    except OSError as exc:
+        raise CouldNotEvaluate(f"{folder}: cannot list the evaluated dates ({exc})") from None
+
+
+@dataclass(frozen=True)
+class BaselineSearch:
+    baseline: RunDocument | None
+    passed_over: list[str] = field(default_factory=list)  # "<date>: <why it cannot be one>"
+
+
+def find_baseline(root: Path | UPath, head: RunDocument) -> BaselineSearch:
+    """The latest evaluation of `head`'s model dated before it that can be its baseline; each
+    later one that cannot is named with the reason (unreadable, another project, errored)."""
+    model, day = head.provenance.model, head.provenance.date
+    passed_over: list[str] = []
+    for earlier in reversed([d for d in evaluated_dates(root, model) if d < day]):
+        path = root / model / earlier / RESULTS_FILE
+        try:
+            doc = parse_document(path.read_text(encoding="utf-8"), path)
+        except (EvalPipelineError, OSError, UnicodeDecodeError) as exc:
+            passed_over.append(f"{earlier}: unreadable ({' '.join(str(exc).split()) or type(exc).__name__})")
+            continue
+        if reason := why_not_a_baseline(doc, head):
+            passed_over.append(f"{earlier}: {reason}")
+            continue
+        return BaselineSearch(doc, passed_over)
+    return BaselineSearch(None, passed_over)
+
+
+def next_evaluated_date(root: Path | UPath, model: str, day: str) -> str | None:
+    """The first date after `day` that `model` was evaluated: the one whose baseline `day` may be."""
+    return next((d for d in evaluated_dates(root, model) if d > day), None)

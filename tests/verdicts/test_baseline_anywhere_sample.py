@@ -1,0 +1,25 @@
+"""The regression gate finds its baseline wherever results live and however long ago the last
+evaluation was: the sample project (tests/verdicts/baseline_matrix.py says what is run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.verdicts.baseline_matrix import evaluate_across_a_gap, make_cell, s3_bucket
+
+__all__ = ["s3_bucket"]  # the module's S3 server, a fixture
+
+
+@pytest.mark.parametrize(("location", "gap"), [("init", 12), ("flags", 1), ("env", 12), ("s3", 1)])
+def test_the_gate_finds_its_baseline(
+    location: str,
+    gap: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    local_embeddings: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    s3 = request.getfixturevalue("s3_bucket") if location == "s3" else None
+    evaluate_across_a_gap(make_cell(location, "sample", tmp_path, monkeypatch, local_embeddings, s3), gap)
