@@ -85,7 +85,9 @@ def report_runs(
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
-        code = max(code, _since(regression, run_dir, scope, fail_on_regression, allow_removed, max_baseline_age_days))
+        code = max(
+            code, _since(regression, run_dir, scope, fail_on_regression, allow_removed, max_baseline_age_days)
+        )
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE), reading.failures)))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
