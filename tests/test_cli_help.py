@@ -117,7 +117,7 @@ def test_a_command_is_parsed_by_its_own_parser_as_the_whole_parser_parses_it() -
             whole.parse_args(argv)
         assert (out, err) == (full[0].getvalue(), full[1].getvalue()), argv
     assert _said(["run", "--bogus"])[2] == (
-        "eval-pipeline: unrecognized arguments: --bogus; see `eval-pipeline --help`\n"
+        "eval-pipeline run: unrecognized arguments: --bogus; see `eval-pipeline run --help`\n"
     )
     parsed, _, _ = _said(["--debug", "run", "--test", "T-1", "--model", "m"])
     assert isinstance(parsed, dict) and (parsed["debug"], parsed["tests"], parsed["model"]) == (

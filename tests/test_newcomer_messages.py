@@ -34,6 +34,12 @@ MISTAKES: list[tuple[str, list[str], int, str]] = [
     ("project", ["init"], 2, "see `eval-pipeline init --help`"),
     ("project", [], 2, "see `eval-pipeline --help`"),
     ("project", ["evaluate"], 2, "invalid choice: 'evaluate'"),
+    (
+        "project",
+        ["run", "--modle", "local-minilm"],
+        2,
+        "--modle local-minilm; see `eval-pipeline run --help`",
+    ),
     ("project", ["run", *TENANT_DATA, "--model", "voyage-haiku"], 2, "needs the environment variable"),
     ("project", ["validate", "--kb", "tenant/kb.yml", "--banks-dir", "tenant/banks"], 2, "kb.yml: "),
     ("project", ["run", *TENANT_DATA, "--junit", "tenant"], 2, "a folder is in the way"),

@@ -45,7 +45,21 @@ class _Parser(argparse.ArgumentParser):
     """A usage error is one line and where to read more, not argparse's usage block."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_INPUT, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+        self.fail(self.prog, message)
+
+    def fail(self, prog: str, message: str) -> NoReturn:
+        self.exit(EXIT_INPUT, f"{prog}: {message}; see `{prog} --help`\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        # An option the command does not know is reported by the whole parser: name the command's help.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            self.fail(prog, f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 class _Unsaid(Exception):
@@ -53,7 +67,7 @@ class _Unsaid(Exception):
 
 
 class _OneCommandParser(_Parser):
-    def error(self, message: str) -> NoReturn:
+    def fail(self, prog: str, message: str) -> NoReturn:
         raise _Unsaid(message)
 
 
