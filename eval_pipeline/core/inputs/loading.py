@@ -407,16 +407,15 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
     if not banks.file_hashes:
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
     rules_file = root / banks.layout.rules
-    if _present(rules_file) and not _inside_banks(rules_file, root_real, root, problems):
-        pass
-    elif _present(rules_file):
-        banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
-        banks.rules = parse_model(
-            PatternRules,
-            read_structured(rules_file, str(rules_file), problems),
-            str(rules_file),
-            problems,
-        )
+    if _present(rules_file):
+        if _inside_banks(rules_file, root_real, root, problems):
+            banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
+            banks.rules = parse_model(
+                PatternRules,
+                read_structured(rules_file, str(rules_file), problems),
+                str(rules_file),
+                problems,
+            )
     elif _present(root / banks.layout.pattern):
         problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))
     return banks
