@@ -26,13 +26,13 @@ from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.execution import project_instance
+from eval_pipeline.orchestration.instance_evaluations import FINGERPRINT_TAG
 from eval_pipeline.orchestration.recorded_evaluations import (
     HISTORY_DIR,
     instance_mark,
     read_record,
     write_record,
 )
-from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
 from eval_pipeline.providers.models import ModelConfig
 from tests.conftest import REPO, TENANT
 from tests.quiet_instance import quiet_home

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks, Problem
-    from eval_pipeline.core.report.up_to_date import EvaluationInputs
+    from eval_pipeline.core.report.rerun_rule import EvaluationInputs
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.location import LocationPaths
     from eval_pipeline.providers.models import ModelConfig
@@ -287,7 +287,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         return narrowed_run(args, kb, banks, scope, configs, date, parallel, locations)
 
     from eval_pipeline.cli.project import record_project
-    from eval_pipeline.cli.up_to_date import evaluation_inputs, record_standing, stands, stands_as_recorded
+    from eval_pipeline.cli.rerun_check import evaluation_inputs, record_standing, stands, stands_as_recorded
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.core.verdicts.run_gate import Gates
     from eval_pipeline.providers.object_store import output_location, output_path
@@ -311,7 +311,7 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
             max_baseline_age_days=args.gates.max_baseline_age_days,
         )
     from eval_pipeline.orchestration.execution import project_instance
-    from eval_pipeline.orchestration.up_to_date import history_in_home, stored_evaluation
+    from eval_pipeline.orchestration.instance_evaluations import history_in_home, stored_evaluation
 
     resume_gc()
 
@@ -367,7 +367,7 @@ def _evaluate_date(
             RunScopeResource,
             StorageResource,
         )
-        from eval_pipeline.orchestration.reevaluate import Evaluation, confirm_noise, retry_errored
+        from eval_pipeline.orchestration.reevaluation_runs import Evaluation, confirm_noise, retry_errored
         from eval_pipeline.providers.object_store import output_path
         from eval_pipeline.runtime.run_monitor import end_orphaned_runs
 
@@ -407,7 +407,7 @@ def _evaluate(
 ) -> list[str]:
     """The date's evaluation through the asset graph; the failures of its runs."""
     from eval_pipeline.orchestration.execution import run_all
-    from eval_pipeline.orchestration.up_to_date import FINGERPRINT_TAG
+    from eval_pipeline.orchestration.instance_evaluations import FINGERPRINT_TAG
 
     outcomes = run_all(
         date,

@@ -48,7 +48,8 @@ from eval_pipeline.providers.object_store import write_text
 from eval_pipeline.runtime.instance_queries import evaluation_id, retrievals_record
 
 GROUP = "reports"
-# What `run` checks before it lets a stored report stand for a new run (orchestration/up_to_date.py).
+# What `run` checks before it lets a stored report stand for a new run
+# (orchestration/instance_evaluations.py).
 RESULTS_SHA256 = "results_sha256"
 
 

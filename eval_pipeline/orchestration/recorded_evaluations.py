@@ -1,7 +1,7 @@
 """Full evaluations recorded beside the project instance, so that an unchanged rerun can let one
 stand without loading Dagster (which costs more than the check itself).
 
-Whenever the instance says a date's evaluation stands (orchestration/up_to_date.py), `run`
+Whenever the instance says a date's evaluation stands (orchestration/instance_evaluations.py), `run`
 records its fingerprint, runs and results-file hashes, with a mark of the instance's stored
 history: the size, time and inode of each file the project's SQLite storage keeps runs and events
 in (orchestration/instance_storage.py), and the instance's configuration. Any run,

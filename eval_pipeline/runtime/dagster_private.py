@@ -11,7 +11,7 @@ fails here, at import, and the fix is made here. Everything else imports them fr
 - backfills (orchestration/backfill.py, orchestration/daemon.py): the asset backfill record and
   its subsets, and the statuses of runs in progress, none of which Dagster exports;
 - parallel runs (orchestration/parallel.py): the instance reference a worker process reopens;
-- the up-to-date check (orchestration/up_to_date.py): the SQLite event log's class;
+- the up-to-date check (orchestration/instance_evaluations.py): the SQLite event log's class;
 - the pool slots an asset claims (defs/pools.py, runtime/slot_wait.py);
 - the data version tag a calibration records (defs/calibration.py).
 """

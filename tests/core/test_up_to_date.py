@@ -9,7 +9,7 @@ import pytest
 
 from eval_pipeline.core.code_version import code_version, dependency_versions, version_of
 from eval_pipeline.core.report.pipeline import scope_record
-from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
+from eval_pipeline.core.report.rerun_rule import EvaluationInputs, stale_reason
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
 from eval_pipeline.core.scoring.run_document import RunDocument

@@ -1,6 +1,6 @@
 """`run`'s side of "nothing changed": what an evaluation rests on, and whether the stored one
-may answer instead (the rule: core/report/up_to_date.py; the instance's side:
-orchestration/up_to_date.py; what was recorded when it last stood, read without Dagster:
+may answer instead (the rule: core/report/rerun_rule.py; the instance's side:
+orchestration/instance_evaluations.py; what was recorded when it last stood, read without Dagster:
 orchestration/recorded_evaluations.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks, history_hash
-from eval_pipeline.core.report.up_to_date import EvaluationInputs, stale_reason
+from eval_pipeline.core.report.rerun_rule import EvaluationInputs, stale_reason
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
     REPORT_FILE,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from upath import UPath
 
     from eval_pipeline.location import LocationPaths
-    from eval_pipeline.orchestration.up_to_date import StoredEvaluation
+    from eval_pipeline.orchestration.instance_evaluations import StoredEvaluation
 
 
 def evaluation_inputs(
@@ -131,7 +131,7 @@ def stands(
     verdict may stand without evaluating again (`--force` always evaluates); else None. Never for
     a past date here (its inputs are the snapshot of that day, not today's files): a past date
     stands only as recorded (`stands_as_recorded`), when the instance stored nothing since."""
-    from eval_pipeline.orchestration.up_to_date import stored_evaluation
+    from eval_pipeline.orchestration.instance_evaluations import stored_evaluation
 
     if not _may_stand(args, inputs) or inputs.date != today_utc():
         return None

@@ -1,14 +1,14 @@
 """Whether the project instance already holds a full evaluation made from given inputs.
 
 `run` tags each of its Dagster runs with the fingerprint of its inputs (code, KB, banks,
-history, models, settings: core/report/up_to_date.py). A later `run` with the same fingerprint
+history, models, settings: core/report/rerun_rule.py). A later `run` with the same fingerprint
 may stand on those runs instead of evaluating again when, for every asset of its stages:
 - the latest materialisation of its partition came from a run with that fingerprint, and
 - nothing materialised the asset since, in any partition (another date's report is a
   regression baseline, another model's a comparison input: either may change what this
   date's diffs would say), by a run with any other fingerprint, a UI launch or automation.
 The run reports' recorded results-file hashes go back to `run`, which checks them against the
-files it reads (cli/up_to_date.py). An evaluation that stands is recorded with a mark of the
+files it reads (cli/rerun_check.py). An evaluation that stands is recorded with a mark of the
 instance's files (orchestration/recorded_evaluations.py), where the instance keeps them.
 """
 
