@@ -48,15 +48,15 @@ def _last_heartbeat(instance: dg.DagsterInstance) -> float | None:
 
 def daemon_alive(instance: dg.DagsterInstance) -> bool:
     """Whether a daemon serving this instance's backfills runs now (see the module docstring)."""
+    record = _record(instance)
+    ours = record if record is not None and record["host"] == socket.gethostname() else None
+    if ours is not None and group_alive(int(str(ours["pgid"]))):
+        return True  # also before its first heartbeat: a second daemon must not start meanwhile
     last = _last_heartbeat(instance)
     if last is None:
         return False
-    record = _record(instance)
-    if record is not None and record["host"] == socket.gethostname():
-        if group_alive(int(str(record["pgid"]))):
-            return True
-        if last >= float(str(record["since"])):
-            return False  # the heartbeat of the daemon we started, which is gone
+    if ours is not None and last >= float(str(ours["since"])):
+        return False  # the heartbeat of the daemon we started, which is gone
     return time.time() - last < FRESH_S
 
 

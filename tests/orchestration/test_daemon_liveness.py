@@ -47,6 +47,8 @@ def _record(instance: dg.DagsterInstance, pgid: int, since: float) -> None:
 
 def test_no_heartbeat_no_daemon(instance: dg.DagsterInstance) -> None:
     assert not daemon_alive(instance)
+    _record(instance, _gone_group(), since=time.time() - 60)
+    assert not daemon_alive(instance)
 
 
 def test_the_heartbeat_of_a_daemon_we_started_counts_while_its_group_runs(
@@ -54,6 +56,7 @@ def test_the_heartbeat_of_a_daemon_we_started_counts_while_its_group_runs(
 ) -> None:
     now = time.time()
     _record(instance, os.getpgrp(), since=now - 3600)  # a group that runs: this test's own
+    assert daemon_alive(instance)  # starting, no heartbeat yet: a second one must not start
     _beat(instance, now - 3000)  # old, but its process is there
     assert daemon_alive(instance)
     _record(instance, _gone_group(), since=now - 60)
