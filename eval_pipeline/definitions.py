@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.defs.calibration import CalibrationSettings
+from eval_pipeline.defs.executor import project_executor
 from eval_pipeline.defs.io_managers import JsonIOManagerFactory, ParquetIOManagerFactory
 from eval_pipeline.defs.resources import (
     InputsResource,
@@ -16,6 +17,7 @@ from eval_pipeline.defs.resources import (
     StorageResource,
 )
 from eval_pipeline.location import location_paths
+from eval_pipeline.orchestration.schedules import launch_evaluation_backfill, project_schedules
 
 
 def build_resources(
@@ -48,11 +50,14 @@ def build_resources(
 def location() -> dg.Definitions:
     """Every definition under `defs/`, found by dg's loader (assets, checks, jobs, sensors;
     calibration spends money, so it is its own job and a STOPPED sensor, never part of
-    evaluation), with the project's resources."""
+    evaluation), with the project's resources and schedules."""
     return dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
-        # One process for the whole run: a process per step costs seconds each.
-        dg.Definitions(resources=build_resources(), executor=dg.in_process_executor),
+        # One process for the whole run (a process per step costs seconds each), or Celery's
+        # workers where the deployment names a broker (defs/executor.py).
+        dg.Definitions(resources=build_resources(), executor=project_executor()),
+        # The project's schedules (its schedules.yaml) and the job their ticks launch.
+        dg.Definitions(jobs=[launch_evaluation_backfill], schedules=project_schedules()),
     )
 
 

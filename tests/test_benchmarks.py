@@ -75,6 +75,7 @@ def test_the_runner_finds_the_pace_benchmark() -> None:
 def test_the_runner_finds_every_benchmark() -> None:
     assert {
         "api_pace",
+        "backfill_cost",
         "embedding",
         "scale",
         "run_paths",

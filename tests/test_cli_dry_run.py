@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.cli.dry_run import usd
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, SCOPED_DIR, read_document
 from eval_pipeline.providers.models import load_models
+from eval_pipeline.providers.pricing import usd
 from eval_pipeline.providers.spend_estimate import ModelSpend, StageSpend, estimate_spend
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT

@@ -9,11 +9,7 @@ from eval_pipeline.cli.errors import EXIT_OK
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.scoring.evaluation import Scope
-
-
-def usd(amount: float) -> str:
-    """$0.42; a fraction of a cent keeps four decimals rather than reading as nothing."""
-    return f"${amount:.2f}" if amount == 0 or amount >= 0.01 else f"${amount:.4f}"
+from eval_pipeline.providers.pricing import usd
 
 
 def _tokens(input_tokens: int, output_tokens: int) -> str:

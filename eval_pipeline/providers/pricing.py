@@ -91,6 +91,11 @@ def _rate(rate: float | None, tokens: int, kind: str) -> float:
     return rate * tokens * _PER_TOKEN
 
 
+def usd(amount: float) -> str:
+    """$0.42; a fraction of a cent keeps four decimals rather than reading as nothing."""
+    return f"${amount:.2f}" if amount == 0 or amount >= 0.01 else f"${amount:.4f}"
+
+
 def cost_usd(usage: Usage, price: Price) -> float:
     """Cost of `usage`; cache writes (per TTL) and reads are billed at their own rates, not as input."""
     long_writes = usage.cache_creation_1h_input_tokens

@@ -8,14 +8,16 @@ fails here, at import, and the fix is made here. Everything else imports them fr
   subclasses, their schema and migrations, and the SQLite connection settings;
 - the Postgres storage (orchestration/postgres_storage.py) and the SQLite one: the
   `ConfigurableClassData` their `from_config_value` receives;
-- backfills (orchestration/backfill.py, orchestration/daemon.py): the asset backfill record and
-  its subsets, and the statuses of runs in progress, none of which Dagster exports;
+- backfills (orchestration/backfill.py, orchestration/daemon.py, orchestration/schedules.py): the
+  asset backfill record and its subsets, the evaluation assets' graph, and the statuses of runs in
+  progress, none of which Dagster exports;
 - parallel runs (orchestration/parallel.py): the instance reference a worker process reopens;
 - the up-to-date check (orchestration/instance_evaluations.py): the SQLite event log's class;
 - the pool slots an asset claims (defs/pools.py, runtime/slot_wait.py);
 - the data version tag a calibration records (defs/calibration.py).
 """
 
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
@@ -41,6 +43,7 @@ __all__ = [
     "INDEX_SHARD_NAME",
     "IN_PROGRESS_RUN_STATUSES",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "AssetGraph",
     "AssetGraphSubset",
     "AssetKeyPartitionKey",
     "BaseAssetGraph",

@@ -57,7 +57,8 @@ def test_definitions_load_with_every_asset_check_and_automation() -> None:
     }
     assert {s.name for s in SENSORS} == {"evaluation_automation", "model_partitions"}
     assert all(s.default_status is dg.DefaultSensorStatus.RUNNING for s in SENSORS)
-    assert not repo.schedule_defs  # Declarative Automation schedules; no hand-written schedules
+    # Declarative Automation evaluates; the schedules only launch backfills (orchestration/schedules.py).
+    assert {s.name for s in repo.schedule_defs} == {"daily_evaluation", "comparison_backfill"}
     # Every evaluated asset says when it runs; calibration (paid) is outside the evaluation.
     assert all(a.automation_conditions_by_key[a.key] is not None for a in MATERIALIZABLE)
     evaluated = EVALUATION.resolve(repo.asset_graph)

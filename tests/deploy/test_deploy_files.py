@@ -15,6 +15,7 @@ from dagster_docker import DockerRunLauncher
 from dagster_postgres import PostgresRunStorage
 
 from eval_pipeline.definitions import build_resources, location
+from eval_pipeline.defs.executor import CELERY_BROKER_ENV, project_executor
 from eval_pipeline.testing.postgres import new_database
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,6 +54,38 @@ def test_the_helm_values_name_the_image_module_and_launcher() -> None:
     assert deployment["dagsterApiGrpcArgs"] == ["--module-name", "eval_pipeline.definitions"]
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     assert values["postgresql"]["enabled"] is False
+
+
+def test_a_named_broker_puts_the_steps_on_celery(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CELERY_BROKER_ENV, raising=False)
+    assert project_executor() is dg.in_process_executor
+    monkeypatch.setenv(CELERY_BROKER_ENV, "redis://broker:6379/0")
+    assert project_executor().name == "celery"
+
+
+def test_the_celery_workers_run_the_executors_app_on_the_brokers_queue() -> None:
+    values = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    env = {e["name"]: e["value"] for e in deployment["env"]}
+    manifests = {
+        d["metadata"]["name"]: d
+        for d in yaml.safe_load_all((DEPLOY / "k8s" / "celery-workers.yaml").read_text())
+    }
+    workers = manifests["eval-pipeline-celery-workers"]["spec"]
+    (worker,) = workers["template"]["spec"]["containers"]
+    assert workers["replicas"] >= 2
+    command = worker["command"]
+    assert (
+        command[:3] == ["celery", "-A", "dagster_celery.app"]
+        and command[command.index("-Q") + 1] == "dagster"
+    )
+    assert command[command.index("-b") + 1] == env[CELERY_BROKER_ENV]
+    worker_env = {e["name"]: e.get("value") for e in worker["env"]}
+    assert worker_env[CELERY_BROKER_ENV] == env[CELERY_BROKER_ENV]
+    assert {k: worker_env[k] for k in ("EVAL_PIPELINE_RESULTS_URI", "EVAL_PIPELINE_OUTPUTS_URI")} == {
+        k: env[k] for k in ("EVAL_PIPELINE_RESULTS_URI", "EVAL_PIPELINE_OUTPUTS_URI")
+    }
+    assert manifests["eval-pipeline-broker"]["spec"]["ports"][0]["port"] == 6379
 
 
 def test_the_image_builds_where_docker_runs() -> None:

@@ -7,18 +7,14 @@ from __future__ import annotations
 import io
 import json
 import shutil
-from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import dagster as dg
-import fsspec
 import pandas as pd
 import pytest
-from moto.server import ThreadedMotoServer
 from upath import UPath
 
 from eval_pipeline.cli import main
@@ -40,35 +36,8 @@ from tests.conftest import TENANT
 from tests.defs.conftest import project_storage_instance
 
 REPO = Path(__file__).resolve().parents[2]
-BUCKET = "eval-outputs"
 DATE = "2026-11-20"
 MODELS = ["local-minilm", "local-hybrid"]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def s3(s3_endpoint: str) -> Iterator[str]:
-    """The bucket, for the module's tests; credentials and endpoint reach s3fs as they would in
-    production, from the standard AWS variables. Each test writes under a prefix of its own."""
-    with pytest.MonkeyPatch.context() as environment:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": s3_endpoint,
-        }.items():
-            environment.setenv(name, value)
-        fsspec.AbstractFileSystem.clear_instance_cache()  # an s3fs made for another endpoint
-        boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=BUCKET)
-        yield f"s3://{BUCKET}"
 
 
 def test_a_whole_evaluation_writes_its_outputs_to_s3(s3: str, tenant: Path, tmp_path: Path) -> None:
