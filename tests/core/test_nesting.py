@@ -4,11 +4,13 @@ compact and flow nesting all count."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
 from eval_pipeline.core.fileio import BadFile
+from eval_pipeline.core.inputs import nesting
 from eval_pipeline.core.inputs.file_reader import parse_input_text
 from eval_pipeline.core.inputs.nesting import MAX_NESTING_DEPTH, check_json_depth, check_yaml_depth
 
@@ -65,3 +67,28 @@ def test_a_yaml_syntax_error_is_left_to_the_parser_to_report_with_its_line() -> 
     with pytest.raises(BadFile) as caught:
         parse_input_text("a: [" + "- " * 200 + "\n", ".yaml")
     assert caught.value.line is not None and "invalid YAML" in caught.value.message
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 1 << 20])
+def test_json_depth_counts_only_structure_across_chunks_and_escapes(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nesting, "_CHUNK", chunk)  # strings and escapes straddle the chunks
+    tricky = ['a"b', "[[", "]]}", "\\", '\\\\"', "x\\\\", "ü[", '{"]']
+    docs = [
+        {k: [[v, {"k": [v]}]] for k, v in zip(("a", "[", '"', "\\"), tricky, strict=False)},
+        [[[{"[": '\\"]]]'}]], "}", [[[["\\\\"]]]]],
+        [{"q": '"' * 5 + "[" * 5}, [[[[[[[[["\\"]]]]]]]]]],
+    ]
+    for doc in docs:
+        for ascii_only in (True, False):
+            text = json.dumps(doc, ensure_ascii=ascii_only)
+            assert nesting._json_depth(text) == _depth(doc), text
