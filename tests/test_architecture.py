@@ -266,3 +266,34 @@ def test_the_private_dagster_check_finds_an_import() -> None:
     assert _PRIVATE_DAGSTER.search("from dagster._core.instance import DagsterInstance")
     assert _PRIVATE_DAGSTER.search('importlib.import_module("dagster._serdes")')
     assert not _PRIVATE_DAGSTER.search("import dagster as dg\ndg.AssetKey('x')")
+
+
+# Command lines parse their arguments in cli/ (and the emulator's own `__main__`): below it,
+# parameters travel as typed data, never as an argparse namespace.
+_OWN_COMMAND_LINES = {Path("testing") / "emulator" / "__main__.py"}
+
+
+def _argument_parsers_below_the_cli(root: Path = PACKAGE) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root)
+        if where.parts[0] == "cli" or where in _OWN_COMMAND_LINES:
+            continue
+        if any(name == "argparse" or name.startswith("eval_pipeline.cli") for name in _imports(path)):
+            found.append(str(where))
+    return found
+
+
+def test_nothing_below_the_cli_parses_arguments_or_imports_the_cli() -> None:
+    assert _argument_parsers_below_the_cli() == []
+
+
+def test_the_argument_check_finds_argparse_below_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "orchestration").mkdir()
+    (tmp_path / "cli" / "run.py").write_text("import argparse\n", encoding="utf-8")
+    (tmp_path / "orchestration" / "route.py").write_text("import argparse\n", encoding="utf-8")
+    (tmp_path / "orchestration" / "late.py").write_text(
+        "def f():\n    from eval_pipeline.cli.run import cmd_run\n", encoding="utf-8"
+    )
+    assert _argument_parsers_below_the_cli(tmp_path) == ["orchestration/late.py", "orchestration/route.py"]

@@ -367,7 +367,12 @@ def _evaluate_date(
             RunScopeResource,
             StorageResource,
         )
-        from eval_pipeline.orchestration.reevaluation_runs import Evaluation, confirm_noise, retry_errored
+        from eval_pipeline.orchestration.reevaluation_runs import (
+            CallSettings,
+            Evaluation,
+            confirm_noise,
+            retry_errored,
+        )
         from eval_pipeline.providers.object_store import output_path
         from eval_pipeline.runtime.run_monitor import end_orphaned_runs
 
@@ -390,7 +395,8 @@ def _evaluate_date(
         ),
         gates,
     )
-    again = Evaluation(args, kb, banks, date, output_path(results), instance, resources)
+    calls = CallSettings(args.models_file, args.cache_dir, args.cache, args.batch)
+    again = Evaluation(calls, kb, banks, date, output_path(results), instance, resources)
     if args.retry_errored:
         return retry_errored(again, models)
     errors = _evaluate(date, models, resources, instance, parallel, inputs.fingerprint())

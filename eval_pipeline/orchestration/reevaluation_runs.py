@@ -11,9 +11,9 @@ regression diff are rebuilt by their assets, which merge them in (core/scoring/r
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 from upath import UPath
@@ -47,6 +47,7 @@ from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, 
 from eval_pipeline.defs.automation import comparison_job, reevaluation_job
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
+from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_models
 from eval_pipeline.providers.object_store import write_text
@@ -56,10 +57,20 @@ from eval_pipeline.runtime.instance_queries import evaluation_id
 
 
 @dataclass(frozen=True)
+class CallSettings:
+    """How this command calls the models: their file, the cache and the reranker's batching."""
+
+    models_file: Path
+    cache_dir: Path
+    cache_mode: CacheMode
+    rerank_batch: bool
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """One date's evaluations and what it takes to call their models again."""
 
-    args: argparse.Namespace
+    calls: CallSettings
     kb: KnowledgeBase
     banks: Banks
     date: str
@@ -68,7 +79,7 @@ class Evaluation:
     resources: dict[str, object]
 
     def model(self, key: str) -> ModelConfig:
-        return load_models(self.args.models_file)[key]
+        return load_models(self.calls.models_file)[key]
 
     def document(self, model: str, date: str | None = None) -> RunDocument | None:
         path = self.results / model / (date or self.date) / RESULTS_FILE
@@ -83,9 +94,9 @@ class Evaluation:
             for k in ks
         ]
         boosts = self.banks.rules.boosts_by_entity() if self.banks.rules else {}
-        args = self.args
+        calls = self.calls
         return run_semantic(
-            cfg, self.kb.entities, items, boosts, args.cache_dir, args.cache, batch=args.batch
+            cfg, self.kb.entities, items, boosts, calls.cache_dir, calls.cache_mode, batch=calls.rerank_batch
         )
 
     def answer(self, cfg: ModelConfig, tests: Mapping[Mechanism, Sequence[str]]) -> list[MechanismOutput]:
