@@ -41,13 +41,13 @@ docs: install
 	$(BIN)/mkdocs build --strict --site-dir site
 
 # Bytecode is written (to the git-ignored __pycache__ folders) even where PYTHONDONTWRITEBYTECODE
-# is set: else each pytest worker rewrites every test module's assertions again (~3 s of CPU a
-# worker), and every process a test starts compiles the package and computes its code version.
+# is set: else each pytest worker rewrites every test module's assertions again, and every
+# process a test starts compiles the package again.
 pytest: install
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
-# pytest's workers keep both cores busy; the checks before it (mypy alone ~1 min of one core) would
-# leave the other idle, so they all run at once, each one's output printed whole when it ends.
+# pytest's workers keep both cores busy; the checks before it (mypy above all) would leave the
+# other idle, so they all run at once, each one's output printed whole when it ends.
 test: install
 	@$(MAKE) --no-print-directory -j5 --output-sync=target lint typecheck defs docs pytest
 

@@ -1,6 +1,6 @@
 """Every pydantic model of the package builds its validator when first used, not when its module is
-imported (`defer_build=True`): a command pays only for the models it reads or writes. Building
-all of them at import was ~60 ms of a narrowed run's start-up (docs/performance.md, "Start-up")."""
+imported (`defer_build=True`): a command pays only for the models it reads or writes, which keeps
+a narrowed run within its start-up bound (docs/performance.md, "Start-up")."""
 
 from __future__ import annotations
 
