@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
-from eval_pipeline.cli.errors import exit_for_gate
+from eval_pipeline.cli.exit_status import exit_for_gate
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluate import errored_tests

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.cli.exit_status import UsageError
 from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # every command's parser imports this module: the models load with a command

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError, exit_for_gate
+from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, UsageError, exit_for_gate
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run import parse_date, select_models

@@ -28,7 +28,7 @@ from eval_pipeline.cli.calibration_review import (
     cmd_review,
     review_flags_used,
 )
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, UsageError
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.paths import path_arg
 

@@ -22,7 +22,7 @@ from eval_pipeline.cli.arguments import (
     semantic_tests_of,
     validate_entry,
 )
-from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.core.control_chars import one_line
 
 if TYPE_CHECKING:  # `calibrate`'s parser imports this module: the models load with a review

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import MODELS_FILE_HELP, results_dir
-from eval_pipeline.cli.errors import UsageError, exit_for_gate
+from eval_pipeline.cli.exit_status import UsageError, exit_for_gate
 from eval_pipeline.cli.gates import allow_removed_arg, project_gates
 from eval_pipeline.cli.junit_flag import check_junit, junit_arg, write_junit
 from eval_pipeline.cli.paths import path_arg, path_text_arg

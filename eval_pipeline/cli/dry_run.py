@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from eval_pipeline.cli.errors import EXIT_OK
+from eval_pipeline.cli.exit_status import EXIT_OK
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.scoring.evaluation import Scope

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args, results_dir
-from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.paths import model_key_arg, path_arg
 from eval_pipeline.cli.run import parse_date
 

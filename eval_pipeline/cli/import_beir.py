@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.errors import EXIT_OK
+from eval_pipeline.cli.exit_status import EXIT_OK
 from eval_pipeline.cli.init import MODELS, with_new_gates
 from eval_pipeline.cli.paths import path_arg
 

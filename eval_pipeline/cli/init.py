@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.paths import path_arg
 
 _PERSONA = "assistant_persona"

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from eval_pipeline.cli.arguments import results_args
-from eval_pipeline.cli.errors import EXIT_OK
+from eval_pipeline.cli.exit_status import EXIT_OK
 
 
 def add_models_command(sub: Any) -> None:

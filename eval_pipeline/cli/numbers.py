@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.cli.exit_status import UsageError
 
 
 def _allowed(low: float | None, high: float | None, above: float | None) -> str:

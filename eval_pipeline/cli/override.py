@@ -15,7 +15,7 @@ from eval_pipeline.cli.arguments import (
     semantic_tests_of,
     validate_entry,
 )
-from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 
 if TYPE_CHECKING:  # the parser imports this module: the models load with the command
     from eval_pipeline.core.expectations.resolution import ResolvedExpectation

@@ -8,7 +8,7 @@ import errno
 import os
 from pathlib import Path
 
-from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.cli.exit_status import UsageError
 
 NAME_MAX = 255  # bytes in one file or folder name (ext4, XFS, btrfs, APFS)
 PATH_MAX = 4096  # bytes in a whole path, its terminating NUL included (Linux)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from eval_pipeline.cli.errors import UsageError
+from eval_pipeline.cli.exit_status import UsageError
 from eval_pipeline.core.inputs.identity import ProjectIdentity, project_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.verdicts.project_match import location_conflict

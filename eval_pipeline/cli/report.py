@@ -8,7 +8,7 @@ from datetime import date as date_type
 from typing import Any
 
 from eval_pipeline.cli.arguments import results_dir, results_dir_arg
-from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.paths import model_key_arg, path_arg
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args, results_args
 from eval_pipeline.cli.arguments import results_dir as local_results_dir
-from eval_pipeline.cli.errors import (
+from eval_pipeline.cli.exit_status import (
     UsageError,
     print_warnings,
 )

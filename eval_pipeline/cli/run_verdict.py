@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.errors import EXIT_ERROR, EXIT_OK, exit_for_gate
+from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, exit_for_gate
 from eval_pipeline.cli.junit_flag import write_junit
 
 if TYPE_CHECKING:

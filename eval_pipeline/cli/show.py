@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import results_args, results_dir
-from eval_pipeline.cli.errors import EXIT_OK, UsageError
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.paths import model_key_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args
-from eval_pipeline.cli.errors import EXIT_OK, print_warnings
+from eval_pipeline.cli.exit_status import EXIT_OK, print_warnings
 from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the input models load with the command

@@ -18,7 +18,7 @@ import pytest
 from upath import UPath
 
 from eval_pipeline.cli import main
-from eval_pipeline.cli.errors import exit_for_gate
+from eval_pipeline.cli.exit_status import exit_for_gate
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
