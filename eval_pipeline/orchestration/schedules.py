@@ -31,12 +31,12 @@ from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource
 from eval_pipeline.location import location_paths
-from eval_pipeline.orchestration.backfill import submit_backfill
+from eval_pipeline.orchestration.backfill import BACKFILL_TAG, submit_backfill
 from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.pricing import usd
 from eval_pipeline.providers.spend_estimate import estimate_spend
-from eval_pipeline.runtime.dagster_private import AssetGraph
+from eval_pipeline.runtime.dagster_private import IN_PROGRESS_RUN_STATUSES, AssetGraph, BulkActionStatus
 
 SCHEDULE_TAG = "eval_pipeline/schedule"
 LAUNCH_OP = "submit_backfill"
@@ -116,7 +116,23 @@ def over_budget(
     )
 
 
+def still_running(instance: dg.DagsterInstance, name: str, dates: Sequence[str]) -> str | None:
+    """Why a tick must wait: an earlier tick's backfill of the same dates has not ended, or its
+    run has not submitted it yet (a cron more frequent than a backfill lasts)."""
+    span = dates[0] if len(dates) == 1 else f"{dates[0]}..{dates[-1]}"
+    for backfill in instance.get_backfills(status=BulkActionStatus.REQUESTED):
+        if backfill.tags.get(SCHEDULE_TAG) == name and backfill.tags.get(BACKFILL_TAG) == span:
+            return f"backfill {backfill.backfill_id} of {span} from an earlier tick is still running"
+    submitting = instance.get_runs(
+        dg.RunsFilter(tags={SCHEDULE_TAG: name}, statuses=[*IN_PROGRESS_RUN_STATUSES]), limit=1
+    )
+    if submitting:
+        return f"run {submitting[0].run_id} of an earlier tick has not submitted its backfill yet"
+    return None
+
+
 def _request(
+    context: dg.ScheduleEvaluationContext,
     name: str,
     listed: Sequence[str] | None,
     dates: list[str],
@@ -124,6 +140,9 @@ def _request(
     inputs: InputsResource,
     providers: ProvidersResource,
 ) -> dg.RunRequest | dg.SkipReason:
+    waiting = still_running(context.instance, name, dates)
+    if waiting is not None:
+        return dg.SkipReason(waiting)
     models = scheduled_models(listed, providers.models(), name)
     if not models:
         return dg.SkipReason(
@@ -163,7 +182,7 @@ def _schedule(
     def tick(
         context: dg.ScheduleEvaluationContext, inputs: InputsResource, providers: ProvidersResource
     ) -> dg.RunRequest | dg.SkipReason:
-        return _request(name, spec.models, dates_of(_day(context)), budget, inputs, providers)
+        return _request(context, name, spec.models, dates_of(_day(context)), budget, inputs, providers)
 
     return tick
 

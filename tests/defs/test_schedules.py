@@ -114,7 +114,7 @@ def test_a_listed_model_the_models_file_does_not_enable_fails_the_tick(env: Env)
 
 
 def test_the_launched_job_submits_one_backfill_of_the_tick(env: Env) -> None:
-    config = {"dates": ["2026-11-19", "2026-11-20"], "models": FREE, "schedule": "daily_evaluation"}
+    config = {"dates": ["2026-11-19", "2026-11-20"], "models": FREE, "schedule": "comparison_backfill"}
     defs = dg.Definitions(assets=ALL_ASSETS, jobs=[launch_evaluation_backfill], resources=env.resources())
     result = defs.resolve_job_def(launch_evaluation_backfill.name).execute_in_process(
         run_config={"ops": {LAUNCH_OP: {"config": config}}}, instance=env.instance
@@ -122,7 +122,7 @@ def test_the_launched_job_submits_one_backfill_of_the_tick(env: Env) -> None:
     assert result.success
     [backfill] = env.instance.get_backfills()
     assert backfill.tags[BACKFILL_TAG] == "2026-11-19..2026-11-20"
-    assert backfill.tags[SCHEDULE_TAG] == "daily_evaluation"
+    assert backfill.tags[SCHEDULE_TAG] == "comparison_backfill"
     subset = backfill.asset_backfill_data.target_subset  # type: ignore[union-attr]
     keys = {
         str(k.partition_key)
@@ -130,6 +130,18 @@ def test_the_launched_job_submits_one_backfill_of_the_tick(env: Env) -> None:
         if k.asset_key.path == ["model_comparison"]
     }
     assert keys == {"2026-11-19", "2026-11-20"}
+    # The next tick of the same window waits for it (a cron more frequent than a backfill lasts).
+    settings = ScheduleSettings.model_validate({"comparison_backfill": {"window_days": 2}})
+    next_tick = TICK.replace(day=21)
+    schedule = {s.name: s for s in build_schedules(settings)}["comparison_backfill"]
+    with dg.build_schedule_context(
+        instance=env.instance, scheduled_execution_time=next_tick, resources=_resources(env)
+    ) as context:
+        skipped = schedule.evaluate_tick(context).skip_message
+    assert (
+        skipped
+        == f"backfill {backfill.backfill_id} of 2026-11-19..2026-11-20 from an earlier tick is still running"
+    )
 
 
 def test_a_wrong_setting_is_one_line_naming_the_file_and_field(tmp_path: Path) -> None:
