@@ -28,7 +28,9 @@ _LINE_START = re.compile(
 )
 # Between `@` and a name, so no mention or e-mail autolink forms (U+2060 WORD JOINER, invisible).
 WORD_JOINER = "\u2060"
-_EMAIL_DOMAIN = re.compile(r"[\w-]+(\.[\w-]+)+")
+# What cmark-gfm takes for an e-mail domain: any run of word characters, dots and hyphens that
+# holds a dot (even first: `a@.b` is linked).
+_EMAIL_DOMAIN = re.compile(r"[\w.-]*\.")
 
 
 def _flat(value: object) -> str:
