@@ -179,33 +179,62 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     assert _unfinished_runs() == []
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+# A stuck call in the command's own process (the team's system answers the date's shared stage),
+# on SIGTERM and on Ctrl-C; and in two models' worker processes at once (`--parallel 2`, the
+# system answering the semantic bank only, one call at a time each).
+SIGNAL_CASES = [
+    (signal.SIGTERM, ["hung"], {}),
+    (signal.SIGINT, ["hung"], {}),
+    (signal.SIGTERM, ["hung", "also-hung"], {"mechanisms": ["semantic"]}),
+]
+
+
+@pytest.mark.parametrize(
+    ("stop", "models", "system"), SIGNAL_CASES, ids=["SIGTERM", "SIGINT", "SIGTERM-parallel"]
+)
 def test_a_signal_ends_a_run_stuck_in_an_entry_point_at_once(
-    stop: signal.Signals, tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stop: signal.Signals,
+    models: list[str],
+    system: dict[str, Any],
+    tenant: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
     home = quiet_home(tmp_path / "dagster_home")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 3600}
-    models = {"schema_version": 1, "models": {"hung": {"system": system}}}
-    (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
+    hung = {"system": {"kind": "python", "entrypoint": HUNG, "timeout_s": 3600, **system}, "concurrency": 1}
+    (tmp_path / "models.yaml").write_text(
+        yaml.safe_dump({"schema_version": 1, "models": dict.fromkeys(models, hung)})
+    )
     env = {**os.environ, "HUNG_MARK_DIR": str(marks), "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "eval_pipeline.cli", "run", "--model", "hung", "--date", DATE]
+    command = [
+        sys.executable,
+        "-m",
+        "eval_pipeline.cli",
+        "run",
+        "--date",
+        DATE,
+        "--parallel",
+        str(len(models)),
+    ]
     command += ["--kb", str(tenant / "kb.yaml"), "--banks-dir", str(tenant / "banks")]
+    command += [part for model in models for part in ("--model", model)]
     run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        for _ in range(2400):  # hang guard: two minutes for the run to reach the entry point
-            if any(marks.iterdir()) or run.poll() is not None:
+        for _ in range(2400):  # hang guard: two minutes for each model's run to reach the entry point
+            if len(list(marks.iterdir())) == len(models) or run.poll() is not None:
                 break
             threading.Event().wait(0.05)
-        assert any(marks.iterdir()), run.communicate(timeout=60)
+        assert len(list(marks.iterdir())) == len(models), run.communicate(timeout=60)
         run.send_signal(stop)
         out, err = run.communicate(timeout=60)  # hang guard only: it ends at once
     finally:
         run.kill()
     assert run.returncode == 3, (out + err).decode()
     assert err.decode().strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in err.decode()
     assert _hung_calls(marks) == []
     assert _unfinished_runs() == []
 

@@ -169,5 +169,7 @@ def _evaluate(job: _Job, send: Connection) -> None:
             outcome = run_stage(job.model, model_job.name, key, defs, instance, job.tags)
     except Exception as exc:  # reported as the model's failure, like a failed step, not a traceback
         outcome = StageOutcome(job.model, False, [f"worker process: {type(exc).__name__}: {exc}"], [])
+    except KeyboardInterrupt:  # stopped with the command, its run ended by Dagster: no traceback
+        return
     send.send(outcome)
     send.close()
