@@ -125,7 +125,7 @@ def test_a_worker_that_dies_fails_its_model_only(
     code = _run("--model", "team-crash", "--model", "team-haiku", "--cache", "off", "--parallel", "2")
     out, err = capsys.readouterr()
     assert code == 3
-    assert "error: team-crash: worker process: ended (exit code 70) before its run reported" in err
+    assert "error: team-crash: worker process: ended (exit code -9) before its run reported" in err
     assert "team-crash @ 2026-11-20: no results were written" in err and "Traceback" not in out + err
     assert "failed model team-crash" in out and "finished model team-haiku" in out
     assert len(_selections(workdir / "results", "team-haiku")) == 8 * 3
