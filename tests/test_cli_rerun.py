@@ -104,7 +104,8 @@ def yesterday_evaluation(place: Path, first_evaluation: Path) -> Path:
         printed = io.StringIO()
         with redirect_stdout(printed):
             code = main(["run", *DATA, "--model", MINILM, "--date", _yesterday()])
-        assert (code, STANDS in printed.getvalue(), _run_logs()) == (0, False, 6), printed.getvalue()
+        # Three runs of its own, and one that compares today's evaluation with it again.
+        assert (code, STANDS in printed.getvalue(), _run_logs()) == (0, False, 7), printed.getvalue()
     copy = place.parent / "yesterday_evaluation"
     shutil.copytree(place, copy, symlinks=True)
     return copy
@@ -153,9 +154,13 @@ def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, int
     return code, capsys.readouterr().out, _run_logs() - before
 
 
-def _evaluates(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0, because: str = "") -> None:
+def _evaluates(
+    capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0, because: str = "", later: int = 0
+) -> None:
     got, out, made = _run(capsys, *extra)
-    stages = 2 + 1 + extra.count("--model")  # the date's, each model's, the comparison
+    # The date's, each model's, the comparison; and the regression diff of each model's next
+    # later evaluation (`later`), which compares with this one now.
+    stages = 2 + 1 + extra.count("--model") + later
     assert (got, STANDS in out, made) == (code, False, stages), out
     assert f"today's stored evaluation cannot stand ({because}" in out if because else True, out
 
@@ -265,9 +270,9 @@ def test_a_past_date_stands_only_as_recorded(capsys: pytest.CaptureFixture[str])
     yesterday = _yesterday()
     _stands(capsys, "--date", yesterday)
     _evaluates(capsys)  # today's runs are stored since: yesterday's record no longer answers
-    _evaluates(capsys, "--date", yesterday)
+    _evaluates(capsys, "--date", yesterday, later=1)
     _stands(capsys, "--date", yesterday)
-    _evaluates(capsys, "--date", yesterday, "--force")
+    _evaluates(capsys, "--date", yesterday, "--force", later=1)
 
 
 def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
