@@ -156,8 +156,9 @@ def test_a_junit_file_that_cannot_be_written_stops_run_before_any_api_call(
     project: Project, narrowed: bool
 ) -> None:
     scope = ["--test", project.one_test_id()] if narrowed else []
-    missing = project.root / "no-such-folder" / "junit.xml"
-    project.refused(_run(project, "--junit", str(missing), *scope), missing, "does not exist")
+    # A missing folder is made, as for every output flag; a file where the folder should be is not.
+    blocked = project.a_file("not-a-folder") / "junit.xml"
+    project.refused(_run(project, "--junit", str(blocked), *scope), blocked.parent, "a file is in the way")
     folder = project.root / "junit.xml"
     folder.mkdir()
     project.refused(_run(project, "--junit", str(folder), *scope), folder, "a folder is in the way")

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from eval_pipeline import cli
+from eval_pipeline.core.markdown_text import text
 from eval_pipeline.core.scoring.run_document import REPORT_FILE, RESULTS_FILE, SCOPED_DIR, read_document
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.conftest import REPO, TENANT
@@ -83,4 +84,4 @@ def test_a_full_batch_run_records_the_mode_and_the_prompt_cache_on_the_asset(wor
     run_dir = Path("results") / MODEL / DATE
     provenance = read_document(run_dir / RESULTS_FILE).provenance
     assert (provenance.rerank_mode, provenance.prompt_cache) == ("batch", note)
-    assert f"| Reranker prompt cache | {note} |" in (run_dir / REPORT_FILE).read_text()
+    assert f"| Reranker prompt cache | {text(note)} |" in (run_dir / REPORT_FILE).read_text()

@@ -283,11 +283,12 @@ def test_judgments_is_the_one_qrels_mapping() -> None:
     }
 
 
-def _independent(results: list[SemanticResult]) -> dict[str, float]:
-    """ir_measures on rankings and qrels rebuilt here from the stored results, trials averaged first."""
+def _independent(results: list[SemanticResult], recall_depth: int = 100) -> dict[str, float]:
+    """ir_measures on rankings and qrels rebuilt here from the stored results, trials averaged
+    first; recall at `recall_depth` (the depth the rankings were cut at, when shallower)."""
     measures = {
         "ndcg@10": ir_measures.nDCG @ 10,
-        "recall@100": ir_measures.R @ 100,
+        f"recall@{recall_depth}": ir_measures.R @ recall_depth,
         "mrr@10": ir_measures.RR @ 10,
     }
     per_test: dict[str, list[dict[str, float]]] = {}
