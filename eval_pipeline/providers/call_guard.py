@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.providers.circuit import BreakerSettings, CircuitBreaker, breaker_for
 from eval_pipeline.providers.ratelimit import (
     Clock,
@@ -36,7 +37,7 @@ class FaultSettings:
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
-class AttemptDeadline(Exception):
+class AttemptDeadline(CouldNotEvaluate):
     """An attempt that did not end within its deadline."""
 
     def __init__(self, seconds: float) -> None:

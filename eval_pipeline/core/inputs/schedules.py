@@ -24,7 +24,7 @@ MAX_WINDOW_DAYS = 366
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class _Schedule(_Strict):
