@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,19 +14,10 @@ from eval_pipeline.cli import main
 from eval_pipeline.core import file_stats
 from eval_pipeline.core.inputs import kb_cache
 from tests.embedding_cache import warm
+from tests.stable_json import stable
 
 REPO = Path(__file__).resolve().parents[1]
 DATE = "2026-11-20"
-# What differs between two runs of the same evaluation: when and how long, not what.
-_VOLATILE = {"generated_at", "latency_ms", "cache_hits", "duration_s", "started_at", "finished_at"}
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 def _files(*roots: Path) -> dict[Path, bytes]:
@@ -68,6 +58,6 @@ def test_results_are_the_same_with_and_without_the_stored_kb_and_matrix(
     assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns), "read, not rebuilt"
     with_cache = json.loads(results.read_text(encoding="utf-8"))
 
-    assert _stable(with_cache) == _stable(without)
+    assert stable(with_cache) == stable(without)
     assert with_cache["provenance"]["kb_hash"] == without["provenance"]["kb_hash"]
     assert _files(kb if kb.is_dir() else kb.parent, banks) == inputs  # nothing lands in the data

@@ -15,20 +15,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, TENANT
+from tests.stable_json import stable
 
 pytestmark = pytest.mark.slow
 
 MODEL = "local-minilm"
-# What differs between two runs of the same evaluation: when, how long, what the cache answered.
-_VOLATILE = {"generated_at", "latency_ms", "cache_hits", "duration_s", "started_at", "finished_at"}
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 def _project(root: Path, domain: str) -> list[str]:
@@ -78,9 +69,7 @@ def test_the_same_inputs_store_the_same_semantic_records_wherever_and_however_th
     assert (tmp_path / ".cache").is_dir()
 
     # The whole document, not only the semantic records (code and inputs are the same).
-    assert json.dumps(_stable(two_threads), sort_keys=True) == json.dumps(
-        _stable(alone_thread), sort_keys=True
-    )
+    assert json.dumps(stable(two_threads), sort_keys=True) == json.dumps(stable(alone_thread), sort_keys=True)
     full = _records(two_threads)
     assert len(full) >= 8 and all(record[1] and record[3] for record in full.values())
 
