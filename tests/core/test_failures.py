@@ -114,6 +114,11 @@ def test_since_block_lists_what_changed_and_diffs_verdict() -> None:
     assert lines[0].startswith("  since 2026-11-19, 1 day earlier: health: ")
     assert "1 regressed, 0 fixed, 0 removed, 0 added" in lines[0]
     assert "    regressed: ST-1 [state] 100 → 0 (-100) · system changed" in lines
+    why = lines.index("    regressed: ST-1 [state] 100 → 0 (-100) · system changed") + 1
+    assert lines[why : why + 2] == [
+        "      why: new penalty: hard fail: missing primary h1",
+        "      why: handlers −h1",
+    ]
     assert "    regression gate: FAILED (reported only: --fail-on-regression gates on it)" in lines
     assert "      - 1 deterministic regression(s): ST-1" in lines
     assert "    regression gate: FAILED (fails the run)" in since_lines(regression, "R", gating=True)
@@ -122,6 +127,7 @@ def test_since_block_lists_what_changed_and_diffs_verdict() -> None:
     md = since_markdown(regression)
     assert md[0] == "## Since last run (2026-11-19, 1 day earlier)"
     assert "- regressed: ST-1 [state] 100 → 0 (-100) · system changed" in md
+    assert "  - why: handlers −h1" in md
     assert "- 1 deterministic regression(s): ST-1" in md
     assert "[regression_diff.md](regression_diff.md)" in md[-2]
 

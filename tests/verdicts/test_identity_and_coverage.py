@@ -208,6 +208,20 @@ def test_a_gutted_but_boosted_primary_fails_diff_as_content_collapse(
     kb.write_text(yaml.safe_dump(entities))
     capsys.readouterr()
     _run(TENANT, D2, model="local-hybrid")
+    # The why reaches every surface of the run, as diff prints it: the since block, report.md
+    # and report.html name the entity, its cosines and the KB change.
+    since = capsys.readouterr().out.split("  since ", 1)[1]
+    why = [line.strip() for line in since.splitlines() if line.strip().startswith("why: ")]
+    assert any("similarity collapse: primary deposit_return still selected, cosine" in w for w in why), since
+    assert "    KB change: entities content changed (1): deposit_return" in since, since
+    run_dir = workdir / "results" / "local-hybrid" / D2
+    report = (run_dir / "report.md").read_text()
+    assert "- content collapse: T-DEP-001 [semantic]" in report
+    assert "  - why: ALERT similarity collapse: primary deposit_return still selected" in report
+    assert "- KB change: entities content changed (1): deposit_return" in report
+    html = (run_dir / "report.html").read_text()
+    assert "similarity collapse: primary deposit_return still selected, cosine" in html
+    assert "KB change: entities content changed (1): deposit_return" in html
     assert _diff("local-hybrid") == 1
     assert _diff("local-hybrid", "--strict") == 1
     out = capsys.readouterr().out

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline, baseline_label
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.report.diff_text import detail_lines, headline, health_line, kind_title
+from eval_pipeline.core.report.diff_text import detail_lines, headline, health_line, kind_title, span_lines
 from eval_pipeline.core.report.failures import ERRORED, failing_tests
-from eval_pipeline.core.report.run_output import SINCE_KINDS
+from eval_pipeline.core.report.run_output import LISTED_KINDS, SINCE_KINDS
 from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
 from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
 from eval_pipeline.core.rounding import fmt_score
@@ -129,7 +129,7 @@ def _since(regression: RegressionDiff) -> SinceView:
         return SinceView(None, baseline_label(regression), regression.verdict, "", [], [], [], None, [], [])
     changes = [
         ChangeRow(kind_title(k), d.test_id, headline(d), detail_lines(d))
-        for k in SINCE_KINDS
+        for k in LISTED_KINDS
         for d in diff.of_kind(k)
     ]
     counts = [
@@ -141,7 +141,7 @@ def _since(regression: RegressionDiff) -> SinceView:
         verdict=regression.verdict,
         health=health_line(diff),
         counts=counts,
-        warnings=list(diff.warnings),
+        warnings=[*diff.warnings, *span_lines(diff)],
         changes=changes,
         gate_status=gate.status.value.upper(),
         gate_reasons=list(gate.reasons),
