@@ -46,6 +46,10 @@ def s3(s3_endpoint: str) -> Iterator[str]:
             "AWS_ENDPOINT_URL": s3_endpoint,
         }.items():
             environment.setenv(name, value)
-        fsspec.AbstractFileSystem.clear_instance_cache()  # an s3fs made for another endpoint
+        # s3fs keeps its filesystems per class, each made with the endpoint of its day: one made
+        # for another module's (stopped) server on this worker would still point at it.
+        s3_filesystems = fsspec.get_filesystem_class("s3")
+        s3_filesystems.clear_instance_cache()
         boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=BUCKET)
         yield f"s3://{BUCKET}"
+        s3_filesystems.clear_instance_cache()

@@ -12,18 +12,14 @@ from __future__ import annotations
 import io
 import shutil
 import uuid
-from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
-import fsspec
 import pytest
 import yaml
-from moto.server import ThreadedMotoServer
 from upath import UPath
 
 from eval_pipeline.cli import main
@@ -32,30 +28,7 @@ from tests.conftest import REPO, TENANT
 from tests.embedding_cache import warm
 
 MODEL = "local-minilm"
-BUCKET = "eval-results"
 LOCATIONS = ("init", "flags", "env", "s3")
-
-
-@pytest.fixture(scope="module")
-def s3_bucket() -> Iterator[str]:
-    """A local S3-compatible server (moto's, from the lock file) and a bucket on it; endpoint and
-    credentials reach s3fs from the standard AWS variables, as they would in production."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    with pytest.MonkeyPatch.context() as environment:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint,
-        }.items():
-            environment.setenv(name, value)
-        fsspec.AbstractFileSystem.clear_instance_cache()
-        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-        yield f"s3://{BUCKET}"
-    server.stop()
 
 
 def _as_kb_folder(single_file: Path, kb: Path) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.verdicts.baseline_matrix import evaluate_across_a_gap, make_cell, s3_bucket
+from tests.deploy.conftest import s3, s3_endpoint
+from tests.verdicts.baseline_matrix import evaluate_across_a_gap, make_cell
 
-__all__ = ["s3_bucket"]  # the module's S3 server, a fixture
+__all__ = ["s3", "s3_endpoint"]  # the module's local S3 server and bucket (fixtures)
 
 
 @pytest.mark.parametrize(("location", "gap"), [("init", 12), ("flags", 1), ("env", 12), ("s3", 1)])
@@ -21,5 +22,5 @@ def test_the_gate_finds_its_baseline(
     local_embeddings: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    s3 = request.getfixturevalue("s3_bucket") if location == "s3" else None
+    s3 = request.getfixturevalue("s3") if location == "s3" else None
     evaluate_across_a_gap(make_cell(location, "sample", tmp_path, monkeypatch, local_embeddings, s3), gap)

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.core.dates import days_before, today_utc
-from tests.verdicts.baseline_matrix import evaluate_across_a_gap, make_cell, s3_bucket
+from tests.deploy.conftest import s3, s3_endpoint
+from tests.verdicts.baseline_matrix import evaluate_across_a_gap, make_cell
 
-__all__ = ["s3_bucket"]  # the module's S3 server, a fixture
+__all__ = ["s3", "s3_endpoint"]  # the module's local S3 server and bucket (fixtures)
 
 
 @pytest.mark.parametrize(("location", "gap"), [("init", 1), ("flags", 12), ("env", 1), ("s3", 12)])
@@ -22,7 +23,7 @@ def test_the_gate_finds_its_baseline(
     local_embeddings: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    s3 = request.getfixturevalue("s3_bucket") if location == "s3" else None
+    s3 = request.getfixturevalue("s3") if location == "s3" else None
     evaluate_across_a_gap(make_cell(location, "tenant", tmp_path, monkeypatch, local_embeddings, s3), gap)
 
 
