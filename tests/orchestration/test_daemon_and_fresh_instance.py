@@ -149,7 +149,10 @@ def test_a_backfill_killed_at_any_moment_then_run_again_completes(tenant: Path, 
     with dg.DagsterInstance.get() as instance:
         ours = [b for b in instance.get_backfills() if BACKFILL_TAG in b.tags]
         statuses = sorted(b.status.value for b in ours)
-    assert statuses == ["CANCELED"] * len(MOMENTS) + ["COMPLETED_SUCCESS"]
+    # The last one completed; each killed one ended: canceled by the next command, or failed
+    # where its own runs were ended as orphans first (a kill once part of it is done).
+    assert statuses.count("COMPLETED_SUCCESS") == 1 and len(statuses) == len(MOMENTS) + 1, statuses
+    assert set(statuses) - {"COMPLETED_SUCCESS"} <= {"CANCELED", "FAILED"}, statuses
     assert _queued_or_unfinished() == []
 
 
