@@ -23,12 +23,14 @@ import yaml
 from upath import UPath
 
 from eval_pipeline.cli import main
-from eval_pipeline.core.dates import today_utc
+from eval_pipeline.core.dates import days_before, today_utc
 from tests.conftest import REPO, TENANT
+from tests.deploy.conftest import s3, s3_endpoint
 from tests.embedding_cache import warm
 
+__all__ = ["s3", "s3_endpoint"]  # the module's local S3 server and bucket (fixtures)
+
 MODEL = "local-minilm"
-LOCATIONS = ("init", "flags", "env", "s3")
 
 
 def _as_kb_folder(single_file: Path, kb: Path) -> None:
@@ -161,3 +163,48 @@ def evaluate_across_a_gap(cell: Cell, gap: int) -> None:
     assert f"Baseline (the latest earlier usable evaluation): {label}." in cell.read(
         today, "regression_diff.md"
     )
+
+
+# Each place results live, on both domains, at both gaps.
+CELLS = [
+    ("sample", "init", 12),
+    ("sample", "flags", 1),
+    ("sample", "env", 12),
+    ("sample", "s3", 1),
+    ("tenant", "init", 1),
+    ("tenant", "flags", 12),
+    ("tenant", "env", 1),
+    ("tenant", "s3", 12),
+]
+
+
+@pytest.mark.parametrize(("domain", "location", "gap"), CELLS)
+def test_the_gate_finds_its_baseline(
+    domain: str,
+    location: str,
+    gap: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    local_embeddings: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    bucket = request.getfixturevalue("s3") if location == "s3" else None
+    evaluate_across_a_gap(make_cell(location, domain, tmp_path, monkeypatch, local_embeddings, bucket), gap)
+
+
+def test_a_baseline_older_than_the_project_allows_fails_the_run_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path
+) -> None:
+    cell = make_cell("init", "tenant", tmp_path, monkeypatch, local_embeddings, None)
+    models = cell.project / "models.yaml"
+    models.write_text(models.read_text().replace("max_baseline_age_days: null", "max_baseline_age_days: 7"))
+    d0 = days_before(today_utc(), 12)
+    assert cell.run("--date", d0)[0] == 0
+    code, out = cell.run()
+    assert code == 1, out
+    assert (
+        f"baseline gate failed: the baseline local-minilm @ {d0} is 12 days old, "
+        "over the project's maximum baseline age of 7 days"
+    ) in out
+    assert f"since {d0}, 12 days earlier:" in out  # the comparison itself is still made and shown
+    assert cell.run("--date", days_before(today_utc(), 5), "--force")[0] == 0  # 7 days back: young enough
