@@ -174,8 +174,17 @@ LONG = "x" * 20_000
         (["show", "--model", LONG], "--model"),
         (["run", "--model", MODEL, "--junit", LONG], "--junit"),
         (["import-beir", "beir", "--kb", "new/kb", "--banks-dir", "new/banks", "--split", LONG], "--split"),
+        (["import-beir", "beir", "--kb", "new/kb", "--banks-dir", "new/banks", "--name", LONG], "--name"),
     ],
-    ids=["override-reason", "override-by", "validate-kb", "show-model", "run-junit", "import-beir-split"],
+    ids=[
+        "override-reason",
+        "override-by",
+        "validate-kb",
+        "show-model",
+        "run-junit",
+        "import-beir-split",
+        "import-beir-name",
+    ],
 )
 def test_a_20000_character_flag_is_one_line_naming_the_flag(
     project: Project,

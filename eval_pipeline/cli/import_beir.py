@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.exit_status import EXIT_OK
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.init import MODELS, with_new_gates
 from eval_pipeline.cli.paths import path_arg
 
@@ -73,6 +73,10 @@ def _summary(counts: ImportCounts) -> str:
     )
 
 
+# A project's name is shown on every line that names the project; longer is a mistake.
+MAX_NAME = 200
+
+
 def cmd_import_beir(args: argparse.Namespace) -> int:
     from eval_pipeline.core.control_chars import one_line
     from eval_pipeline.core.inputs.beir_project import ImportTargets, import_beir
@@ -80,6 +84,8 @@ def cmd_import_beir(args: argparse.Namespace) -> int:
     src: Path = args.src
     targets = ImportTargets(args.kb, args.banks_dir, args.kb.parent / "models.yaml")
     name = args.name or src.resolve().name
+    if len(name) > MAX_NAME:
+        raise UsageError(f"--name: {len(name):,} characters; a project's name has at most {MAX_NAME}")
     counts = import_beir(src, args.split, name, targets, imported_models())
     if counts.leftovers_removed:
         print(f"removed {counts.leftovers_removed} temporary folder(s) left by an interrupted import")
