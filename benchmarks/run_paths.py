@@ -92,8 +92,8 @@ def _core_full_run(root: Path) -> None:
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.inputs.banks import Mechanism
     from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
     from eval_pipeline.core.report.markdown import render_markdown
-    from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.core.verdicts.run_gate import Gates

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
-    from eval_pipeline.core.report.pipeline import Evaluation
+    from eval_pipeline.core.report.conclusion import Evaluation
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.providers.models import ModelConfig
     from eval_pipeline.providers.target import PrepareReport
@@ -104,8 +104,8 @@ def _evaluate_model(
 ) -> Evaluation:
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.inputs.banks import Mechanism
+    from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
     from eval_pipeline.core.report.markdown import render_markdown
-    from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.core.scoring.run_document import GATE_FILE, REPORT_FILE, RESULTS_FILE
     from eval_pipeline.core.verdicts.run_gate import Gates

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from upath import UPath
 
     from eval_pipeline.core.diff.baseline import RegressionDiff
-    from eval_pipeline.core.report.pipeline import Evaluation
+    from eval_pipeline.core.report.conclusion import Evaluation
     from eval_pipeline.core.scoring.evaluation import Scope
 
 

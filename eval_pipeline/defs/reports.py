@@ -19,8 +19,8 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.markdown_text import text
+from eval_pipeline.core.report.conclusion import RunSetup, ScoredBanks, assemble_document, verdict
 from eval_pipeline.core.report.markdown import render_markdown
-from eval_pipeline.core.report.pipeline import RunSetup, ScoredBanks, assemble_document, verdict
 from eval_pipeline.core.report.reading import reading_of
 from eval_pipeline.core.report.shown_ids import shown_reading
 from eval_pipeline.core.report.tables import from_frame

@@ -16,7 +16,7 @@ from eval_pipeline.core.expectations.resolution import (
 )
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.pipeline import ScoredBanks, aggregate_scope
+from eval_pipeline.core.report.conclusion import ScoredBanks, aggregate_scope
 from eval_pipeline.core.report.tables import from_frame, result_columns, to_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import (

@@ -26,9 +26,9 @@ from eval_pipeline.core.inputs.beir_project import ImportTargets, import_beir
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
+from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
 from eval_pipeline.core.report.diff_comment import MAX_LINES, render_diff_comment
 from eval_pipeline.core.report.diff_text import detail_lines, render_comparison_markdown, render_diff_text
-from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.run_document import RunDocument

@@ -31,7 +31,7 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
-from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate
+from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.reevaluate import errored_tests, reevaluate, retry_of
 from eval_pipeline.core.scoring.reevaluation import Decision, Why

@@ -20,7 +20,7 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
-from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate, verdict
+from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate, verdict
 from eval_pipeline.core.scoring.evaluation import (
     MechanismOutput,
     Scope,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from eval_pipeline.core.code_version import code_version, dependency_versions, version_of
-from eval_pipeline.core.report.pipeline import scope_record
+from eval_pipeline.core.report.conclusion import scope_record
 from eval_pipeline.core.report.rerun_rule import EvaluationInputs, stale_reason
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.report.pipeline import scope_record
+from eval_pipeline.core.report.conclusion import scope_record
 from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION

@@ -1,4 +1,4 @@
-"""The one route (core/report/pipeline.py): inputs, what the systems did, a scope and gates in;
+"""The one route (core/report/conclusion.py): inputs, what the systems did, a scope and gates in;
 the run document and its gate decision out, on the sample and on the second domain."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
-from eval_pipeline.core.report.pipeline import Observed, RunSetup, evaluate, verdict
+from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate, verdict
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.verdicts.run_gate import Gates, GateStatus, gate_decision
