@@ -24,7 +24,7 @@ from benchmarks.table import Row, load_average, machine, render
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-from eval_pipeline.orchestration.execution import DAGSTER_YAML, run_all
+from eval_pipeline.orchestration.execution import dagster_yaml, run_all
 from eval_pipeline.testing.postgres import new_database, postgres_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +46,6 @@ def _evaluate(root: Path, cache: Path, dagster_yaml: str) -> float:
         StorageResource(storage_dir=str(root / "storage"), results_dir=str(root / "results")),
         ProvidersResource(models_file=str(REPO / "models.yaml"), cache_dir=str(cache)),
     )
-    os.environ["DAGSTER_HOME"] = str(home)  # the project's dagster.yaml finds its files by it
     with dg.DagsterInstance.from_config(str(home)) as instance:
         start = time.perf_counter()
         outcomes = run_all(DATE, MODELS, resources, instance)
@@ -76,7 +75,7 @@ def rows() -> list[Row]:
             if kind == "sqlite":
                 yaml_text = SQLITE_YAML
             elif kind == "project":
-                yaml_text = DAGSTER_YAML
+                yaml_text = dagster_yaml(base / f"{kind}{n}" / "dagster_home")
             else:
                 os.environ["DAGSTER_POSTGRES_URL"] = new_database(admin_url, f"bench{n}")
                 yaml_text = (REPO / "deploy" / "dagster.yaml").read_text()

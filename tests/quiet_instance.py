@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval_pipeline.orchestration.execution import DAGSTER_YAML
+from eval_pipeline.orchestration.execution import dagster_yaml
 
 NO_STEP_OUTPUT = (
     "compute_logs:\n"
@@ -21,5 +21,5 @@ def quiet_home(home: Path) -> Path:
     """`home` (a DAGSTER_HOME) holding the project's instance settings without step capture: a
     team's own dagster.yaml, which `run` leaves as it is."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text(DAGSTER_YAML + NO_STEP_OUTPUT)
+    (home / "dagster.yaml").write_text(dagster_yaml(home.resolve()) + NO_STEP_OUTPUT)
     return home

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -45,7 +46,7 @@ from eval_pipeline.orchestration.backfill import (
     progress,
     submit_backfill,
 )
-from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
+from eval_pipeline.orchestration.instance_storage import storage_config
 from eval_pipeline.providers.object_store import output_path
 from tests.defs.observations import observed_on
 
@@ -56,15 +57,15 @@ MODELS = ["local-minilm", "local-hybrid"]
 # Runs wait in Dagster's run queue and execute in this process when launched (Dagster's own
 # launcher for tests), on the project's SQLite storage as `backfill` opens it (Dagster's own
 # opens a database engine for every statement: most of a materialisation's CPU here).
-IN_PROCESS_INSTANCE = (
-    "telemetry:\n  enabled: false\n"
-    + STORAGE_YAML
-    + """\
-run_launcher:
-  module: dagster._core.launcher.sync_in_memory_run_launcher
-  class: SyncInMemoryRunLauncher
-"""
-)
+IN_PROCESS_LAUNCHER = {
+    "module": "dagster._core.launcher.sync_in_memory_run_launcher",
+    "class": "SyncInMemoryRunLauncher",
+}
+
+
+def in_process_instance(home: Path) -> str:
+    settings = {"telemetry": {"enabled": False}, "storage": storage_config(str(home))}
+    return str(yaml.safe_dump({**settings, "run_launcher": IN_PROCESS_LAUNCHER}))
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def test_backfill_evaluates_diffs_and_compares_two_past_dates(
     # dates must evaluate the snapshot current at their end, not today's files.
     home = project / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(IN_PROCESS_INSTANCE)
+    (home / "dagster.yaml").write_text(in_process_instance(home))
     kb = tenant / "kb.yaml"
     with dg.DagsterInstance.from_config(str(home)) as instance:
         seen = observed_on(instance, project / "storage" / "snapshots", kb, tenant / "banks", MORNING_OF_D1)
@@ -178,7 +179,7 @@ def test_a_backfill_before_today_s_evaluation_becomes_its_baseline(
     # what the command does once the backfill ends gives today's comparison that baseline.
     home = project / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(IN_PROCESS_INSTANCE)
+    (home / "dagster.yaml").write_text(in_process_instance(home))
     model, today = MODELS[0], today_utc()
     past = days_before(today, 12)
     data = ["--kb", os.environ["EVAL_PIPELINE_KB"], "--banks-dir", os.environ["EVAL_PIPELINE_BANKS_DIR"]]

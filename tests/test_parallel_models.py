@@ -17,7 +17,7 @@ import yaml
 from eval_pipeline.cli import main
 from eval_pipeline.cli.run import default_parallel
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
-from eval_pipeline.orchestration.execution import DAGSTER_YAML, project_instance
+from eval_pipeline.orchestration.execution import dagster_yaml, project_instance
 from eval_pipeline.orchestration.instance_evaluations import FINGERPRINT_TAG
 from eval_pipeline.providers.models import load_models
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
@@ -52,7 +52,7 @@ def workdir(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     home.mkdir()
     # The project's own settings: its SQLite storage (workers write to it from several processes
     # at once) and one run at a time per provider pool.
-    (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    (home / "dagster.yaml").write_text(dagster_yaml(home))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # the crash entry point

@@ -82,6 +82,7 @@ def own_daemon(instance: dg.DagsterInstance, log: Path) -> Iterator[subprocess.P
             # launched, also when this process is killed (die_with_parent).
             start_new_session=True,
             preexec_fn=die_with_parent(),
+            env={**os.environ, "DAGSTER_HOME": instance.root_directory},
         )
         try:
             record = {"host": socket.gethostname(), "pgid": process.pid, "since": since}

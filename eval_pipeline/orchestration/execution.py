@@ -5,12 +5,12 @@ Runs go through the same instance `dg dev` uses, so every CLI run shows in the U
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
 import dagster as dg
+import yaml
 from upath import UPath
 
 from eval_pipeline.core.fileio import atomic_write_text
@@ -19,7 +19,7 @@ from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.resources import StorageResource
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.instance_lock import initialise, instance_lock
-from eval_pipeline.orchestration.instance_storage import STORAGE_MODULE, STORAGE_YAML
+from eval_pipeline.orchestration.instance_storage import STORAGE_CLASS, STORAGE_MODULE, storage_config
 from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 from eval_pipeline.providers.evaluation_index import next_evaluated_date
@@ -31,14 +31,19 @@ from eval_pipeline.runtime.run_monitor import RUN_MONITORING_YAML
 # provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs
 # the daemon launches are monitored (runtime/run_monitor.py for in-process ones). No "what's new"
 # popup covering the UI on its first start (`nux`).
-DAGSTER_YAML = (
+_SETTINGS = (
     "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
-    + STORAGE_YAML
     + "concurrency:\n  pools:\n    default_limit: 1\n"
     + RUN_MONITORING_YAML
 )
-# What earlier versions wrote: an instance still on it is brought up to date, a team's own left alone.
-_BEFORE_NUX = DAGSTER_YAML.replace("nux:\n  enabled: false\n", "")
+# The storage's folder is written out, so the instance opens without $DAGSTER_HOME in the
+# environment. Earlier versions read it from there: their files are brought up to date.
+_ENV_STORAGE = (
+    f"storage:\n  custom:\n    module: {STORAGE_MODULE}\n    class: {STORAGE_CLASS}\n"
+    "    config:\n      base_dir:\n        env: DAGSTER_HOME\n"
+)
+_ENV_FORM = _SETTINGS.replace("concurrency:", _ENV_STORAGE + "concurrency:")
+_BEFORE_NUX = _ENV_FORM.replace("nux:\n  enabled: false\n", "")
 EARLIER_DEFAULTS = (
     "telemetry:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n",
     _BEFORE_NUX.removesuffix(RUN_MONITORING_YAML).replace(
@@ -46,15 +51,38 @@ EARLIER_DEFAULTS = (
     ),
     _BEFORE_NUX.removesuffix(RUN_MONITORING_YAML),
     _BEFORE_NUX,
+    _ENV_FORM,
 )
 
 
+def dagster_yaml(home: Path) -> str:
+    """The project's instance settings for the instance in `home`."""
+    storage = yaml.safe_dump({"storage": storage_config(str(home))}, sort_keys=False)
+    return _SETTINGS.replace("concurrency:", storage + "concurrency:")
+
+
+def _without_home(text: str) -> object:
+    """dagster.yaml's settings with the storage's folder left out; None when it has none."""
+    try:
+        found = yaml.safe_load(text)
+        found["storage"]["custom"]["config"]["base_dir"] = ""
+    except (yaml.YAMLError, TypeError, KeyError):
+        return None
+    return found
+
+
+def _ours(text: str) -> bool:
+    """Whether dagster.yaml holds the project's settings, for any home (a moved one too)."""
+    return text in EARLIER_DEFAULTS or _without_home(text) == _without_home(dagster_yaml(Path()))
+
+
 def _write_config(home: Path) -> None:
-    """The project's dagster.yaml in `home` (made if missing), unless a team's own is there; call
-    under the instance lock."""
+    """The project's dagster.yaml in `home` (made if missing, or moved with its home), unless a
+    team's own is there; call under the instance lock."""
     config = home / "dagster.yaml"
-    if not config.exists() or config.read_text() in EARLIER_DEFAULTS:
-        atomic_write_text(config, DAGSTER_YAML)
+    wanted = dagster_yaml(home)
+    if not config.exists() or (config.read_text() != wanted and _ours(config.read_text())):
+        atomic_write_text(config, wanted)
 
 
 def prepare_home(home: Path) -> None:
@@ -71,8 +99,7 @@ def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     path.mkdir(parents=True, exist_ok=True)
     with instance_lock(path):
         _write_config(path)
-        os.environ["DAGSTER_HOME"] = str(path)
-        return initialise(dg.DagsterInstance.get())
+        return initialise(dg.DagsterInstance.from_config(str(path)))
 
 
 def run_all(

@@ -286,12 +286,10 @@ class ProjectSqliteStorage(DagsterSqliteStorage):
 
 
 STORAGE_MODULE = __name__
-# The instance's home, wherever it is moved: `base_dir` is read from the environment at load.
-STORAGE_YAML = f"""storage:
-  custom:
-    module: {STORAGE_MODULE}
-    class: {ProjectSqliteStorage.__name__}
-    config:
-      base_dir:
-        env: DAGSTER_HOME
-"""
+STORAGE_CLASS = "ProjectSqliteStorage"
+
+
+def storage_config(home: str) -> dict[str, object]:
+    """The `storage:` section of the project's dagster.yaml for the instance in `home`."""
+    config = {"base_dir": home}
+    return {"custom": {"module": STORAGE_MODULE, "class": STORAGE_CLASS, "config": config}}

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,8 @@ import yaml
 
 from eval_pipeline.definitions import build_resources
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, RunScopeResource, StorageResource
-from eval_pipeline.orchestration.execution import DAGSTER_YAML
-from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
+from eval_pipeline.orchestration.execution import dagster_yaml
+from eval_pipeline.orchestration.instance_storage import storage_config
 from tests.conftest import TENANT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ NO_COMPUTE_LOGS = {
 }
 # The project's log level (`run`'s dagster.yaml): Dagster's events all stored, and its debug lines
 # (every IO-manager load and write) not, a third of a run's stored events that no test reads.
-PYTHON_LOGS = {"python_logs": yaml.safe_load(DAGSTER_YAML)["python_logs"]}
+PYTHON_LOGS = {"python_logs": yaml.safe_load(dagster_yaml(Path()))["python_logs"]}
 
 
 @dataclass
@@ -61,9 +62,10 @@ def project_storage_instance(home: Path | None = None) -> Iterator[dg.DagsterIns
     daemon open (orchestration/instance_storage.py): Dagster's own opens a database engine for
     every statement, most of a test's materialisation time, and no project runs on it. In `home`
     when given (kept after it closes), else in a directory of its own."""
-    overrides = {**yaml.safe_load(STORAGE_YAML), **PYTHON_LOGS, **NO_COMPUTE_LOGS}
-    with dg.instance_for_test(overrides=overrides, temp_dir=str(home) if home else None) as instance:
-        yield instance
+    with nullcontext(str(home)) if home else tempfile.TemporaryDirectory() as base:
+        overrides = {"storage": storage_config(base), **PYTHON_LOGS, **NO_COMPUTE_LOGS}
+        with dg.instance_for_test(overrides=overrides, temp_dir=base) as instance:
+            yield instance
 
 
 def _env(root: Path, tenant: Path, instance: dg.DagsterInstance) -> Env:

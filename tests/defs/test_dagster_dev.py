@@ -22,7 +22,7 @@ import pytest
 
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.child_process import group_alive
-from eval_pipeline.orchestration.execution import DAGSTER_YAML
+from eval_pipeline.orchestration.execution import dagster_yaml
 from tests.conftest import TENANT
 from tests.embedding_cache import warm
 
@@ -139,7 +139,7 @@ def test_make_ui_on_a_fresh_home_runs_with_the_projects_settings(
     try:
         _wait_for("the UI's GraphQL", 150, lambda: proc.poll() is None and _models_shown(port))
         # The settings were there before anything ran: the webserver and daemon read them at start.
-        assert (home / "dagster.yaml").read_text() == DAGSTER_YAML
+        assert (home / "dagster.yaml").read_text() == dagster_yaml(home)
         # Only the launched runs, not today's automated evaluation, on a shared machine.
         _stop_sensor(port, "evaluation_automation")
 

@@ -24,7 +24,7 @@ from eval_pipeline.defs.automation import date_job, model_job
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.pools import provider_pools
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource, StorageResource
-from eval_pipeline.orchestration.instance_storage import STORAGE_YAML
+from eval_pipeline.orchestration.execution import dagster_yaml
 from eval_pipeline.orchestration.parallel import CONTEXT
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
 from eval_pipeline.providers.models import load_models
@@ -92,12 +92,7 @@ def test_two_concurrent_runs_of_one_api_model_share_the_providers_rate(
     assert provider_pools(load_models(models)[MODEL]) == ["anthropic", "voyage"]
     home = tmp_path / "dagster_home"
     home.mkdir()
-    # The project's storage (as `run` writes it), which finds its files by DAGSTER_HOME; the runs'
-    # processes inherit it.
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    (home / "dagster.yaml").write_text(
-        "telemetry:\n  enabled: false\n" + STORAGE_YAML + "concurrency:\n  pools:\n    default_limit: 1\n"
-    )
+    (home / "dagster.yaml").write_text(dagster_yaml(home))  # the project's settings, as `run` writes them
     with start_emulator() as emulator, dg.DagsterInstance.from_config(str(home)) as instance:
         urls = (emulator.base_url, emulator.voyage_base_url)
         defs = evaluation_definitions(_resources(tenant, tmp_path, *urls))

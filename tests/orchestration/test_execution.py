@@ -3,6 +3,8 @@ and what run config may not change."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -17,7 +19,7 @@ from eval_pipeline.orchestration.execution import project_instance
 def test_a_new_instance_records_info_and_up_and_an_existing_one_is_left_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # project_instance points it at the home it opens
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     with project_instance(tmp_path / "new") as instance:
         # Debug lines are a third of a run's events, each its own SQLite commit.
         assert instance.python_log_level == "INFO"
@@ -30,6 +32,28 @@ def test_a_new_instance_records_info_and_up_and_an_existing_one_is_left_alone(
     with project_instance(own) as instance:
         assert instance.python_log_level is None
     assert (own / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
+
+
+@dg.asset
+def one() -> int:
+    return 1
+
+
+def test_the_instance_opens_without_dagster_home_and_follows_its_home_when_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    first = tmp_path / "first"
+    with project_instance(first) as instance:
+        assert dg.materialize([one], instance=instance).success
+    assert "DAGSTER_HOME" not in os.environ  # the home travels as data, not through the environment
+    moved = tmp_path / "moved"
+    shutil.move(first, moved)
+    with project_instance(moved) as instance:
+        assert len(instance.get_runs()) == 1  # the runs made before the move, read from the new place
+        assert dg.materialize([one], instance=instance).success
+    assert not first.exists()  # nothing written back to where the home used to be
+    assert str(moved) in (moved / "dagster.yaml").read_text()
 
 
 @pytest.mark.parametrize("narrowing", [{"banks": ["semantic"]}, {"test_ids": ["T-1"]}, {"topic": "any"}])

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 
-from eval_pipeline.orchestration.execution import DAGSTER_YAML, EARLIER_DEFAULTS, project_instance
+from eval_pipeline.orchestration.execution import EARLIER_DEFAULTS, dagster_yaml, project_instance
 from eval_pipeline.orchestration.instance_storage import ProjectEventLogStorage, _event_log_scripts
 
 DAYS = dg.StaticPartitionsDefinition(["d1", "d2"])
@@ -125,7 +125,7 @@ def test_an_instance_on_an_earlier_default_is_brought_up_to_date(tmp_path: Path,
     (home / "dagster.yaml").write_text(earlier)
     with project_instance(home) as instance:
         assert _storage_classes(instance)[1] == "ProjectEventLogStorage"
-    assert (home / "dagster.yaml").read_text() == DAGSTER_YAML
+    assert (home / "dagster.yaml").read_text() == dagster_yaml(home)
 
 
 def _shard(db: Path) -> tuple[set[str], str, str]:
