@@ -11,6 +11,10 @@ While a failure is on the count, calls in flight plus failures never exceed `fai
 breaker opens after exactly `failures` attempts however many tests queue behind them (a burst
 already in flight when the first failure lands is the one exception).
 
+A breaker made `per_round` (a Python entry point's, whose calls are never retried) opens sooner:
+once the call that fails first and every call in flight beside it have all failed, since a
+whole round of calls timing out together says the code never returns.
+
 One breaker per (service URL, settings, clock) per process, shared by every provider and run
 step that calls that URL: the team's system answering four mechanisms learns of an outage once.
 """
@@ -84,12 +88,14 @@ def public_url(url: str) -> str:
 
 
 class CircuitBreaker:
-    def __init__(self, url: str, settings: BreakerSettings, clock: Clock) -> None:
+    def __init__(self, url: str, settings: BreakerSettings, clock: Clock, per_round: bool = False) -> None:
         self.url = public_url(url)
         self.settings = settings
         self.clock = clock
+        self._per_round = per_round
         self._lock = threading.Lock()
         self._failures = 0
+        self._limit = settings.failures  # failures in a row that open it (a round's size, if smaller)
         self._in_flight = 0
         self._opened_at: float | None = None
         self.calls = 0  # attempts admitted: what the breaker let through to the service
@@ -109,18 +115,18 @@ class CircuitBreaker:
         return self.state is BreakerState.OPEN
 
     def down(self) -> ServiceDown:
-        n = self.settings.failures
+        n = self._limit
         return ServiceDown(f"service down: {self.url} ({n} call{'s' if n != 1 else ''} in a row unreachable)")
 
     def _try_admit(self) -> bool:
         """Admit one call now (True), not yet (False), or raise ServiceDown."""
         with self._lock:
-            limit = self.settings.failures
             if self._opened_at is not None:
                 if self.clock.now() - self._opened_at < self.settings.cooldown_s:
                     raise self.down()
-                self._opened_at, self._failures = None, limit - 1  # half-open: one probe
-            if self._failures and self._in_flight + self._failures >= limit:
+                self._limit = self.settings.failures
+                self._opened_at, self._failures = None, self._limit - 1  # half-open: one probe
+            if self._failures and self._in_flight + self._failures >= self._limit:
                 return False
             self._in_flight += 1
             self.calls += 1
@@ -130,10 +136,12 @@ class CircuitBreaker:
         with self._lock:
             self._in_flight -= 1
             if outcome is Outcome.ANSWERED:
-                self._failures = 0
+                self._failures, self._limit = 0, self.settings.failures
             elif outcome is Outcome.UNREACHABLE and self._opened_at is None:
+                if self._per_round and not self._failures:  # the round: this call and those beside it
+                    self._limit = min(self._limit, self._in_flight + 1)
                 self._failures += 1
-                if self._failures >= self.settings.failures:
+                if self._failures >= self._limit:
                     self._opened_at = self.clock.now()
 
     @asynccontextmanager
@@ -148,14 +156,14 @@ class CircuitBreaker:
             self._leave(attempt.outcome)
 
 
-_BREAKERS: dict[tuple[str, BreakerSettings, object], CircuitBreaker] = {}
+_BREAKERS: dict[tuple[str, BreakerSettings, object, bool], CircuitBreaker] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def breaker_for(url: str, settings: BreakerSettings, clock: Clock) -> CircuitBreaker:
+def breaker_for(url: str, settings: BreakerSettings, clock: Clock, per_round: bool = False) -> CircuitBreaker:
     """This process's breaker for `url` (made on first use)."""
-    key = (public_url(url), settings, clock)
+    key = (public_url(url), settings, clock, per_round)
     with _REGISTRY_LOCK:
         if key not in _BREAKERS:
-            _BREAKERS[key] = CircuitBreaker(url, settings, clock)
+            _BREAKERS[key] = CircuitBreaker(url, settings, clock, per_round)
         return _BREAKERS[key]

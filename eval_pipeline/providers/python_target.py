@@ -11,9 +11,9 @@ Calls run in worker processes (`python_worker`), one call at a time each and up 
 `concurrency` at once; each worker imports the entry point once and answers call after call. A
 call that does not return within `timeout_s` is abandoned: its worker is killed (a thread could
 not be) and the next call starts a fresh one. Calls that time out count towards the entry
-point's circuit breaker like an unreachable service's: after a few in a row the remaining calls
-fail at once. Here the entry point is imported once more, to fail before any run when it cannot
-be.
+point's circuit breaker like an unreachable service's, a round at a time: once every call in
+flight has timed out (or `breaker.failures` in a row), the remaining calls fail at once. Here
+the entry point is imported once more, to fail before any run when it cannot be.
 """
 
 from __future__ import annotations
@@ -163,7 +163,9 @@ class PythonTarget:
         ContractViolation for an answer that breaks the contract."""
         name = self._name(request.mechanism)
         workers = self._workers.get()
-        async with breaker_for(f"python:{name}", self._breaker, self.clock).attempt() as admitted:
+        async with breaker_for(
+            f"python:{name}", self._breaker, self.clock, per_round=True
+        ).attempt() as admitted:
             worker = await workers.take()
             try:
                 async with asyncio.timeout(self._timeout_s):

@@ -11,6 +11,7 @@ from eval_pipeline.providers.circuit import (
     BreakerSettings,
     BreakerState,
     CircuitBreaker,
+    Outcome,
     ServiceDown,
     breaker_for,
     public_url,
@@ -149,3 +150,95 @@ def test_one_breaker_per_service_without_credentials() -> None:
     assert a is breaker_for("http://host.invalid:8080/x", BreakerSettings(), clock)
     assert a.url == public_url("http://user:secret@host.invalid:8080/x") == "http://host.invalid:8080/x"
     assert a is not breaker_for("http://host.invalid:8080/x", BreakerSettings(failures=2), clock)
+
+
+async def _entry_point_call(breaker: CircuitBreaker, answers_after_s: float | None) -> str:
+    """One call as a Python entry point's target makes it: no retry; an answer after
+    `answers_after_s`, or (None) none before its 3 s timeout."""
+    async with breaker.attempt() as admitted:
+        if answers_after_s is None:
+            await asyncio.sleep(3.0)
+            admitted.outcome = Outcome.UNREACHABLE
+            return "timeout"
+        await asyncio.sleep(answers_after_s)
+        admitted.outcome = Outcome.ANSWERED
+        return "ok"
+
+
+def _round_of_hung_calls(per_round: bool, concurrency: int) -> tuple[CircuitBreaker, list[str], float]:
+    """Forty calls that never answer, `concurrency` at a time, on virtual time."""
+    clock = LoopClock()
+    breaker = CircuitBreaker("python:pkg.mod:attr", BreakerSettings(), clock, per_round=per_round)
+
+    async def main() -> tuple[list[str], float]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> str:
+            async with gate:
+                try:
+                    return await _entry_point_call(breaker, None)
+                except ServiceDown as exc:
+                    return str(exc)
+
+        started = clock.now()
+        outcomes = await asyncio.gather(*(one() for _ in range(40)))
+        return outcomes, clock.now() - started
+
+    outcomes, elapsed = run_virtual(main())
+    return breaker, outcomes, elapsed
+
+
+@pytest.mark.parametrize(("concurrency", "counted"), [(4, 4), (1, 1), (8, 5)])
+def test_a_round_of_calls_that_all_time_out_opens_a_per_round_breaker(concurrency: int, counted: int) -> None:
+    breaker, outcomes, elapsed = _round_of_hung_calls(per_round=True, concurrency=concurrency)
+    # One round, cut at the same timeout, and no call after it; a round larger than `failures`
+    # (5) opens it at the fifth failure, the rest of the round already in flight.
+    down = (
+        f"service down: python:pkg.mod:attr ({counted} call{'s' if counted > 1 else ''} in a row unreachable)"
+    )
+    assert (breaker.calls, breaker.is_open) == (concurrency, True)
+    assert elapsed == pytest.approx(3.0, abs=0.1)
+    assert outcomes == ["timeout"] * concurrency + [down] * (40 - concurrency)
+
+
+def test_a_breaker_counting_calls_waits_for_the_probe_after_a_round() -> None:
+    # The same forty calls against a service's breaker: the round leaves it suspect, a fifth call
+    # (the probe) times out three seconds later.
+    breaker, outcomes, elapsed = _round_of_hung_calls(per_round=False, concurrency=4)
+    assert (breaker.calls, breaker.is_open) == (5, True)
+    assert elapsed == pytest.approx(6.0, abs=0.1)
+    assert outcomes.count("timeout") == 5
+
+
+def test_a_round_in_which_one_call_answers_leaves_a_per_round_breaker_closed() -> None:
+    clock = LoopClock()
+    breaker = CircuitBreaker("python:pkg.mod:slow", BreakerSettings(), clock, per_round=True)
+
+    async def main() -> list[str]:
+        # Three calls time out at 3 s; the fourth answers a second later, after them.
+        first = await asyncio.gather(*(_entry_point_call(breaker, d) for d in (None, None, None, 4.0)))
+        return [*first, await _entry_point_call(breaker, 0.5)]
+
+    assert run_virtual(main()) == ["timeout", "timeout", "timeout", "ok", "ok"]
+    assert breaker.state is BreakerState.CLOSED and breaker.calls == 5
+
+
+@pytest.mark.anyio
+async def test_after_the_cooldown_a_per_round_breaker_probes_once(clock: RecordingClock) -> None:
+    breaker = CircuitBreaker("python:pkg.mod:once", BreakerSettings(cooldown_s=60), clock, per_round=True)
+
+    async def timed_out() -> None:
+        async with breaker.attempt() as admitted:
+            admitted.outcome = Outcome.UNREACHABLE
+
+    await timed_out()  # a round of one call
+    assert breaker.is_open
+    with pytest.raises(ServiceDown, match=r"\(1 call in a row unreachable\)$"):
+        await timed_out()
+    clock.t += 60.0
+    await timed_out()  # the probe: open again at once
+    assert breaker.is_open and breaker.calls == 2
+    clock.t += 60.0
+    async with breaker.attempt() as admitted:
+        admitted.outcome = Outcome.ANSWERED
+    assert breaker.state is BreakerState.CLOSED

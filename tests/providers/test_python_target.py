@@ -21,6 +21,7 @@ from eval_pipeline.providers.python_target import PythonTarget
 from eval_pipeline.providers.python_worker import EntrypointError, load_handlers
 from eval_pipeline.providers.system_target import ask_all
 from eval_pipeline.runtime.run_monitor import process_start
+from tests.providers.conftest import RecordingClock
 
 pytestmark = pytest.mark.anyio
 HERE = "tests.providers.test_python_target"
@@ -159,10 +160,16 @@ async def test_a_call_that_never_returns_is_abandoned_and_the_next_one_answered(
     # Nothing of this process is inside the call: no thread that would keep it from exiting.
     assert all(t.daemon for t in threading.enumerate() if t is not threading.main_thread())
 
-    other = PythonTarget(f"{HERE}:hangs_on_request", ALL, timeout_s=0.5, breaker=patient)
+    clock = RecordingClock()
+    other = PythonTarget(f"{HERE}:hangs_on_request", ALL, timeout_s=0.5, clock=clock, breaker=patient)
     first = await other.ask(_request(Mechanism.STATE))
     with pytest.raises(ProviderError, match=r"gave no answer within 0\.5 s"):
         await other.ask(_request(Mechanism.STATE, message="hang"))
+    # That call was a whole round (one call at a time): the breaker opened; after its cooldown
+    # one probe goes.
+    with pytest.raises(ProviderError, match=r"service down: python:"):
+        await other.ask(_request(Mechanism.STATE))
+    clock.t += patient.cooldown_s
     after = await other.ask(_request(Mechanism.STATE))
     await other.aclose()
     # The worker that answered first was the one abandoned; a fresh one answered after it.
@@ -170,15 +177,21 @@ async def test_a_call_that_never_returns_is_abandoned_and_the_next_one_answered(
     assert first.triggered_handlers != after.triggered_handlers
 
 
-async def test_calls_that_never_return_open_the_entry_points_breaker() -> None:
+@pytest.mark.parametrize(("concurrency", "cut"), [(1, 1), (3, 3), (4, 2)])
+async def test_a_round_of_calls_that_never_return_opens_the_entry_points_breaker(
+    concurrency: int, cut: int
+) -> None:
+    # Every call in flight timed out: the rest fail at once. `failures` (2 here) still bounds a
+    # round: four calls in flight, the breaker opens at the second timeout.
     spec = "tests.hung_entry_point:never_returns"
-    target = PythonTarget(spec, ALL, timeout_s=0.2, breaker=BreakerSettings(failures=2, cooldown_s=600))
-    requests = [(f"t{i}", _request(Mechanism.STATE)) for i in range(6)]
-    outputs = await ask_all(target, requests, 1)
-    late = f"target: service down: python:{spec} (2 calls in a row unreachable)"
+    breaker = BreakerSettings(failures=2 if concurrency == 4 else 5, cooldown_s=600 + concurrency)
+    target = PythonTarget(spec, ALL, timeout_s=0.2, breaker=breaker)
+    requests = [(f"t{i}", _request(Mechanism.STATE)) for i in range(8)]
+    outputs = await ask_all(target, requests, concurrency)
+    late = f"target: service down: python:{spec} ({cut} call{'s' if cut > 1 else ''} in a row unreachable)"
     assert [o.error for o in outputs] == [
-        *[f"target: the entry point '{spec}' gave no answer within 0.2 s"] * 2,
-        *[late] * 4,
+        *[f"target: the entry point '{spec}' gave no answer within 0.2 s"] * concurrency,
+        *[late] * (8 - concurrency),
     ]
 
 
