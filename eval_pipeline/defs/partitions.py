@@ -31,7 +31,12 @@ def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
     """(model, date) of a model x date asset's partition. A run launched with the standard
     `dagster/partition` tag alone (GraphQL `launchRun`) has its key as plain text
     ("2026-11-20|local-minilm"), without the per-dimension tags the UI's launcher adds."""
-    dims = model_date_partitions.get_partition_key_from_str(str(context.partition_key)).keys_by_dimension
+    return model_and_date(str(context.partition_key))
+
+
+def model_and_date(key: str) -> tuple[str, str]:
+    """(model, date) of a model x date partition key as stored or tagged."""
+    dims = model_date_partitions.get_partition_key_from_str(key).keys_by_dimension
     return dims[MODEL_DIM], dims[DATE_DIM]
 
 

@@ -10,11 +10,13 @@ from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
+from eval_pipeline.defs.automation import date_job, model_job, rediff_job
 from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison, regression_diff
 from eval_pipeline.defs.graph import ALL_ASSETS
+from eval_pipeline.defs.later_dates import later_date_diffs
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.execution import run_all
-from eval_pipeline.orchestration.stages import QUIET_LOGS
+from eval_pipeline.orchestration.stages import QUIET_LOGS, evaluation_definitions, run_stage
 from tests.defs.conftest import Env, Kept
 
 D1, D2 = "2026-11-20", "2026-11-21"
@@ -167,3 +169,33 @@ def test_an_earlier_date_evaluated_later_becomes_the_next_date_s_baseline(first_
         assert f"Baseline: {MINILM} @ {d0}, 8 days earlier" in (stored / "report.html").read_text()
         later = env.results / MINILM / D2 / "regression_diff.json"
         assert RegressionDiff.model_validate_json(later.read_text()).baseline_date == D1
+
+
+def _tick(env: Env, cursor: str | None = None) -> dg.SensorResult:
+    context = dg.build_sensor_context(instance=env.instance, resources=env.resources(), cursor=cursor)
+    result = later_date_diffs(context)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def test_an_earlier_date_evaluated_outside_the_command_line_is_followed_by_the_sensor(
+    first_day: Kept,
+) -> None:
+    # What a backfill launched from the UI runs: the date's stage and the model's, with none of
+    # the command line's follow-up. The sensor asks for D1's diff again, once.
+    d0 = "2026-11-12"
+    with first_day.restore() as env:
+        defs = evaluation_definitions(env.resources())
+        for job, key in ((date_job.name, d0), (model_job.name, model_date_key(MINILM, d0))):
+            assert not run_stage(job, job, key, defs, env.instance).failures
+        stored = env.results / MINILM / D1 / "regression_diff.json"
+        assert RegressionDiff.model_validate_json(stored.read_text()).baseline_date is None
+
+        tick = _tick(env)
+        (request,) = tick.run_requests or ()
+        assert request.partition_key == str(model_date_key(MINILM, D1))
+        assert not run_stage("rediff", rediff_job.name, request.partition_key, defs, env.instance).failures
+        assert RegressionDiff.model_validate_json(stored.read_text()).baseline_date == d0
+
+        # Idempotent: the next tick, and a sensor started afresh over the whole history, ask for nothing.
+        assert _tick(env, tick.cursor).run_requests == _tick(env).run_requests == []

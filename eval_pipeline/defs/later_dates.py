@@ -1,0 +1,54 @@
+"""Later dates follow an earlier one: when a model's report for a date is made after the model's
+next later evaluation (a backfill launched from the UI, a past date run by automation), that
+later date's regression diff is made again, since its baseline may now be this date.
+
+A sensor, because "the model's next evaluated date" is not a partition mapping that Declarative
+Automation could follow. It is free (the diff reads stored files) and idempotent: a report whose
+next date's diff was made after it (by the command line's own follow-up, or an earlier tick)
+asks for nothing.
+"""
+
+import dagster as dg
+
+from eval_pipeline.defs.automation import rediff_job
+from eval_pipeline.defs.partitions import model_and_date, model_date_key
+from eval_pipeline.defs.resources import StorageResource
+from eval_pipeline.providers.evaluation_index import next_evaluated_date
+
+RUN_REPORT = dg.AssetKey("run_report")
+REGRESSION_DIFF = dg.AssetKey("regression_diff")
+BATCH = 200  # reports read per tick; the cursor carries on from the last one
+
+
+def _diffed_since(instance: dg.DagsterInstance, key: str, storage_id: int) -> bool:
+    """Whether `key`'s regression diff was made after the event at `storage_id`."""
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=REGRESSION_DIFF, asset_partitions=[key]), limit=1
+    ).records
+    return bool(found) and found[0].storage_id > storage_id
+
+
+@dg.sensor(
+    job=rediff_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Make a later date's regression diff again once an earlier date is evaluated after it.",
+)
+def later_date_diffs(context: dg.SensorEvaluationContext, storage: StorageResource) -> dg.SensorResult:
+    after = int(context.cursor) if context.cursor else None
+    reports = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=RUN_REPORT, after_storage_id=after), limit=BATCH, ascending=True
+    ).records
+    requests: dict[dg.MultiPartitionKey, dg.RunRequest] = {}
+    for record in reports:
+        if record.partition_key is None:
+            continue
+        model, date = model_and_date(record.partition_key)
+        later = next_evaluated_date(storage.results_root, model, date)
+        if later is None:
+            continue
+        key = model_date_key(model, later)
+        if not _diffed_since(context.instance, key, record.storage_id):
+            requests[key] = dg.RunRequest(run_key=f"{key}@{record.storage_id}", partition_key=str(key))
+    cursor = str(reports[-1].storage_id) if reports else context.cursor
+    return dg.SensorResult(run_requests=list(requests.values()), cursor=cursor)
