@@ -4,7 +4,6 @@ reads of JSON files into models with one-line errors."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import tempfile
@@ -145,10 +144,6 @@ def publish_new(directory: Path, stem: str, text: str) -> Path:
                 n += 1
     finally:
         os.unlink(tmp)
-
-
-def atomic_write_json(path: Path, data: object) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def read_json_model(path: TextFile, model: type[M], error: type[Exception], what: str) -> M:

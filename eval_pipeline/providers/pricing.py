@@ -108,11 +108,6 @@ def cost_usd(usage: Usage, price: Price) -> float:
     )
 
 
-def batch_cost_usd(usage: Usage, price: Price) -> float:
-    """Cost of `usage` incurred through the Message Batches API."""
-    return cost_usd(usage, price) * BATCH_DISCOUNT
-
-
 def _parse_price_file(path: Path) -> dict[str, Price]:
     try:
         raw = parse_input_text(read_input_text(path), ".json")  # JSON whatever its name

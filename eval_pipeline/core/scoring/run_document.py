@@ -136,10 +136,6 @@ class RunDocument(BaseModel):
             return self.ir_metrics
         return ir_metrics(self.semantic, self.candidate_depth)
 
-    @property
-    def schema_major(self) -> int:
-        return int(self.provenance.schema_version.split(".")[0])
-
 
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.md"
