@@ -9,6 +9,7 @@ from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import (
     AlwaysTest,
     Expectations,
+    Mechanism,
     PatternTest,
     PatternType,
     RankCheck,
@@ -139,7 +140,12 @@ def doc(
             pass_threshold=60,
         ),
         aggregate=aggregate(
-            semantic=semantic, state=state_results, pattern=pattern_results, always=always_results
+            {
+                Mechanism.SEMANTIC: semantic,
+                Mechanism.STATE: state_results,
+                Mechanism.PATTERN: pattern_results,
+                Mechanism.ALWAYS: always_results,
+            }
         ),
         semantic=list(semantic),
         state=list(state_results),

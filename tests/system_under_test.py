@@ -35,6 +35,7 @@ from eval_pipeline.core.inputs.loading import Problem, load_banks, load_kb
 from eval_pipeline.core.mechanisms.always import always_loaded
 from eval_pipeline.core.mechanisms.pattern import PatternMatcher
 from eval_pipeline.core.mechanisms.state import triggered_handlers
+from eval_pipeline.core.scoring.registry import PATTERN, STATE
 
 Answer = dict[str, Any]
 
@@ -70,8 +71,8 @@ class ReferenceSystem:
         self.banks = load_banks(banks_dir, problems)
         assert not problems and self.banks.rules is not None, problems
         self.matcher = PatternMatcher(self.banks.rules)
-        state_tests = {t.test_id: t for t in self.banks.state_tests}
-        pattern_tests = {t.test_id: t for t in self.banks.pattern_tests}
+        state_tests = {t.test_id: t for t in STATE.tests(self.banks)}
+        pattern_tests = {t.test_id: t for t in PATTERN.tests(self.banks)}
         self.wrong = state_tests[wrong_handler_test] if wrong_handler_test else None
         self.missed = pattern_tests[missed_crisis_test] if missed_crisis_test else None
         self.malformed_state = state_tests.get(malformed_test or "")

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from eval_pipeline.core.inputs.validation import load_validated
+from eval_pipeline.core.scoring.registry import ALWAYS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 def _sample_vocabulary() -> set[str]:
     kb, banks = load_validated(REPO / "kb", REPO / "test_banks")
     words = {e.entity_id for e in kb.entities}
-    words |= {u for e in kb.entities for u in e.user_types} | {t.user_type for t in banks.always_tests}
+    words |= {u for e in kb.entities for u in e.user_types} | {t.user_type for t in ALWAYS.tests(banks)}
     labels = {t.category for t in banks.semantic_tests}
     labels |= {topic for t in banks.semantic_tests for topic in t.topics}
     labels |= {topic for e in kb.entities for topic in e.topics}

@@ -20,16 +20,9 @@ from eval_pipeline.core.inputs.kb import LoadMode
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.scoring.always import evaluate_always_test
-from eval_pipeline.core.scoring.evaluation import (
-    always_outputs,
-    pattern_outputs,
-    score_always,
-    score_pattern,
-    score_semantic,
-    score_state,
-    state_outputs,
-)
+from eval_pipeline.core.scoring.evaluation import score_semantic
 from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
+from eval_pipeline.core.scoring.registry import ALWAYS, PATTERN, STATE
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.state import evaluate_state_test
@@ -56,7 +49,7 @@ Plant = Callable[[Deterministic], Deterministic]
 def _broken_variants(banks: Banks) -> list[Plant]:
     """One planted regression per deterministic test that can lose what it expects."""
     variants: list[Plant] = []
-    for i, st in enumerate(banks.state_tests):
+    for i, st in enumerate(STATE.tests(banks)):
         if st.expected_handlers:
             broken_state = evaluate_state_test(st, [])
 
@@ -64,7 +57,7 @@ def _broken_variants(banks: Banks) -> list[Plant]:
                 return [*d[0][:i], r, *d[0][i + 1 :]], d[1], d[2]
 
             variants.append(plant_state)
-    for i, pt in enumerate(banks.pattern_tests):
+    for i, pt in enumerate(PATTERN.tests(banks)):
         if pt.expected_matches:
             broken_pattern = evaluate_pattern_test(pt, [])
 
@@ -74,7 +67,7 @@ def _broken_variants(banks: Banks) -> list[Plant]:
                 return d[0], [*d[1][:i], r, *d[1][i + 1 :]], d[2]
 
             variants.append(plant_pattern)
-    for i, at in enumerate(banks.always_tests):
+    for i, at in enumerate(ALWAYS.tests(banks)):
         broken_always = evaluate_always_test(at, [])
 
         def plant_always(d: Deterministic, i: int = i, r: AlwaysResult = broken_always) -> Deterministic:
@@ -92,9 +85,9 @@ def test_noise_rarely_fails_the_gate_and_a_planted_deterministic_regression_alwa
     resolved = resolve(tests, banks.history)
     assert banks.rules is not None
     deterministic: Deterministic = (
-        score_state(banks.state_tests, state_outputs(kb, banks.state_tests)),
-        score_pattern(banks.pattern_tests, pattern_outputs(banks.rules, banks.pattern_tests)),
-        score_always(banks.always_tests, always_outputs(kb, banks.always_tests)),
+        STATE.score(STATE.tests(banks), STATE.reference(kb, banks, STATE.tests(banks))),
+        PATTERN.score(PATTERN.tests(banks), PATTERN.reference(kb, banks, PATTERN.tests(banks))),
+        ALWAYS.score(ALWAYS.tests(banks), ALWAYS.reference(kb, banks, ALWAYS.tests(banks))),
     )
     # The sample's KB and prompts embedded once a session, as a user's cache holds them after a
     # first run: the 101 runs here reuse them, and the noise comes from the reranker alone.

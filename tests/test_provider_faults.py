@@ -78,10 +78,6 @@ def _evaluate(project: Project, model: dict[str, Any]) -> tuple[int, RunDocument
     return code, read_document(results) if results.is_file() else None
 
 
-def _all_results(doc: RunDocument) -> list[Any]:
-    return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
-
-
 def _closed_port_url() -> str:
     with socket.socket() as probe:  # bound then closed: nothing listens there afterwards
         probe.bind(("127.0.0.1", 0))
@@ -96,7 +92,7 @@ def test_a_team_service_on_a_closed_port_is_declared_down_after_five_calls(
     code, doc = _evaluate(project, {"system": {"kind": "http", "url": url}})  # default settings
     assert code == 3
     assert doc is not None
-    results = _all_results(doc)
+    results = doc.all_results()
     assert {str(r.mechanism) for r in results} == {"semantic", "state", "pattern", "always"}
     reason = "target: " + DOWN.format(url=url)
     assert {(r.status, r.error) for r in results} == {(ResultStatus.ERRORED, reason)}
@@ -118,7 +114,7 @@ def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)
-    assert {(r.status, r.error) for r in _all_results(doc)} == {(ResultStatus.ERRORED, reason)}
+    assert {(r.status, r.error) for r in doc.all_results()} == {(ResultStatus.ERRORED, reason)}
 
 
 @pytest.mark.parametrize("behaviour", ["headers", "drip"])
@@ -136,7 +132,7 @@ def test_a_team_service_that_stalls_or_drips_after_its_headers_is_cut_off(
     assert code == 3
     assert doc is not None
     reason = "target: " + DOWN.format(url=hung.url)
-    assert {(r.status, r.error) for r in _all_results(doc)} == {(ResultStatus.ERRORED, reason)}
+    assert {(r.status, r.error) for r in doc.all_results()} == {(ResultStatus.ERRORED, reason)}
 
 
 HUNG = "tests.hung_entry_point:never_returns"
@@ -168,8 +164,8 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     assert doc is not None
     late = f"target: service down: python:{HUNG} (4 calls in a row unreachable)"
     cut = f"target: the entry point '{HUNG}' gave no answer within 0.5 s"
-    reasons = [r.error for r in _all_results(doc)]
-    assert {r.status for r in _all_results(doc)} == {ResultStatus.ERRORED}
+    reasons = [r.error for r in doc.all_results()]
+    assert {r.status for r in doc.all_results()} == {ResultStatus.ERRORED}
     # One round was cut off (the model's concurrency, four calls at once); the rest were never made.
     assert (reasons.count(cut), set(reasons) - {cut}) == (4, {late})
     # Every call that reached the entry point (on a loaded machine one may be cut before it does)
@@ -314,7 +310,7 @@ def test_a_team_reply_cut_short_is_retried_and_not_counted_as_unreachable(projec
         faults = emu.stats["faults"]
     assert faults == {"cut_short": 3}
     assert doc is not None and code in (0, 1)
-    assert {r.status for r in _all_results(doc)} == {ResultStatus.SCORED}
+    assert {r.status for r in doc.all_results()} == {ResultStatus.SCORED}
     assert not breaker_for(emu.target_url, BreakerSettings(failures=2), REAL_CLOCK).is_open
 
 

@@ -45,7 +45,7 @@ def _documents(args: argparse.Namespace) -> list[RunDocument]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from eval_pipeline.core.report.markdown import all_results, console_summary
+    from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.shown_ids import as_shown
 
     docs = _documents(args)
@@ -56,7 +56,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     # Nothing but one JSON value on stdout, so it pipes into jq: model and date are fields.
     shown: list[dict[str, Any]] = []
     for doc in docs:
-        matches = [r for r in all_results(doc) if r.test_id == args.test]
+        matches = [r for r in doc.all_results() if r.test_id == args.test]
         if not matches:
             raise UsageError(f"--test: {args.test} is not in {doc.provenance.model} @ {doc.provenance.date}")
         shown += [

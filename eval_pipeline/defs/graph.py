@@ -16,21 +16,13 @@ from eval_pipeline.defs.inputs import (
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions
 from eval_pipeline.defs.reports import release_gate, run_report
 from eval_pipeline.defs.scoring import (
-    always_results,
-    pattern_results,
+    REFERENCE_RESULTS,
     resolved_expectations,
     scored_aggregate,
     semantic_results,
-    state_results,
     system_results,
 )
-from eval_pipeline.defs.system_outputs import (
-    always_loads,
-    pattern_matches,
-    semantic_retrievals,
-    state_activations,
-    system_outputs,
-)
+from eval_pipeline.defs.system_outputs import REFERENCE_OUTPUTS, semantic_retrievals, system_outputs
 
 SOURCES = [input_files, history_files]
 MATERIALIZABLE: list[dg.AssetsDefinition] = [
@@ -40,14 +32,10 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
     expectation_history,
     resolved_expectations,
     semantic_retrievals,
-    state_activations,
-    pattern_matches,
-    always_loads,
+    *REFERENCE_OUTPUTS,
     system_outputs,
     semantic_results,
-    state_results,
-    pattern_results,
-    always_results,
+    *REFERENCE_RESULTS,
     system_results,
     scored_aggregate,
     run_report,

@@ -23,12 +23,10 @@ from eval_pipeline.core.report.conclusion import RunSetup, ScoredBanks, assemble
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.reading import reading_of
 from eval_pipeline.core.report.shown_ids import shown_reading
-from eval_pipeline.core.report.tables import from_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.reevaluate import reevaluate_all
-from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
     REEVALUATIONS_FILE,
@@ -43,7 +41,7 @@ from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata, readable
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
-from eval_pipeline.defs.scoring import BY_DATE, ResolvedSet, bank_results
+from eval_pipeline.defs.scoring import BY_DATE, REFERENCE_TABLES, ResolvedSet, bank_results
 from eval_pipeline.providers.object_store import write_text
 from eval_pipeline.runtime.instance_queries import evaluation_id, retrievals_record
 
@@ -72,16 +70,7 @@ def _stored_reevaluations(context: dg.AssetExecutionContext, run_dir: UPath) -> 
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
-    ins={
-        name: BY_DATE
-        for name in (
-            "state_results",
-            "pattern_results",
-            "always_results",
-            "resolved_expectations",
-            "input_snapshot",
-        )
-    },
+    ins={name: BY_DATE for name in (*REFERENCE_TABLES, "resolved_expectations", "input_snapshot")},
     automation_condition=EAGER,
 )
 def run_report(
@@ -92,21 +81,18 @@ def run_report(
     scored_aggregate: Aggregate,
     semantic_results: pd.DataFrame,
     system_results: SystemResults,
-    state_results: pd.DataFrame,
-    pattern_results: pd.DataFrame,
-    always_results: pd.DataFrame,
     resolved_expectations: ResolvedSet,
     knowledge_base: KnowledgeBase,
     test_banks: Banks,
     expectation_history: HistorySet,
     input_snapshot: SnapshotRef,
+    **reference: pd.DataFrame,
 ) -> dg.Output[RunDocument]:
     """Every test in full with provenance, written to `results/MODEL/DATE/` (results.json, report.md)."""
     model, date = split_key(context)
     retrieval_meta = _retrieval_metadata(context)
     mode = retrieval_meta.get(RERANK_MODE)
     cache_note = retrieval_meta.get(PROMPT_CACHE)
-    state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
     setup = RunSetup(
         kb=knowledge_base,
         banks=test_banks,
@@ -122,11 +108,7 @@ def run_report(
         prompt_cache=None if cache_note is None else str(cache_note.value),
     )
     scored = ScoredBanks(
-        from_frame(semantic_results, SemanticResult),
-        state,
-        pattern,
-        always,
-        resolved_expectations.conflicts,
+        bank_results(system_results, semantic_results, reference), resolved_expectations.conflicts
     )
     doc = assemble_document(
         setup.provenance(Scope(), expectation_history.content_hash), scored_aggregate, scored

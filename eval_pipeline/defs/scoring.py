@@ -1,7 +1,8 @@
 """How the system compares to expectations: the dated expectation snapshot, scored results per
 mechanism, and the aggregate per model and date."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -14,27 +15,16 @@ from eval_pipeline.core.expectations.resolution import (
     resolve,
     source_summary,
 )
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.conclusion import ScoredBanks, aggregate_scope
 from eval_pipeline.core.report.tables import from_frame, result_columns, to_frame
 from eval_pipeline.core.scoring.aggregate import Aggregate
-from eval_pipeline.core.scoring.evaluation import (
-    MechanismOutput,
-    Scope,
-    score_always,
-    score_pattern,
-    score_semantic,
-    score_state,
-)
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope, score_semantic
 from eval_pipeline.core.scoring.implementations import SystemResults, score_system
-from eval_pipeline.core.scoring.results import (
-    AlwaysResult,
-    PatternResult,
-    ResultBase,
-    SemanticResult,
-    StateResult,
-)
+from eval_pipeline.core.scoring.registry import ALWAYS, DETERMINISTIC, PATTERN, BankResults, Deterministic
+from eval_pipeline.core.scoring.results import ResultBase, SemanticResult
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata, readable
@@ -107,55 +97,58 @@ def _outputs(frame: pd.DataFrame) -> list[MechanismOutput]:
     return from_frame(frame, MechanismOutput)
 
 
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
-)
-def state_results(state_activations: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    """The reference state handlers' activations scored against the state bank."""
-    tests = test_banks.state_tests
-    return _results_output(score_state(tests, _outputs(state_activations)))
+def results_name(d: Deterministic[Any, Any]) -> str:
+    return f"{d.mechanism.value}_results"
 
 
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
-)
-def pattern_results(pattern_matches: pd.DataFrame, test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    """The reference pattern matches scored against the pattern bank, critical failures named."""
-    tests = test_banks.pattern_tests
-    results = score_pattern(tests, _outputs(pattern_matches))
-    out = _results_output(results)
-    critical = [r.test_id for r in results if r.critical_failure]
-    return out.with_metadata({**out.metadata, "critical_failures": ", ".join(critical) or "none"})
+ALWAYS_CHECK = "always_entities_present"
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=date_partitions,
-    io_manager_key=PARQUET_IO,
-    automation_condition=EAGER,
-    check_specs=[
+def _reference_results(d: Deterministic[Any, Any]) -> dg.AssetsDefinition:
+    """The reference outputs of the date scored against the bank; pattern names its critical
+    failures, and always checks that every expected entity loaded (ERROR)."""
+    checks = [
         dg.AssetCheckSpec(
-            "always_entities_present",
-            asset="always_results",
+            ALWAYS_CHECK,
+            asset=results_name(d),
             partitions_def=date_partitions,  # the UI names the date checked
             description="Every always test loads all its expected entities (ERROR).",
         )
-    ],
-)
-def always_results(
-    always_loads: pd.DataFrame, test_banks: Banks
-) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
-    """The reference always-loaded entities scored against the always bank (all or nothing)."""
-    tests = test_banks.always_tests
-    results = score_always(tests, _outputs(always_loads))
-    yield _results_output(results)
-    missing = {r.test_id: r.missing for r in results if r.missing}
-    yield dg.AssetCheckResult(
-        check_name="always_entities_present",
-        passed=not missing,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"missing": dg.MetadataValue.json(missing)},
+    ]
+
+    @dg.asset(
+        name=results_name(d),
+        description=f"The reference {d.outputs_name} scored against the {d.mechanism.value} bank.",
+        ins={d.outputs_name: dg.AssetIn(), "test_banks": dg.AssetIn()},
+        check_specs=checks if d is ALWAYS else None,
+        group_name=GROUP,
+        partitions_def=date_partitions,
+        io_manager_key=PARQUET_IO,
+        automation_condition=EAGER,
     )
+    def results(
+        test_banks: Banks, **outputs: pd.DataFrame
+    ) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
+        rows = d.score(d.tests(test_banks), _outputs(outputs[d.outputs_name]))
+        out = _results_output(rows)
+        if d is PATTERN:
+            critical = [r.test_id for r in rows if r.critical_failure]
+            out = out.with_metadata({**out.metadata, "critical_failures": ", ".join(critical) or "none"})
+        yield out
+        if d is ALWAYS:
+            missing = {r.test_id: r.missing for r in rows if r.missing}
+            yield dg.AssetCheckResult(
+                check_name=ALWAYS_CHECK,
+                passed=not missing,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"missing": dg.MetadataValue.json(missing)},
+            )
+
+    return results
+
+
+REFERENCE_RESULTS = [_reference_results(d) for d in DETERMINISTIC]
+REFERENCE_TABLES = [results_name(d) for d in DETERMINISTIC]
 
 
 @dg.asset(
@@ -189,37 +182,29 @@ def system_results(
 
 
 def bank_results(
-    system: SystemResults,
-    state_results: pd.DataFrame,
-    pattern_results: pd.DataFrame,
-    always_results: pd.DataFrame,
-) -> tuple[list[StateResult], list[PatternResult], list[AlwaysResult]]:
-    """The results the model is judged on (core's rule), from the date's reference tables."""
-    return system.judged(
-        from_frame(state_results, StateResult),
-        from_frame(pattern_results, PatternResult),
-        from_frame(always_results, AlwaysResult),
-    )
+    system: SystemResults, semantic: pd.DataFrame, reference: Mapping[str, pd.DataFrame]
+) -> BankResults:
+    """The results the model is judged on (core's rule), from its semantic results and the
+    date's reference tables (keyed by asset name)."""
+    tables = {d.mechanism: from_frame(reference[results_name(d)], d.result) for d in DETERMINISTIC}
+    return system.judged({Mechanism.SEMANTIC: from_frame(semantic, SemanticResult), **tables})
 
 
 @dg.asset(
     group_name=GROUP,
     partitions_def=model_date_partitions,
     io_manager_key=JSON_IO,
-    ins={name: BY_DATE for name in ("state_results", "pattern_results", "always_results")},
+    ins=dict.fromkeys(REFERENCE_TABLES, BY_DATE),
     automation_condition=EAGER,
 )
 def scored_aggregate(
     scope: RunScopeResource,
     semantic_results: pd.DataFrame,
     system_results: SystemResults,
-    state_results: pd.DataFrame,
-    pattern_results: pd.DataFrame,
-    always_results: pd.DataFrame,
+    **reference: pd.DataFrame,
 ) -> dg.Output[Aggregate]:
     """Bank scores, breakdowns, combined score (weights renormalised over banks run) and health,
     with the implementation that produced each bank."""
-    state, pattern, always = bank_results(system_results, state_results, pattern_results, always_results)
-    scored = ScoredBanks(from_frame(semantic_results, SemanticResult), state, pattern, always)
+    scored = ScoredBanks(bank_results(system_results, semantic_results, reference))
     agg = aggregate_scope(scored, Scope(), scope.pass_threshold, system_results.implementations)
     return dg.Output(agg, metadata=readable(aggregate_metadata(agg), plotted=False))

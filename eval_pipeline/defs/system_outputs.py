@@ -5,6 +5,7 @@ These are kept apart from scoring so a recalibration re-scores without a single 
 """
 
 from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import dagster as dg
 import pandas as pd
@@ -13,13 +14,8 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.tables import retrieval_columns, to_frame
-from eval_pipeline.core.scoring.evaluation import (
-    MechanismOutput,
-    Scope,
-    always_outputs,
-    pattern_outputs,
-    state_outputs,
-)
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
+from eval_pipeline.core.scoring.registry import DETERMINISTIC, Deterministic
 from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
 from eval_pipeline.defs.metadata import prompt_cache_metadata, readable
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
@@ -146,27 +142,25 @@ def system_outputs(
     )
 
 
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
-)
-def state_activations(knowledge_base: KnowledgeBase, test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    """Handlers each state test's user state triggers (conditions from the KB's handlers)."""
-    return _outputs_frame(state_outputs(knowledge_base, test_banks.state_tests))
+def _reference_outputs(d: Deterministic[Any, Any]) -> dg.AssetsDefinition:
+    """The built-in mechanism's outputs for every test of its bank, per date."""
+    reads = {"knowledge_base": dg.AssetIn(dagster_type=KnowledgeBase)} if d.reads_kb else {}
+
+    @dg.asset(
+        name=d.outputs_name,
+        description=d.outputs_doc,
+        ins={"test_banks": dg.AssetIn(), **reads},
+        group_name=GROUP,
+        partitions_def=date_partitions,
+        io_manager_key=PARQUET_IO,
+        automation_condition=EAGER,
+    )
+    def outputs(test_banks: Banks, **kb: KnowledgeBase) -> dg.Output[pd.DataFrame]:
+        # Absent only for a reference that reads no KB (`reads_kb`): its table does not depend on it.
+        knowledge_base = cast(KnowledgeBase, kb.get("knowledge_base"))
+        return _outputs_frame(d.reference(knowledge_base, test_banks, d.tests(test_banks)))
+
+    return outputs
 
 
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
-)
-def pattern_matches(test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    """Crisis patterns and keyword boosts each pattern test's message triggers, and why."""
-    if test_banks.rules is None:
-        return _outputs_frame([])
-    return _outputs_frame(pattern_outputs(test_banks.rules, test_banks.pattern_tests))
-
-
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=PARQUET_IO, automation_condition=EAGER
-)
-def always_loads(knowledge_base: KnowledgeBase, test_banks: Banks) -> dg.Output[pd.DataFrame]:
-    """Entities always loaded for each always test's user type."""
-    return _outputs_frame(always_outputs(knowledge_base, test_banks.always_tests))
+REFERENCE_OUTPUTS = [_reference_outputs(d) for d in DETERMINISTIC]

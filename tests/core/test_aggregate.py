@@ -48,7 +48,7 @@ def test_errored_tests_are_counted_apart_and_not_averaged() -> None:
         semantic("S3", [], ["t2"], errored=True),
     ]
     assert results[2].status is ResultStatus.ERRORED and results[2].score is None
-    agg = aggregate(semantic=results)
+    agg = aggregate({Mechanism.SEMANTIC: results})
     bank = agg.banks[Mechanism.SEMANTIC]
     assert (bank.tests, bank.scored, bank.errored, bank.average) == (3, 2, 1, 95.0)
     assert agg.errored_count == 1 and agg.hard_fail_count == 0
@@ -60,7 +60,7 @@ def test_errored_tests_are_counted_apart_and_not_averaged() -> None:
 def test_weights_renormalise_over_banks_run() -> None:
     sem = [semantic("S1", ["a"], ["t"])]  # 90
     state = [evaluate_state_test(StateTest(test_id="ST", user_state={}, expected_handlers=["h"]), [])]  # 0
-    agg = aggregate(semantic=sem, state=state)
+    agg = aggregate({Mechanism.SEMANTIC: sem, Mechanism.STATE: state})
     assert agg.weights == {Mechanism.SEMANTIC: 0.8, Mechanism.STATE: 0.2}
     assert agg.combined_score == 72.0
     assert agg.health is Health.FAIR
@@ -71,7 +71,7 @@ def test_hard_fails_are_counted_per_test() -> None:
         evaluate_always_test(AlwaysTest(test_id=f"A{i}", user_type="PARENT", expected_always=["p"]), loaded)
         for i, loaded in enumerate([["p"], ["p"], []])
     ]
-    agg = aggregate(always=always)
+    agg = aggregate({Mechanism.ALWAYS: always})
     assert agg.hard_fail_count == 1  # not 3, as the specification's shortcut would count
 
 
@@ -83,7 +83,12 @@ def test_critical_failure_makes_health_critical() -> None:
         is_critical=True,
         expected_matches=["handler_crisis"],
     )
-    agg = aggregate(pattern=[evaluate_pattern_test(crisis, [])], semantic=[semantic("S", ["a", "b"], ["t"])])
+    agg = aggregate(
+        {
+            Mechanism.PATTERN: [evaluate_pattern_test(crisis, [])],
+            Mechanism.SEMANTIC: [semantic("S", ["a", "b"], ["t"])],
+        }
+    )
     assert agg.health is Health.CRITICAL
     assert [c.test_id for c in agg.critical_failures] == ["PC"]
     assert agg.pattern_type_scores["crisis"].critical_failures == 1
@@ -103,7 +108,7 @@ def test_handler_scores_attribute_each_handler() -> None:
     t1 = StateTest(test_id="1", user_state={}, expected_handlers=["h1"], not_expected_handlers=["h2"])
     t2 = StateTest(test_id="2", user_state={}, expected_handlers=["h2"])
     results = [evaluate_state_test(t1, ["h1", "h2"]), evaluate_state_test(t2, [])]
-    scores = aggregate(state=results).handler_scores
+    scores = aggregate({Mechanism.STATE: results}).handler_scores
     assert scores["h1"].fired_when_expected == 1 and scores["h1"].average_of_involved_tests == 80.0
     h2 = scores["h2"]
     assert (h2.expected_in, h2.fired_when_expected, h2.forbidden_in, h2.fired_when_forbidden) == (
@@ -116,5 +121,5 @@ def test_handler_scores_attribute_each_handler() -> None:
 
 
 def test_nothing_run_is_unknown() -> None:
-    agg = aggregate()
+    agg = aggregate({})
     assert agg.combined_score is None and agg.health is Health.UNKNOWN and agg.total_tests == 0

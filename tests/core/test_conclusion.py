@@ -12,6 +12,7 @@ from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
 from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate, verdict
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.core.scoring.registry import STATE
 from eval_pipeline.core.verdicts.run_gate import Gates, GateStatus, gate_decision
 
 DATE = "2026-11-20"
@@ -39,7 +40,7 @@ def test_a_narrowed_evaluation_documents_and_judges_only_its_scope(
     doc = run.document
     assert set(doc.aggregate.banks) == {Mechanism.STATE, Mechanism.PATTERN, Mechanism.ALWAYS}
     assert doc.semantic == []
-    assert [r.test_id for r in doc.state] == [t.test_id for t in banks.state_tests]
+    assert [r.test_id for r in doc.state] == [t.test_id for t in STATE.tests(banks)]
     assert doc.provenance.scope["banks"] == ["always", "pattern", "state"]
     # The decision is the run gate's on this very document, and says which scope it covers.
     assert run.gate == gate_decision(doc, None, 0, DETERMINISTIC.label)

@@ -239,7 +239,7 @@ def test_nothing_relevant_selected_fails_whatever_its_points_and_says_so() -> No
     trials.append(sem("T3", ["n0"], exp=above.expectations, candidates=["n0", "a"], trial=2))
     (t3,) = by_test(trials)
     assert t3.score is not None and t3.score > 90 and t3.outcome is Outcome.FAIL
-    summary = aggregate(semantic=[*results, *trials]).banks[Mechanism.SEMANTIC]
+    summary = aggregate({Mechanism.SEMANTIC: [*results, *trials]}).banks[Mechanism.SEMANTIC]
     assert (summary.passed, summary.hard_fails) == (0, 0)
     found = {f.test_id: (f.rule, f.reason) for f in failing_tests(doc([above]))}
     assert found == {
@@ -334,7 +334,7 @@ def test_ir_metrics_equal_ir_measures_on_the_final_ranking() -> None:
 def _bank_verdict(results: list[SemanticResult]) -> tuple[float, float, Health]:
     """(mean nDCG@10 as results.json states it, combined score, health), through the real code."""
     metrics = ir_metrics(results)
-    verdict = aggregate(semantic=results)
+    verdict = aggregate({Mechanism.SEMANTIC: results})
     assert metrics is not None and verdict.combined_score is not None
     return metrics["ndcg@10"], verdict.combined_score, verdict.health
 

@@ -108,12 +108,8 @@ def test_what_is_made_from_memory_is_what_the_file_gives(
         [ModelRun("m", read, run.gate)]
     )
     # The aggregate made from the handed-down grouping is the one made by grouping again.
-    ran = set(doc.aggregate.banks)
     again = aggregate(
-        semantic=read.semantic if Mechanism.SEMANTIC in ran else None,
-        state=read.state if Mechanism.STATE in ran else None,
-        pattern=read.pattern if Mechanism.PATTERN in ran else None,
-        always=read.always if Mechanism.ALWAYS in ran else None,
+        {m: read.results(m) for m in doc.aggregate.banks},
         threshold=60,
         implementations=doc.aggregate.implementations,
     )

@@ -35,6 +35,7 @@ from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.reevaluate import errored_tests, reevaluate, retry_of
 from eval_pipeline.core.scoring.reevaluation import Decision, Why
+from eval_pipeline.core.scoring.registry import STATE
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.state import evaluate_state_test
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
@@ -116,7 +117,7 @@ def _planted(head: RunDocument, banks: Banks) -> RunDocument:
     """`head` with one passing state test broken: it loads no handler at all."""
     victim = next(
         st
-        for st, r in zip(banks.state_tests, head.state, strict=True)
+        for st, r in zip(STATE.tests(banks), head.state, strict=True)
         if st.expected_handlers and r.score == 100
     )
     broken = evaluate_state_test(victim, [])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from eval_pipeline.core.inputs import regex_safety
-from eval_pipeline.core.inputs.banks import CrisisPattern, PatternRules, PatternTest, PatternType
+from eval_pipeline.core.inputs.banks import CrisisPattern, Mechanism, PatternRules, PatternTest, PatternType
 from eval_pipeline.core.inputs.regex_safety import backtracking_risk
 from eval_pipeline.core.mechanisms import pattern as pattern_matching
 from eval_pipeline.core.scoring.aggregate import aggregate
-from eval_pipeline.core.scoring.evaluation import pattern_outputs, score_pattern
+from eval_pipeline.core.scoring.registry import PATTERN, pattern_outputs
 from eval_pipeline.core.scoring.results import ResultStatus
 
 CATASTROPHIC = "(a+)+$"  # hangs Python's re; the regex engine we match with copes with it
@@ -66,7 +66,7 @@ def test_a_runaway_pattern_makes_its_test_errored_never_a_pass_or_a_hang(
     )
     (output,) = pattern_outputs(rules, [test])
     assert output.error is not None and "timed out after 0.25 s" in output.error
-    (result,) = score_pattern([test], [output])
+    (result,) = PATTERN.score([test], [output])
     assert result.status is ResultStatus.ERRORED and result.score is None and not result.critical_failure
-    agg = aggregate(pattern=[result])
+    agg = aggregate({Mechanism.PATTERN: [result]})
     assert agg.errored_count == 1 and agg.health.value == "UNKNOWN"  # unknown, not a pass

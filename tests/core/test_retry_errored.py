@@ -21,13 +21,7 @@ from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
 from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate, verdict
-from eval_pipeline.core.scoring.evaluation import (
-    MechanismOutput,
-    Scope,
-    always_outputs,
-    pattern_outputs,
-    state_outputs,
-)
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.reevaluate import (
     ReevaluationError,
     errored_answers,
@@ -36,6 +30,7 @@ from eval_pipeline.core.scoring.reevaluate import (
     retry_of,
 )
 from eval_pipeline.core.scoring.reevaluation import Why
+from eval_pipeline.core.scoring.registry import DETERMINISTIC, PATTERN, STATE
 from eval_pipeline.core.scoring.run_document import RunDocument, parse_document
 from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.verdicts.run_gate import Gates, GateStatus
@@ -59,12 +54,11 @@ class TeamSystem:
         self.kb, self.banks = kb, banks
         self.resolved: Mapping[str, ResolvedExpectation] = resolve(banks.semantic_tests, banks.history)
         assert banks.rules is not None
-        outputs = [
-            *[(Mechanism.STATE, o) for o in state_outputs(kb, banks.state_tests)],
-            *[(Mechanism.PATTERN, o) for o in pattern_outputs(banks.rules, banks.pattern_tests)],
-            *[(Mechanism.ALWAYS, o) for o in always_outputs(kb, banks.always_tests)],
-        ]
-        self.answers = {o.test_id: o.model_copy(update={"mechanism": m}) for m, o in outputs}
+        self.answers = {
+            o.test_id: o.model_copy(update={"mechanism": d.mechanism})
+            for d in DETERMINISTIC
+            for o in d.reference(kb, banks, d.tests(banks))
+        }
         self.calls: dict[Mechanism, int] = dict.fromkeys(Mechanism, 0)
 
     def retrieve(self, test_id: str, down: bool = False) -> SemanticRetrieval:
@@ -107,12 +101,7 @@ class TeamSystem:
 def _outage(banks: Banks, seed: int) -> dict[Mechanism, list[str]]:
     """A third of each bank's tests (at least one), chosen by the seed."""
     draw = random.Random(seed)
-    ids = {
-        Mechanism.SEMANTIC: [t.test_id for t in banks.semantic_tests],
-        Mechanism.STATE: [t.test_id for t in banks.state_tests],
-        Mechanism.PATTERN: [t.test_id for t in banks.pattern_tests],
-        Mechanism.ALWAYS: [t.test_id for t in banks.always_tests],
-    }
+    ids = {m: [t.test_id for t in banks.tests(m)] for m in Mechanism}
     return {m: sorted(draw.sample(tests, max(1, len(tests) // 3))) for m, tests in ids.items()}
 
 
@@ -173,7 +162,7 @@ def test_an_answer_for_a_bank_the_built_in_mechanism_produced_is_refused() -> No
     team = TeamSystem(kb, banks)
     reference = team.evaluate().model_copy(deep=True)
     reference.aggregate.implementations[Mechanism.STATE] = "reference"
-    state_test = banks.state_tests[0].test_id
+    state_test = STATE.tests(banks)[0].test_id
     with pytest.raises(ReevaluationError, match="its state bank is not the team's system's"):
         reevaluate(reference, banks, team.resolved, retry_of(AT, [], [team.answer(state_test)]))
     unnamed = team.answer(state_test).model_copy(update={"mechanism": None})
@@ -183,10 +172,10 @@ def test_an_answer_for_a_bank_the_built_in_mechanism_produced_is_refused() -> No
 
 def test_built_in_errored_tests_are_told_apart_from_the_systems() -> None:
     kb, banks = load_validated(*DATASETS["tenant"])
-    doc = TeamSystem(kb, banks).evaluate(frozenset({banks.pattern_tests[0].test_id}))
+    doc = TeamSystem(kb, banks).evaluate(frozenset({PATTERN.tests(banks)[0].test_id}))
     as_reference = doc.model_copy(deep=True)
     as_reference.aggregate.implementations[Mechanism.PATTERN] = "reference"
-    pattern = {Mechanism.PATTERN: [banks.pattern_tests[0].test_id]}
+    pattern = {Mechanism.PATTERN: [PATTERN.tests(banks)[0].test_id]}
     assert (errored_answers(doc, system=True), errored_answers(doc, system=False)) == (pattern, {})
     assert errored_answers(as_reference, system=True) == {}
     assert errored_answers(as_reference, system=False) == pattern

@@ -36,7 +36,7 @@ def test_an_errored_trial_is_not_a_pass_and_all_errored_has_no_score() -> None:
 
 
 def test_aggregate_counts_each_test_once_with_the_mean_of_its_trials() -> None:
-    agg = aggregate(semantic=[*FLAKY, *STEADY])
+    agg = aggregate({Mechanism.SEMANTIC: [*FLAKY, *STEADY]})
     bank = agg.banks[Mechanism.SEMANTIC]
     assert (bank.tests, bank.scored, bank.passed, bank.hard_fails) == (2, 2, 2, 1)
     assert bank.average == pytest.approx(76.667, abs=1e-3)  # (63.33 + 90) / 2, not a mean of six trials

@@ -23,7 +23,13 @@ OUTAGE = [sem(f"S-{i}", [], error="reranker: HTTP 500 after 5 attempts") for i i
 
 def test_an_outage_never_scores_better_than_a_working_system() -> None:
     # Working deterministic banks, every semantic test errored: once this read GOOD 100.
-    agg = aggregate(semantic=OUTAGE, state=[state("ST", ["h1"])], always=[always("A", ["p"])])
+    agg = aggregate(
+        {
+            Mechanism.SEMANTIC: OUTAGE,
+            Mechanism.STATE: [state("ST", ["h1"])],
+            Mechanism.ALWAYS: [always("A", ["p"])],
+        }
+    )
     assert agg.health is Health.UNKNOWN and agg.combined_score is None
     assert agg.unevaluable_banks == [Mechanism.SEMANTIC]
     assert agg.weights[Mechanism.SEMANTIC] == 0.7059  # the bank keeps its weight
@@ -34,25 +40,25 @@ def test_an_outage_never_scores_better_than_a_working_system() -> None:
 
 
 def test_under_half_scored_is_unevaluable_half_or_more_is_judged_but_gated() -> None:
-    three_of_four = aggregate(semantic=[*GOOD_SEMANTIC[:3], OUTAGE[3]])
+    three_of_four = aggregate({Mechanism.SEMANTIC: [*GOOD_SEMANTIC[:3], OUTAGE[3]]})
     assert three_of_four.unevaluable_banks == [] and three_of_four.health is Health.GOOD  # never EXCELLENT
     gate = gate_decision(doc([*GOOD_SEMANTIC[:3], OUTAGE[3]]), fail_under=None)
     assert gate.status is GateStatus.FAILED
     assert gate.reasons == ["1 errored test(s), more than --max-errored 0"]
     assert gate_decision(doc([*GOOD_SEMANTIC[:3], OUTAGE[3]]), None, max_errored=1).passed
-    one_of_four = aggregate(semantic=[GOOD_SEMANTIC[0], *OUTAGE[1:]])
+    one_of_four = aggregate({Mechanism.SEMANTIC: [GOOD_SEMANTIC[0], *OUTAGE[1:]]})
     assert one_of_four.health is Health.UNKNOWN
 
 
 def test_a_known_critical_failure_stays_critical_when_another_bank_is_unknown() -> None:
-    agg = aggregate(semantic=OUTAGE, pattern=[pattern("P", matched=False)])
+    agg = aggregate({Mechanism.SEMANTIC: OUTAGE, Mechanism.PATTERN: [pattern("P", matched=False)]})
     assert agg.health is Health.CRITICAL and agg.combined_score is None
     gate = gate_decision(doc(OUTAGE, pattern_results=[pattern("P", matched=False)]), None)
     assert gate.status is GateStatus.UNEVALUABLE and "1 critical failure(s)" in gate.reasons
 
 
 def test_an_empty_bank_has_no_weight_and_is_not_unknown() -> None:
-    agg = aggregate(semantic=GOOD_SEMANTIC, state=[])
+    agg = aggregate({Mechanism.SEMANTIC: GOOD_SEMANTIC, Mechanism.STATE: []})
     assert agg.weights == {Mechanism.SEMANTIC: 1.0} and agg.health is Health.EXCELLENT
 
 
@@ -60,7 +66,9 @@ def test_health_and_fail_under_judge_the_unrounded_score() -> None:
     assert health_status(89.98, 0, 0, 0) is Health.GOOD
     assert health_status(90.0, 0, 0, 0) is Health.EXCELLENT
     assert fmt_score(89.98) == "89.9" and fmt_score(90.0) == "90.0" and fmt_score(None) == "—"
-    agg = aggregate(semantic=[*GOOD_SEMANTIC[:2], sem("S-9", ["a"])])  # 100, 100, 90: kept unrounded
+    agg = aggregate(
+        {Mechanism.SEMANTIC: [*GOOD_SEMANTIC[:2], sem("S-9", ["a"])]}
+    )  # 100, 100, 90: kept unrounded
     assert agg.combined_score == pytest.approx(96.6667, abs=1e-4) and agg.combined_score != 96.7
     gate = gate_decision(doc(GOOD_SEMANTIC), fail_under=100.0001)
     assert not gate.passed and gate.reasons == ["combined score 100.0 is under 100.0001"]

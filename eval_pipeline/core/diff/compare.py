@@ -227,14 +227,12 @@ def _one_sided(t: TrialResults[AnyResult], kind: DeltaKind) -> PerTestDelta:
 
 
 def _tests(doc: RunDocument, threshold: int) -> dict[tuple[str, str], TrialResults[AnyResult]]:
-    rows: list[AnyResult] = [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
-    return {(t.first.mechanism, t.test_id): t for t in by_test(rows, threshold)}
+    return {(t.first.mechanism, t.test_id): t for t in by_test(doc.all_results(), threshold)}
 
 
 def _banks_run(doc: RunDocument) -> set[str]:
     """The banks with at least one test in the document (a bank with no file has none)."""
-    rows: list[AnyResult] = [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
-    return {r.mechanism for r in rows}
+    return {r.mechanism for r in doc.all_results()}
 
 
 def _ref(doc: RunDocument) -> RunRef:

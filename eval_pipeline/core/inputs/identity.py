@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.banks import Mechanism, PatternTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 
@@ -70,16 +70,13 @@ def project_identity(kb: KnowledgeBase) -> ProjectIdentity:
 
 def _bank_tests(banks: Banks) -> dict[Mechanism, tuple[list[str], list[str]]]:
     """Test ids and critical test ids of each bank whose file was present."""
-    present = {
-        Mechanism.SEMANTIC: (banks.semantic, [(t.test_id, False) for t in banks.semantic_tests]),
-        Mechanism.STATE: (banks.state, [(t.test_id, False) for t in banks.state_tests]),
-        Mechanism.PATTERN: (banks.pattern, [(t.test_id, t.is_critical) for t in banks.pattern_tests]),
-        Mechanism.ALWAYS: (banks.always, [(t.test_id, False) for t in banks.always_tests]),
-    }
     return {
-        m: ([i for i, _ in tests], [i for i, critical in tests if critical])
-        for m, (bank, tests) in present.items()
-        if bank is not None
+        m: (
+            [t.test_id for t in bank.tests],
+            [t.test_id for t in bank.tests if isinstance(t, PatternTest) and t.is_critical],
+        )
+        for m in Mechanism
+        if (bank := banks.bank(m)) is not None
     }
 
 

@@ -21,16 +21,13 @@ from eval_pipeline.core.fileio import BadFile, read_input_text
 from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.inputs.banks import (
     AlwaysBank,
-    AlwaysTest,
     AnyTest,
     Mechanism,
     PatternBank,
     PatternRules,
-    PatternTest,
     SemanticBank,
     SemanticTest,
     StateBank,
-    StateTest,
 )
 from eval_pipeline.core.inputs.containment import outside, outside_problem, real_folder
 from eval_pipeline.core.inputs.file_reader import load_input
@@ -87,35 +84,20 @@ class Banks(BaseModel):
     def semantic_tests(self) -> list[SemanticTest]:
         return self.semantic.tests if self.semantic else []
 
-    @property
-    def state_tests(self) -> list[StateTest]:
-        return self.state.tests if self.state else []
+    def bank(self, mechanism: Mechanism) -> SemanticBank | StateBank | PatternBank | AlwaysBank | None:
+        """The bank of `mechanism` (each bank's field is named for its mechanism)."""
+        bank: SemanticBank | StateBank | PatternBank | AlwaysBank | None = getattr(self, mechanism.value)
+        return bank
 
-    @property
-    def pattern_tests(self) -> list[PatternTest]:
-        return self.pattern.tests if self.pattern else []
-
-    @property
-    def always_tests(self) -> list[AlwaysTest]:
-        return self.always.tests if self.always else []
+    def tests(self, mechanism: Mechanism) -> Sequence[AnyTest]:
+        bank = self.bank(mechanism)
+        return bank.tests if bank else []
 
     def test_ids(self) -> set[str]:
-        tests: list[AnyTest] = [
-            *self.semantic_tests,
-            *self.state_tests,
-            *self.pattern_tests,
-            *self.always_tests,
-        ]
-        return {t.test_id for t in tests}
+        return {t.test_id for m in Mechanism for t in self.tests(m)}
 
     def counts(self) -> dict[Mechanism, int]:
-        banks: dict[Mechanism, BaseModel | None] = {
-            Mechanism.SEMANTIC: self.semantic,
-            Mechanism.STATE: self.state,
-            Mechanism.PATTERN: self.pattern,
-            Mechanism.ALWAYS: self.always,
-        }
-        return {m: len(getattr(b, "tests", [])) for m, b in banks.items() if b is not None}
+        return {m: len(bank.tests) for m in Mechanism if (bank := self.bank(m)) is not None}
 
 
 def read_structured(path: Path, shown: str, problems: list[Problem]) -> Any:

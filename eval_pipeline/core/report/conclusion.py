@@ -25,20 +25,11 @@ from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.reading import Reading
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
-from eval_pipeline.core.scoring.evaluation import (
-    MechanismOutput,
-    Scope,
-    always_outputs,
-    pattern_outputs,
-    score_always,
-    score_pattern,
-    score_semantic,
-    score_state,
-    state_outputs,
-)
+from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope, score_semantic
 from eval_pipeline.core.scoring.grouped import group_document
 from eval_pipeline.core.scoring.implementations import Implementations, score_system
-from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.registry import DETERMINISTIC, SEMANTIC, BankResults
+from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
 from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
@@ -109,10 +100,7 @@ class ScoredBanks:
     """Every scored test per bank (the results the model is judged on), and the expectation
     conflicts met on the way."""
 
-    semantic: Sequence[SemanticResult]
-    state: Sequence[StateResult]
-    pattern: Sequence[PatternResult]
-    always: Sequence[AlwaysResult]
+    results: BankResults
     conflicts: Sequence[ExpectationConflict] = ()
 
 
@@ -134,20 +122,15 @@ def score_scope(setup: RunSetup, observed: Observed, scope: Scope) -> ScoredBank
     gives to the team's system are scored from `observed.system_outputs`."""
     kb, banks = setup.kb, setup.banks
     resolved = resolve(banks.semantic_tests, banks.history, as_of=end_of_day(setup.date))
-    semantic = score_semantic(banks.semantic_tests, resolved, observed.retrievals)
-    state = score_state(
-        banks.state_tests, state_outputs(kb, scope.select(Mechanism.STATE, banks.state_tests))
-    )
-    pattern_tests = scope.select(Mechanism.PATTERN, banks.pattern_tests)
-    matches = pattern_outputs(banks.rules, pattern_tests) if banks.rules is not None else []
-    pattern = score_pattern(banks.pattern_tests, matches)
-    always = score_always(
-        banks.always_tests, always_outputs(kb, scope.select(Mechanism.ALWAYS, banks.always_tests))
-    )
+    results: dict[Mechanism, Sequence[AnyResult]] = {
+        Mechanism.SEMANTIC: score_semantic(banks.semantic_tests, resolved, observed.retrievals)
+    }
+    for d in DETERMINISTIC:
+        tests = d.tests(banks)
+        results[d.mechanism] = d.score(tests, d.reference(kb, banks, scope.select(d.mechanism, tests)))
     system = score_system(banks, setup.implementations, observed.system_outputs)
-    state, pattern, always = system.judged(state, pattern, always)
     conflicts = [r.conflict for r in resolved.values() if r.conflict is not None]
-    return ScoredBanks(semantic, state, pattern, always, conflicts)
+    return ScoredBanks(system.judged(results), conflicts)
 
 
 def aggregate_scope(
@@ -158,35 +141,28 @@ def aggregate_scope(
     semantic_tests: Sequence[TrialResults[SemanticResult]] | None = None,
 ) -> Aggregate:
     """Bank scores, combined score and health over the banks the scope ran; `semantic_tests`:
-    `scored.semantic` grouped by test, when the caller has done it."""
-    return aggregate(
-        semantic=scored.semantic if scope.runs(Mechanism.SEMANTIC) else None,
-        state=scored.state if scope.runs(Mechanism.STATE) else None,
-        pattern=scored.pattern if scope.runs(Mechanism.PATTERN) else None,
-        always=scored.always if scope.runs(Mechanism.ALWAYS) else None,
-        threshold=threshold,
-        implementations=implementations,
-        semantic_tests=semantic_tests,
-    )
+    the semantic results grouped by test, when the caller has done it."""
+    ran = {m: rows for m, rows in scored.results.items() if scope.runs(m)}
+    return aggregate(ran, threshold, implementations, semantic_tests)
 
 
 def assemble_document(provenance: Provenance, agg: Aggregate, scored: ScoredBanks) -> RunDocument:
     """Every test of the banks that ran, in full, with provenance and the derived metrics."""
-    ran = set(agg.banks)
     ids = provenance.original_ids
     if ids is not None:  # only the entities the document names: what its reports show
-        named = {e for r in scored.semantic for e in r.expectations.entity_ids()}
-        named |= {c.entity_id for r in scored.semantic for c in r.candidates}
-        named |= {s.entity_id for r in scored.semantic for s in r.selections}
+        semantic = SEMANTIC.rows(scored.results)
+        named = {e for r in semantic for e in r.expectations.entity_ids()}
+        named |= {c.entity_id for r in semantic for c in r.candidates}
+        named |= {s.entity_id for r in semantic for s in r.selections}
         provenance = provenance.model_copy(update={"original_ids": ids.naming(named)})
-    return RunDocument(
-        provenance=provenance,
-        aggregate=agg,
-        semantic=list(scored.semantic) if Mechanism.SEMANTIC in ran else [],
-        state=list(scored.state) if Mechanism.STATE in ran else [],
-        pattern=list(scored.pattern) if Mechanism.PATTERN in ran else [],
-        always=list(scored.always) if Mechanism.ALWAYS in ran else [],
-        expectation_conflicts=list(scored.conflicts),
+    banks = {m.value: list(rows) for m, rows in scored.results.items() if m in agg.banks}
+    return RunDocument.model_validate(
+        {
+            "provenance": provenance,
+            "aggregate": agg,
+            **banks,
+            "expectation_conflicts": list(scored.conflicts),
+        }
     ).with_derived()
 
 
@@ -200,7 +176,7 @@ def conclude(
 ) -> Evaluation:
     """Scored banks to the run's document and its verdict. The semantic results are grouped by
     test once, for the aggregate and for every report made from this evaluation."""
-    semantic = by_test(scored.semantic, setup.pass_threshold)
+    semantic = by_test(SEMANTIC.rows(scored.results), setup.pass_threshold)
     agg = aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations, semantic)
     document = assemble_document(provenance, agg, scored)
     grouped = group_document(document, semantic if Mechanism.SEMANTIC in agg.banks else None)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.points import PenaltyKind
+from eval_pipeline.core.scoring.registry import MECHANISMS
 from eval_pipeline.core.scoring.results import AnyResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import Outcome, TrialResults
@@ -22,13 +23,6 @@ ERRORED = "errored"
 PRIMARY_MISSING = "primary missing"
 ANY_OF_MISSING = "any-of missing"
 NO_RELEVANT = "no relevant entity selected"  # the rule, hard fail (before 1.10) or penalty
-# What each mechanism produced, named in a hard fail's reason beside what it missed.
-_PRODUCED = {
-    Mechanism.SEMANTIC: "selected",
-    Mechanism.STATE: "fired",
-    Mechanism.PATTERN: "matched",
-    Mechanism.ALWAYS: "loaded",
-}
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,7 @@ def _rule_and_reason(r: AnyResult, bank: Mechanism) -> tuple[str, str]:
     if r.outcome is None:
         return ERRORED, _one_line(r.error or "no reason recorded")
     out = r.outcome
-    got = f"{_PRODUCED[bank]} {', '.join(_produced(r)) or 'nothing'}"
+    got = f"{MECHANISMS[bank].produced} {', '.join(_produced(r)) or 'nothing'}"
     if out.hard_fail:
         rules = [PRIMARY_MISSING] if out.missing_primary else []
         rules += [ANY_OF_MISSING] if out.missing_any else []

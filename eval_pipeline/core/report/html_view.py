@@ -21,7 +21,6 @@ from eval_pipeline.core.report.run_output import LISTED_KINDS, SINCE_KINDS
 from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
 from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
 from eval_pipeline.core.rounding import fmt_score
-from eval_pipeline.core.scoring.results import AnyResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import by_test
 from eval_pipeline.core.verdicts.since import regression_gate
@@ -166,13 +165,8 @@ def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: 
     agg, threshold = doc.aggregate, doc.provenance.pass_threshold
     details: dict[str, list[TrialDetail]] = {}
     tests: list[ReportRow] = []
-    banks: Sequence[tuple[Mechanism, Sequence[AnyResult]]] = (
-        (Mechanism.SEMANTIC, doc.semantic),
-        (Mechanism.STATE, doc.state),
-        (Mechanism.PATTERN, doc.pattern),
-        (Mechanism.ALWAYS, doc.always),
-    )
-    for bank, rows in banks:
+    for bank in Mechanism:
+        rows = doc.results(bank)
         details.update(details_by_test(rows, threshold))
         tests += [
             ReportRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)

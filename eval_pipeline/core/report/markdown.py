@@ -348,15 +348,11 @@ def _provenance(doc: RunDocument) -> list[str]:
     return ["## Provenance and cost", "", *table(("", ""), rows)]
 
 
-def all_results(doc: RunDocument) -> list[AnyResult]:
-    return [*doc.semantic, *doc.state, *doc.pattern, *doc.always]
-
-
 def render_markdown(doc: RunDocument, since: Sequence[str] = (), reading: Reading | None = None) -> str:
     """The report; `since` is the "since last run" section, once the regression diff exists.
     `reading`: `doc` as the caller has read it already (grouped, its failures found)."""
     agg = doc.aggregate
-    results = all_results(doc)
+    results = doc.all_results()
     run = reading_of(doc) if reading is None else reading
     lines = [
         f"# Retrieval evaluation — {text(doc.provenance.model)} — {text(doc.provenance.date)}",
@@ -406,6 +402,6 @@ def console_summary(doc: RunDocument) -> str:
         [f"  implementations: {describe_implementations(agg.implementations)}"] if agg.implementations else []
     )
     lines += [f"  CRITICAL {c.test_id}: {c.reason}" for c in agg.critical_failures]
-    lines += [f"  {line}" for line in error_reasons(all_results(doc))]
+    lines += [f"  {line}" for line in error_reasons(doc.all_results())]
     lines += [f"  COULD NOT EVALUATE {line}" for line in agg.unevaluable_reasons()]
     return "\n".join(one_line(line) for line in lines)  # a newline in a reason stays in its line

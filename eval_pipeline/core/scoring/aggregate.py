@@ -21,13 +21,8 @@ from eval_pipeline.core.expectations.resolution import source_summary
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, distribution
-from eval_pipeline.core.scoring.results import (
-    AlwaysResult,
-    PatternResult,
-    ResultStatus,
-    SemanticResult,
-    StateResult,
-)
+from eval_pipeline.core.scoring.registry import MECHANISMS, PATTERN, SEMANTIC, STATE, BankResults
+from eval_pipeline.core.scoring.results import PatternResult, ResultStatus, SemanticResult, StateResult
 from eval_pipeline.core.scoring.trials import Outcome, TrialResults, by_test, outcome_of
 
 T = TypeVar("T")
@@ -37,13 +32,6 @@ MIN_BANK_COVERAGE = 0.5
 
 # What produced a bank when the model does not assign it to the team's system: the built-in mechanism.
 REFERENCE = "reference"
-
-WEIGHTS: dict[Mechanism, float] = {
-    Mechanism.SEMANTIC: 0.60,
-    Mechanism.STATE: 0.15,
-    Mechanism.PATTERN: 0.15,
-    Mechanism.ALWAYS: 0.10,
-}
 
 
 class Health(StrEnum):
@@ -233,7 +221,7 @@ def combined_score(
     Unknown (None) when any of those banks is unevaluable: leaving it out would reweight the run
     onto the banks that happened to work.
     """
-    present = {m: WEIGHTS[m] for m, b in banks.items() if b.tests}
+    present = {m: MECHANISMS[m].weight for m, b in banks.items() if b.tests}
     total = sum(present.values())
     if not total:
         return None, {}
@@ -267,36 +255,27 @@ def critical_failures(results: Iterable[PatternResult]) -> list[CriticalFailure]
 
 
 def aggregate(
-    semantic: Sequence[SemanticResult] | None = None,
-    state: Sequence[StateResult] | None = None,
-    pattern: Sequence[PatternResult] | None = None,
-    always: Sequence[AlwaysResult] | None = None,
+    results: BankResults,
     threshold: int = DEFAULT_PASS_THRESHOLD,
     implementations: Mapping[Mechanism, str] | None = None,
     semantic_tests: Sequence[TrialResults[SemanticResult]] | None = None,
 ) -> Aggregate:
-    """Aggregate the banks that ran (None = not run; an empty list = ran with no tests).
+    """Aggregate the banks that ran (the keys of `results`; an empty list = ran with no tests).
     `implementations` says what produced each bank (default: the built-in reference);
-    `semantic_tests`: `semantic` already grouped by test, when the caller has done it.
+    `semantic_tests`: the semantic results already grouped by test, when the caller has done it.
 
     A semantic test run for several trials counts once, with the mean of its trials.
     """
+    semantic, state, pattern = SEMANTIC.rows(results), STATE.rows(results), PATTERN.rows(results)
     sem: Sequence[TrialResults[SemanticResult]] = []
-    if semantic is not None:
+    if Mechanism.SEMANTIC in results:
         sem = by_test(semantic, threshold) if semantic_tests is None else semantic_tests
     by_bank: dict[Mechanism, Sequence[Scored]] = {
-        m: rs
-        for m, rs in (
-            (Mechanism.SEMANTIC, sem if semantic is not None else None),
-            (Mechanism.STATE, state),
-            (Mechanism.PATTERN, pattern),
-            (Mechanism.ALWAYS, always),
-        )
-        if rs is not None
+        m: sem if m is Mechanism.SEMANTIC else results[m] for m in Mechanism if m in results
     }
     banks = {m: bank_summary(m, rs, threshold) for m, rs in by_bank.items()}
     combined, weights = combined_score(banks)
-    crit = critical_failures(pattern or [])
+    crit = critical_failures(pattern)
     hard = sum(b.hard_fails for b in banks.values())
     errored = sum(b.errored for b in banks.values())
     made_by = implementations or {}
@@ -313,13 +292,13 @@ def aggregate(
         critical_failures=crit,
         topic_scores={k: group_score(v) for k, v in grouped(sem, lambda t: t.first.topics).items()},
         category_scores={k: group_score(v) for k, v in grouped(sem, lambda t: [t.first.category]).items()},
-        pattern_type_scores=pattern_type_scores(pattern or []),
-        handler_scores=handler_scores(state or []),
+        pattern_type_scores=pattern_type_scores(pattern),
+        handler_scores=handler_scores(state),
         # One count per semantic test, whatever its number of trials.
-        expectation_sources=source_summary({r.test_id: r.expectation_source for r in semantic or []}.values())
-        if semantic is not None
+        expectation_sources=source_summary({r.test_id: r.expectation_source for r in semantic}.values())
+        if Mechanism.SEMANTIC in results
         else {},
         expectation_conflicts=sum(t.first.expectation_conflict for t in sem),
-        usage=Usage.total(r.usage for r in semantic or []),
-        cost_usd=round(sum(r.cost_usd for r in semantic or []), 6),
+        usage=Usage.total(r.usage for r in semantic),
+        cost_usd=round(sum(r.cost_usd for r in semantic), 6),
     )

@@ -1,7 +1,6 @@
-"""Run the deterministic mechanisms and score every bank: the steps the assets call.
-
-Which tests run is decided by a `Scope` (banks, test ids, topic), so the CLI's filters and
-the Dagster assets select tests the same way.
+"""Which tests a run covers (a `Scope`: banks, test ids, topic, so the CLI's filters and the
+Dagster assets select tests the same way), what a mechanism loaded for a test, and how semantic
+retrievals score (the other mechanisms: `registry`).
 """
 
 from __future__ import annotations
@@ -13,33 +12,15 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
-from eval_pipeline.core.inputs.banks import (
-    AlwaysTest,
-    Mechanism,
-    PatternRules,
-    PatternTest,
-    SemanticTest,
-    StateTest,
-)
-from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
+from eval_pipeline.core.inputs.banks import AnyTest, Mechanism, SemanticTest
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.mechanisms.always import always_loaded
-from eval_pipeline.core.mechanisms.pattern import (
-    PatternMatch,
-    PatternMatcher,
-    PatternTimeout,
-    matched_entities,
-)
+from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.mechanisms.state import triggered_handlers
-from eval_pipeline.core.scoring.always import errored_always_test, evaluate_always_test
-from eval_pipeline.core.scoring.pattern import errored_pattern_test, evaluate_pattern_test
-from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
+from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.semantic import evaluate_semantic_test
-from eval_pipeline.core.scoring.state import errored_state_test, evaluate_state_test
 from eval_pipeline.core.suggest import did_you_mean
 
-T = TypeVar("T", SemanticTest, StateTest, PatternTest, AlwaysTest)
+T = TypeVar("T", bound=AnyTest)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
@@ -95,12 +76,7 @@ def scope_problems(scope: Scope, banks: Banks) -> list[str]:
     if unknown:
         hint = did_you_mean(unknown[0], banks.test_ids()) if len(unknown) == 1 else ""
         problems.append(f"--test: unknown test id(s) {', '.join(unknown)}{hint}")
-    selected = [
-        len(scope.select(Mechanism.SEMANTIC, banks.semantic_tests)),
-        len(scope.select(Mechanism.STATE, banks.state_tests)),
-        len(scope.select(Mechanism.PATTERN, banks.pattern_tests)),
-        len(scope.select(Mechanism.ALWAYS, banks.always_tests)),
-    ]
+    selected = [len(scope.select(m, banks.tests(m))) for m in Mechanism]
     if not problems and not any(selected):
         problems.append("the selection (--banks, --test, --topic) matches no test")
     return problems
@@ -118,60 +94,6 @@ class MechanismOutput(BaseModel):
     # The mechanism could not finish for this test (a regex timed out, the system failed or broke
     # the contract): the test is errored with this reason.
     error: str | None = None
-
-
-def state_outputs(kb: KnowledgeBase, tests: Sequence[StateTest]) -> list[MechanismOutput]:
-    handlers = kb.with_mode(LoadMode.STATE)
-    return [
-        MechanismOutput(test_id=t.test_id, entities=triggered_handlers(t.user_state, handlers)) for t in tests
-    ]
-
-
-def pattern_outputs(rules: PatternRules, tests: Sequence[PatternTest]) -> list[MechanismOutput]:
-    if not tests:  # a run narrowed to other banks compiles no crisis pattern
-        return []
-    matcher = PatternMatcher(rules)
-    out = []
-    for t in tests:
-        try:
-            matches = matcher.match(t.prompt)
-        except PatternTimeout as exc:
-            out.append(MechanismOutput(test_id=t.test_id, entities=[], error=str(exc)))
-            continue
-        out.append(MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches))
-    return out
-
-
-def always_outputs(kb: KnowledgeBase, tests: Sequence[AlwaysTest]) -> list[MechanismOutput]:
-    return [
-        MechanismOutput(test_id=t.test_id, entities=always_loaded(t.user_type, kb.entities)) for t in tests
-    ]
-
-
-def _paired(tests: Sequence[T], outputs: Sequence[MechanismOutput]) -> list[tuple[T, MechanismOutput]]:
-    by_id = {o.test_id: o for o in outputs}
-    return [(t, by_id[t.test_id]) for t in tests if t.test_id in by_id]
-
-
-def score_state(tests: Sequence[StateTest], outputs: Sequence[MechanismOutput]) -> list[StateResult]:
-    return [
-        errored_state_test(t, o.error) if o.error else evaluate_state_test(t, o.entities)
-        for t, o in _paired(tests, outputs)
-    ]
-
-
-def score_pattern(tests: Sequence[PatternTest], outputs: Sequence[MechanismOutput]) -> list[PatternResult]:
-    return [
-        errored_pattern_test(t, o.error) if o.error else evaluate_pattern_test(t, o.matches)
-        for t, o in _paired(tests, outputs)
-    ]
-
-
-def score_always(tests: Sequence[AlwaysTest], outputs: Sequence[MechanismOutput]) -> list[AlwaysResult]:
-    return [
-        errored_always_test(t, o.error) if o.error else evaluate_always_test(t, o.entities)
-        for t, o in _paired(tests, outputs)
-    ]
 
 
 def score_semantic(

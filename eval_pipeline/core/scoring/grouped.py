@@ -7,17 +7,12 @@ same grouping.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.scoring.results import (
-    AlwaysResult,
-    AnyResult,
-    PatternResult,
-    SemanticResult,
-    StateResult,
-)
+from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TrialResults, by_test
 
@@ -27,19 +22,14 @@ class GroupedResults:
     """Each bank's tests, in first-seen order, each with its rows in trial order."""
 
     threshold: int
-    semantic: Sequence[TrialResults[SemanticResult]]
-    state: Sequence[TrialResults[StateResult]]
-    pattern: Sequence[TrialResults[PatternResult]]
-    always: Sequence[TrialResults[AlwaysResult]]
+    banks: Mapping[Mechanism, Sequence[TrialResults[AnyResult]]]
 
     def of(self, bank: Mechanism) -> Sequence[TrialResults[AnyResult]]:
-        banks: dict[Mechanism, Sequence[TrialResults[AnyResult]]] = {
-            Mechanism.SEMANTIC: self.semantic,
-            Mechanism.STATE: self.state,
-            Mechanism.PATTERN: self.pattern,
-            Mechanism.ALWAYS: self.always,
-        }
-        return banks[bank]
+        return self.banks[bank]
+
+    @property
+    def semantic(self) -> Sequence[TrialResults[SemanticResult]]:
+        return cast(Sequence[TrialResults[SemanticResult]], self.banks[Mechanism.SEMANTIC])
 
 
 def group_document(
@@ -47,10 +37,8 @@ def group_document(
 ) -> GroupedResults:
     """`doc`'s results by test; `semantic`: its semantic tests when the caller grouped them already."""
     threshold = doc.provenance.pass_threshold
-    return GroupedResults(
-        threshold=threshold,
-        semantic=by_test(doc.semantic, threshold) if semantic is None else semantic,
-        state=by_test(doc.state, threshold),
-        pattern=by_test(doc.pattern, threshold),
-        always=by_test(doc.always, threshold),
+    given = (
+        {} if semantic is None else {Mechanism.SEMANTIC: cast(Sequence[TrialResults[AnyResult]], semantic)}
     )
+    banks = {m: by_test(doc.results(m), threshold) for m in Mechanism if m not in given}
+    return GroupedResults(threshold, {**given, **banks})

@@ -23,7 +23,8 @@ from eval_pipeline.core.scoring.aggregate import REFERENCE, aggregate
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, score_semantic
 from eval_pipeline.core.scoring.implementations import score_system
 from eval_pipeline.core.scoring.reevaluation import Reevaluation, Why
-from eval_pipeline.core.scoring.results import ResultBase, SemanticResult
+from eval_pipeline.core.scoring.registry import DETERMINISTIC
+from eval_pipeline.core.scoring.results import AnyResult, ResultBase, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation
 
@@ -117,17 +118,14 @@ def reevaluate(
     and merged in, its aggregate and derived metrics recomputed, and `stored.record` appended to
     its provenance."""
     _check_fits(doc, stored)
-    ran = doc.aggregate.banks
-    semantic = _merged(doc.semantic, score_semantic(banks.semantic_tests, resolved, stored.retrievals))
     system = score_system(banks, doc.aggregate.implementations, stored.system_outputs)
-    state = _merged(doc.state, system.state or [])
-    pattern = _merged(doc.pattern, system.pattern or [])
-    always = _merged(doc.always, system.always or [])
+    new: dict[Mechanism, Sequence[AnyResult]] = {
+        Mechanism.SEMANTIC: score_semantic(banks.semantic_tests, resolved, stored.retrievals),
+        **system.results,
+    }
+    merged = {m: _merged(doc.results(m), new.get(m, [])) for m in Mechanism}
     agg = aggregate(
-        semantic=semantic if Mechanism.SEMANTIC in ran else None,
-        state=state if Mechanism.STATE in ran else None,
-        pattern=pattern if Mechanism.PATTERN in ran else None,
-        always=always if Mechanism.ALWAYS in ran else None,
+        {m: rows for m, rows in merged.items() if m in doc.aggregate.banks},
         threshold=doc.provenance.pass_threshold,
         implementations=doc.aggregate.implementations,
     )
@@ -136,10 +134,7 @@ def reevaluate(
         update={
             "provenance": doc.provenance.model_copy(update={"reevaluations": history}),
             "aggregate": agg,
-            "semantic": semantic,
-            "state": state,
-            "pattern": pattern,
-            "always": always,
+            **{m.value: rows for m, rows in merged.items()},
         }
     ).with_derived()
 
@@ -171,12 +166,8 @@ def errored_answers(doc: RunDocument, *, system: bool) -> dict[Mechanism, list[s
     mechanisms produced (deterministic and in-process: evaluating again gives the same result)."""
     made_by = doc.aggregate.implementations
     out: dict[Mechanism, list[str]] = {}
-    for mechanism, rows in (
-        (Mechanism.STATE, doc.state),
-        (Mechanism.PATTERN, doc.pattern),
-        (Mechanism.ALWAYS, doc.always),
-    ):
-        errored = [r.test_id for r in rows if r.score is None]
-        if errored and (made_by.get(mechanism, REFERENCE) != REFERENCE) is system:
-            out[mechanism] = errored
+    for d in DETERMINISTIC:
+        errored = [r.test_id for r in doc.results(d.mechanism) if r.score is None]
+        if errored and (made_by.get(d.mechanism, REFERENCE) != REFERENCE) is system:
+            out[d.mechanism] = errored
     return out

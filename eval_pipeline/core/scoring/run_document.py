@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ExpectationConflict
 from eval_pipeline.core.fileio import TextFile, parse_json_model, read_json_model
+from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
@@ -31,6 +32,7 @@ from eval_pipeline.core.scoring.reevaluation import Reevaluation
 from eval_pipeline.core.scoring.results import (
     RESULT_SCHEMA_VERSION,
     AlwaysResult,
+    AnyResult,
     PatternResult,
     SemanticResult,
     StateResult,
@@ -109,6 +111,14 @@ class RunDocument(BaseModel):
         "rankings (trec_eval conventions; 1.9+); a cutoff deeper than the candidate depth that cut the "
         "rankings is named at that depth (recall@15)",
     )
+
+    def results(self, mechanism: Mechanism) -> list[AnyResult]:
+        """The rows of `mechanism`'s bank (each bank's list is named for its mechanism)."""
+        rows: list[AnyResult] = getattr(self, mechanism.value)
+        return rows
+
+    def all_results(self) -> list[AnyResult]:
+        return [r for m in Mechanism for r in self.results(m)]
 
     def with_derived(self) -> RunDocument:
         """This document with its derived sections (metrics, attribution) computed from its results."""

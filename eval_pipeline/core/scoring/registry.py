@@ -1,0 +1,201 @@
+"""The four mechanisms, declared once.
+
+Per mechanism: where its tests are in the banks, its weight in the combined score, the type of its
+results, and — for the deterministic ones — how the built-in reference runs a test, how an output
+is judged, what an errored test is and how the team's system is asked. Semantic outputs come from
+the providers (the model's retrievals) and are scored against the resolved expectations
+(`evaluation.score_semantic`). The route, the aggregate, re-evaluation and the Dagster assets loop
+over this registry; none of them names the banks one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from eval_pipeline.core.inputs.banks import (
+    AlwaysTest,
+    AnyTest,
+    Mechanism,
+    PatternRules,
+    PatternTest,
+    SemanticTest,
+    StateTest,
+    UserState,
+)
+from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode, UserType
+from eval_pipeline.core.inputs.loading import Banks
+from eval_pipeline.core.mechanisms.always import always_loaded
+from eval_pipeline.core.mechanisms.pattern import (
+    PatternMatch,
+    PatternMatcher,
+    PatternTimeout,
+    matched_entities,
+)
+from eval_pipeline.core.mechanisms.state import triggered_handlers
+from eval_pipeline.core.scoring.always import errored_always_test, evaluate_always_test
+from eval_pipeline.core.scoring.evaluation import MechanismOutput
+from eval_pipeline.core.scoring.pattern import errored_pattern_test, evaluate_pattern_test
+from eval_pipeline.core.scoring.results import (
+    AlwaysResult,
+    AnyResult,
+    PatternResult,
+    SemanticResult,
+    StateResult,
+)
+from eval_pipeline.core.scoring.state import errored_state_test, evaluate_state_test
+
+# The contract's models load with a request to the team's system: scoring builds none.
+if TYPE_CHECKING:
+    from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
+
+TestT = TypeVar("TestT", bound=AnyTest)
+ResultT = TypeVar("ResultT", bound=AnyResult)
+# Each bank's scored tests, keyed by mechanism, in bank order; a bank that did not run is absent.
+BankResults = Mapping[Mechanism, Sequence[AnyResult]]
+
+
+@dataclass(frozen=True)
+class Declared(Generic[TestT, ResultT]):
+    mechanism: Mechanism
+    weight: float  # its share of the combined score, renormalised over the banks run
+    result: type[ResultT]
+    produced: str  # what it does with an entity, named in a hard fail's reason beside what it missed
+
+    def tests(self, banks: Banks) -> list[TestT]:
+        return cast(list[TestT], list(banks.tests(self.mechanism)))
+
+    def rows(self, results: BankResults) -> list[ResultT]:
+        """This bank's results (every row under its key is of its result type)."""
+        return cast(list[ResultT], list(results.get(self.mechanism, ())))
+
+
+@dataclass(frozen=True)
+class Deterministic(Declared[TestT, ResultT]):
+    """A mechanism the harness also implements (the reference), run in-process from the KB and
+    the banks, whose result the team's system may answer instead."""
+
+    reference: Callable[[KnowledgeBase, Banks, Sequence[TestT]], list[MechanismOutput]]
+    reads_kb: bool  # False: the reference runs from the banks alone (its table does not depend on the KB)
+    judge: Callable[[TestT, MechanismOutput], ResultT]
+    errored: Callable[[TestT, str], ResultT]
+    request: Callable[[TestT], SystemRequest]
+    answered: Callable[[str, SystemAnswer], MechanismOutput]  # the part of the system's answer it scores
+    outputs_name: str  # the graph's table of the reference's outputs
+    outputs_doc: str
+
+    def score(self, tests: Sequence[TestT], outputs: Sequence[MechanismOutput]) -> list[ResultT]:
+        """Each test that has an output, judged on it, or errored with the output's reason."""
+        by_id = {o.test_id: o for o in outputs}
+        return [
+            self.errored(t, o.error) if o.error else self.judge(t, o)
+            for t in tests
+            if (o := by_id.get(t.test_id)) is not None
+        ]
+
+
+def pattern_outputs(rules: PatternRules | None, tests: Sequence[PatternTest]) -> list[MechanismOutput]:
+    """The crisis patterns and keyword boosts each test's message triggers; a pattern that times
+    out errors its test."""
+    if rules is None or not tests:  # a run narrowed to other banks compiles no crisis pattern
+        return []
+    matcher = PatternMatcher(rules)
+    out = []
+    for t in tests:
+        try:
+            matches = matcher.match(t.prompt)
+        except PatternTimeout as exc:
+            out.append(MechanismOutput(test_id=t.test_id, entities=[], error=str(exc)))
+            continue
+        out.append(MechanismOutput(test_id=t.test_id, entities=matched_entities(matches), matches=matches))
+    return out
+
+
+def _outputs(tests: Sequence[TestT], loaded: Callable[[TestT], list[str]]) -> list[MechanismOutput]:
+    return [MechanismOutput(test_id=t.test_id, entities=loaded(t)) for t in tests]
+
+
+def _state_outputs(kb: KnowledgeBase, _: Banks, tests: Sequence[StateTest]) -> list[MechanismOutput]:
+    handlers = kb.with_mode(LoadMode.STATE)
+    return _outputs(tests, lambda t: triggered_handlers(t.user_state, handlers))
+
+
+def _ask(
+    mechanism: Mechanism,
+    message: str = "",
+    user_type: UserType | None = None,
+    user_state: UserState | None = None,
+) -> SystemRequest:
+    from eval_pipeline.core.inputs.contract import SystemRequest
+
+    return SystemRequest(
+        mechanism=mechanism, message=message, user_type=user_type, user_state=user_state or {}
+    )
+
+
+def _loaded(
+    mechanism: Mechanism, read: Callable[[SystemAnswer], list[str] | None]
+) -> Callable[[str, SystemAnswer], MechanismOutput]:
+    return lambda test_id, a: MechanismOutput(
+        test_id=test_id, mechanism=mechanism, entities=list(read(a) or [])
+    )
+
+
+def _matched(test_id: str, answer: SystemAnswer) -> MechanismOutput:
+    found = answer.pattern_matches or []
+    matches = [
+        PatternMatch(
+            kind=m.kind, entities=[m.entity_id], pattern=m.pattern or "", matched_text=m.matched_text or ""
+        )
+        for m in found
+    ]
+    entities = list(dict.fromkeys(m.entity_id for m in found))
+    return MechanismOutput(test_id=test_id, mechanism=Mechanism.PATTERN, entities=entities, matches=matches)
+
+
+SEMANTIC = Declared[SemanticTest, SemanticResult](Mechanism.SEMANTIC, 0.60, SemanticResult, "selected")
+STATE = Deterministic[StateTest, StateResult](
+    Mechanism.STATE,
+    0.15,
+    StateResult,
+    "fired",
+    reference=_state_outputs,
+    reads_kb=True,
+    judge=lambda t, o: evaluate_state_test(t, o.entities),
+    errored=errored_state_test,
+    request=lambda t: _ask(Mechanism.STATE, user_state=t.user_state),
+    answered=_loaded(Mechanism.STATE, lambda a: a.triggered_handlers),
+    outputs_name="state_activations",
+    outputs_doc="Handlers each state test's user state triggers (conditions from the KB's handlers).",
+)
+PATTERN = Deterministic[PatternTest, PatternResult](
+    Mechanism.PATTERN,
+    0.15,
+    PatternResult,
+    "matched",
+    reference=lambda _, banks, tests: pattern_outputs(banks.rules, tests),
+    reads_kb=False,
+    judge=lambda t, o: evaluate_pattern_test(t, o.matches),
+    errored=errored_pattern_test,
+    request=lambda t: _ask(Mechanism.PATTERN, message=t.prompt),
+    answered=_matched,
+    outputs_name="pattern_matches",
+    outputs_doc="Crisis patterns and keyword boosts each pattern test's message triggers, and why.",
+)
+ALWAYS = Deterministic[AlwaysTest, AlwaysResult](
+    Mechanism.ALWAYS,
+    0.10,
+    AlwaysResult,
+    "loaded",
+    reference=lambda kb, _, tests: _outputs(tests, lambda t: always_loaded(t.user_type, kb.entities)),
+    reads_kb=True,
+    judge=lambda t, o: evaluate_always_test(t, o.entities),
+    errored=errored_always_test,
+    request=lambda t: _ask(Mechanism.ALWAYS, user_type=t.user_type, user_state=t.user_state),
+    answered=_loaded(Mechanism.ALWAYS, lambda a: a.always_loaded),
+    outputs_name="always_loads",
+    outputs_doc="Entities always loaded for each always test's user type.",
+)
+DETERMINISTIC: tuple[Deterministic[Any, Any], ...] = (STATE, PATTERN, ALWAYS)
+MECHANISMS: dict[Mechanism, Declared[Any, Any]] = {d.mechanism: d for d in (SEMANTIC, *DETERMINISTIC)}
