@@ -1,5 +1,6 @@
 """When the machine runs out of something a command needs (disk space, the file-size limit of
-`ulimit -f`, the open files of `ulimit -n`), one line naming the path and the limit, exit 3.
+`ulimit -f`, the open files of `ulimit -n`), one line naming the path and the limit, exit 3; a
+run step is not started without the files it may need.
 
 The OSError itself often names neither: a write or sync that fails carries no file name, and
 SQLite reports all three as "disk I/O error", "database or disk is full" or "unable to open
@@ -22,6 +23,11 @@ EXHAUSTED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, er
 # Files SQLite opens for one database (itself, its WAL and shared-memory files) and a margin: a
 # process this close to its open-file limit could not open one.
 _SQLITE_FILES = 8
+# What one in-process run step may open beyond the files already open: Dagster's run and
+# event-log databases and its event loop, the step's documents, the embedder's model (an offline
+# model's step peaks at 23 more than it starts with), and room for a team system's workers or
+# connections.
+STEP_FILES = 48
 
 
 class OutOfResources(CouldNotEvaluate):
@@ -42,15 +48,33 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
+def _open_files(limit: int) -> int | None:
+    """How many files this process has open (None where the system does not say)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError as exc:  # listing needs a file of its own: at the limit, that fails too
+        return limit if exc.errno == errno.EMFILE else None
+
+
 def _near_open_file_limit() -> bool:
     """Whether this process has (nearly) as many files open as `ulimit -n` lets it."""
     limit = _soft_limit(resource.RLIMIT_NOFILE)
     if limit is None:
         return False
-    try:
-        return len(os.listdir("/proc/self/fd")) >= limit - _SQLITE_FILES
-    except OSError as exc:  # listing needs a file of its own: at the limit, that fails too
-        return exc.errno == errno.EMFILE
+    return (_open_files(limit) or 0) >= limit - _SQLITE_FILES
+
+
+def require_spare_files(step: str) -> None:
+    """Fail in one line before a run step that may not open the files it needs: short of them it
+    fails part-way, inside Dagster or asyncio, and their noise (a half-made event loop's
+    "Exception ignored") comes before the cause."""
+    limit = _soft_limit(resource.RLIMIT_NOFILE)
+    open_now = None if limit is None else _open_files(limit)
+    if limit is not None and open_now is not None and limit - open_now < STEP_FILES:
+        raise OutOfResources(
+            f"too many open files to run {step}: the open-file limit (ulimit -n) is {limit:,}, "
+            f"{open_now} are open and a run step needs up to {STEP_FILES} more"
+        )
 
 
 def _no_space(path: Path, quota: bool = False) -> OutOfResources:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import dagster as dg
 
-from eval_pipeline.core.system_limits import exhausted
+from eval_pipeline.core.system_limits import exhausted, require_spare_files
 from eval_pipeline.defs.automation import JOBS
 from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.runtime.run_monitor import owner_tags
@@ -104,6 +104,7 @@ def run_stage(
     instance: dg.DagsterInstance,
     tags: Mapping[str, str] | None = None,
 ) -> StageOutcome:
+    require_spare_files(name)
     result = defs.resolve_job_def(job).execute_in_process(
         run_config=QUIET_LOGS,
         instance=instance,
