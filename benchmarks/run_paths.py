@@ -6,7 +6,7 @@
   against the same work called directly through the core: each model's retrieval, scoring, run
   document, results.json and report.md, then the date's comparison of the two. Target ≤ 1.5×
   for the rerun people make, nothing changed since the last one (today's stored evaluation
-  stands: `core/report/rerun_rule.py`); `run --force`, which evaluates again through Dagster,
+  stands: `orchestration/standing.py`); `run --force`, which evaluates again through Dagster,
   is reported beside it without a target.
 
 Warm means the embedding cache holds every vector (one untimed run first); each side is the best

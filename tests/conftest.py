@@ -85,6 +85,7 @@ SLOW_FILES = frozenset(
         "test_cli_noise_confirmation.py",
         "test_cli_rerank_batch.py",
         "test_cli_rerun.py",
+        "test_cli_rerun_per_model.py",
         "test_cli_retry_errored.py",
         "test_cli_run_failures.py",
         "test_docs.py",

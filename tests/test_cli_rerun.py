@@ -26,13 +26,7 @@ from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.execution import project_instance
-from eval_pipeline.orchestration.instance_evaluations import FINGERPRINT_TAG
-from eval_pipeline.orchestration.recorded_evaluations import (
-    HISTORY_DIR,
-    instance_mark,
-    read_record,
-    write_record,
-)
+from eval_pipeline.orchestration.standing import FINGERPRINT_TAG, HISTORY_DIR, RECORDS_DIR, instance_mark
 from eval_pipeline.providers.models import ModelConfig
 from tests.conftest import REPO, TENANT
 from tests.quiet_instance import quiet_home
@@ -120,9 +114,9 @@ def _recorded_here(day: str) -> None:
     it was recorded with, under other inode numbers, which the mark holds so that a replaced file
     never passes for the one recorded."""
     home = instance_home()
-    record = read_record(home, day)
-    assert record is not None
-    write_record(home, record.model_copy(update={"instance_mark": instance_mark(home)}))
+    record = json.loads((home / RECORDS_DIR / f"{day}.json").read_text())
+    record["instance_mark"] = instance_mark(home)
+    (home / RECORDS_DIR / f"{day}.json").write_text(json.dumps(record))
 
 
 @pytest.fixture
@@ -155,19 +149,26 @@ def _run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, int
 
 
 def _evaluates(
-    capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0, because: str = "", later: int = 0
-) -> None:
+    capsys: pytest.CaptureFixture[str],
+    *extra: str,
+    code: int = 0,
+    because: str = "",
+    later: int = 0,
+    standing: int = 0,
+) -> str:
+    """Evaluates every model named but `standing` of them; `because`: why local-minilm does."""
     got, out, made = _run(capsys, *extra)
-    # The date's, each model's, the comparison; and the regression diff of each model's next
-    # later evaluation (`later`), which compares with this one now.
-    stages = 2 + 1 + extra.count("--model") + later
-    assert (got, STANDS in out, made) == (code, False, stages), out
-    assert f"today's stored evaluation cannot stand ({because}" in out if because else True, out
+    # The date's, each model evaluated, the comparison; and the regression diff of each model's
+    # next later evaluation (`later`), which compares with this one now.
+    evaluated = 1 + extra.count("--model") - standing
+    assert (got, out.count(STANDS), made) == (code, standing, 2 + evaluated + later), out
+    assert f"  evaluating {MINILM}: {because}" in out if because else True, out
+    return out
 
 
 def _stands(capsys: pytest.CaptureFixture[str], *extra: str, code: int = 0) -> str:
     got, out, made = _run(capsys, *extra)
-    assert (got, STANDS in out, made) == (code, True, 0), out
+    assert (got, out.count(STANDS), made) == (code, 1 + extra.count("--model"), 0), out
     return out
 
 
@@ -185,9 +186,10 @@ def test_an_unchanged_rerun_stands_with_the_same_verdict(
     runs = _runs()
     fingerprints = {r.tags.get(FINGERPRINT_TAG) for r in runs}
     assert len(fingerprints) == 1 and None not in fingerprints
-    assert all(r.run_id[:8] in out for r in runs)
-    # One of the two models is another selection, other inputs (the comparison would differ).
-    _evaluates(capsys)
+    assert set(json.loads(fingerprints.pop() or "")) == {MINILM, "local-hybrid"}
+    # Each model's line names the run that evaluated it.
+    assert all(r.run_id[:8] in out for r in runs if r.job_name == "evaluate_model")
+    # Each model stands on its own: one of the two alone stands too.
     _stands(capsys)
     # --force evaluates again, and so do --cache refresh/off (answers computed afresh); the
     # stored evaluation they leave stands too. One model: the same rule, half the runs.
@@ -206,34 +208,36 @@ def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
     text = kb.read_text()
     assert "Keep copies of every message" in text
     kb.write_text(text.replace("Keep copies of every message", "Keep a copy of every message"))
-    _evaluates(capsys, because=f"{MINILM}: the KB changed)")
+    _evaluates(capsys, because="the KB changed\n")
     _stands(capsys)
 
     bank = evaluated / "tenant/banks/state/tenant_states.json"
     states = json.loads(bank.read_text())
     bank.write_text(json.dumps(states, indent=4))  # same tests, other bytes: the bank's hash moved
-    _evaluates(capsys, because=f"{MINILM}: the test banks changed)")
+    _evaluates(capsys, because="test banks changed: state\n")
 
     # A gate is part of the verdict; the results files cannot tell it changed, the runs' tags can.
-    _evaluates(capsys, "--fail-under", "100", code=1, because="always_loads was last made by a run of other")
+    _evaluates(capsys, "--fail-under", "100", code=1, because="the gates changed\n")
     _stands(capsys, "--fail-under", "100", code=1)
-    _evaluates(capsys)
+    _evaluates(capsys, because="the gates changed\n")
 
     models = yaml.safe_load((evaluated / "models.yaml").read_text())
     models["models"][MINILM]["description"] = "the same model, described again"
     (evaluated / "models.yaml").write_text(yaml.safe_dump(models))
-    _evaluates(capsys, because=f"{MINILM}: the model's configuration changed)")
+    _evaluates(capsys, because=f"the models file changed for {MINILM}\n")
 
-    _evaluates(capsys, "--results-dir", str(evaluated / "elsewhere"))
-    _evaluates(capsys)  # the earlier results folder's runs are no longer the latest
+    elsewhere = evaluated / "elsewhere"
+    _evaluates(capsys, "--results-dir", str(elsewhere), because=f"no stored evaluation for {MINILM} on ")
+    # The earlier results folder's runs are no longer the latest.
+    _evaluates(capsys, because="results/storage location changed\n")
 
     results = evaluated / "results" / MINILM / today_utc() / "results.json"
     results.write_text(results.read_text().replace('"health": "', '"health":  "', 1))  # edited by hand
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"{results.relative_to(evaluated)} is not the file its run wrote")
     results.unlink()
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"no stored evaluation for {MINILM} on {today_utc()}\n")
     (results.parent / "report.md").unlink()
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"{results.parent.relative_to(evaluated)} no longer holds its report and gate")
     _stands(capsys)
 
 
@@ -247,19 +251,24 @@ def test_a_result_with_errored_tests_is_never_reused(
     for name in ("embeddings.sqlite3", "responses.sqlite3"):
         (cache / name).write_text("not a database")
     _evaluates(capsys, "--cache-dir", str(cache), code=3)
-    _evaluates(capsys, "--cache-dir", str(cache), code=3, because=f"{MINILM}: 8 test(s) errored)")
+    _evaluates(capsys, "--cache-dir", str(cache), code=3, because="8 test(s) errored\n")
     shutil.rmtree(cache)
-    _evaluates(capsys, "--cache-dir", str(cache))
+    _evaluates(capsys, "--cache-dir", str(cache), because="8 test(s) errored\n")
     _stands(capsys, "--cache-dir", str(cache))
     doc = read_document(workdir / "results" / MINILM / today_utc() / "results.json")
     assert doc.aggregate.errored_count == 0
 
 
 @pytest.mark.usefixtures("yesterday_evaluated")
-def test_a_later_evaluation_of_another_date_evaluates_again(capsys: pytest.CaptureFixture[str]) -> None:
-    # Yesterday's report is today's regression baseline: once it changes, today's diff may too.
-    _evaluates(capsys)
-    _stands(capsys)
+def test_a_later_evaluation_of_another_date_compares_again_and_the_evaluation_stands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Yesterday's evaluation, made after today's, compared today's with it again (a run of its
+    # own): today's stored report names its new baseline, and today's evaluation stands.
+    out = _stands(capsys)
+    assert f"since {_yesterday()}, 1 day earlier" in out, out
+    report = (Path("results") / MINILM / today_utc() / "report.md").read_text()
+    assert f"## Since last run ({_yesterday()}, 1 day earlier)" in report
 
 
 @pytest.mark.usefixtures("yesterday_evaluated")
@@ -269,8 +278,9 @@ def test_a_past_date_stands_only_as_recorded(capsys: pytest.CaptureFixture[str])
     # would pick another snapshot, no other date's report): then the recorded evaluation stands.
     yesterday = _yesterday()
     _stands(capsys, "--date", yesterday)
-    _evaluates(capsys)  # today's runs are stored since: yesterday's record no longer answers
-    _evaluates(capsys, "--date", yesterday, later=1)
+    _evaluates(capsys, "--force")  # today's runs are stored since: yesterday's record no longer answers
+    since = "other evaluations were stored since (a past date stands only as recorded)"
+    _evaluates(capsys, "--date", yesterday, later=1, because=since)
     _stands(capsys, "--date", yesterday)
     _evaluates(capsys, "--date", yesterday, "--force", later=1)
 
@@ -295,16 +305,17 @@ def test_an_unchanged_rerun_of_any_date_decides_without_dagster(
 def test_a_recorded_evaluation_stands_only_with_the_instance_it_was_recorded_with(
     evaluated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    records = evaluated / "dagster_home" / "recorded_evaluations"
+    records = evaluated / "dagster_home" / RECORDS_DIR
     assert [p.name for p in records.iterdir()] == [f"{today_utc()}.json"]
     record = json.loads((records / f"{today_utc()}.json").read_text())
+    assert list(record["models"]) == [MINILM]
     record["instance_mark"] = "0" * 64  # as if the instance had stored something since
     (records / f"{today_utc()}.json").write_text(json.dumps(record))
     _stands(capsys)  # the instance is asked, says it stands, and the record is made anew
     assert json.loads((records / f"{today_utc()}.json").read_text())["instance_mark"] != "0" * 64
     results = evaluated / "results" / MINILM / today_utc() / "results.json"
     results.write_text(results.read_text().replace('"health": "', '"health":  "', 1))  # edited by hand
-    _evaluates(capsys)
+    _evaluates(capsys, because="results/")
 
 
 def test_a_model_running_team_code_always_evaluates(
@@ -373,7 +384,7 @@ def test_a_calibration_that_changed_nothing_still_evaluates_again(
 ) -> None:
     # Its cost is in every report of the day, though no expectation moved.
     _log_calibration(evaluated, 0.25)
-    _evaluates(capsys)
+    _evaluates(capsys, because=f"a calibration was logged for {today_utc()}\n")
     doc = read_document(evaluated / "results" / MINILM / today_utc() / "results.json")
     assert doc.provenance.calibration_cost_usd == 0.25
     _stands(capsys)

@@ -13,7 +13,7 @@ a module on the way shows here, not as a slower start a user notices later.
   models with no team's system to ask, the records a re-evaluation keeps, a caching reranker's
   prompt-cache status, the BLAS thread limiter for score products BLAS runs on one thread by itself);
 - an unchanged rerun, today's or an explicit past date's: no Dagster, no pandas, no onnxruntime
-  (decided from the recorded evaluation, orchestration/recorded_evaluations.py): probed in
+  (decided from the recorded evaluation, orchestration/standing.py): probed in
   tests/test_cli_rerun.py, from the evaluations its other tests begin with.
 """
 

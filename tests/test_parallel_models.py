@@ -18,7 +18,7 @@ from eval_pipeline.cli import main
 from eval_pipeline.cli.run import default_parallel
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, read_document
 from eval_pipeline.orchestration.execution import dagster_yaml, project_instance
-from eval_pipeline.orchestration.instance_evaluations import FINGERPRINT_TAG
+from eval_pipeline.orchestration.standing import FINGERPRINT_TAG
 from eval_pipeline.providers.models import load_models
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks, Problem
-    from eval_pipeline.core.report.rerun_rule import EvaluationInputs
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.location import LocationPaths
+    from eval_pipeline.orchestration.standing import Standing
     from eval_pipeline.providers.models import ModelConfig
 
 
@@ -287,18 +287,13 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         return narrowed_run(args, kb, banks, scope, configs, date, parallel, locations)
 
     from eval_pipeline.cli.project import record_project
-    from eval_pipeline.cli.rerun_check import evaluation_inputs, record_standing, stands, stands_as_recorded
-    from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-    from eval_pipeline.core.verdicts.run_gate import Gates
     from eval_pipeline.providers.object_store import output_location, output_path
 
-    gate_settings = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
-    inputs = evaluation_inputs(
-        args, kb, banks, models, date, gate_settings, DEFAULT_PASS_THRESHOLD, results, paths
-    )
+    standing = _standing(args, kb, banks, configs, date, results, paths)
     record_project(kb, locations)
     # Decided from what was recorded when it last stood: no Dagster, no code location loaded.
-    if not args.retry_errored and stands_as_recorded(args, inputs, output_location(results)):
+    pending = models if args.retry_errored else standing.as_recorded()
+    if not pending:
         return report_runs(
             models,
             date,
@@ -311,23 +306,20 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
             max_baseline_age_days=args.gates.max_baseline_age_days,
         )
     from eval_pipeline.orchestration.execution import project_instance
-    from eval_pipeline.orchestration.instance_evaluations import history_in_home, stored_evaluation
 
     resume_gc()
 
     errors: list[str] = []
     # One progress bar per terminal: models running at once would draw over each other.
     with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
-        standing = None if args.retry_errored else stands(args, inputs, instance, output_path(results))
-        if standing is None:
+        evaluate = pending if args.retry_errored else standing.with_instance(instance, pending)
+        if evaluate:
+            tags = standing.tags(evaluate)
             errors = _evaluate_date(
-                args, kb, banks, date, models, parallel, results, paths, instance, inputs, progress_fd
+                args, kb, banks, date, evaluate, parallel, results, paths, instance, tags, progress_fd
             )
-            if not errors:  # recorded only if the instance says it stands (never with an errored test)
-                standing = stored_evaluation(instance, date, models, inputs.fingerprint())
-        recordable = standing is not None and history_in_home(instance)
-    if recordable and standing is not None:
-        record_standing(inputs, standing)  # after the instance is closed: closing may write its files
+        stood = standing.settle(instance)
+    standing.record(stood)  # after the instance is closed: closing may write its files
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return report_runs(
@@ -343,6 +335,37 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
     )
 
 
+def _standing(
+    args: argparse.Namespace,
+    kb: KnowledgeBase,
+    banks: Banks,
+    configs: Mapping[str, ModelConfig],
+    date: str,
+    results: str,
+    paths: LocationPaths,
+) -> Standing:
+    """Which models' stored evaluations of `date` may answer for this run."""
+    from eval_pipeline.core.calibration.files import calibration_cost
+    from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+    from eval_pipeline.core.verdicts.run_gate import Gates
+    from eval_pipeline.orchestration.standing import Standing, model_inputs
+    from eval_pipeline.providers.object_store import output_location
+
+    location = {
+        "storage": str(Path(args.storage_dir).resolve()),
+        "results": results if "://" in results else str(Path(results).resolve()),
+        "outputs": paths.outputs_uri,
+    }
+    gates = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
+    cost = calibration_cost(paths.calibration_dir, date)
+    inputs = model_inputs(kb, banks, configs, date, gates, DEFAULT_PASS_THRESHOLD, location, cost)
+    # --cache refresh/off ask for answers computed afresh: a stored result would not be one. A
+    # model that is not reproducible (an API, the team's system) may answer otherwise today.
+    fresh = args.force or args.cache != "use"
+    may_stand = [] if fresh else [m for m, cfg in configs.items() if cfg.reproducible]
+    return Standing(inputs, output_location(results), may_stand)
+
+
 def _evaluate_date(
     args: argparse.Namespace,
     kb: KnowledgeBase,
@@ -353,7 +376,7 @@ def _evaluate_date(
     results: str,
     paths: LocationPaths,
     instance: DagsterInstance,
-    inputs: EvaluationInputs,
+    tags: Mapping[str, str],
     progress_fd: int | None,
 ) -> list[str]:
     """The full evaluation through the graph (or a retry of its errored tests); the errors."""
@@ -399,7 +422,7 @@ def _evaluate_date(
     again = Evaluation(calls, kb, banks, date, output_path(results), instance, resources)
     if args.retry_errored:
         return retry_errored(again, models)
-    errors = _evaluate(date, models, resources, instance, parallel, inputs.fingerprint())
+    errors = _evaluate(date, models, resources, instance, parallel, tags)
     return errors + (confirm_noise(again, models) if not errors else [])
 
 
@@ -409,11 +432,10 @@ def _evaluate(
     resources: dict[str, object],
     instance: DagsterInstance,
     parallel: int,
-    fingerprint: str,
+    tags: Mapping[str, str],
 ) -> list[str]:
     """The date's evaluation through the asset graph; the failures of its runs."""
     from eval_pipeline.orchestration.execution import run_all
-    from eval_pipeline.orchestration.instance_evaluations import FINGERPRINT_TAG
 
     outcomes = run_all(
         date,
@@ -423,6 +445,6 @@ def _evaluate(
         lambda stage: print(f"  running {stage} …", flush=True),
         parallel=parallel,
         on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
-        tags={FINGERPRINT_TAG: fingerprint},
+        tags=tags,
     )
     return [f"{o.name}: {f}" for o in outcomes for f in o.failures]

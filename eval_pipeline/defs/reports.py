@@ -47,7 +47,7 @@ from eval_pipeline.runtime.instance_queries import evaluation_id, retrievals_rec
 
 GROUP = "reports"
 # What `run` checks before it lets a stored report stand for a new run
-# (orchestration/instance_evaluations.py).
+# (orchestration/standing.py).
 RESULTS_SHA256 = "results_sha256"
 
 

@@ -12,7 +12,7 @@ fails here, at import, and the fix is made here. Everything else imports them fr
   asset backfill record and its subsets, the evaluation assets' graph, and the statuses of runs in
   progress, none of which Dagster exports;
 - parallel runs (orchestration/parallel.py): the instance reference a worker process reopens;
-- the up-to-date check (orchestration/instance_evaluations.py): the SQLite event log's class;
+- the up-to-date check (orchestration/standing.py): the SQLite event log's class;
 - the pool slots an asset claims (defs/pools.py, runtime/slot_wait.py);
 - the data version tag a calibration records (defs/calibration.py).
 """

@@ -1,0 +1,357 @@
+"""Does a model's stored evaluation of a date stand, so that `run` may answer from it?
+
+It stands when its results could not differ: the same code, KB, banks, history, models-file
+entry, gates, results and storage location, calibration cost and date (`ModelInputs`), a model
+of this package alone (no remote service, no team code), and stored files that are the ones its
+run wrote, with no test errored and no bank left unjudged (the outage may be over).
+
+Each run `run` makes is tagged with the digests of every model it evaluates. The instance
+answers for a model from its partition's latest materialisations: all from a run that carried
+these digests for it, the run report's recorded results-file hash that of the file read now.
+A regression diff is left out: whatever makes one again (an earlier date evaluated later)
+compares the same stored report with its newer baseline, so the evaluation still stands.
+
+Whenever the instance says a model stands, `run` records it beside the instance with a mark of
+the instance's files (configuration; size, time and inode of each SQLite file of its stored
+history). Any run, materialisation or observation since changes the mark: a rerun finding the
+same digests and the same mark stands without importing Dagster. A past date stands only so:
+it evaluates that day's snapshot of the inputs, which today's files describe only while the
+instance has stored nothing since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from eval_pipeline.core.code_version import code_version
+from eval_pipeline.core.dates import today_utc
+from eval_pipeline.core.fileio import atomic_write_text
+from eval_pipeline.core.inputs.kb import sha256_text
+from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
+from eval_pipeline.core.scoring.run_document import (
+    GATE_FILE,
+    REPORT_FILE,
+    RESULTS_FILE,
+    DocumentError,
+    parse_document,
+)
+from eval_pipeline.location import instance_home
+
+if TYPE_CHECKING:
+    import dagster as dg
+    from upath import UPath
+
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks
+    from eval_pipeline.core.verdicts.run_gate import Gates
+    from eval_pipeline.providers.models import ModelConfig
+
+FINGERPRINT_TAG = "eval_pipeline/inputs"  # JSON: model -> ModelInputs.digests()
+RECORDS_DIR = "recorded_evaluations"
+HISTORY_DIR = "history"  # where the project's SQLite storage keeps runs and events
+CONFIG_FILE = "dagster.yaml"
+DIGEST_CHARS = 16
+# What changed, as the user knows it, for each part of the inputs.
+CHANGED = {
+    "code": "the code changed",
+    "kb": "the KB changed",
+    "history": "the expectation history changed",
+    "model": "the models file changed for {model}",
+    "gates": "the gates changed",
+    "location": "results/storage location changed",
+    "calibration_cost_usd": "a calibration was logged for {date}",
+    "date": "no stored evaluation for {model} on {date}",
+}
+
+
+class ModelInputs(BaseModel):
+    """Everything one model's evaluation of one date rests on."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+
+    code: str  # the package's code and result schema versions
+    date: str
+    kb: str  # version label and content hash
+    banks: dict[str, str]  # bank name -> hash of its files
+    history: str
+    model: dict[str, Any]  # the models-file entry, as JSON
+    gates: dict[str, Any]
+    location: dict[str, str | None]  # where asset values and reports go
+    calibration_cost_usd: float  # in every result, even when no expectation moved
+
+    def digests(self) -> dict[str, str]:
+        parts = {k: v for k, v in self.model_dump(mode="json").items() if k != "banks"}
+        parts |= {f"bank:{name}": value for name, value in self.banks.items()}
+        return {key: _digest(value) for key, value in sorted(parts.items())}
+
+
+def _digest(value: object) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def model_inputs(
+    kb: KnowledgeBase,
+    banks: Banks,
+    configs: Mapping[str, ModelConfig],
+    date: str,
+    gates: Gates,
+    pass_threshold: int,
+    location: Mapping[str, str | None],
+    calibration_cost_usd: float,
+) -> dict[str, ModelInputs]:
+    """What each model's evaluation of `date` rests on, by model."""
+    from eval_pipeline.core.inputs.loading import history_hash
+
+    # A bank by its mechanism's name (the crisis rules go with the pattern bank).
+    named = {rel: m.value for m, rel in banks.layout.banks().items()} | {banks.layout.rules: "pattern"}
+    grouped: dict[str, list[str]] = {}
+    for rel, file_hash in sorted(banks.file_hashes.items()):
+        grouped.setdefault(named.get(rel, rel), []).append(f"{rel}:{file_hash}")
+    common = {
+        "code": f"{RESULT_SCHEMA_VERSION}:{code_version()}",
+        "date": date,
+        "kb": f"{kb.kb_version}:{kb.content_hash}",
+        "banks": {name: _digest(files) for name, files in grouped.items()},
+        "history": history_hash(banks.history),
+        "gates": {"pass_threshold": pass_threshold, **gates.model_dump(mode="json")},
+        "location": dict(location),
+        "calibration_cost_usd": calibration_cost_usd,
+    }
+    return {m: ModelInputs(model=cfg.model_dump(mode="json"), **common) for m, cfg in configs.items()}
+
+
+def changes(before: Mapping[str, str], now: Mapping[str, str], model: str, date: str) -> str | None:
+    """What differs between two models' inputs, in the user's terms; None when nothing does."""
+    differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    banks = [k.removeprefix("bank:") for k in differ if k.startswith("bank:")]
+    said = [CHANGED[k].format(model=model, date=date) for k in differ if k in CHANGED]
+    said += [f"test banks changed: {', '.join(banks)}"] if banks else []
+    return "; ".join(said) if said else None
+
+
+@dataclass(frozen=True)
+class Stood:
+    """A model's stored evaluation that stands: the runs that made it and its results file."""
+
+    run_ids: list[str]
+    made_at: datetime | None
+    results_sha256: str
+
+
+class _Recorded(BaseModel):
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+
+    digests: dict[str, str]
+    run_ids: list[str]
+    made_at: datetime | None
+    results_sha256: str
+
+
+class _Record(BaseModel):
+    """A date's models whose evaluation the instance said stands, and the instance's mark then."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+
+    instance_mark: str
+    models: dict[str, _Recorded]
+
+
+def instance_mark(home: Path) -> str | None:
+    """The mark of the instance's configuration and stored history; None when unreadable."""
+    digest = hashlib.sha256()
+    try:
+        digest.update((home / CONFIG_FILE).read_bytes())
+        # -shm files index a write-ahead log for readers; the log and databases hold the data.
+        files = sorted(p for p in (home / HISTORY_DIR).rglob("*") if not p.name.endswith("-shm"))
+        for path in files:
+            st = path.stat()
+            if path.is_file():
+                name = path.relative_to(home).as_posix()
+                digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+    except OSError:  # a file came or went while reading: no mark to compare
+        return None
+    return digest.hexdigest()
+
+
+def _record_file(home: Path, date: str) -> Path:
+    return home / RECORDS_DIR / f"{date}.json"
+
+
+def _read_record(home: Path, date: str) -> _Record | None:
+    try:
+        return _Record.model_validate_json(_record_file(home, date).read_text(encoding="utf-8"))
+    except (OSError, ValueError, ValidationError):  # none, or not one this code wrote: ask the instance
+        return None
+
+
+class Standing:
+    """Which of a command's models stand on their stored evaluation of its date; each decision is
+    printed, the reasons in the user's terms."""
+
+    def __init__(
+        self, inputs: Mapping[str, ModelInputs], results: Path | UPath, may_stand: Iterable[str]
+    ) -> None:
+        self.inputs = dict(inputs)
+        self.date = next(iter(inputs.values())).date
+        self.results = results
+        self.may_stand = set(may_stand)  # reproducible models, and no --force or --cache refresh/off
+        self.home = instance_home()
+
+    def tags(self, models: Sequence[str]) -> dict[str, str]:
+        """The tag of the runs that evaluate `models`."""
+        digests = {m: self.inputs[m].digests() for m in models}
+        return {FINGERPRINT_TAG: json.dumps(digests, sort_keys=True, separators=(",", ":"))}
+
+    def as_recorded(self) -> list[str]:
+        """The models that do not stand as recorded (decided without Dagster); prints the others."""
+        record = _read_record(self.home, self.date)
+        if record is None or record.instance_mark != instance_mark(self.home):
+            return [m for m in self.inputs]
+        pending = []
+        for model in self.inputs:
+            entry = record.models.get(model)
+            if (
+                model in self.may_stand
+                and entry is not None
+                and entry.digests == self.inputs[model].digests()
+                and self._results_sha256(model) == entry.results_sha256
+            ):
+                _say_stands(model, Stood(entry.run_ids, entry.made_at, entry.results_sha256))
+            else:
+                pending.append(model)
+        return pending
+
+    def with_instance(self, instance: dg.DagsterInstance, models: Sequence[str]) -> list[str]:
+        """The models of `models` to evaluate, each with the reason printed; prints the others."""
+        evaluate = []
+        for model in models:
+            if model not in self.may_stand:
+                evaluate.append(model)
+                continue
+            stored = self.stored(instance, model)
+            if isinstance(stored, Stood) and self.date != today_utc():
+                stored = "other evaluations were stored since (a past date stands only as recorded)"
+            if isinstance(stored, Stood):
+                _say_stands(model, stored)
+            else:
+                print(f"  evaluating {model}: {stored}")
+                evaluate.append(model)
+        return evaluate
+
+    def stored(self, instance: dg.DagsterInstance, model: str) -> Stood | str:
+        """The model's stored evaluation when the instance says it stands; else why not."""
+        import dagster as dg
+
+        from eval_pipeline.defs.diffs import regression_diff
+        from eval_pipeline.defs.graph import PER_MODEL
+        from eval_pipeline.defs.partitions import model_date_key
+        from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
+
+        run_dir = self.results / model / self.date
+        missing = f"no stored evaluation for {model} on {self.date}"
+        if not (run_dir / RESULTS_FILE).is_file():
+            return missing
+        if not all((run_dir / name).is_file() for name in (REPORT_FILE, GATE_FILE)):
+            return f"{run_dir} no longer holds its report and gate"
+        try:
+            text = (run_dir / RESULTS_FILE).read_text(encoding="utf-8")
+            aggregate = parse_document(text, run_dir / RESULTS_FILE).aggregate
+        except (OSError, UnicodeDecodeError, DocumentError) as exc:
+            return str(exc)
+        if aggregate.errored_count:
+            return f"{aggregate.errored_count} test(s) errored"
+        if aggregate.health.value == "UNKNOWN":
+            return "health was UNKNOWN"
+        partition = str(model_date_key(model, self.date))
+        runs: dict[str, str | None] = {}
+        report = None
+        for key in sorted(PER_MODEL - {regression_diff.key}):
+            found = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+            ).records
+            if not found:
+                return missing
+            record = found[0]
+            if record.run_id not in runs:
+                run = instance.get_run_by_id(record.run_id)
+                runs[record.run_id] = self._changes(run.tags if run is not None else {}, model)
+            if runs[record.run_id] is not None:
+                return str(runs[record.run_id])
+            report = record if key == run_report.key else report
+        materialization = report.asset_materialization if report is not None else None
+        entry = materialization.metadata.get(RESULTS_SHA256) if materialization is not None else None
+        if report is None or entry is None or str(entry.value) != sha256_text(text):
+            return f"{run_dir / RESULTS_FILE} is not the file its run wrote"
+        return Stood(sorted(runs), datetime.fromtimestamp(report.timestamp, UTC), str(entry.value))
+
+    def _changes(self, tags: Mapping[str, str], model: str) -> str | None:
+        if FINGERPRINT_TAG not in tags:
+            if tags.get("launched_by") == "eval-pipeline run":
+                return f"{model} on {self.date} was evaluated again in part since (--retry-errored)"
+            return f"{model} on {self.date} was made again since by the UI, automation or a backfill"
+        try:
+            before = json.loads(tags[FINGERPRINT_TAG]).get(model)
+        except (ValueError, AttributeError):  # a tag of earlier code
+            return CHANGED["code"]
+        if not isinstance(before, dict):
+            return CHANGED["code"]
+        return changes(before, self.inputs[model].digests(), model, self.date)
+
+    def settle(self, instance: dg.DagsterInstance) -> dict[str, Stood]:
+        """After the evaluation: the models the instance says stand now, to be recorded once the
+        instance is closed (closing may still write its files); none when its history is not
+        kept in its home (a Postgres instance), where no mark could cover it."""
+        if not _history_in_home(instance, self.home):
+            return {}
+        stood = {m: self.stored(instance, m) for m in self.inputs if m in self.may_stand}
+        return {m: s for m, s in stood.items() if isinstance(s, Stood)}
+
+    def record(self, stood: Mapping[str, Stood]) -> None:
+        mark = instance_mark(self.home)
+        if mark is None or not stood:
+            return
+        earlier = _read_record(self.home, self.date)
+        kept = earlier.models if earlier is not None and earlier.instance_mark == mark else {}
+        made = {m: _Recorded(digests=self.inputs[m].digests(), **vars(s)) for m, s in stood.items()}
+        record = _Record(instance_mark=mark, models={**kept, **made})
+        atomic_write_text(_record_file(self.home, self.date), record.model_dump_json(indent=2))
+
+    def _results_sha256(self, model: str) -> str | None:
+        """The hash of the model's results file, when it has its report and gate beside it."""
+        run_dir = self.results / model / self.date
+        try:
+            if all((run_dir / name).is_file() for name in (REPORT_FILE, GATE_FILE)):
+                return sha256_text((run_dir / RESULTS_FILE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            pass
+        return None
+
+
+def _history_in_home(instance: dg.DagsterInstance, home: Path) -> bool:
+    """Whether the instance keeps its events in SQLite files under its home's history folder,
+    the files the mark covers."""
+    from eval_pipeline.runtime.dagster_private import SqliteEventLogStorage
+
+    events = instance.event_log_storage
+    where = os.path.realpath(home / HISTORY_DIR / "runs")
+    # _base_dir: where Dagster's SQLite event log keeps its files (no public accessor).
+    return isinstance(events, SqliteEventLogStorage) and os.path.realpath(events._base_dir) == where
+
+
+def _say_stands(model: str, stood: Stood) -> None:
+    when = f"{stood.made_at:%Y-%m-%d %H:%M} UTC" if stood.made_at else "earlier"
+    runs = ", ".join(run_id[:8] for run_id in stood.run_ids)
+    print(
+        f"  up to date: {model}: the code, inputs, its models-file entry and gates are those of its "
+        f"runs made {when} ({runs}); its verdict stands (--force evaluates again)"
+    )
