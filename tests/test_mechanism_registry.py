@@ -14,6 +14,7 @@ import dagster as dg
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.scoring.aggregate import aggregate
+from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.registry import DETERMINISTIC, MECHANISMS
 from eval_pipeline.core.scoring.results import AnyResult
 from eval_pipeline.core.scoring.run_document import RunDocument
@@ -66,10 +67,13 @@ def test_the_combined_score_weighs_banks_by_the_registry_renormalised_over_banks
         assert agg.combined_score is not None and abs(agg.combined_score - expected) < 1e-9
 
 
-def test_banks_and_the_results_document_hold_one_field_per_declared_mechanism() -> None:
+def test_banks_the_results_document_and_the_systems_results_hold_one_field_per_mechanism() -> None:
     for m, d in MECHANISMS.items():
         assert m.value in Banks.model_fields
         assert get_args(RunDocument.model_fields[m.value].annotation) == (d.result,)
+    for d in DETERMINISTIC:  # the stored `system_results` asset
+        (rows, _) = get_args(SystemResults.model_fields[d.mechanism.value].annotation)
+        assert get_args(rows) == (d.result,)
 
 
 def test_the_graph_has_each_deterministic_mechanism_s_reference_assets_from_the_registry() -> None:

@@ -107,20 +107,18 @@ ALWAYS_CHECK = "always_entities_present"
 def _reference_results(d: Deterministic[Any, Any]) -> dg.AssetsDefinition:
     """The reference outputs of the date scored against the bank; pattern names its critical
     failures, and always checks that every expected entity loaded (ERROR)."""
-    checks = [
-        dg.AssetCheckSpec(
-            ALWAYS_CHECK,
-            asset=results_name(d),
-            partitions_def=date_partitions,  # the UI names the date checked
-            description="Every always test loads all its expected entities (ERROR).",
-        )
-    ]
+    always_check = dg.AssetCheckSpec(
+        ALWAYS_CHECK,
+        asset=results_name(d),
+        partitions_def=date_partitions,  # the UI names the date checked
+        description="Every always test loads all its expected entities (ERROR).",
+    )
 
     @dg.asset(
         name=results_name(d),
         description=f"The reference {d.outputs_name} scored against the {d.mechanism.value} bank.",
         ins={d.outputs_name: dg.AssetIn(), "test_banks": dg.AssetIn()},
-        check_specs=checks if d is ALWAYS else None,
+        check_specs=[always_check] if d is ALWAYS else None,
         group_name=GROUP,
         partitions_def=date_partitions,
         io_manager_key=PARQUET_IO,

@@ -111,7 +111,7 @@ def estimate_spend(
 
     `embedded` collects (embedder, input type, text) across the models of one run: a text an
     earlier model embeds is in the cache by the time a later one with that embedder asks."""
-    tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
+    tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests)
     items = retrieval_items(tests, cfg.trials)
     stages = [_system(cfg, banks, scope, len(items))] if cfg.system is not None else []
     if items and cfg.embedder is not None and cfg.reranker is not None and cfg.uses_api:
@@ -142,8 +142,7 @@ def estimate_spend(
 
 def _system(cfg: ModelConfig, banks: Banks, scope: Scope, semantic_items: int) -> StageSpend:
     assert cfg.system is not None
-    others = [m for m in cfg.system_mechanisms if m is not Mechanism.SEMANTIC]
-    calls = len(system_requests(banks, scope, others))
+    calls = len(system_requests(banks, scope, cfg.system_mechanisms))
     calls += semantic_items if cfg.system.runs(Mechanism.SEMANTIC) else 0
     where = redact_url(cfg.system.url) if cfg.system.url else "python entry point"
     return StageSpend(

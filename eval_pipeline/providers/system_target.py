@@ -164,8 +164,7 @@ async def ask_all(
 def run_system(cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
     """The system's outputs for the scope's tests of the non-semantic banks `cfg` assigns to it
     (none when it assigns none)."""
-    mechanisms = [m for m in cfg.system_mechanisms if m is not Mechanism.SEMANTIC]
-    requests = system_requests(banks, scope, mechanisms)
+    requests = system_requests(banks, scope, cfg.system_mechanisms)
     if cfg.system is None or not requests:
         return []
     target = make_target(cfg.system, retry_policy(cfg), cfg.faults)

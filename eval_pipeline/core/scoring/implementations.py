@@ -18,7 +18,7 @@ from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.registry import DETERMINISTIC, BankResults
-from eval_pipeline.core.scoring.results import AnyResult, Result
+from eval_pipeline.core.scoring.results import AlwaysResult, AnyResult, PatternResult, StateResult
 
 # The contract's models load with a request to the team's system: scoring builds none.
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ Implementations = Mapping[Mechanism, str]
 def system_requests(
     banks: Banks, scope: Scope, mechanisms: Iterable[Mechanism]
 ) -> list[tuple[str, SystemRequest]]:
-    """(test id, request) for each test of the scope in the given non-semantic banks."""
+    """(test id, request) for each test of the scope in the given banks (semantic tests are
+    retrievals: the providers ask for those)."""
     chosen = set(mechanisms)
     return [
         (t.test_id, d.request(t))
@@ -49,13 +50,22 @@ def answer_output(test_id: str, mechanism: Mechanism, answer: SystemAnswer) -> M
 
 class SystemResults(BaseModel):
     """A model's implementation per bank, and its system's scored results for the banks it
-    assigns to the system (the others come from the reference)."""
+    assigns to the system (None: the bank comes from the reference). Stored as the
+    `system_results` asset: one field per deterministic mechanism, named for it."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
     implementations: dict[Mechanism, str]
-    results: dict[Mechanism, list[Result]] = Field(default_factory=dict)
+    state: list[StateResult] | None = None
+    pattern: list[PatternResult] | None = None
+    always: list[AlwaysResult] | None = None
     errored: int = Field(default=0, description="System calls that failed or broke the contract")
+
+    @property
+    def results(self) -> dict[Mechanism, list[AnyResult]]:
+        """The system's results per bank it answers."""
+        banks = {d.mechanism: getattr(self, d.mechanism.value) for d in DETERMINISTIC}
+        return {m: rows for m, rows in banks.items() if rows is not None}
 
     def judged(self, reference: BankResults) -> dict[Mechanism, Sequence[AnyResult]]:
         """The results the model is judged on: its system's where it has one, else the given
@@ -67,12 +77,12 @@ def score_system(
     banks: Banks, implementations: Implementations, outputs: Sequence[MechanismOutput]
 ) -> SystemResults:
     """Score the system's outputs for the banks assigned to it."""
-    return SystemResults(
-        implementations=dict(implementations),
-        results={
-            d.mechanism: d.score(d.tests(banks), [o for o in outputs if o.mechanism is d.mechanism])
-            for d in DETERMINISTIC
-            if implementations.get(d.mechanism, REFERENCE) != REFERENCE
-        },
-        errored=sum(o.error is not None for o in outputs),
+    scored = {
+        d.mechanism.value: d.score(d.tests(banks), [o for o in outputs if o.mechanism is d.mechanism])
+        for d in DETERMINISTIC
+        if implementations.get(d.mechanism, REFERENCE) != REFERENCE
+    }
+    errored = sum(o.error is not None for o in outputs)
+    return SystemResults.model_validate(
+        {"implementations": dict(implementations), **scored, "errored": errored}
     )

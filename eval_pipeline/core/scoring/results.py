@@ -7,7 +7,7 @@ is counted apart and never averaged as 0 or 100.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -130,5 +130,3 @@ class AlwaysResult(ResultBase):
 
 
 AnyResult = SemanticResult | StateResult | PatternResult | AlwaysResult
-# Any result where a file holds several banks' results: told apart by its `mechanism`.
-Result = Annotated[AnyResult, Field(discriminator="mechanism")]
