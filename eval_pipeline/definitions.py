@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,24 @@ def build_resources(
     }
 
 
+def _warn_of_dagster_defaults() -> None:
+    """Say so when the Dagster home has no dagster.yaml (a bare `dg dev` on a new home): its
+    webserver and daemon read that file once, when they start, before this location loads, and
+    neither dg nor Dagster has a setting that writes it first (`make ui` does)."""
+    home = os.environ.get("DAGSTER_HOME")
+    if home and not (Path(home) / "dagster.yaml").exists():
+        dg.get_dagster_logger().warning(
+            f"{home} has no dagster.yaml: Dagster runs there on its own defaults, without the "
+            "project's settings (provider pools, run monitoring, storage, INFO logging); stop it "
+            "and start the UI with `make ui`, which writes them first"
+        )
+
+
 def location() -> dg.Definitions:
     """Every definition under `defs/`, found by dg's loader (assets, checks, jobs, sensors;
     calibration spends money, so it is its own job and a STOPPED sensor, never part of
     evaluation), with the project's resources and schedules."""
+    _warn_of_dagster_defaults()
     return dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
         # One process for the whole run (a process per step costs seconds each), or Celery's

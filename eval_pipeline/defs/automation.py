@@ -57,10 +57,13 @@ def model_partitions(
     new = [key for key, cfg in providers.models().items() if cfg.enabled and key not in existing]
     if not new:
         return dg.SkipReason("every enabled model has its partition")
+    # Dagster records a tick that launches no run as skipped, whatever else it did: its reason
+    # says what was added (the tick also lists the partitions).
     return dg.SensorResult(
+        skip_reason=f"added model partition(s) {', '.join(new)}: evaluation_automation evaluates them",
         dynamic_partitions_requests=[
             dg.AddDynamicPartitionsRequest(partitions_def_name=MODEL_DIM, partition_keys=new)
-        ]
+        ],
     )
 
 

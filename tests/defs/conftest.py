@@ -31,6 +31,21 @@ NO_COMPUTE_LOGS = {
 PYTHON_LOGS = {"python_logs": yaml.safe_load(dagster_yaml(Path()))["python_logs"]}
 
 
+def location_env(root: Path) -> dict[str, str]:
+    """`EVAL_PIPELINE_*` as a user sets them for a code location on the project in `root`: a copy
+    of the tenant fixture in `tenant/`, `models.yaml`, and results, storage and cache beside them."""
+    paths = {
+        "KB": "tenant/kb.yaml",
+        "BANKS_DIR": "tenant/banks",
+        "MODELS_FILE": "models.yaml",
+        "RESULTS_DIR": "results",
+        "STORAGE_DIR": "storage",
+        "CACHE_DIR": ".cache",
+        "CALIBRATION_DIR": "calibration",
+    }
+    return {f"EVAL_PIPELINE_{name}": str(root / path) for name, path in paths.items()}
+
+
 @dataclass
 class Env:
     root: Path

@@ -24,6 +24,7 @@ from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.child_process import group_alive
 from eval_pipeline.orchestration.execution import dagster_yaml
 from tests.conftest import TENANT
+from tests.defs.conftest import location_env
 from tests.embedding_cache import warm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +46,10 @@ SENSOR = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLoc
   ... on Sensor { jobOriginId sensorState { selectorId } } } }"""
 STOP_SENSOR = """mutation($origin: String!, $selector: String!) {
   stopSensor(jobOriginId: $origin, jobSelectorId: $selector) { __typename } }"""
+TICKS = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName:
+  "eval_pipeline", repositoryName: "__repository__", sensorName: $name}) {
+  ... on Sensor { sensorState { ticks(limit: 20) { status skipReason
+    dynamicPartitionsRequestResults { partitionsDefName partitionKeys type } } } } } }"""
 
 
 def _free_port() -> int:
@@ -101,6 +106,20 @@ def _models_shown(port: int) -> bool:
     return MODEL in {key for d in dims if d["name"] == "model" for key in d["partitionKeys"]}
 
 
+def _adding_tick(port: int) -> dict[str, Any] | None:
+    """The finished tick of `model_partitions` that added partitions, once the daemon wrote it."""
+    ticks = _graphql(port, TICKS, name="model_partitions")["sensorOrError"]["sensorState"]["ticks"]
+    added = [t for t in ticks if t["dynamicPartitionsRequestResults"] and t["status"] != "STARTED"]
+    return added[0] if added else None
+
+
+def _project_env(tmp_path: Path) -> dict[str, str]:
+    """The environment pointing the code location at a copy of the tenant fixture in `tmp_path`."""
+    shutil.copytree(TENANT, tmp_path / "tenant")
+    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    return {**os.environ, **location_env(tmp_path)}
+
+
 def _stop_sensor(port: int, name: str) -> None:
     sensor = _graphql(port, SENSOR, name=name)["sensorOrError"]
     origin, selector = sensor["jobOriginId"], sensor["sensorState"]["selectorId"]
@@ -111,19 +130,8 @@ def _stop_sensor(port: int, name: str) -> None:
 def test_make_ui_on_a_fresh_home_runs_with_the_projects_settings(
     tmp_path: Path, local_embeddings: Path
 ) -> None:
-    shutil.copytree(TENANT, tmp_path / "tenant")
-    shutil.copy(REPO / "models.yaml", tmp_path / "models.yaml")
+    env = _project_env(tmp_path)
     warm(tmp_path / ".cache", local_embeddings)
-    paths = {
-        "EVAL_PIPELINE_KB": "tenant/kb.yaml",
-        "EVAL_PIPELINE_BANKS_DIR": "tenant/banks",
-        "EVAL_PIPELINE_MODELS_FILE": "models.yaml",
-        "EVAL_PIPELINE_RESULTS_DIR": "results",
-        "EVAL_PIPELINE_STORAGE_DIR": "storage",
-        "EVAL_PIPELINE_CACHE_DIR": ".cache",
-        "EVAL_PIPELINE_CALIBRATION_DIR": "calibration",
-    }
-    env = {**os.environ, **{k: str(tmp_path / v) for k, v in paths.items()}}
     home = tmp_path / "dagster_home"  # fresh: not even made
     port = _free_port()
     # What `make ui` runs, started as a script in the background starts it: SIGINT ignored.
@@ -142,6 +150,15 @@ def test_make_ui_on_a_fresh_home_runs_with_the_projects_settings(
         assert (home / "dagster.yaml").read_text() == dagster_yaml(home)
         # Only the launched runs, not today's automated evaluation, on a shared machine.
         _stop_sensor(port, "evaluation_automation")
+        # The daemon's model_partitions tick added the models' partitions. Dagster records a
+        # tick that launches no run as SKIPPED; its reason and its results say what it added.
+        tick = _wait_for("the tick that added partitions", 60, lambda: _adding_tick(port))
+        (added,) = tick["dynamicPartitionsRequestResults"]
+        assert (added["partitionsDefName"], added["type"]) == ("model", "ADD_PARTITIONS")
+        assert MODEL in added["partitionKeys"]
+        assert tick["status"] == "SKIPPED"
+        keys = ", ".join(added["partitionKeys"])
+        assert tick["skipReason"] == f"added model partition(s) {keys}: evaluation_automation evaluates them"
 
         date_run = _launch(port, "evaluate_date", DATE)
         assert _wait_for("the date's run", 150, lambda: _finished(port, date_run)) == "SUCCESS"
@@ -158,5 +175,37 @@ def test_make_ui_on_a_fresh_home_runs_with_the_projects_settings(
         _wait_for("every process `dg dev` started to stop", 30, lambda: not group_alive(proc.pid))
     finally:
         if group_alive(proc.pid):  # the test failed: stop whatever is left
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(300)
+def test_a_bare_dg_dev_on_a_fresh_home_says_it_runs_without_the_projects_settings(
+    tmp_path: Path,
+) -> None:
+    # `dg dev` itself, not `make ui`: dg and Dagster offer no setting that writes dagster.yaml
+    # before its webserver and daemon read it, so the code location says what is missing.
+    home = tmp_path / "dagster_home"
+    log = tmp_path / "dg_dev.log"
+    dg_cli = str(Path(sys.executable).with_name("dg"))
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [dg_cli, "dev", "-h", "127.0.0.1", "-p", str(_free_port())],
+            cwd=REPO,
+            env={
+                **_project_env(tmp_path),
+                "DAGSTER_HOME": str(home),
+                "VIRTUAL_ENV": str(Path(sys.executable).parents[1]),
+            },
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        said = f"{home} has no dagster.yaml: Dagster runs there on its own defaults"
+        _wait_for("the code location's warning", 240, lambda: said in log.read_text(errors="replace"))
+        assert not (home / "dagster.yaml").exists()  # nothing wrote the project's settings
+    finally:
+        if group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

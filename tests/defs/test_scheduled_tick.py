@@ -24,7 +24,7 @@ from eval_pipeline.orchestration.execution import project_instance
 from eval_pipeline.orchestration.schedules import SCHEDULE_TAG
 from eval_pipeline.runtime.dagster_private import BulkActionStatus
 from tests.conftest import TENANT
-from tests.defs.conftest import REPO
+from tests.defs.conftest import REPO, location_env
 from tests.embedding_cache import warm
 
 DAEMON_SITE = REPO / "tests" / "daemon_site"
@@ -49,16 +49,8 @@ def test_a_scheduled_tick_leaves_a_comparison_for_every_date_of_its_window(
     (tmp_path / "models.yaml").write_text(yaml.safe_dump(models))
     (tmp_path / "schedules.yaml").write_text(SCHEDULES)
     warm(tmp_path / ".cache", local_embeddings)
-    for name, value in {
-        "KB": "tenant/kb.yaml",
-        "BANKS_DIR": "tenant/banks",
-        "MODELS_FILE": "models.yaml",
-        "RESULTS_DIR": "results",
-        "STORAGE_DIR": "storage",
-        "CACHE_DIR": ".cache",
-        "CALIBRATION_DIR": "calibration",
-    }.items():
-        monkeypatch.setenv(f"EVAL_PIPELINE_{name}", str(tmp_path / value))
+    for name, value in location_env(tmp_path).items():
+        monkeypatch.setenv(name, value)
     # The daemon's backfill loop waits 5 s between iterations, not Dagster's 30 (tests/daemon_site).
     monkeypatch.setenv(
         "PYTHONPATH", os.pathsep.join(filter(None, [str(DAEMON_SITE), os.environ.get("PYTHONPATH")]))
