@@ -1,22 +1,15 @@
 """Does a model's stored evaluation of a date stand, so that `run` may answer from it?
 
-It stands when its results could not differ: the same code, KB, banks, history, models-file
-entry, gates, results and storage location, calibration cost and date (`ModelInputs`), a model
-of this package alone (no remote service, no team code), and stored files that are the ones its
-run wrote, with no test errored and no bank left unjudged (the outage may be over).
-
-Each run `run` makes is tagged with the digests of every model it evaluates. The instance
-answers for a model from its partition's latest materialisations: all from a run that carried
-these digests for it, the run report's recorded results-file hash that of the file read now.
-A regression diff is left out: whatever makes one again (an earlier date evaluated later)
-compares the same stored report with its newer baseline, so the evaluation still stands.
-
-Whenever the instance says a model stands, `run` records it beside the instance with a mark of
-the instance's files (configuration; size, time and inode of each SQLite file of its stored
-history). Any run, materialisation or observation since changes the mark: a rerun finding the
-same digests and the same mark stands without importing Dagster. A past date stands only so:
-it evaluates that day's snapshot of the inputs, which today's files describe only while the
-instance has stored nothing since.
+It stands when its results could not differ: the same inputs (`ModelInputs`), a model of this
+package alone (no remote service, no team code), and the stored files its run wrote, with no
+test errored and no bank unjudged (the outage may be over). The runs that evaluate a model are
+tagged with its inputs' digests; the instance answers from the model × date partition's latest
+materialisations. The regression diff is left out: whatever makes it again compares the same
+report with a newer baseline. What the instance said stands is recorded beside it with a mark
+of its files (configuration; size, time and inode of each SQLite file of its history): the same
+mark on a rerun means nothing was stored since, and the record answers without Dagster. A past
+date stands only so: it evaluates that day's snapshot of the inputs, which today's files
+describe only while the instance has stored nothing since.
 """
 
 from __future__ import annotations
@@ -25,7 +18,6 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,16 +131,10 @@ def changes(before: Mapping[str, str], now: Mapping[str, str], model: str, date:
     return "; ".join(said) if said else None
 
 
-@dataclass(frozen=True)
-class Stood:
-    """A model's stored evaluation that stands: the runs that made it and its results file."""
+class Stood(BaseModel):
+    """A model's stored evaluation that stands: its inputs' digests, the runs that made it and
+    the hash of its results file."""
 
-    run_ids: list[str]
-    made_at: datetime | None
-    results_sha256: str
-
-
-class _Recorded(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     digests: dict[str, str]
@@ -163,7 +149,7 @@ class _Record(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     instance_mark: str
-    models: dict[str, _Recorded]
+    models: dict[str, Stood]
 
 
 def instance_mark(home: Path) -> str | None:
@@ -220,13 +206,15 @@ class Standing:
         pending = []
         for model in self.inputs:
             entry = record.models.get(model)
+            text, _ = self._results_text(model)
             if (
                 model in self.may_stand
                 and entry is not None
                 and entry.digests == self.inputs[model].digests()
-                and self._results_sha256(model) == entry.results_sha256
+                and text is not None
+                and sha256_text(text) == entry.results_sha256
             ):
-                _say_stands(model, Stood(entry.run_ids, entry.made_at, entry.results_sha256))
+                _say_stands(model, entry)
             else:
                 pending.append(model)
         return pending
@@ -257,16 +245,13 @@ class Standing:
         from eval_pipeline.defs.partitions import model_date_key
         from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
 
-        run_dir = self.results / model / self.date
-        missing = f"no stored evaluation for {model} on {self.date}"
-        if not (run_dir / RESULTS_FILE).is_file():
-            return missing
-        if not all((run_dir / name).is_file() for name in (REPORT_FILE, GATE_FILE)):
-            return f"{run_dir} no longer holds its report and gate"
+        results = self.results / model / self.date / RESULTS_FILE
+        text, why = self._results_text(model)
+        if text is None:
+            return str(why)
         try:
-            text = (run_dir / RESULTS_FILE).read_text(encoding="utf-8")
-            aggregate = parse_document(text, run_dir / RESULTS_FILE).aggregate
-        except (OSError, UnicodeDecodeError, DocumentError) as exc:
+            aggregate = parse_document(text, results).aggregate
+        except DocumentError as exc:
             return str(exc)
         if aggregate.errored_count:
             return f"{aggregate.errored_count} test(s) errored"
@@ -280,7 +265,7 @@ class Standing:
                 dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
             ).records
             if not found:
-                return missing
+                return f"no stored evaluation for {model} on {self.date}"
             record = found[0]
             if record.run_id not in runs:
                 run = instance.get_run_by_id(record.run_id)
@@ -291,8 +276,14 @@ class Standing:
         materialization = report.asset_materialization if report is not None else None
         entry = materialization.metadata.get(RESULTS_SHA256) if materialization is not None else None
         if report is None or entry is None or str(entry.value) != sha256_text(text):
-            return f"{run_dir / RESULTS_FILE} is not the file its run wrote"
-        return Stood(sorted(runs), datetime.fromtimestamp(report.timestamp, UTC), str(entry.value))
+            return f"{results} is not the file its run wrote"
+        made_at = datetime.fromtimestamp(report.timestamp, UTC)
+        return Stood(
+            digests=self.inputs[model].digests(),
+            run_ids=sorted(runs),
+            made_at=made_at,
+            results_sha256=str(entry.value),
+        )
 
     def _changes(self, tags: Mapping[str, str], model: str) -> str | None:
         if FINGERPRINT_TAG not in tags:
@@ -300,10 +291,8 @@ class Standing:
                 return f"{model} on {self.date} was evaluated again in part since (--retry-errored)"
             return f"{model} on {self.date} was made again since by the UI, automation or a backfill"
         try:
-            before = json.loads(tags[FINGERPRINT_TAG]).get(model)
-        except (ValueError, AttributeError):  # a tag of earlier code
-            return CHANGED["code"]
-        if not isinstance(before, dict):
+            before = dict(json.loads(tags[FINGERPRINT_TAG])[model])
+        except (ValueError, LookupError, TypeError):  # a tag of earlier code
             return CHANGED["code"]
         return changes(before, self.inputs[model].digests(), model, self.date)
 
@@ -322,19 +311,20 @@ class Standing:
             return
         earlier = _read_record(self.home, self.date)
         kept = earlier.models if earlier is not None and earlier.instance_mark == mark else {}
-        made = {m: _Recorded(digests=self.inputs[m].digests(), **vars(s)) for m, s in stood.items()}
-        record = _Record(instance_mark=mark, models={**kept, **made})
+        record = _Record(instance_mark=mark, models={**kept, **stood})
         atomic_write_text(_record_file(self.home, self.date), record.model_dump_json(indent=2))
 
-    def _results_sha256(self, model: str) -> str | None:
-        """The hash of the model's results file, when it has its report and gate beside it."""
+    def _results_text(self, model: str) -> tuple[str, None] | tuple[None, str]:
+        """The model's results file, with its report and gate beside it; else why not."""
         run_dir = self.results / model / self.date
+        if not (run_dir / RESULTS_FILE).is_file():
+            return None, f"no stored evaluation for {model} on {self.date}"
+        if not all((run_dir / name).is_file() for name in (REPORT_FILE, GATE_FILE)):
+            return None, f"{run_dir} no longer holds its report and gate"
         try:
-            if all((run_dir / name).is_file() for name in (REPORT_FILE, GATE_FILE)):
-                return sha256_text((run_dir / RESULTS_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            pass
-        return None
+            return (run_dir / RESULTS_FILE).read_text(encoding="utf-8"), None
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, str(exc)
 
 
 def _history_in_home(instance: dg.DagsterInstance, home: Path) -> bool:
