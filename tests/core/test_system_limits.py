@@ -7,7 +7,15 @@ import os
 import resource
 from pathlib import Path
 
-from eval_pipeline.core.system_limits import exhausted, sqlite_exhausted
+import pytest
+
+from eval_pipeline.core.system_limits import (
+    STEP_FILES,
+    OutOfResources,
+    exhausted,
+    require_spare_files,
+    sqlite_exhausted,
+)
 
 
 def _os_error(number: int, filename: str | None = None) -> OSError:
@@ -44,3 +52,21 @@ def test_sqlite_messages_are_told_apart_by_the_limits_in_force(tmp_path: Path) -
     assert sqlite_exhausted("unable to open database file", database) is None
     if resource.getrlimit(resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY:
         assert sqlite_exhausted("disk I/O error", database) is None
+
+
+def test_a_run_step_is_not_begun_without_files_to_spare() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_now = len(os.listdir("/proc/self/fd"))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + STEP_FILES + 16, hard))
+        require_spare_files("shared")  # enough: nothing said
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + STEP_FILES // 2, hard))
+        with pytest.raises(OutOfResources) as said:
+            require_spare_files("shared")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    limit = open_now + STEP_FILES // 2
+    assert str(said.value).startswith(
+        f"too many open files to run shared: the open-file limit (ulimit -n) is {limit:,}, "
+    )
+    assert str(said.value).endswith(f"are open and a run step needs up to {STEP_FILES} more")
