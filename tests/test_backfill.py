@@ -1,18 +1,13 @@
 """`eval-pipeline backfill`: the backfill the command submits, for the second domain's data (the
 code location reads its paths from the environment), carried out by Dagster's asset-backfill
-machinery on a fresh instance.
-
-The backfill daemon waits 30 s between its iterations (fixed in Dagster 1.13), one iteration per
-dependency level. Here the same iterations (`execute_backfill_iteration`, what the daemon's loop
-calls) and the run queue's (`QueuedRunCoordinatorDaemon.run_iteration`) run back to back in this
-process, so Dagster still decides what each iteration submits and in which order. The command
-itself, with the real `dagster-daemon` it starts, runs end to end in
-tests/deploy/test_postgres_instance.py."""
+machinery on a fresh instance, as the command carries it out when no daemon runs
+(orchestration/backfill_driver.py): Dagster's backfill iterations back to back, each run they
+submit executed in this process. The command itself runs end to end in
+tests/orchestration/test_daemon_and_fresh_instance.py and tests/deploy/test_postgres_instance.py."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 from datetime import UTC, datetime
@@ -22,12 +17,6 @@ import dagster as dg
 import pytest
 import yaml
 from dagster._core.execution.backfill import BulkActionStatus
-from dagster._core.remote_origin import InProcessCodeLocationOrigin
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
-from dagster._daemon.backfill import execute_backfill_iteration
-from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
 from eval_pipeline.cli import main
 from eval_pipeline.cli.backfill import _follow_later_dates, _verdicts
@@ -46,6 +35,7 @@ from eval_pipeline.orchestration.backfill import (
     progress,
     submit_backfill,
 )
+from eval_pipeline.orchestration.backfill_driver import backfill_driver
 from eval_pipeline.orchestration.instance_storage import storage_config
 from eval_pipeline.providers.object_store import output_path
 from tests.defs.observations import observed_on
@@ -54,18 +44,10 @@ REPO = Path(__file__).resolve().parents[1]
 D1, D2 = "2026-11-10", "2026-11-11"
 MORNING_OF_D1 = datetime(2026, 11, 10, 8, tzinfo=UTC)
 MODELS = ["local-minilm", "local-hybrid"]
-# Runs wait in Dagster's run queue and execute in this process when launched (Dagster's own
-# launcher for tests), on the project's SQLite storage as `backfill` opens it (Dagster's own
-# opens a database engine for every statement: most of a materialisation's CPU here).
-IN_PROCESS_LAUNCHER = {
-    "module": "dagster._core.launcher.sync_in_memory_run_launcher",
-    "class": "SyncInMemoryRunLauncher",
-}
-
-
-def in_process_instance(home: Path) -> str:
-    settings = {"telemetry": {"enabled": False}, "storage": storage_config(str(home))}
-    return str(yaml.safe_dump({**settings, "run_launcher": IN_PROCESS_LAUNCHER}))
+# The project's SQLite storage, as `backfill` opens it (Dagster's own opens a database engine for
+# every statement: most of a materialisation's CPU here).
+def instance_settings(home: Path) -> str:
+    return str(yaml.safe_dump({"telemetry": {"enabled": False}, "storage": storage_config(str(home))}))
 
 
 @pytest.fixture
@@ -81,28 +63,14 @@ def project(tenant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 
 def _carry_out(instance: dg.DagsterInstance, backfill_id: str, max_iterations: int = 20) -> int:
-    """Alternate the backfill daemon's iteration (submit what the finished runs unblocked) and
-    the run queue daemon's (launch the queued runs) until the backfill ends; how many backfill
-    iterations it took."""
-    origin = InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(module_name="eval_pipeline.definitions", working_directory=os.getcwd())
-    )
-    logger = logging.getLogger("eval_pipeline.tests.backfill")
-    queued = dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED])
+    """Iterate the backfill as the command does until it ends; how many iterations it took."""
     status = None
-    with (
-        WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace,
-        QueuedRunCoordinatorDaemon(interval_seconds=0) as queue,
-    ):
+    with backfill_driver(instance) as iterate:
         for iteration in range(1, max_iterations + 1):
-            errors = [e for e in execute_backfill_iteration(workspace, logger) if e is not None]
-            assert errors == [], errors
+            assert iterate(backfill_id) == []
             status = progress(instance, backfill_id, 0).status
             if status in ENDED:
                 return iteration
-            while instance.get_runs_count(queued):
-                errors = [e for e in queue.run_iteration(workspace) if e is not None]
-                assert errors == [], errors
     raise AssertionError(f"backfill {backfill_id} still {status} after {max_iterations} iterations")
 
 
@@ -113,7 +81,7 @@ def test_backfill_evaluates_diffs_and_compares_two_past_dates(
     # dates must evaluate the snapshot current at their end, not today's files.
     home = project / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(in_process_instance(home))
+    (home / "dagster.yaml").write_text(instance_settings(home))
     kb = tenant / "kb.yaml"
     with dg.DagsterInstance.from_config(str(home)) as instance:
         seen = observed_on(instance, project / "storage" / "snapshots", kb, tenant / "banks", MORNING_OF_D1)
@@ -179,7 +147,7 @@ def test_a_backfill_before_today_s_evaluation_becomes_its_baseline(
     # what the command does once the backfill ends gives today's comparison that baseline.
     home = project / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(in_process_instance(home))
+    (home / "dagster.yaml").write_text(instance_settings(home))
     model, today = MODELS[0], today_utc()
     past = days_before(today, 12)
     data = ["--kb", os.environ["EVAL_PIPELINE_KB"], "--banks-dir", os.environ["EVAL_PIPELINE_BANKS_DIR"]]

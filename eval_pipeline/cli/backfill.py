@@ -1,9 +1,9 @@
 """`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
 
 The backfill runs on the project's instance and code location (paths from `EVAL_PIPELINE_*`,
-see `eval_pipeline.location`); a running `dg dev` or daemon picks it up, otherwise this command
-starts a daemon for as long as the backfill takes (orchestration/daemon.py tells a live daemon
-from a killed one's heartbeat). A killed command's backfill is ended first.
+see `eval_pipeline.location`); a running `dg dev` or daemon carries it out (orchestration/daemon.py
+tells a live daemon from a killed one's heartbeat), otherwise this command does, in its own process
+(orchestration/backfill_driver.py). A killed command's backfill is ended first.
 """
 
 from __future__ import annotations
@@ -70,48 +70,52 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         submit_backfill,
         tag_backfill,
     )
-    from eval_pipeline.orchestration.daemon import DaemonKeeper
+    from eval_pipeline.orchestration.backfill_driver import backfill_driver
+    from eval_pipeline.orchestration.daemon import daemon_alive
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.runtime.run_monitor import end_orphaned_runs, owner_tags
 
-    log = paths.storage_dir / "daemon.log"
     with project_instance() as instance, ExitStack() as stack:
-        # Before a daemon starts: it would go on with a killed command's backfill.
+        # Before anything carries on with a killed command's backfill.
         for line in [*end_abandoned_backfills(instance), *end_orphaned_runs(instance)]:
             print(f"  {line}")
-        keeper = DaemonKeeper(instance, log, stack)
-        started_now = keeper.ensure()
         total = len(backfill_targets(dates, models))
-        # Runs of a daemon this command started die with it: they name it as their owner.
-        tags = owner_tags() if started_now else {}
+        # Without a daemon the backfill is carried out here, and its runs die with this
+        # process: they name it as their owner.
+        here = not daemon_alive(instance)
+        tags = owner_tags() if here else {}
         backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models, tags)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
         print(
             f"  {total} asset partitions; follow it in the UI under Runs > Backfills (/runs/b/{backfill_id})"
         )
+        if not here:
+            print("  the running Dagster daemon carries it out", flush=True)
         deadline = time.monotonic() + args.timeout * 60
         shown = -1
+        iterate = None
         state = progress(instance, backfill_id, total)
         while not state.ended and time.monotonic() < deadline:
-            if started_now:
-                print(f"  started a Dagster daemon for it (log: {log})", flush=True)
-                started_now = False
-            started = keeper.started
-            if started is not None and started.poll() is not None:
-                print(f"error: the daemon stopped (exit {started.returncode}); see {log}", file=sys.stderr)
-                return EXIT_ERROR
             if state.done != shown:
                 print(f"  {state.done}/{total} done …", flush=True)
                 shown = state.done
-            time.sleep(POLL_S)
-            started_now = keeper.ensure()  # the daemon relied on (`dg dev`) may have stopped
-            if started_now:
+            if not here and not daemon_alive(instance):  # the daemon relied on (`dg dev`) stopped
+                here = True
                 tag_backfill(instance, backfill_id, owner_tags())
+            errors: list[str] = []
+            if here:
+                iterate = iterate or stack.enter_context(backfill_driver(instance))
+                errors = iterate(backfill_id)
+                for error in errors:
+                    print(f"  {error}", file=sys.stderr)
+            if not here or errors:
+                time.sleep(POLL_S)
             state = progress(instance, backfill_id, total)
     print(f"  backfill {state.status.value.lower()}: {state.done}/{total} asset partitions")
     code = EXIT_OK
     if not state.ended:
-        print(f"error: still running after {args.timeout:g} min; it goes on in Dagster", file=sys.stderr)
+        after = "the next `backfill` cancels it" if here else "it goes on in Dagster"
+        print(f"error: still running after {args.timeout:g} min; {after}", file=sys.stderr)
         code = EXIT_ERROR
     for run in state.failed_runs:
         print(f"error: run {run} failed (details in the UI)", file=sys.stderr)

@@ -1,7 +1,8 @@
 """Evaluate a range of dates as one Dagster asset backfill.
 
 The backfill targets every evaluation asset for the dates (and the chosen models' model x date
-partitions); Dagster's backfill daemon runs them in dependency order, so each date's diff follows
+partitions); Dagster's backfill iteration (the daemon's, or the command's own:
+orchestration/backfill_driver.py) runs them in dependency order, so each date's diff follows
 the reports it compares and each comparison follows the date's reports. The same backfill can be
 launched from the UI by selecting the assets and a date range.
 """
@@ -57,8 +58,8 @@ def submit_backfill(
     models: Sequence[str],
     tags: Mapping[str, str] | None = None,
 ) -> str:
-    """Add the backfill over the code location's asset `graph` to the instance (the daemon picks
-    it up) and return its id. `tags` go on the backfill and on each of its runs."""
+    """Add the backfill over the code location's asset `graph` to the instance (a daemon, or the
+    command, carries it out) and return its id. `tags` go on the backfill and on each of its runs."""
     sync_model_partitions(instance, models)
     subset = AssetGraphSubset.from_asset_partition_set(backfill_targets(dates, models), graph)
     backfill_id = make_new_backfill_id()
@@ -110,10 +111,10 @@ def tag_backfill(instance: dg.DagsterInstance, backfill_id: str, tags: Mapping[s
 
 def end_abandoned_backfills(instance: dg.DagsterInstance) -> list[str]:
     """Cancel the unfinished backfills of `eval-pipeline backfill` commands that are gone, when
-    the command ran the daemon itself (its owner tags say so): that daemon, and every run it
-    launched, died with the command, and a new daemon would go on with the backfill beside the
-    one the next command submits. Their queued runs are canceled with the reason; their started
-    runs carry the command as their owner, so `end_orphaned_runs` ends them. One line each."""
+    the command carried the backfill out itself (its owner tags say so): nothing goes on with it,
+    and a daemon starting later would go on beside the backfill the next command submits. Their
+    queued runs are canceled with the reason; their started runs carry the command as their
+    owner, so `end_orphaned_runs` ends them. One line each."""
     lines = []
     for status in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING):
         for backfill in instance.get_backfills(status=status):

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from eval_pipeline.defs.partitions import model_date_key
-from eval_pipeline.orchestration.child_process import group_alive
 from eval_pipeline.orchestration.execution import dagster_yaml
 from tests.conftest import TENANT
 from tests.defs.conftest import location_env
 from tests.embedding_cache import warm
+from tests.process_groups import group_alive
 
 REPO = Path(__file__).resolve().parents[2]
 DATE, MODEL = "2026-11-20", "local-minilm"

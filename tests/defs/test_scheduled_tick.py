@@ -19,13 +19,13 @@ import yaml
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.scoring.run_document import COMPARISON_DIR, COMPARISON_FILE
 from eval_pipeline.orchestration.backfill import ENDED
-from eval_pipeline.orchestration.daemon import own_daemon
 from eval_pipeline.orchestration.execution import project_instance
 from eval_pipeline.orchestration.schedules import SCHEDULE_TAG
 from eval_pipeline.runtime.dagster_private import BulkActionStatus
 from tests.conftest import TENANT
 from tests.defs.conftest import REPO, location_env
 from tests.embedding_cache import warm
+from tests.process_groups import dagster_daemon
 
 DAEMON_SITE = REPO / "tests" / "daemon_site"
 MODEL = "local-minilm"
@@ -62,7 +62,7 @@ def test_a_scheduled_tick_leaves_a_comparison_for_every_date_of_its_window(
 
     with (
         project_instance(tmp_path / "dagster_home") as instance,
-        own_daemon(instance, tmp_path / "daemon.log"),
+        dagster_daemon(instance.root_directory, tmp_path / "daemon.log"),
     ):
         deadline = time.monotonic() + 1380
         backfill = None

@@ -3,7 +3,7 @@
 deploy/dagster.yaml and the S3 object store, all started and stopped here.
 
 `eval-pipeline backfill` of 3 dates x 2 models (an offline one, and an API one whose SDKs call the
-emulator), launched by the daemon with the code location's executor set to Celery
+emulator), carried out by the command with the code location's executor set to Celery
 (`EVAL_PIPELINE_CELERY_BROKER`), stores the results documents an in-process `run` of the same
 dates stores (the numeric contract: the same inputs give the same documents, when and how long
 aside); its steps ran on both workers, and the API model's steps took the provider pool's one
@@ -31,15 +31,14 @@ from upath import UPath
 
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE
 from eval_pipeline.defs.executor import CELERY_BROKER_ENV
-from eval_pipeline.orchestration.child_process import group_alive
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.postgres import new_database
 from tests.conftest import TENANT
 from tests.embedding_cache import warm
+from tests.process_groups import group_alive
 from tests.stable_json import differences, stable
 
 REPO = Path(__file__).resolve().parents[2]
-DAEMON_SITE = REPO / "tests" / "daemon_site"
 REDIS = shutil.which("redis-server")
 DATES = ["2026-11-20", "2026-11-21", "2026-11-22"]
 API_MODEL, LOCAL_MODEL = "pooled-haiku", "local-minilm"
@@ -205,9 +204,6 @@ def test_a_backfill_on_celery_workers_stores_what_an_in_process_run_stores(
             "DAGSTER_HOME": str(home),
             "DAGSTER_POSTGRES_URL": new_database(postgres, "celery_backfill"),
             CELERY_BROKER_ENV: broker,
-            # The daemon's backfill loop waits 5 s between iterations, not 30 (tests/daemon_site).
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(DAEMON_SITE), os.environ.get("PYTHONPATH")])),
-            "EVAL_PIPELINE_TEST_DAEMON_INTERVAL_S": "5",
         }
         workers = [
             subprocess.Popen(
@@ -236,7 +232,7 @@ def test_a_backfill_on_celery_workers_stores_what_an_in_process_run_stores(
 
     monkeypatch.setenv("DAGSTER_POSTGRES_URL", env["DAGSTER_POSTGRES_URL"])
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        # The backfill's runs (the daemon's automation may have started others, on today).
+        # The backfill's runs.
         runs = [r for r in instance.get_runs() if "dagster/backfill" in r.tags]
         assert runs and {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
         hosts = {
