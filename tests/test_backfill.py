@@ -165,6 +165,25 @@ def test_a_backfill_before_today_s_evaluation_becomes_its_baseline(
     capsys.readouterr()
 
 
+def test_a_backfill_canceled_in_the_ui_stops_at_the_next_iteration(project: Path) -> None:
+    home = project / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(INSTANCE)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        backfill_id = submit_backfill(instance, location().resolve_asset_graph(), [D1], MODELS[:1])
+        with backfill_driver(instance) as iterate:
+            assert iterate(backfill_id) == []  # the date's inputs and deterministic mechanisms
+            ran = instance.get_runs_count()
+            backfill = instance.get_backfill(backfill_id)
+            assert backfill is not None and ran > 0
+            # What the UI's "Cancel backfill" does (dagster-graphql's cancelPartitionBackfill).
+            instance.update_backfill(backfill._replace(status=BulkActionStatus.CANCELING))
+            assert iterate(backfill_id) == []
+        state = progress(instance, backfill_id, len(backfill_targets([D1], MODELS[:1])))
+        assert state.status is BulkActionStatus.CANCELED and state.done < state.total
+        assert instance.get_runs_count() == ran  # nothing submitted after the cancel
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

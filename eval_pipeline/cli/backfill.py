@@ -65,6 +65,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.definitions import location
     from eval_pipeline.orchestration.backfill import (
         backfill_targets,
+        cancel_backfill,
         end_abandoned_backfills,
         progress,
         submit_backfill,
@@ -73,6 +74,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.orchestration.backfill_driver import backfill_driver
     from eval_pipeline.orchestration.daemon import daemon_alive
     from eval_pipeline.orchestration.execution import project_instance
+    from eval_pipeline.orchestration.stages import QUIET_LOGS
     from eval_pipeline.runtime.run_monitor import end_orphaned_runs, owner_tags
 
     with project_instance() as instance, ExitStack() as stack:
@@ -84,7 +86,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         # process: they name it as their owner.
         here = not daemon_alive(instance)
         tags = owner_tags() if here else {}
-        backfill_id = submit_backfill(instance, location().resolve_asset_graph(), dates, models, tags)
+        graph = location().resolve_asset_graph()
+        # Failures are summarised below; Dagster would print a traceback for each.
+        backfill_id = submit_backfill(instance, graph, dates, models, tags, QUIET_LOGS)
         print(f"eval-pipeline: backfill {backfill_id}: {dates[0]}..{dates[-1]}, models {', '.join(models)}")
         print(
             f"  {total} asset partitions; follow it in the UI under Runs > Backfills (/runs/b/{backfill_id})"
@@ -105,7 +109,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             errors: list[str] = []
             if here:
                 iterate = iterate or stack.enter_context(backfill_driver(instance))
-                errors = iterate(backfill_id)
+                try:
+                    errors = iterate(backfill_id)
+                except KeyboardInterrupt:  # nothing would go on with it
+                    cancel_backfill(instance, backfill_id, "its command was interrupted")
+                    raise
                 for error in errors:
                     print(f"  {error}", file=sys.stderr)
             if not here or errors:

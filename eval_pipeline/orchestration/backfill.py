@@ -57,9 +57,11 @@ def submit_backfill(
     dates: Sequence[str],
     models: Sequence[str],
     tags: Mapping[str, str] | None = None,
+    run_config: Mapping[str, object] | None = None,
 ) -> str:
     """Add the backfill over the code location's asset `graph` to the instance (a daemon, or the
-    command, carries it out) and return its id. `tags` go on the backfill and on each of its runs."""
+    command, carries it out) and return its id. `tags` go on the backfill and on each of its runs,
+    `run_config` on each run."""
     sync_model_partitions(instance, models)
     subset = AssetGraphSubset.from_asset_partition_set(backfill_targets(dates, models), graph)
     backfill_id = make_new_backfill_id()
@@ -73,7 +75,7 @@ def submit_backfill(
             asset_graph_subset=subset,
             title=f"evaluate {span}",
             description=f"models: {', '.join(models)}",
-            run_config=None,
+            run_config=run_config,
         )
     )
     return backfill_id
@@ -120,23 +122,28 @@ def end_abandoned_backfills(instance: dg.DagsterInstance) -> list[str]:
         for backfill in instance.get_backfills(status=status):
             if BACKFILL_TAG not in backfill.tags or not owner_gone(backfill.tags):
                 continue
-            reason = (
-                f"the command that ran it ({owner_label(backfill.tags)}) is gone; canceled by eval-pipeline"
+            owner = owner_label(backfill.tags)
+            queued = cancel_backfill(
+                instance, backfill.backfill_id, f"its backfill's command ({owner}) is gone"
             )
-            instance.update_backfill(
-                backfill._replace(status=BulkActionStatus.CANCELED, backfill_end_timestamp=time.time())
-            )
-            queued = instance.get_runs(
-                dg.RunsFilter(
-                    tags={BACKFILL_ID_TAG: backfill.backfill_id}, statuses=[dg.DagsterRunStatus.QUEUED]
-                )
-            )
-            for run in queued:
-                instance.report_run_canceled(
-                    run, f"its backfill's command ({owner_label(backfill.tags)}) is gone"
-                )
             span = backfill.tags[BACKFILL_TAG]
             lines.append(
-                f"backfill {backfill.backfill_id} ({span}): {reason}, {len(queued)} queued run(s) canceled"
+                f"backfill {backfill.backfill_id} ({span}): the command that ran it ({owner}) is gone; "
+                f"canceled by eval-pipeline, {queued} queued run(s) canceled"
             )
     return lines
+
+
+def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str, reason: str) -> int:
+    """Mark the backfill canceled and cancel its queued runs, giving `reason`; how many runs."""
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is not None:
+        instance.update_backfill(
+            backfill._replace(status=BulkActionStatus.CANCELED, backfill_end_timestamp=time.time())
+        )
+    queued = instance.get_runs(
+        dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}, statuses=[dg.DagsterRunStatus.QUEUED])
+    )
+    for run in queued:
+        instance.report_run_canceled(run, reason)
+    return len(queued)
