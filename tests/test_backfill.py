@@ -44,6 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 D1, D2 = "2026-11-10", "2026-11-11"
 MORNING_OF_D1 = datetime(2026, 11, 10, 8, tzinfo=UTC)
 MODELS = ["local-minilm", "local-hybrid"]
+
+
 # The project's SQLite storage, as `backfill` opens it (Dagster's own opens a database engine for
 # every statement: most of a materialisation's CPU here).
 def instance_settings(home: Path) -> str:
@@ -168,7 +170,7 @@ def test_a_backfill_before_today_s_evaluation_becomes_its_baseline(
 def test_a_backfill_canceled_in_the_ui_stops_at_the_next_iteration(project: Path) -> None:
     home = project / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(INSTANCE)
+    (home / "dagster.yaml").write_text(instance_settings(home))
     with dg.DagsterInstance.from_config(str(home)) as instance:
         backfill_id = submit_backfill(instance, location().resolve_asset_graph(), [D1], MODELS[:1])
         with backfill_driver(instance) as iterate:
