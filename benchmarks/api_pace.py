@@ -69,6 +69,7 @@ from eval_pipeline.core.inputs.banks import SemanticBank
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Problem, load_kb
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.claude_rerank import (
@@ -188,26 +189,12 @@ class Bench:
     ) -> SemanticPipeline:
         cache = ResponseCache(self.workdir / cache_name)
         policy = RetryPolicy()
-        embedder = VoyageEmbedder(
-            EMBED_MODEL,
-            FAKE_KEY,
-            self.emulator.voyage_base_url,
-            cache,
-            None,
-            policy=policy,
-            timeout_s=CLIENT_TIMEOUT_S,
+        voyage = ApiAccess(FAKE_KEY, self.emulator.voyage_base_url, policy=policy, timeout_s=CLIENT_TIMEOUT_S)
+        claude = ApiAccess(
+            FAKE_KEY, self.emulator.base_url, limiter, policy=policy, timeout_s=CLIENT_TIMEOUT_S
         )
-        reranker = ClaudeReranker(
-            RERANK_MODEL,
-            FAKE_KEY,
-            self.emulator.base_url,
-            cache,
-            limiter,
-            lookup_price(RERANK_MODEL),
-            "bench-1",
-            policy=policy,
-            timeout_s=CLIENT_TIMEOUT_S,
-        )
+        embedder = VoyageEmbedder(EMBED_MODEL, voyage, cache)
+        reranker = ClaudeReranker(RERANK_MODEL, claude, cache, lookup_price(RERANK_MODEL), "bench-1")
         return SemanticPipeline(
             "bench",
             embedder,

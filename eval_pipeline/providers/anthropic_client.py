@@ -12,7 +12,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anthropic
 import httpx2  # the SDK's HTTP client: what its connection errors wrap
@@ -21,8 +21,9 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 
 from eval_pipeline.core.mechanisms.retrieval import Usage
+from eval_pipeline.providers.api_base import ApiAccess, ApiProvider
 from eval_pipeline.providers.call_guard import CallGuard
-from eval_pipeline.providers.ratelimit import Failure, broken_off, failure_for_status, unreachable
+from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
 
 T = TypeVar("T")
 
@@ -50,6 +51,23 @@ def service_url(base_url: str | None) -> str:
     return base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
 
 
+class AnthropicProvider(ApiProvider):
+    """An API provider calling Claude through one `AsyncAnthropic` per event loop, whose own
+    retries are off: the shared policy retries, paced by the model's limiter."""
+
+    def __init__(self, model_id: str, access: ApiAccess) -> None:
+        super().__init__(model_id, access, service_url(access.base_url), classify)
+        self._client: LoopLocal[anthropic.AsyncAnthropic] = LoopLocal(
+            lambda: anthropic.AsyncAnthropic(
+                api_key=access.api_key, base_url=access.base_url, max_retries=0, timeout=access.timeout_s
+            ),
+            close=lambda client: client.close(),
+        )
+
+    async def _messages_create(self, params: MessageCreateParamsNonStreaming) -> Message:
+        return await self._paced(lambda: self._client.get().messages.create(**params))
+
+
 def usage_of(message: Message) -> Usage:
     u = message.usage
     return Usage(
@@ -59,36 +77,6 @@ def usage_of(message: Message) -> Usage:
         cache_creation_1h_input_tokens=u.cache_creation.ephemeral_1h_input_tokens if u.cache_creation else 0,
         cache_read_input_tokens=u.cache_read_input_tokens or 0,
     )
-
-
-# A reply of the shape the reranker gets: a tool call, usage with prompt-cache fields.
-_SAMPLE_REPLY: dict[str, Any] = {
-    "id": "msg_sample",
-    "type": "message",
-    "role": "assistant",
-    "model": "sample",
-    "content": [{"type": "tool_use", "id": "toolu_sample", "name": "sample", "input": {}}],
-    "stop_reason": "tool_use",
-    "stop_sequence": None,
-    "usage": {
-        "input_tokens": 1,
-        "output_tokens": 1,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-    },
-}
-
-
-def build_reply_parsers() -> Message:
-    """Build the SDK's parsers for a Messages reply now, by parsing a sample.
-
-    The SDK builds its pydantic validators for a reply's content blocks on the first reply a
-    process parses (tens of ms of CPU, more on a busy machine), and that first reply holds up
-    every other one arriving with it. Run in a worker thread while a call is awaited, this costs
-    no wall time.
-    """
-    return Message.model_construct(**_SAMPLE_REPLY)
 
 
 def unanswered(result: MessageBatchIndividualResponse) -> str | None:

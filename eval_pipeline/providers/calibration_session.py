@@ -30,6 +30,7 @@ from eval_pipeline.providers.calibrator import (
     CostEstimate,
     Progress,
     TokenCount,
+    calibrator_access,
     calibrator_price,
     estimate_cost,
     finish_run,
@@ -95,7 +96,7 @@ class CalibrationSession:
         self.prompts = [
             CalibrationPrompt(t.test_id, user_turn(t, plan.resolved[t.test_id])) for t in plan.tests
         ]
-        self.calibrator = Calibrator(plan.model, key, limiter, poll_interval_s=poll_interval_s)
+        self.calibrator = Calibrator(plan.model, calibrator_access(key, limiter), poll_interval_s)
         self._count: TokenCount | None = None
 
     async def estimate(self) -> tuple[TokenCount, CostEstimate]:

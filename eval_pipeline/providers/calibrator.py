@@ -14,9 +14,7 @@ Bulk scopes can go through the Message Batches API (half price): one request per
 custom id, polled until the batch ends, results matched back by custom id. Token counting
 (`messages.count_tokens`, free) prices a calibration before anything is spent.
 
-The key comes from $ANTHROPIC_API_KEY only and is never printed; `base_url` from the argument or
-else $ANTHROPIC_BASE_URL (read by the SDK; no `/v1` suffix). SDK retries are off: the shared
-policy in `ratelimit` retries, paced by the limiter.
+The key comes from $ANTHROPIC_API_KEY only and is never printed.
 """
 
 from __future__ import annotations
@@ -25,12 +23,11 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar, get_args
+from typing import get_args
 
-import anthropic
 from anthropic.types import CacheControlEphemeralParam, Message, MessageParam, TextBlockParam
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from anthropic.types.messages import MessageBatchIndividualResponse
@@ -45,15 +42,15 @@ from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.anthropic_client import (
+    AnthropicProvider,
     BatchProgress,
     MessageBatches,
-    classify,
-    service_url,
     unanswered,
     usage_of,
 )
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
+from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.pricing import (
     BATCH_DISCOUNT,
     Price,
@@ -61,15 +58,8 @@ from eval_pipeline.providers.pricing import (
     load_price_overrides,
     lookup_price,
 )
-from eval_pipeline.providers.ratelimit import (
-    Clock,
-    LoopLocal,
-    RateLimiter,
-    RetryPolicy,
-)
+from eval_pipeline.providers.ratelimit import RateLimiter
 from eval_pipeline.providers.waits import WaitLimits
-
-T = TypeVar("T")
 
 # A calibration batch may take up to the API's 24 hours to end: its run deadline allows that.
 CALIBRATION_FAULTS = FaultSettings(waits=WaitLimits(run_deadline_s=25 * 3600))
@@ -97,9 +87,6 @@ SDK_MODEL_IDS: tuple[str, ...] = get_args(get_args(Model)[0])
 DEFAULT_MODEL = newest_opus(SDK_MODEL_IDS)
 
 
-# List prices the built-in table (providers/pricing.py) does not carry yet; $EVAL_PIPELINE_PRICES
-# still wins. Claude Opus 5.5: $4 / $20 per MTok, 5-minute cache writes $5, cache reads $0.20
-# (platform.claude.com/docs/en/models/opus-5-5/overview).
 class CalibratorConfigError(BadInput):
     """The calibrator cannot be set up (no key, no price): one line for the user."""
 
@@ -230,52 +217,25 @@ def _user(text: str) -> list[MessageParam]:
 Progress = Callable[[int, int], None]  # (done, total)
 
 
-class Calibrator:
+def calibrator_access(api_key: str, limiter: RateLimiter) -> ApiAccess:
+    """A calibration's calls: paced by `limiter`, each allowed the long answer adaptive thinking
+    may take, the run allowed the 24 hours a batch may take."""
+    return ApiAccess(api_key, limiter=limiter, timeout_s=600.0, faults=CALIBRATION_FAULTS)
+
+
+class Calibrator(AnthropicProvider):
     """Proposes expectations for semantic tests; one `CallRecord` per test, errors included."""
 
-    def __init__(
-        self,
-        model_id: str,
-        api_key: str,
-        limiter: RateLimiter,
-        *,
-        poll_interval_s: float,
-        base_url: str | None = None,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        timeout_s: float = 600.0,
-        max_tokens: int = MAX_OUTPUT_TOKENS,
-        faults: FaultSettings | None = None,
-    ) -> None:
-        self.model_id = model_id
-        self.max_tokens = max_tokens
+    def __init__(self, model_id: str, access: ApiAccess, poll_interval_s: float) -> None:
+        super().__init__(model_id, access)
         self.poll_interval_s = poll_interval_s
-        self._api_key = api_key
-        self._limiter = limiter
-        self._clock = clock or limiter.clock
-        faults = faults or CALIBRATION_FAULTS
-        self._guard = CallGuard.build(service_url(base_url), self._clock, policy, faults, api_key, timeout_s)
-        # One client per event loop, closed inside its own loop (see ratelimit.LoopLocal).
-        self._client = LoopLocal(
-            lambda: anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
-            ),
-            close=lambda client: client.close(),
-        )
-
-    def __repr__(self) -> str:  # never show the key
-        return f"Calibrator(model_id={self.model_id!r})"
-
-    async def aclose(self) -> None:
-        """Close this loop's connections now (they are closed when the loop ends anyway)."""
-        await self._client.aclose()
 
     def params(
         self, system: list[TextBlockParam], prompt: CalibrationPrompt
     ) -> MessageCreateParamsNonStreaming:
         return {
             "model": self.model_id,
-            "max_tokens": self.max_tokens,
+            "max_tokens": MAX_OUTPUT_TOKENS,
             "system": system,
             "messages": _user(prompt.text),
             "output_config": {"format": {"type": "json_schema", "schema": OUTPUT_SCHEMA}},
@@ -289,7 +249,7 @@ class Calibrator:
         turns = _user("\n\n".join(p.text for p in prompts) or ".")
 
         async def tokens(messages: list[MessageParam], system: list[TextBlockParam]) -> int:
-            counted = await self._api(
+            counted = await self._unpaced(
                 lambda: client.messages.count_tokens(
                     model=self.model_id, system=system, messages=messages, output_config=output_config
                 )
@@ -322,13 +282,8 @@ class Calibrator:
         return [first, *rest]
 
     async def _message(self, system: list[TextBlockParam], prompt: CalibrationPrompt) -> CallRecord:
-        params = self.params(system, prompt)
-
-        async def attempt() -> Message:
-            return await self._client.get().messages.create(**params)
-
         try:
-            message = await self._guard.call(attempt, classify, self._limiter)
+            message = await self._messages_create(self.params(system, prompt))
         except ProviderError as exc:
             return CallRecord(test_id=prompt.test_id, error=str(exc))
         return _record(prompt.test_id, None, message)
@@ -355,10 +310,6 @@ class Calibrator:
             else CallRecord(test_id=p.test_id, custom_id=cid, error="the batch returned no result for it")
             for cid, p in by_custom_id.items()
         ]
-
-    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
-        """A non-model endpoint (counting): retried by the shared policy, not rate-limited."""
-        return await self._guard.call(call, classify)
 
 
 def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord:

@@ -27,10 +27,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-import anthropic
 from anthropic.types import (
     CacheControlEphemeralParam,
     Message,
@@ -44,22 +43,13 @@ from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.anthropic_client import (
-    MessageBatches,
-    build_reply_parsers,
-    classify,
-    service_url,
-    usage_of,
-)
-from eval_pipeline.providers.api_base import ApiProvider
+from eval_pipeline.providers.anthropic_client import AnthropicProvider, MessageBatches, usage_of
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus, minimum_cacheable_tokens
-from eval_pipeline.providers.ratelimit import Clock, LoopLocal, RateLimiter, RetryPolicy
-
-T = TypeVar("T")
+from eval_pipeline.providers.ratelimit import LoopLocal
 
 PROVIDER = "anthropic"
 TOOL_NAME = "select_entities"
@@ -216,53 +206,26 @@ def _repair_turns(message: Message, error: str, top_k: int) -> list[MessageParam
     ]
 
 
-class ClaudeReranker(ApiProvider):
+class ClaudeReranker(AnthropicProvider):
     """Reranks candidates with Claude; final valid selections are cached per trial."""
 
     def __init__(
         self,
         model_id: str,
-        api_key: str,
-        base_url: str | None,
+        access: ApiAccess,
         cache: ResponseCache,
-        limiter: RateLimiter | None,
         price: Price,
         prompt_version: str,
-        *,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        timeout_s: float = 60.0,
         poll_interval_s: float = DEFAULT_POLL_S,
-        faults: FaultSettings | None = None,
     ) -> None:
-        url = service_url(base_url)
-        super().__init__(
-            model_id,
-            api_key,
-            cache,
-            limiter,
-            clock,
-            policy,
-            service_url=url,
-            faults=faults,
-            timeout_s=timeout_s,
-        )
+        super().__init__(model_id, access)
+        self._cache = cache
         self.price = price
         self.prompt_version = prompt_version
         self.poll_interval_s = poll_interval_s
         self._catalogue: str | None = None
         self._warmed = False
         self._warm_lock = LoopLocal(asyncio.Lock)
-        self._client = LoopLocal(
-            lambda: anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
-            ),
-            close=lambda client: client.close(),
-        )
-
-    async def aclose(self) -> None:
-        """Close this loop's connections now (they are closed when the loop ends anyway)."""
-        await self._client.aclose()
 
     async def prepare(self, catalogue: Sequence[RerankCandidate]) -> PromptCacheStatus:
         """Put the KB's catalogue in the prefix (not for rerank-v1) and count the prefix: two
@@ -270,7 +233,6 @@ class ClaudeReranker(ApiProvider):
         informs: when it fails (an outage of that endpoint, a gateway without it) the run goes on
         and says the cache status is unknown, rather than error every test."""
         self.use_catalogue(catalogue)
-        parsers = asyncio.create_task(asyncio.to_thread(build_reply_parsers))  # while counting
         try:
             status = await self._count_prefix()
         except ProviderError as exc:
@@ -278,8 +240,6 @@ class ClaudeReranker(ApiProvider):
             status = PromptCacheStatus(
                 model_id=self.model_id, prefix_tokens=None, minimum=minimum, count_error=str(exc)
             )
-        finally:
-            await parsers
         # A prefix the API will not cache has nothing for a first call to write.
         self._warmed = status.below_minimum
         return status
@@ -303,7 +263,7 @@ class ClaudeReranker(ApiProvider):
     async def _count_prefix(self) -> PromptCacheStatus:
         client = self._client.get()
         probe: list[MessageParam] = [{"role": "user", "content": COUNT_PROBE}]
-        with_prefix = await self._api(
+        with_prefix = await self._unpaced(
             lambda: client.messages.count_tokens(
                 model=self.model_id,
                 system=self._system(long_ttl=False),
@@ -312,7 +272,7 @@ class ClaudeReranker(ApiProvider):
                 messages=probe,
             )
         )
-        alone = await self._api(lambda: client.messages.count_tokens(model=self.model_id, messages=probe))
+        alone = await self._unpaced(lambda: client.messages.count_tokens(model=self.model_id, messages=probe))
         return PromptCacheStatus(
             model_id=self.model_id,
             prefix_tokens=with_prefix.input_tokens - alone.input_tokens,
@@ -462,22 +422,10 @@ class ClaudeReranker(ApiProvider):
         if not self._warmed:
             async with self._warm_lock.get():
                 if not self._warmed:
-                    message = await self._call(messages)
+                    message = await self._messages_create(self._params(messages))
                     self._warmed = True
                     return message
-        return await self._call(messages)
-
-    async def _call(self, messages: list[MessageParam]) -> Message:
-        params = self._params(messages)
-
-        async def attempt() -> Message:
-            return await self._client.get().messages.create(**params)
-
-        return await self._guard.call(attempt, classify, self._limiter)
-
-    async def _api(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Token counting: retried by the shared policy, not paced as a model call."""
-        return await self._guard.call(call, classify)
+        return await self._messages_create(self._params(messages))
 
 
 def _first_turn(query: str, candidates: Sequence[RerankCandidate], top_k: int) -> list[MessageParam]:

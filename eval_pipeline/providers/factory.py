@@ -26,21 +26,20 @@ from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem,
 if TYPE_CHECKING:
     from eval_pipeline.core.inputs.loading import Banks
     from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
-    from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
+    from eval_pipeline.providers.api_base import ApiAccess
+
+Vendor = Literal["anthropic", "voyage"]
 
 
-def _limiter(requests_per_min: float | None, concurrency: int) -> RateLimiter | None:
-    if requests_per_min is None:
-        return None
+def _access(cfg: ModelConfig, env: Mapping[str, str], vendor: Vendor, per_min: float | None) -> ApiAccess:
+    """How `cfg`'s stage reaches `vendor`'s API: its key and base URL from `env`, its pace."""
+    from eval_pipeline.providers.api_base import ApiAccess
     from eval_pipeline.providers.ratelimit import RateLimiter
 
-    return RateLimiter(requests_per_min=requests_per_min, concurrency=concurrency)
-
-
-def _policy(cfg: ModelConfig) -> RetryPolicy:
-    from eval_pipeline.providers.system_target import retry_policy
-
-    return retry_policy(cfg)
+    key_env = cfg.anthropic_api_key_env if vendor == "anthropic" else cfg.voyage_api_key_env
+    limiter = None if per_min is None else RateLimiter(per_min, cfg.concurrency)
+    base_url = env.get(f"{vendor.upper()}_BASE_URL")
+    return ApiAccess(env[key_env], base_url, limiter, policy=cfg.retry_policy, faults=cfg.faults)
 
 
 def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) -> Embedder:
@@ -51,15 +50,7 @@ def _embedder(cfg: ModelConfig, cache: ResponseCache, env: Mapping[str, str]) ->
         return LocalMiniLMEmbedder()
     from eval_pipeline.providers.voyage import VoyageEmbedder
 
-    return VoyageEmbedder(
-        model_id=embedder.model_id,
-        api_key=env[cfg.voyage_api_key_env],
-        base_url=env.get("VOYAGE_BASE_URL"),
-        cache=cache,
-        limiter=_limiter(embedder.rate_limit_per_min, cfg.concurrency),
-        policy=_policy(cfg),
-        faults=cfg.faults,
-    )
+    return VoyageEmbedder(embedder.model_id, _access(cfg, env, "voyage", embedder.rate_limit_per_min), cache)
 
 
 def _reranker(
@@ -74,33 +65,15 @@ def _reranker(
         return CosineReranker(jitter=reranker.jitter, seed=reranker.seed)
     if kind == "hybrid":
         return HybridReranker(keyword_boosts, reranker.weights)
-    limiter = _limiter(cfg.rate_limit_per_min, cfg.concurrency)
     if kind == "claude":
         from eval_pipeline.providers.claude_rerank import ClaudeReranker
 
-        return ClaudeReranker(
-            model_id=model_id,
-            api_key=env[cfg.anthropic_api_key_env],
-            base_url=env.get("ANTHROPIC_BASE_URL"),
-            cache=cache,
-            limiter=limiter,
-            price=cfg.price(model_id),
-            prompt_version=reranker.prompt_version,
-            policy=_policy(cfg),
-            faults=cfg.faults,
-        )
+        access = _access(cfg, env, "anthropic", cfg.rate_limit_per_min)
+        return ClaudeReranker(model_id, access, cache, cfg.price(model_id), reranker.prompt_version)
     from eval_pipeline.providers.voyage import VoyageReranker
 
-    return VoyageReranker(
-        model_id=model_id,
-        api_key=env[cfg.voyage_api_key_env],
-        base_url=env.get("VOYAGE_BASE_URL"),
-        cache=cache,
-        limiter=limiter,
-        price=cfg.price(model_id),
-        policy=_policy(cfg),
-        faults=cfg.faults,
-    )
+    access = _access(cfg, env, "voyage", cfg.rate_limit_per_min)
+    return VoyageReranker(model_id, access, cache, cfg.price(model_id))
 
 
 def rerank_mode(cfg: ModelConfig, batch: bool) -> Literal["online", "batch"]:
@@ -129,7 +102,7 @@ def build_pipeline(
     if cfg.system is not None and cfg.system.runs(Mechanism.SEMANTIC):
         from eval_pipeline.providers.system_target import SystemPipeline, make_target
 
-        target = make_target(cfg.system, _policy(cfg), cfg.faults)
+        target = make_target(cfg)
         return SystemPipeline(cfg.key, target, cfg.concurrency, cfg.candidate_depth)
     embedder, reranker = cfg.stages()
     return SemanticPipeline(

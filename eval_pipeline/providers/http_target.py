@@ -13,18 +13,8 @@ import json
 import httpx
 
 from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest, parse_answer
-from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
-from eval_pipeline.providers.ratelimit import (
-    REAL_CLOCK,
-    Clock,
-    Failure,
-    LoopLocal,
-    RateLimiter,
-    RetryPolicy,
-    broken_off,
-    failure_for_status,
-    unreachable,
-)
+from eval_pipeline.providers.api_base import ApiAccess, ApiProvider
+from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
 
 
 class _HttpStatus(Exception):
@@ -52,33 +42,18 @@ def classify(exc: BaseException) -> Failure | None:
     return None
 
 
-class HttpTarget:
-    """A client for one retrieval service implementing the contract."""
+class HttpTarget(ApiProvider):
+    """A client for one retrieval service implementing the contract, at `access.base_url`
+    (never shown: a URL may embed credentials)."""
 
-    def __init__(
-        self,
-        url: str,
-        timeout_s: float,
-        *,
-        limiter: RateLimiter | None = None,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        faults: FaultSettings | None = None,
-    ) -> None:
-        self.url = url
-        self._limiter = limiter
-        self.clock = clock or (limiter.clock if limiter is not None else REAL_CLOCK)
-        self._guard = CallGuard.build(url, self.clock, policy, faults, attempt_timeout_s=timeout_s)
+    def __init__(self, access: ApiAccess) -> None:
+        if access.base_url is None:
+            raise ValueError("an HTTP target needs its service's URL")
+        super().__init__("team system", access, access.base_url, classify)
+        self.url = access.base_url
         self._client = LoopLocal(
-            lambda: httpx.AsyncClient(timeout=timeout_s), close=lambda client: client.aclose()
+            lambda: httpx.AsyncClient(timeout=access.timeout_s), close=lambda client: client.aclose()
         )
-
-    def __repr__(self) -> str:  # a URL may embed credentials
-        return "HttpTarget(...)"
-
-    async def aclose(self) -> None:
-        """Close this loop's connections now (they are closed when the loop ends anyway)."""
-        await self._client.aclose()
 
     async def ask(self, request: SystemRequest) -> SystemAnswer:
         """One request; raises ContractViolation for an answer that breaks the contract."""
@@ -93,5 +68,5 @@ class HttpTarget:
             except ValueError as exc:  # a truncated body: transient, retry it
                 raise _Unparseable(str(exc)) from exc
 
-        payload = await self._guard.call(attempt, classify, self._limiter)
+        payload = await self._paced(attempt)
         return parse_answer(payload, request.mechanism)

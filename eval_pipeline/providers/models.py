@@ -43,6 +43,7 @@ from eval_pipeline.providers.waits import WaitLimits
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.call_guard import FaultSettings
+    from eval_pipeline.providers.ratelimit import RetryPolicy
 
 EmbedderKind = Literal["local", "voyage"]
 RerankerKind = Literal["cosine", "hybrid", "claude", "voyage"]
@@ -227,12 +228,18 @@ class ModelConfig(_Strict):
             del data["candidate_depth"]
         return data
 
+    # Imported here: only a model that calls a remote service needs the retry machinery (tenacity).
     @property
     def faults(self) -> FaultSettings:
-        # Here: only a model that calls a remote service needs the retry machinery (tenacity).
         from eval_pipeline.providers.call_guard import FaultSettings
 
         return FaultSettings(self.waits, self.breaker)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        from eval_pipeline.providers.ratelimit import RetryPolicy
+
+        return RetryPolicy(max_attempts=self.retry.max_attempts, backoff_s=self.retry.backoff_s)
 
     @property
     def kinds(self) -> frozenset[str]:

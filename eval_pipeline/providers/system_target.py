@@ -20,13 +20,12 @@ from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Semant
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.implementations import answer_output, system_requests
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.models import ModelConfig, SystemConfig
+from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
 
 # The retry machinery (tenacity) loads with a target: a model without a system never needs it.
 if TYPE_CHECKING:
-    from eval_pipeline.providers.call_guard import FaultSettings
-    from eval_pipeline.providers.ratelimit import Clock, RetryPolicy
+    from eval_pipeline.providers.ratelimit import Clock
 
 REASON_PREFIX = "target: "
 
@@ -41,26 +40,22 @@ class SystemTarget(Protocol):
     async def aclose(self) -> None: ...
 
 
-def retry_policy(cfg: ModelConfig) -> RetryPolicy:
-    from eval_pipeline.providers.ratelimit import RetryPolicy
-
-    return RetryPolicy(max_attempts=cfg.retry.max_attempts, backoff_s=cfg.retry.backoff_s)
-
-
-def make_target(
-    system: SystemConfig, policy: RetryPolicy, faults: FaultSettings | None = None
-) -> SystemTarget:
-    """The client for `system`. A Python entry point is imported here (EntrypointError)."""
+def make_target(cfg: ModelConfig) -> SystemTarget:
+    """The client for `cfg`'s system. A Python entry point is imported here (EntrypointError)."""
+    system = cfg.system
+    assert system is not None  # only a model with a system asks for one
     if system.kind == "http":
+        from eval_pipeline.providers.api_base import ApiAccess
         from eval_pipeline.providers.http_target import HttpTarget
 
-        assert system.url is not None  # validated with the kind
-        return HttpTarget(url=system.url, timeout_s=system.timeout_s, policy=policy, faults=faults)
+        access = ApiAccess(
+            base_url=system.url, timeout_s=system.timeout_s, policy=cfg.retry_policy, faults=cfg.faults
+        )
+        return HttpTarget(access)
     from eval_pipeline.providers.python_target import PythonTarget
 
     assert system.entrypoint is not None  # validated with the kind
-    breaker = faults.breaker if faults is not None else None
-    return PythonTarget(system.entrypoint, system.mechanisms, system.timeout_s, breaker=breaker)
+    return PythonTarget(system.entrypoint, system.mechanisms, system.timeout_s, breaker=cfg.breaker)
 
 
 def failure_reason(exc: Exception) -> str:
@@ -167,5 +162,5 @@ def run_system(cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOu
     requests = system_requests(banks, scope, cfg.system_mechanisms)
     if cfg.system is None or not requests:
         return []
-    target = make_target(cfg.system, retry_policy(cfg), cfg.faults)
+    target = make_target(cfg)
     return asyncio.run(ask_all(target, requests, cfg.concurrency))

@@ -26,7 +26,7 @@ import voyageai.error
 from voyageai.client_async import AsyncClient
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.api_base import ApiProvider
+from eval_pipeline.providers.api_base import ApiAccess, ApiProvider
 from eval_pipeline.providers.base import (
     EmbedResult,
     InputType,
@@ -36,18 +36,8 @@ from eval_pipeline.providers.base import (
     Vectors,
 )
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.pricing import Price
-from eval_pipeline.providers.ratelimit import (
-    Clock,
-    Failure,
-    LoopLocal,
-    RateLimiter,
-    RetryPolicy,
-    broken_off,
-    failure_for_status,
-    unreachable,
-)
+from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
 
 BASE_URL_ENV = "VOYAGE_BASE_URL"
 DEFAULT_BASE_URL = "https://api.voyageai.com/v1"
@@ -72,10 +62,6 @@ T = TypeVar("T")
 
 def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / _CHARS_PER_TOKEN))
-
-
-def token_cap(model_id: str) -> int:
-    return _TOKEN_CAPS.get(model_id, _DEFAULT_TOKEN_CAP)
 
 
 def plan_batches(
@@ -159,87 +145,37 @@ def service_url(base_url: str | None) -> str:
     return base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
 
 
-def make_client(api_key: str, base_url: str | None, timeout_s: float) -> AsyncClient:
-    return AsyncClient(api_key=api_key, max_retries=1, timeout=timeout_s, base_url=service_url(base_url))
-
-
 class _VoyageBase(ApiProvider):
-    def __init__(
-        self,
-        model_id: str,
-        api_key: str,
-        base_url: str | None,
-        cache: ResponseCache,
-        limiter: RateLimiter | None,
-        *,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        timeout_s: float = 60.0,
-        faults: FaultSettings | None = None,
-    ) -> None:
-        url = service_url(base_url)
-        super().__init__(
-            model_id,
-            api_key,
-            cache,
-            limiter,
-            clock,
-            policy,
-            service_url=url,
-            faults=faults,
-            timeout_s=timeout_s,
-        )
-        self._client = make_client(api_key, base_url, timeout_s)
+    def __init__(self, model_id: str, access: ApiAccess, cache: ResponseCache) -> None:
+        url = service_url(access.base_url)
+        super().__init__(model_id, access, url, classify)
+        self._cache = cache
+        self._sdk = AsyncClient(api_key=access.api_key, max_retries=1, timeout=access.timeout_s, base_url=url)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
-        # it through `voyageai.aiosession`; reusing one saves a handshake a call.
-        self._session = LoopLocal(_session, close=lambda session: session.close())
-
-    async def aclose(self) -> None:
-        """Close this loop's connections now (they are closed when the loop ends anyway)."""
-        await self._session.aclose()
+        # it through `voyageai.aiosession`: one per loop, reused.
+        self._client = LoopLocal(_session, close=lambda session: session.close())
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
         async def attempt() -> Any:
-            lent = voyageai.aiosession.set(self._session.get())
+            lent = voyageai.aiosession.set(self._client.get())
             try:
-                return await getattr(self._client, method)(model=self.model_id, **kwargs)
+                return await getattr(self._sdk, method)(model=self.model_id, **kwargs)
             except (AttributeError, KeyError, IndexError, TypeError) as exc:
                 raise _UnreadableResponse(type(exc).__name__) from exc
             finally:
                 voyageai.aiosession.reset(lent)
 
-        return await self._guard.call(attempt, classify, self._limiter)
+        return await self._paced(attempt)
 
 
 class VoyageEmbedder(_VoyageBase):
     """Embeds through Voyage, one cache entry per (model, input type, text)."""
 
     def __init__(
-        self,
-        model_id: str,
-        api_key: str,
-        base_url: str | None,
-        cache: ResponseCache,
-        limiter: RateLimiter | None,
-        *,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        timeout_s: float = 60.0,
-        faults: FaultSettings | None = None,
-        max_batch_tokens: int | None = None,
+        self, model_id: str, access: ApiAccess, cache: ResponseCache, max_batch_tokens: int | None = None
     ) -> None:
-        super().__init__(
-            model_id,
-            api_key,
-            base_url,
-            cache,
-            limiter,
-            clock=clock,
-            policy=policy,
-            timeout_s=timeout_s,
-            faults=faults,
-        )
-        self.max_batch_tokens = max_batch_tokens or token_cap(model_id)
+        super().__init__(model_id, access, cache)
+        self.max_batch_tokens = max_batch_tokens or _TOKEN_CAPS.get(model_id, _DEFAULT_TOKEN_CAP)
 
     def _key(self, text: str, input_type: InputType) -> str:
         request = {"endpoint": "embeddings", "input_type": input_type, "text": text}
@@ -288,31 +224,8 @@ def rerank_documents(candidates: Sequence[RerankCandidate]) -> list[str]:
 class VoyageReranker(_VoyageBase):
     """Voyage rerank over "title: summary" documents; relevance order, score in the reason."""
 
-    def __init__(
-        self,
-        model_id: str,
-        api_key: str,
-        base_url: str | None,
-        cache: ResponseCache,
-        limiter: RateLimiter | None,
-        price: Price,
-        *,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        timeout_s: float = 60.0,
-        faults: FaultSettings | None = None,
-    ) -> None:
-        super().__init__(
-            model_id,
-            api_key,
-            base_url,
-            cache,
-            limiter,
-            clock=clock,
-            policy=policy,
-            timeout_s=timeout_s,
-            faults=faults,
-        )
+    def __init__(self, model_id: str, access: ApiAccess, cache: ResponseCache, price: Price) -> None:
+        super().__init__(model_id, access, cache)
         self.price = price
 
     def _key(self, query: str, documents: list[str], top_k: int, trial: int) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.local_rerank import CosineReranker
 from eval_pipeline.providers.pricing import Price, cost_usd
@@ -36,17 +37,16 @@ def _pipeline(
     limiter: RateLimiter | None = None,
     max_batch_tokens: int | None = None,
 ) -> SemanticPipeline:
-    embedder = VoyageEmbedder(
-        "voyage-3.5",
+    access = ApiAccess(
         FAKE_VOYAGE_KEY,
         emu.voyage_base_url,
-        ResponseCache(tmp_path / "responses", "use"),
         limiter,
-        clock=ScaledClock(500.0),
-        policy=RetryPolicy(backoff_s=0),
-        timeout_s=SAFE_TIMEOUT_S,
-        max_batch_tokens=max_batch_tokens,
+        ScaledClock(500.0),
+        RetryPolicy(backoff_s=0),
+        SAFE_TIMEOUT_S,
     )
+    cache = ResponseCache(tmp_path / "responses", "use")
+    embedder = VoyageEmbedder("voyage-3.5", access, cache, max_batch_tokens)
     store = EmbeddingStore(tmp_path / "store", "use")
     embed_cost = partial(cost_usd, price=PRICE)
     return SemanticPipeline(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args
@@ -27,6 +28,7 @@ from eval_pipeline.providers.calibrator import (
     CalibratorConfigError,
     TokenCount,
     api_key_from_env,
+    calibrator_access,
     calibrator_price,
     calls_cost,
     estimate_cost,
@@ -78,16 +80,14 @@ async def make(emulator: EmulatorHandle) -> AsyncIterator[Factory]:
 
     def factory(policy: RetryPolicy | None = None, **kwargs: Any) -> Calibrator:
         clock = ScaledClock(1000.0)  # backoff and polling waits take ~no real time
-        calibrator = Calibrator(
-            DEFAULT_MODEL,
-            FAKE_ANTHROPIC_KEY,
-            RateLimiter(60_000, 8, clock),
+        access = replace(
+            calibrator_access(FAKE_ANTHROPIC_KEY, RateLimiter(60_000, 8, clock)),
             base_url=emulator.base_url,
             clock=clock,
             policy=policy or RetryPolicy(max_attempts=5),
             timeout_s=5.0,
-            **{"poll_interval_s": 1.0, **kwargs},
         )
+        calibrator = Calibrator(DEFAULT_MODEL, access, **{"poll_interval_s": 1.0, **kwargs})
         made.append(calibrator)
         return calibrator
 

@@ -14,6 +14,7 @@ import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import SystemRequest
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
@@ -99,7 +100,7 @@ def test_a_service_that_stalls_or_drips_after_its_headers_is_timed_out(behaviour
     # overall deadline can end it. Hang guard: the test's own timeout (pytest-timeout).
     request = SystemRequest(mechanism=Mechanism.STATE, message="m", user_type=None, user_state={})
     with hanging_server(behaviour, drip_s=0.05) as server:
-        target = HttpTarget(server.url, timeout_s=0.5, policy=NO_BACKOFF, faults=PATIENT)
+        target = HttpTarget(ApiAccess(base_url=server.url, policy=NO_BACKOFF, timeout_s=0.5, faults=PATIENT))
 
         async def main() -> None:
             try:
@@ -115,16 +116,8 @@ def test_a_service_that_stalls_or_drips_after_its_headers_is_timed_out(behaviour
 
 
 def _voyage_embeds(url: str, cache: ResponseCache) -> Callable[[], Coroutine[Any, Any, object]]:
-    embedder = VoyageEmbedder(
-        "voyage-3.5",
-        FAKE_VOYAGE_KEY,
-        f"{url}/v1",
-        cache,
-        None,
-        policy=NO_BACKOFF,
-        timeout_s=0.5,
-        faults=PATIENT,
-    )
+    access = ApiAccess(FAKE_VOYAGE_KEY, f"{url}/v1", policy=NO_BACKOFF, timeout_s=0.5, faults=PATIENT)
+    embedder = VoyageEmbedder("voyage-3.5", access, cache)
 
     async def call() -> object:
         try:
@@ -136,17 +129,9 @@ def _voyage_embeds(url: str, cache: ResponseCache) -> Callable[[], Coroutine[Any
 
 
 def _claude_reranks(url: str, cache: ResponseCache) -> Callable[[], Coroutine[Any, Any, object]]:
+    access = ApiAccess(FAKE_ANTHROPIC_KEY, url, policy=NO_BACKOFF, timeout_s=0.5, faults=PATIENT)
     reranker = ClaudeReranker(
-        "claude-haiku-4-5",
-        FAKE_ANTHROPIC_KEY,
-        url,
-        cache,
-        None,
-        Price(input=1.0, output=5.0),
-        "rerank-test-1",
-        policy=NO_BACKOFF,
-        timeout_s=0.5,
-        faults=PATIENT,
+        "claude-haiku-4-5", access, cache, Price(input=1.0, output=5.0), "rerank-test-1"
     )
     candidates = [RerankCandidate(f"e{i}", f"E{i}", "s", 0.5) for i in range(3)]
 

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
-from anthropic.types import Message, ToolUseBlock
 
 from eval_pipeline.core.inputs.stage_depths import SELECTION_K
-from eval_pipeline.providers.anthropic_client import build_reply_parsers
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import (
@@ -70,18 +69,8 @@ async def make_reranker(cache: ResponseCache) -> AsyncIterator[RerankerFactory]:
         policy: RetryPolicy | None = None,
         timeout_s: float = SAFE_TIMEOUT_S,
     ) -> ClaudeReranker:
-        reranker = ClaudeReranker(
-            "claude-haiku-4-5",
-            FAKE_ANTHROPIC_KEY,
-            emu.base_url,
-            cache,
-            limiter,
-            HAIKU,
-            "rerank-test-1",
-            clock=clock,
-            policy=policy,
-            timeout_s=timeout_s,
-        )
+        access = ApiAccess(FAKE_ANTHROPIC_KEY, emu.base_url, limiter, clock, policy, timeout_s)
+        reranker = ClaudeReranker("claude-haiku-4-5", access, cache, HAIKU, "rerank-test-1")
         made.append(reranker)
         return reranker
 
@@ -238,16 +227,8 @@ async def test_94_queries_with_20_percent_faults_of_every_kind(
     policy = RetryPolicy(max_attempts=2)  # few attempts, so some tests do end errored
     with start_emulator(stall_s=STALL_S, seed=5) as emu:
         reranker = make_reranker(emu, clock, RateLimiter(6000, 16, clock=clock), policy, CLIENT_TIMEOUT_S)
-        embedder = VoyageEmbedder(
-            "voyage-3.5",
-            FAKE_VOYAGE_KEY,
-            emu.voyage_base_url,
-            cache,
-            None,
-            clock=clock,
-            policy=policy,
-            timeout_s=CLIENT_TIMEOUT_S,
-        )
+        voyage = ApiAccess(FAKE_VOYAGE_KEY, emu.voyage_base_url, None, clock, policy, CLIENT_TIMEOUT_S)
+        embedder = VoyageEmbedder("voyage-3.5", voyage, cache)
         pipeline = SemanticPipeline(
             "api-test",
             embedder,
@@ -310,11 +291,3 @@ async def test_a_failed_repair_call_still_counts_the_first_calls_usage(
     else:
         pytest.fail("no seed gave an invalid first answer and a failed repair")
     assert caught.value.api_calls == 1 and caught.value.usage.input_tokens > 0
-
-
-def test_the_sample_reply_goes_through_the_sdks_content_block_parsing() -> None:
-    """`build_reply_parsers` builds what a first reply would: its sample must reach the SDK's
-    content-block union (a tool call parsed as a ToolUseBlock, not left a plain dict)."""
-    message = build_reply_parsers()
-    assert isinstance(message, Message) and isinstance(message.content[0], ToolUseBlock)
-    assert message.usage.cache_creation is not None

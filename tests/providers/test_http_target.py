@@ -15,6 +15,7 @@ import pytest
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest, parse_answer
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.http_target import HttpTarget
@@ -31,7 +32,9 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def target(emulator: EmulatorHandle) -> AsyncIterator[HttpTarget]:
-    client = HttpTarget(emulator.target_url, SAFE_TIMEOUT_S, clock=ScaledClock(200.0))
+    client = HttpTarget(
+        ApiAccess(base_url=emulator.target_url, clock=ScaledClock(200.0), timeout_s=SAFE_TIMEOUT_S)
+    )
     yield client
     await client.aclose()
 
@@ -127,12 +130,13 @@ async def test_pipeline_maps_the_response(target: HttpTarget) -> None:
 async def test_94_requests_with_20_percent_faults() -> None:
     placed = tuple(("/target", n, kind) for n, kind in enumerate(ALL_FAULTS, start=1))  # each kind met
     with start_emulator(fault_rate=0.2, fault_at=placed, seed=2, stall_s=STALL_S) as emu:
-        flaky = HttpTarget(
-            emu.target_url,
-            CLIENT_TIMEOUT_S,
+        access = ApiAccess(
+            base_url=emu.target_url,
             clock=ScaledClock(50.0),
             policy=RetryPolicy(max_attempts=2),
+            timeout_s=CLIENT_TIMEOUT_S,
         )
+        flaky = HttpTarget(access)
         pipeline = SystemPipeline("svc", flaky, concurrency=16)
         done: list[str] = []
         items = [RetrievalItem(f"t{i:02d}", f"question {i}") for i in range(94)]
@@ -179,7 +183,7 @@ def broken_service() -> Iterator[str]:
 
 
 async def test_contract_violation_errors_without_retrying(broken_service: str) -> None:
-    target = HttpTarget(broken_service, SAFE_TIMEOUT_S)
+    target = HttpTarget(ApiAccess(base_url=broken_service, timeout_s=SAFE_TIMEOUT_S))
     result = await SystemPipeline("svc", target, 1).retrieve("t1", "q")
     await target.aclose()
     assert result.status == "errored" and _BrokenService.calls == 1

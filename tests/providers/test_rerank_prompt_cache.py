@@ -23,6 +23,7 @@ from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval, Usage
 from eval_pipeline.providers import anthropic_client
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
 from eval_pipeline.providers.pricing import BUILTIN_PRICES, Price, cost_usd
@@ -87,21 +88,12 @@ async def _pipelines(emulator: EmulatorHandle, tmp_path: Path) -> AsyncIterator[
         response_cache = ResponseCache(where, "use")
         caches.append(response_cache)
         price = BUILTIN_PRICES[model]
-        reranker = ClaudeReranker(
-            model,
-            FAKE_ANTHROPIC_KEY,
-            emulator.base_url,
-            response_cache,
-            RateLimiter(60_000, 8, clock=clock),
-            price,
-            "rerank-v2",
-            clock=clock,
-            timeout_s=SAFE_TIMEOUT_S,
-        )
+        limiter = RateLimiter(60_000, 8, clock=clock)
+        access = ApiAccess(FAKE_ANTHROPIC_KEY, emulator.base_url, limiter, timeout_s=SAFE_TIMEOUT_S)
+        reranker = ClaudeReranker(model, access, response_cache, price, "rerank-v2")
         rerankers.append(reranker)
-        embedder = VoyageEmbedder(
-            "voyage-3.5", FAKE_VOYAGE_KEY, emulator.voyage_base_url, response_cache, None, clock=clock
-        )
+        voyage = ApiAccess(FAKE_VOYAGE_KEY, emulator.voyage_base_url, clock=clock)
+        embedder = VoyageEmbedder("voyage-3.5", voyage, response_cache)
         return SemanticPipeline(
             "api-test",
             embedder,

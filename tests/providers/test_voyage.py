@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.pricing import Price
@@ -35,30 +36,15 @@ def _embedder(
     timeout_s: float = SAFE_TIMEOUT_S,
     max_batch_tokens: int | None = None,
 ) -> VoyageEmbedder:
-    return VoyageEmbedder(
-        "voyage-3.5",
-        FAKE_VOYAGE_KEY,
-        emu.voyage_base_url,
-        cache,
-        None,
-        clock=clock,
-        policy=RetryPolicy(),
-        timeout_s=timeout_s,
-        max_batch_tokens=max_batch_tokens,
+    access = ApiAccess(
+        FAKE_VOYAGE_KEY, emu.voyage_base_url, clock=clock, policy=RetryPolicy(), timeout_s=timeout_s
     )
+    return VoyageEmbedder("voyage-3.5", access, cache, max_batch_tokens)
 
 
 def _reranker(emu: EmulatorHandle, cache: ResponseCache, clock: Clock) -> VoyageReranker:
-    return VoyageReranker(
-        "rerank-2.5",
-        FAKE_VOYAGE_KEY,
-        emu.voyage_base_url,
-        cache,
-        None,
-        Price(input=0.05),
-        clock=clock,
-        timeout_s=SAFE_TIMEOUT_S,
-    )
+    access = ApiAccess(FAKE_VOYAGE_KEY, emu.voyage_base_url, clock=clock, timeout_s=SAFE_TIMEOUT_S)
+    return VoyageReranker("rerank-2.5", access, cache, Price(input=0.05))
 
 
 def test_plan_batches_respects_both_caps() -> None:

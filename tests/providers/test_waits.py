@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.core.inputs.stage_depths import SELECTION_K
+from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import RerankCandidate, RerankRequest
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.call_guard import FaultSettings
@@ -107,17 +108,10 @@ def slow_batches() -> Iterator[EmulatorHandle]:
 async def test_batch_polling_stops_before_the_run_deadline(
     slow_batches: EmulatorHandle, cache: ResponseCache, clock: RecordingClock
 ) -> None:
+    faults = FaultSettings(waits=WaitLimits(run_deadline_s=100))
+    access = ApiAccess(FAKE_ANTHROPIC_KEY, slow_batches.base_url, clock=clock, faults=faults)
     reranker = ClaudeReranker(
-        "claude-haiku-4-5",
-        FAKE_ANTHROPIC_KEY,
-        slow_batches.base_url,
-        cache,
-        None,
-        Price(input=1.0, output=5.0),
-        "rerank-test-1",
-        clock=clock,
-        poll_interval_s=30,
-        faults=FaultSettings(waits=WaitLimits(run_deadline_s=100)),
+        "claude-haiku-4-5", access, cache, Price(input=1.0, output=5.0), "rerank-test-1", 30
     )
     candidates = [RerankCandidate(f"e{i}", f"E{i}", "s", 0.5) for i in range(3)]
     with pytest.raises(WaitRefused, match=r"in progress: next poll in 30 s, more than the 10 s left"):
