@@ -194,7 +194,7 @@ class Bench:
             FAKE_KEY, self.emulator.base_url, limiter, policy=policy, timeout_s=CLIENT_TIMEOUT_S
         )
         embedder = VoyageEmbedder(EMBED_MODEL, voyage, cache)
-        reranker = ClaudeReranker(RERANK_MODEL, claude, cache, lookup_price(RERANK_MODEL), "bench-1")
+        reranker = ClaudeReranker(RERANK_MODEL, claude, cache, "bench-1")
         return SemanticPipeline(
             "bench",
             embedder,

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import anthropic
 import httpx2  # the SDK's HTTP client: what its connection errors wrap
-from anthropic.types import Message
+from anthropic.types import CacheControlEphemeralParam, Message
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 
@@ -66,6 +66,12 @@ class AnthropicProvider(ApiProvider):
 
     async def _messages_create(self, params: MessageCreateParamsNonStreaming) -> Message:
         return await self._paced(lambda: self._client.get().messages.create(**params))
+
+
+def cache_marker(long_ttl: bool) -> CacheControlEphemeralParam:
+    """The end of a cached prompt prefix: the 1-hour TTL for batches (their requests run over
+    minutes to hours), else the default 5 minutes."""
+    return {"type": "ephemeral", "ttl": "1h"} if long_ttl else {"type": "ephemeral"}
 
 
 def usage_of(message: Message) -> Usage:

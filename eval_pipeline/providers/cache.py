@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,8 +36,6 @@ _MATRICES_DIR = "matrices"
 # Entity matrices kept per embedder: a few KB versions back (a run on the one before an edit, two
 # KBs in turn) without growing with every edit.
 _MATRICES_KEPT = 4
-_CHECKSUM_LINE_MAX = 64  # "crc32:" and 8 hex digits, with room
-_NPY_HEADER_MAX = 4096  # np.save writes a 2-D array's header in 128 bytes
 
 _RESPONSES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -55,20 +53,29 @@ CREATE TABLE IF NOT EXISTS embeddings (
 )"""
 
 
-class _SqliteFile:
-    """A lazily opened connection, reopened after a fork (connections must not cross one)."""
+class _SqliteCache:
+    """One cache file with its mode, and how many look-ups it answered. Its connection is opened
+    on first use, and again after a fork (connections must not cross one)."""
 
-    def __init__(self, path: Path, schema: str) -> None:
-        self.path = path
-        self._schema = schema
+    FILENAME: ClassVar[str]
+    SCHEMA: ClassVar[str]
+
+    def __init__(self, cache_dir: Path, mode: CacheMode = "use") -> None:
+        self.mode: CacheMode = mode
+        self.directory = cache_dir
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self.hits = 0
+        self.misses = 0
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
-            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            self.directory / self.FILENAME,
+            timeout=_BUSY_TIMEOUT_S,
+            isolation_level=None,
+            check_same_thread=False,
         )
         # Switching to WAL needs the file to itself, and SQLite does not always wait for it (the
         # busy timeout is skipped there): two processes opening a new cache at once can see
@@ -78,7 +85,7 @@ class _SqliteFile:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")  # durable enough for a cache, much faster
-                conn.execute(self._schema)
+                conn.execute(self.SCHEMA)
                 return conn
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -87,11 +94,16 @@ class _SqliteFile:
                 time.sleep(0.02)
 
     @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
+    def _connection(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             if self._conn is None or self._pid != os.getpid():
                 self._conn, self._pid = self._open(), os.getpid()
             yield self._conn
+
+    def _count(self, hits: int, misses: int) -> None:
+        with self._lock:
+            self.hits += hits
+            self.misses += misses
 
     def close(self) -> None:
         with self._lock:
@@ -100,28 +112,11 @@ class _SqliteFile:
             self._conn = None
 
 
-class _Counters:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def count(self, hits: int, misses: int) -> None:
-        with self._lock:
-            self.hits += hits
-            self.misses += misses
-
-
-class ResponseCache:
+class ResponseCache(_SqliteCache):
     """Successful provider responses keyed by what determined them. Errors are never stored."""
 
     FILENAME = "responses.sqlite3"
-
-    def __init__(self, cache_dir: Path, mode: CacheMode = "use") -> None:
-        self.mode: CacheMode = mode
-        self._db = _SqliteFile(cache_dir / self.FILENAME, _RESPONSES_SCHEMA)
-        self._counters = _Counters()
-        self.directory = cache_dir
+    SCHEMA = _RESPONSES_SCHEMA
 
     @staticmethod
     def key(
@@ -144,20 +139,12 @@ class ResponseCache:
             )
         )
 
-    @property
-    def hits(self) -> int:
-        return self._counters.hits
-
-    @property
-    def misses(self) -> int:
-        return self._counters.misses
-
     def get(self, key: str) -> dict[str, Any] | None:
         row = None
         if self.mode == "use":
-            with self._db.connection() as conn:
+            with self._connection() as conn:
                 row = conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        self._counters.count(hits=int(row is not None), misses=int(row is None))
+        self._count(hits=int(row is not None), misses=int(row is None))
         if row is None:
             return None
         value: dict[str, Any] = json.loads(row[0])
@@ -167,77 +154,45 @@ class ResponseCache:
         if self.mode == "off":
             return
         text = canonical_json(dict(value))  # fails fast on values that are not JSON
-        with self._db.connection() as conn:
+        with self._connection() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
                 (key, text, time.time()),
             )
 
-    def close(self) -> None:
-        self._db.close()
 
-
-def _checksum(body: bytes | memoryview) -> bytes:
-    """A matrix file's check against damage (a cache, not a signature): CRC-32 is much cheaper than
-    SHA-256 on a warm run's largest read."""
+def _checksum(body: bytes) -> bytes:
+    """A matrix file's check against damage (a cache, not a signature, so CRC-32 will do)."""
     return f"crc32:{zlib.crc32(body):08x}".encode("ascii")
 
 
 def _read_matrix(path: Path) -> Vectors | None:
-    """The array of a matrix file, or None when it does not match its checksum. The file is read
-    once into a buffer the array then uses as it is: no copy of the 7.7 MB of a 5,000-entity matrix
-    (splitting off the checksum line and `np.load` from a stream each made one)."""
-    with path.open("rb") as file:
-        data = bytearray(os.fstat(file.fileno()).st_size)
-        if file.readinto(data) != len(data):
-            return None  # the file shrank while it was read
-    cut = data.find(b"\n", 0, _CHECKSUM_LINE_MAX)
-    if cut < 0:
+    """The array of a matrix file, or None when it does not match its checksum."""
+    head, _, body = path.read_bytes().partition(b"\n")
+    if head != _checksum(body):
         return None
-    body = memoryview(data)[cut + 1 :]
-    if data[:cut] != _checksum(body):
-        return None
-    header = io.BytesIO(body[:_NPY_HEADER_MAX])
-    if np.lib.format.read_magic(header) != (1, 0):  # what `put_matrix`'s np.save writes
-        return None
-    shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(header)
-    if dtype.hasobject:  # as np.load without allow_pickle: never an object array
-        return None
-    count = int(np.prod(shape, dtype=np.int64))
-    array = np.frombuffer(data, dtype=dtype, count=count, offset=cut + 1 + header.tell())
-    return array.reshape(shape, order="F" if fortran_order else "C")
+    matrix: Vectors = np.load(io.BytesIO(body), allow_pickle=False)
+    return matrix
 
 
-class EmbeddingStore:
+class EmbeddingStore(_SqliteCache):
     """Vectors per (embedder name, content hash), so a one-entity KB edit re-embeds one entity.
 
     Entity vectors are keyed by `Entity.content_hash`; query vectors by `query_key(...)`.
     """
 
     FILENAME = "embeddings.sqlite3"
-
-    def __init__(self, cache_dir: Path, mode: CacheMode = "use") -> None:
-        self.mode: CacheMode = mode
-        self._db = _SqliteFile(cache_dir / self.FILENAME, _EMBEDDINGS_SCHEMA)
-        self._counters = _Counters()
+    SCHEMA = _EMBEDDINGS_SCHEMA
 
     @staticmethod
     def query_key(input_type: InputType, text: str) -> str:
         return sha256_text(canonical_json({"input_type": input_type, "text": text}))
 
-    @property
-    def hits(self) -> int:
-        return self._counters.hits
-
-    @property
-    def misses(self) -> int:
-        return self._counters.misses
-
     def get_many(self, embedder: str, hashes: Sequence[str]) -> dict[str, Vector]:
         wanted = list(dict.fromkeys(hashes))
         found: dict[str, Vector] = {}
         if self.mode == "use":
-            with self._db.connection() as conn:
+            with self._connection() as conn:
                 for start in range(0, len(wanted), _MAX_PARAMS):
                     chunk = wanted[start : start + _MAX_PARAMS]
                     marks = ",".join("?" * len(chunk))
@@ -248,14 +203,14 @@ class EmbeddingStore:
                     )
                     for content_hash, blob in rows:
                         found[content_hash] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-        self._counters.count(hits=len(found), misses=len(wanted) - len(found))
+        self._count(hits=len(found), misses=len(wanted) - len(found))
         return found
 
     def put_many(self, embedder: str, vectors: Mapping[str, Vector]) -> None:
         if self.mode == "off" or not vectors:
             return
         rows = [(embedder, h, np.ascontiguousarray(v, dtype="<f4").tobytes()) for h, v in vectors.items()]
-        with self._db.connection() as conn:
+        with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(
@@ -279,7 +234,7 @@ class EmbeddingStore:
             return None
         if matrix is None or matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != len(hashes):
             return None
-        self._counters.count(hits=len(hashes), misses=0)
+        self._count(hits=len(hashes), misses=0)
         return matrix
 
     def put_matrix(self, embedder: str, hashes: Sequence[str], matrix: Vectors) -> None:
@@ -305,7 +260,4 @@ class EmbeddingStore:
 
     def _matrix_file(self, embedder: str, hashes: Sequence[str]) -> Path:
         key = sha256_text("\n".join(hashes))
-        return self._db.path.parent / _MATRICES_DIR / f"{sha256_text(embedder)[:16]}-{key}.bin"
-
-    def close(self) -> None:
-        self._db.close()
+        return self.directory / _MATRICES_DIR / f"{sha256_text(embedder)[:16]}-{key}.bin"

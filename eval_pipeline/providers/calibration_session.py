@@ -13,7 +13,7 @@ from pathlib import Path
 
 from eval_pipeline.core.calibration.files import apply_calibration
 from eval_pipeline.core.calibration.prompt import user_turn
-from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, Scope
+from eval_pipeline.core.calibration.proposals import DEFAULT_TRIGGERS, Scope, judge
 from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.review import review_from_run, write_review
 from eval_pipeline.core.calibration.scope import scoped_tests
@@ -32,8 +32,8 @@ from eval_pipeline.providers.calibrator import (
     TokenCount,
     calibrator_access,
     calibrator_price,
+    calls_cost,
     estimate_cost,
-    finish_run,
 )
 from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import RateLimiter
@@ -113,19 +113,21 @@ class CalibrationSession:
             calls = await self.calibrator.calibrate_batch(plan.kb, self.prompts, batch_progress)
         else:
             calls = await self.calibrator.calibrate(plan.kb, self.prompts, progress)
-        return finish_run(
+        outcomes, diffs = judge(calls, plan.kb, plan.resolved)
+        return CalibrationRun(
             scope=plan.scope,
             trigger=plan.trigger,
             added_entities=plan.added_entities,
             model=self.calibrator.model_id,
-            batch=plan.batch,
+            mode="batch" if plan.batch else "sequential",
             kb=plan.kb,
-            resolved=plan.resolved,
             started=started,
-            started_clock=clock,
+            duration_s=time.monotonic() - clock,
             prefix_tokens=count.prefix_tokens,
             calls=calls,
-            price=plan.price,
+            outcomes=outcomes,
+            diffs=diffs,
+            cost_usd=calls_cost(calls, plan.price, plan.batch),
         )
 
     async def aclose(self) -> None:

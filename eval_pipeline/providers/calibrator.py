@@ -22,29 +22,25 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import get_args
 
-from anthropic.types import CacheControlEphemeralParam, Message, MessageParam, TextBlockParam
+from anthropic.types import Message, MessageParam, TextBlockParam
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from anthropic.types.messages import MessageBatchIndividualResponse
 from anthropic.types.model import Model
 
 from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text
-from eval_pipeline.core.calibration.proposals import CallRecord, Scope, judge
-from eval_pipeline.core.calibration.records import CalibrationRun
+from eval_pipeline.core.calibration.proposals import CallRecord
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.expectations.resolution import ResolvedExpectation
-from eval_pipeline.core.inputs.history_file import Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.anthropic_client import (
     AnthropicProvider,
     BatchProgress,
     MessageBatches,
+    cache_marker,
     unanswered,
     usage_of,
 )
@@ -159,40 +155,6 @@ def calls_cost(calls: Iterable[CallRecord], price: Price, batch: bool) -> float:
     return sum(cost_usd(c.usage, price) for c in calls) * factor
 
 
-def finish_run(
-    *,
-    scope: Scope,
-    trigger: Trigger,
-    added_entities: list[str],
-    model: str,
-    batch: bool,
-    kb: KnowledgeBase,
-    resolved: Mapping[str, ResolvedExpectation],
-    started: datetime,
-    started_clock: float,
-    prefix_tokens: int,
-    calls: list[CallRecord],
-    price: Price,
-) -> CalibrationRun:
-    """Judge the calls and record the calibration, the same way for the CLI and the asset."""
-    outcomes, diffs = judge(calls, kb, resolved)
-    return CalibrationRun(
-        scope=scope,
-        trigger=trigger,
-        added_entities=added_entities,
-        model=model,
-        mode="batch" if batch else "sequential",
-        kb=kb,
-        started=started,
-        duration_s=time.monotonic() - started_clock,
-        prefix_tokens=prefix_tokens,
-        calls=calls,
-        outcomes=outcomes,
-        diffs=diffs,
-        cost_usd=calls_cost(calls, price, batch),
-    )
-
-
 def system_blocks(kb: KnowledgeBase, long_ttl: bool = False) -> list[TextBlockParam]:
     """Instructions, then the KB as the cached prefix.
 
@@ -201,12 +163,9 @@ def system_blocks(kb: KnowledgeBase, long_ttl: bool = False) -> list[TextBlockPa
     write instead of 1.25x and is written about once. Sequential calls follow one another within
     seconds, so they keep the cheaper 5-minute writes.
     """
-    cache: CacheControlEphemeralParam = (
-        {"type": "ephemeral", "ttl": "1h"} if long_ttl else {"type": "ephemeral"}
-    )
     return [
         {"type": "text", "text": SYSTEM_INSTRUCTIONS},
-        {"type": "text", "text": kb_text(kb), "cache_control": cache},
+        {"type": "text", "text": kb_text(kb), "cache_control": cache_marker(long_ttl)},
     ]
 
 

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from anthropic.types import (
-    CacheControlEphemeralParam,
     Message,
     MessageParam,
     TextBlockParam,
@@ -43,11 +42,10 @@ from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.anthropic_client import AnthropicProvider, MessageBatches, usage_of
+from eval_pipeline.providers.anthropic_client import AnthropicProvider, MessageBatches, cache_marker, usage_of
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus, minimum_cacheable_tokens
 from eval_pipeline.providers.ratelimit import LoopLocal
 
@@ -214,13 +212,11 @@ class ClaudeReranker(AnthropicProvider):
         model_id: str,
         access: ApiAccess,
         cache: ResponseCache,
-        price: Price,
         prompt_version: str,
         poll_interval_s: float = DEFAULT_POLL_S,
     ) -> None:
         super().__init__(model_id, access)
         self._cache = cache
-        self.price = price
         self.prompt_version = prompt_version
         self.poll_interval_s = poll_interval_s
         self._catalogue: str | None = None
@@ -282,9 +278,7 @@ class ClaudeReranker(AnthropicProvider):
     def _system(self, long_ttl: bool) -> list[TextBlockParam]:
         """The instructions, then the catalogue when there is one; the last block ends the cached
         prefix (1-hour TTL in batches: their requests run over minutes to hours)."""
-        cache: CacheControlEphemeralParam = (
-            {"type": "ephemeral", "ttl": "1h"} if long_ttl else {"type": "ephemeral"}
-        )
+        cache = cache_marker(long_ttl)
         if self._catalogue is None:
             return [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": cache}]
         return [

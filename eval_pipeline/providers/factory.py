@@ -69,11 +69,11 @@ def _reranker(
         from eval_pipeline.providers.claude_rerank import ClaudeReranker
 
         access = _access(cfg, env, "anthropic", cfg.rate_limit_per_min)
-        return ClaudeReranker(model_id, access, cache, cfg.price(model_id), reranker.prompt_version)
+        return ClaudeReranker(model_id, access, cache, reranker.prompt_version)
     from eval_pipeline.providers.voyage import VoyageReranker
 
     access = _access(cfg, env, "voyage", cfg.rate_limit_per_min)
-    return VoyageReranker(model_id, access, cache, cfg.price(model_id))
+    return VoyageReranker(model_id, access, cache)
 
 
 def rerank_mode(cfg: ModelConfig, batch: bool) -> Literal["online", "batch"]:

@@ -44,10 +44,7 @@ def _fmt(x: float) -> str:
 
 
 def _ranked(scored: Sequence[tuple[float, str]], top_k: int) -> list[tuple[float, str]]:
-    """Highest score first; equal scores fall back to entity_id so the order is reproducible.
-
-    Sorted as (-score, entity_id) pairs, without a key function: one call less per candidate.
-    """
+    """Highest score first; equal scores fall back to entity_id so the order is reproducible."""
     best = sorted([(-score, entity_id) for score, entity_id in scored])[:top_k]
     return [(-negated, entity_id) for negated, entity_id in best]
 

@@ -140,7 +140,7 @@ class _Index:
         return np.array([e.entity_id for e in self.entities], dtype=object)
 
     def shown(self, candidates: Sequence[Candidate]) -> list[RerankCandidate]:
-        """What the reranker sees of each candidate (5,000 at a BEIR run's 50 tests x 100)."""
+        """What the reranker sees of each candidate."""
         seen, make = self._seen, RerankCandidate._make
         return [make((c.entity_id, *seen[c.entity_id], c.score)) for c in candidates]
 
@@ -228,11 +228,9 @@ class SemanticPipeline:
         batch: bool = False,
         candidate_depth: int = CANDIDATE_K,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.model_key = model_key
-        self._embedder = embedder
-        self._reranker = reranker
+        self.embedder = embedder
+        self.reranker = reranker
         self._store = store
         self._concurrency = concurrency
         self._embed_cost = embed_cost
@@ -245,21 +243,13 @@ class SemanticPipeline:
         self._queries: dict[str, _Query] = {}
         self._ranked: dict[str, list[Candidate]] = {}  # their candidates
 
-    @property
-    def embedder(self) -> Embedder:
-        return self._embedder
-
-    @property
-    def reranker(self) -> Reranker:
-        return self._reranker
-
     def stored(self, kb_entities: Sequence[Entity], queries: Sequence[str]) -> StoredView:
         """What the embedding store already holds, read without a call (for estimates)."""
         entities = _semantic(kb_entities)
         hashes = [e.content_hash for e in entities]
-        known = self._store.get_many(self._embedder.name, hashes) if self._store else {}
+        known = self._store.get_many(self.embedder.name, hashes) if self._store else {}
         keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
-        vectors = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
+        vectors = self._store.get_many(self.embedder.name, list(keys)) if self._store else {}
         everything = _Index(entities, np.empty((0, 0), dtype=np.float32))
         candidates: dict[str, list[RerankCandidate]] = {}
         if entities and all(h in known for h in hashes):  # only then are a query's candidates known
@@ -281,19 +271,19 @@ class SemanticPipeline:
         tally = _Tally()
         todo: list[Entity] = []
         # The whole matrix as one stored array when these entities were indexed before.
-        matrix = self._store.get_matrix(self._embedder.name, hashes) if self._store and entities else None
+        matrix = self._store.get_matrix(self.embedder.name, hashes) if self._store and entities else None
         if matrix is None:
-            known = self._store.get_many(self._embedder.name, hashes) if self._store else {}
+            known = self._store.get_many(self.embedder.name, hashes) if self._store else {}
             todo = [e for e in entities if e.content_hash not in known]
             fresh = await self._embed_documents(todo, tally)
             vectors = {**known, **fresh}
             matrix = np.stack([vectors[h] for h in hashes]).astype(np.float32) if entities else None
             if self._store and matrix is not None:
-                self._store.put_matrix(self._embedder.name, hashes, matrix)
+                self._store.put_matrix(self.embedder.name, hashes, matrix)
         self._index = _Index(entities, matrix if matrix is not None else np.empty((0, 0), dtype=np.float32))
         prompt_cache = None
-        if isinstance(self._reranker, CatalogueReranker):
-            prompt_cache = await self._reranker.prepare(self._index.shown(self._index.everything()))
+        if isinstance(self.reranker, CatalogueReranker):
+            prompt_cache = await self.reranker.prepare(self._index.shown(self._index.everything()))
         return PrepareReport(
             entities=len(entities),
             embedded=len(todo),
@@ -307,15 +297,15 @@ class SemanticPipeline:
     async def _embed_documents(self, todo: Sequence[Entity], tally: _Tally) -> dict[str, Vector]:
         if not todo:
             return {}
-        result = await self._embedder.embed([e.embedding_text() for e in todo], "document")
+        result = await self.embedder.embed([e.embedding_text() for e in todo], "document")
         if result.vectors.shape[0] != len(todo):
             raise ProviderError(
-                f"{self._embedder.name}: {result.vectors.shape[0]} vectors for {len(todo)} texts"
+                f"{self.embedder.name}: {result.vectors.shape[0]} vectors for {len(todo)} texts"
             )
         tally.add(result.usage, result.api_calls, result.cache_hits, self._embed_cost)
         fresh = {e.content_hash: result.vectors[i] for i, e in enumerate(todo)}
         if self._store:
-            self._store.put_many(self._embedder.name, fresh)
+            self._store.put_many(self.embedder.name, fresh)
         return fresh
 
     async def _prefetch_queries(self, queries: Sequence[str]) -> None:
@@ -329,18 +319,18 @@ class SemanticPipeline:
         embeds its own query and errors with the reason.
         """
         keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
-        known = self._store.get_many(self._embedder.name, list(keys)) if self._store else {}
+        known = self._store.get_many(self.embedder.name, list(keys)) if self._store else {}
         self._queries.update({keys[k]: _Query(v, stored=True) for k, v in known.items()})
         todo = [k for k in keys if k not in known]
         if todo:
             try:
-                result = await self._embedder.embed([keys[k] for k in todo], "query")
+                result = await self.embedder.embed([keys[k] for k in todo], "query")
             except Exception:  # each test retries alone and reports its own error
                 result = None
             if result is not None and result.vectors.shape[0] == len(todo):
                 fresh = {k: result.vectors[i] for i, k in enumerate(todo)}
                 if self._store:
-                    self._store.put_many(self._embedder.name, fresh)
+                    self._store.put_many(self.embedder.name, fresh)
                 bills = _share(result.usage, result.api_calls, [len(keys[k]) for k in todo])
                 self._queries.update(
                     {
@@ -364,17 +354,17 @@ class SemanticPipeline:
             return prefetched.vector
         key = EmbeddingStore.query_key("query", query)
         if self._store:
-            stored = self._store.get_many(self._embedder.name, [key]).get(key)
+            stored = self._store.get_many(self.embedder.name, [key]).get(key)
             if stored is not None:
                 tally.cache_hits += 1
                 return stored
-        result = await self._embedder.embed([query], "query")
+        result = await self.embedder.embed([query], "query")
         tally.add(result.usage, result.api_calls, result.cache_hits, self._embed_cost)
         if result.vectors.shape[0] != 1:
-            raise ProviderError(f"{self._embedder.name}: {result.vectors.shape[0]} vectors for 1")
+            raise ProviderError(f"{self.embedder.name}: {result.vectors.shape[0]} vectors for 1")
         vector: Vector = result.vectors[0]
         if self._store:
-            self._store.put_many(self._embedder.name, {key: vector})
+            self._store.put_many(self.embedder.name, {key: vector})
         return vector
 
     def _candidates(self, index: _Index, query: str, vector: Vector) -> list[Candidate]:
@@ -438,7 +428,7 @@ class SemanticPipeline:
         if staged.error is not None:
             return None
         try:
-            return await self._reranker.rerank(
+            return await self.reranker.rerank(
                 staged.item.query, staged.shown, SELECTION_K, trial=staged.item.trial
             )
         except Exception as exc:  # the test's outcome, not the run's
@@ -455,8 +445,8 @@ class SemanticPipeline:
         """All items, at most `concurrency` at a time; results in input order."""
         if self._batch_queries:
             await self._prefetch_queries([item.query for item in items])
-        if self._batch and isinstance(self._reranker, BatchReranker):
-            return await self._retrieve_batched(self._reranker, items, on_done)
+        if self._batch and isinstance(self.reranker, BatchReranker):
+            return await self._retrieve_batched(self.reranker, items, on_done)
 
         async def one(item: RetrievalItem) -> SemanticRetrieval:
             return await self.retrieve(item.test_id, item.query, item.trial)

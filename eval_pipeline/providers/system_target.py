@@ -74,8 +74,6 @@ class SystemPipeline:
     def __init__(
         self, model_key: str, target: SystemTarget, concurrency: int, candidate_depth: int = CANDIDATE_K
     ) -> None:
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.model_key = model_key
         self._depth = candidate_depth
         self.target = target

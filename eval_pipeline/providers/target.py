@@ -79,6 +79,8 @@ async def retrieve_all(
     are taken in order by `concurrency` workers, not each by a task of its own waiting for a
     turn: a bank of thousands of tests costs no task and no semaphore round per test.
     """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     done: dict[int, SemanticRetrieval] = {}
     todo = iter(enumerate(items))
 

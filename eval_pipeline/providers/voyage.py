@@ -36,7 +36,6 @@ from eval_pipeline.providers.base import (
     Vectors,
 )
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
 
 BASE_URL_ENV = "VOYAGE_BASE_URL"
@@ -223,10 +222,6 @@ def rerank_documents(candidates: Sequence[RerankCandidate]) -> list[str]:
 
 class VoyageReranker(_VoyageBase):
     """Voyage rerank over "title: summary" documents; relevance order, score in the reason."""
-
-    def __init__(self, model_id: str, access: ApiAccess, cache: ResponseCache, price: Price) -> None:
-        super().__init__(model_id, access, cache)
-        self.price = price
 
     def _key(self, query: str, documents: list[str], top_k: int, trial: int) -> str:
         request = {"endpoint": "rerank", "query": query, "documents": documents, "top_k": top_k}

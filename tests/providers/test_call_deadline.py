@@ -21,7 +21,6 @@ from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
 from eval_pipeline.providers.http_target import HttpTarget
-from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import RetryPolicy
 from eval_pipeline.providers.voyage import VoyageEmbedder
 from eval_pipeline.providers.waits import WaitLimits
@@ -130,9 +129,7 @@ def _voyage_embeds(url: str, cache: ResponseCache) -> Callable[[], Coroutine[Any
 
 def _claude_reranks(url: str, cache: ResponseCache) -> Callable[[], Coroutine[Any, Any, object]]:
     access = ApiAccess(FAKE_ANTHROPIC_KEY, url, policy=NO_BACKOFF, timeout_s=0.5, faults=PATIENT)
-    reranker = ClaudeReranker(
-        "claude-haiku-4-5", access, cache, Price(input=1.0, output=5.0), "rerank-test-1"
-    )
+    reranker = ClaudeReranker("claude-haiku-4-5", access, cache, "rerank-test-1")
     candidates = [RerankCandidate(f"e{i}", f"E{i}", "s", 0.5) for i in range(3)]
 
     async def call() -> object:

@@ -70,7 +70,7 @@ async def make_reranker(cache: ResponseCache) -> AsyncIterator[RerankerFactory]:
         timeout_s: float = SAFE_TIMEOUT_S,
     ) -> ClaudeReranker:
         access = ApiAccess(FAKE_ANTHROPIC_KEY, emu.base_url, limiter, clock, policy, timeout_s)
-        reranker = ClaudeReranker("claude-haiku-4-5", access, cache, HAIKU, "rerank-test-1")
+        reranker = ClaudeReranker("claude-haiku-4-5", access, cache, "rerank-test-1")
         made.append(reranker)
         return reranker
 

@@ -90,7 +90,7 @@ async def _pipelines(emulator: EmulatorHandle, tmp_path: Path) -> AsyncIterator[
         price = BUILTIN_PRICES[model]
         limiter = RateLimiter(60_000, 8, clock=clock)
         access = ApiAccess(FAKE_ANTHROPIC_KEY, emulator.base_url, limiter, timeout_s=SAFE_TIMEOUT_S)
-        reranker = ClaudeReranker(model, access, response_cache, price, "rerank-v2")
+        reranker = ClaudeReranker(model, access, response_cache, "rerank-v2")
         rerankers.append(reranker)
         voyage = ApiAccess(FAKE_VOYAGE_KEY, emulator.voyage_base_url, clock=clock)
         embedder = VoyageEmbedder("voyage-3.5", voyage, response_cache)

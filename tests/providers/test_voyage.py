@@ -8,7 +8,6 @@ import pytest
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import Clock, RetryPolicy, ScaledClock
 from eval_pipeline.providers.voyage import (
     VoyageEmbedder,
@@ -44,7 +43,7 @@ def _embedder(
 
 def _reranker(emu: EmulatorHandle, cache: ResponseCache, clock: Clock) -> VoyageReranker:
     access = ApiAccess(FAKE_VOYAGE_KEY, emu.voyage_base_url, clock=clock, timeout_s=SAFE_TIMEOUT_S)
-    return VoyageReranker("rerank-2.5", access, cache, Price(input=0.05))
+    return VoyageReranker("rerank-2.5", access, cache)
 
 
 def test_plan_batches_respects_both_caps() -> None:

@@ -14,7 +14,6 @@ from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
 from eval_pipeline.providers.models import ConfigError, load_models
-from eval_pipeline.providers.pricing import Price
 from eval_pipeline.providers.ratelimit import Failure, RateLimiter, RetryPolicy, call_with_retry
 from eval_pipeline.providers.waits import WaitBudget, WaitLimits, WaitRefused
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
@@ -110,9 +109,7 @@ async def test_batch_polling_stops_before_the_run_deadline(
 ) -> None:
     faults = FaultSettings(waits=WaitLimits(run_deadline_s=100))
     access = ApiAccess(FAKE_ANTHROPIC_KEY, slow_batches.base_url, clock=clock, faults=faults)
-    reranker = ClaudeReranker(
-        "claude-haiku-4-5", access, cache, Price(input=1.0, output=5.0), "rerank-test-1", 30
-    )
+    reranker = ClaudeReranker("claude-haiku-4-5", access, cache, "rerank-test-1", poll_interval_s=30)
     candidates = [RerankCandidate(f"e{i}", f"E{i}", "s", 0.5) for i in range(3)]
     with pytest.raises(WaitRefused, match=r"in progress: next poll in 30 s, more than the 10 s left"):
         await reranker.rerank_batch([RerankRequest("q", candidates, SELECTION_K)])

@@ -43,53 +43,31 @@ class AnthropicApi:
             return f"{prefix}_emu_{self._counter:06d}"
 
     def message(self, request: Json, malformed: bool = False) -> Json:
-        if _wants_proposal(request):
-            return self._proposal_message(request, malformed)
+        prompt = _user_text(request.get("messages", []))
+        if _wants_proposal(request):  # a calibrator's: structured output after a thinking block
+            system = _system_text(request)
+            answer = _malformed_proposal(prompt) if malformed else json.dumps(_propose(system, prompt))
+            thinking = {"type": "thinking", "thinking": "", "signature": "emulator"}
+            return self._reply(request, [thinking, {"type": "text", "text": answer}], "end_turn", answer)
         tool = _forced_tool(request)
-        text = _user_text(request.get("messages", []))
-        selection = _select(text)
-        tool_input = _malformed_input(text, selection) if malformed else selection
-        content: list[Json]
+        selection = _select(prompt)
+        tool_input = _malformed_input(prompt, selection) if malformed else selection
+        text = json.dumps(tool_input)
         if tool is None:
-            content = [{"type": "text", "text": json.dumps(tool_input)}]
-        else:
-            content = [
-                {
-                    "type": "tool_use",
-                    "id": self._next_id("toolu"),
-                    "name": tool,
-                    "input": tool_input,
-                }
-            ]
+            return self._reply(request, [{"type": "text", "text": text}], "end_turn", text)
+        call = {"type": "tool_use", "id": self._next_id("toolu"), "name": tool, "input": tool_input}
+        return self._reply(request, [call], "tool_use", text)
+
+    def _reply(self, request: Json, content: list[Json], stop_reason: str, output: str) -> Json:
         return {
             "id": self._next_id("msg"),
             "type": "message",
             "role": "assistant",
             "model": request.get("model", ""),
             "content": content,
-            "stop_reason": "tool_use" if tool else "end_turn",
+            "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": self._usage(request, json.dumps(tool_input)),
-        }
-
-    def _proposal_message(self, request: Json, malformed: bool) -> Json:
-        """A calibrator's answer: structured output as text, after an (empty) thinking block."""
-        prompt = _user_text(request.get("messages", []))
-        answer = (
-            _malformed_proposal(prompt) if malformed else json.dumps(_propose(_system_text(request), prompt))
-        )
-        return {
-            "id": self._next_id("msg"),
-            "type": "message",
-            "role": "assistant",
-            "model": request.get("model", ""),
-            "content": [
-                {"type": "thinking", "thinking": "", "signature": "emulator"},
-                {"type": "text", "text": answer},
-            ],
-            "stop_reason": "end_turn",
-            "stop_sequence": None,
-            "usage": self._usage(request, answer),
+            "usage": self._usage(request, output),
         }
 
     def _usage(self, request: Json, output: str) -> Json:

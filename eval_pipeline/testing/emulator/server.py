@@ -253,9 +253,9 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.emu.plan_fault(path, body)
         if fault is None:
             return handler(self, request)
-        return self._fault(fault, family, handler, request)
+        return self._fault(fault, path, family, handler, request)
 
-    def _fault(self, fault: FaultKind, family: str, handler: Route, request: Json) -> Reply:
+    def _fault(self, fault: FaultKind, path: str, family: str, handler: Route, request: Json) -> Reply:
         if fault == "timeout":
             self.emu.pause(self.emu.config.stall_s)
             return error_reply(family, 504, "emulated stall")
@@ -265,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault in ("cut_short", "drop"):
             return replace(handler(self, request), wire=fault)
         if fault == "malformed":
-            if handler is _messages:
+            if path == "/v1/messages":
                 return json_reply(200, self.emu.anthropic.message(request, malformed=True))
             return Reply(200, b'{"data": [{"index": 0, ')
         return error_reply(family, int(fault), f"emulated {fault}")
@@ -295,37 +295,20 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (its timeout fired during a stall): nothing to deliver
 
 
-def _messages(handler: _Handler, request: Json) -> Reply:
-    return json_reply(200, handler.emu.anthropic.message(request))
-
-
-def _count_tokens(handler: _Handler, request: Json) -> Reply:
-    return json_reply(200, handler.emu.anthropic.count_tokens(request))
-
-
-def _create_batch(handler: _Handler, request: Json) -> Reply:
-    return json_reply(200, handler.emu.anthropic.create_batch(request, handler.base_url))
-
-
-def _embeddings(handler: _Handler, request: Json) -> Reply:
-    return handler.emu.voyage.embeddings(request)
-
-
-def _rerank(handler: _Handler, request: Json) -> Reply:
-    return handler.emu.voyage.rerank(request)
-
-
 def _target(handler: _Handler, request: Json) -> Reply:
     config = handler.emu.config
     return json_reply(200, target_response(request, config.target_entities, config.embed_dim))
 
 
 _ROUTES: dict[str, tuple[str, Route]] = {
-    "/v1/messages": ("anthropic", _messages),
-    "/v1/messages/count_tokens": ("anthropic", _count_tokens),
-    "/v1/messages/batches": ("anthropic", _create_batch),
-    "/v1/embeddings": ("voyage", _embeddings),
-    "/v1/rerank": ("voyage", _rerank),
+    "/v1/messages": ("anthropic", lambda h, r: json_reply(200, h.emu.anthropic.message(r))),
+    "/v1/messages/count_tokens": ("anthropic", lambda h, r: json_reply(200, h.emu.anthropic.count_tokens(r))),
+    "/v1/messages/batches": (
+        "anthropic",
+        lambda h, r: json_reply(200, h.emu.anthropic.create_batch(r, h.base_url)),
+    ),
+    "/v1/embeddings": ("voyage", lambda h, r: h.emu.voyage.embeddings(r)),
+    "/v1/rerank": ("voyage", lambda h, r: h.emu.voyage.rerank(r)),
     "/target": ("target", _target),
 }
 
