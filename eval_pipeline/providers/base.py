@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eval_pipeline.core.errors import CouldNotEvaluate
-from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, Selection, Usage
+from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Selection, Usage
 
 # A reranker that caches a prompt prefix loads it: a run of the offline models builds no such model.
 if TYPE_CHECKING:
@@ -104,19 +104,3 @@ class BatchReranker(Protocol):
     async def rerank_batch(self, requests: Sequence[RerankRequest]) -> list[RerankResult | ProviderError]:
         """One outcome per request, in order; the same answers the online path would give."""
         ...
-
-
-__all__ = [
-    "Candidate",
-    "EmbedResult",
-    "Embedder",
-    "InputType",
-    "ProviderError",
-    "RerankCandidate",
-    "RerankRequest",
-    "RerankResult",
-    "Reranker",
-    "Selection",
-    "Usage",
-    "Vectors",
-]

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
@@ -265,21 +266,15 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
-class _Wait:
+def _wait(policy: RetryPolicy, state: RetryCallState) -> float:
     """Wait what the server asked for (plus jitter to spread a herd), else exponential backoff."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self._policy = policy
-
-    def __call__(self, state: RetryCallState) -> float:
-        jitter = random.uniform(0.0, self._policy.jitter_s)
-        exponent = state.attempt_number - 1
-        backoff = min(self._policy.max_backoff_s, self._policy.backoff_s * 2.0**exponent)
-        failure = _failure_of(state)
-        if failure is not None and failure.retry_after_s is not None:
-            # Never sooner than our own backoff: a server saying "retry in 0 s" must not spin us.
-            return max(failure.retry_after_s, backoff) + jitter
-        return backoff + jitter
+    jitter = random.uniform(0.0, policy.jitter_s)
+    backoff = min(policy.max_backoff_s, policy.backoff_s * 2.0 ** (state.attempt_number - 1))
+    failure = _failure_of(state)
+    if failure is not None and failure.retry_after_s is not None:
+        # Never sooner than our own backoff: a server saying "retry in 0 s" must not spin us.
+        return max(failure.retry_after_s, backoff) + jitter
+    return backoff + jitter
 
 
 class _Stop:
@@ -379,7 +374,7 @@ async def call_with_retry(
     retrying = AsyncRetrying(
         sleep=clock.sleep,
         stop=stop,
-        wait=_Wait(policy),
+        wait=partial(_wait, policy),
         retry=retry_if_exception(lambda e: isinstance(e, _AttemptFailed) and e.failure.retryable),
         reraise=True,
     )

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from eval_pipeline.core.inputs.kb import Entity, LoadMode
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
-from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, SemanticRetrieval, Usage
+from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Candidate, Selection, SemanticRetrieval, Usage
 from eval_pipeline.core.mechanisms.similarity import cosine_scores, top_k
 from eval_pipeline.providers.base import (
     BatchReranker,
@@ -34,7 +34,6 @@ from eval_pipeline.providers.base import (
     Reranker,
     RerankRequest,
     RerankResult,
-    Selection,
     Vectors,
 )
 from eval_pipeline.providers.cache import EmbeddingStore, Vector

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 import numpy as np
-import numpy.typing as npt
 import voyageai
 import voyageai.error
 from voyageai.client_async import AsyncClient
@@ -35,7 +34,7 @@ from eval_pipeline.providers.base import (
     RerankResult,
     Vectors,
 )
-from eval_pipeline.providers.cache import ResponseCache
+from eval_pipeline.providers.cache import ResponseCache, Vector
 from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
 
 BASE_URL_ENV = "VOYAGE_BASE_URL"
@@ -55,7 +54,6 @@ _TOKEN_CAPS = {
 _DEFAULT_TOKEN_CAP = 120_000
 _CHARS_PER_TOKEN = 3
 
-_Vector = npt.NDArray[np.float32]
 T = TypeVar("T")
 
 
@@ -185,7 +183,7 @@ class VoyageEmbedder(_VoyageBase):
         return self._cache.get(self._key(text, input_type)) is not None
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult:
-        vectors: dict[str, _Vector] = {}
+        vectors: dict[str, Vector] = {}
         for text in dict.fromkeys(texts):
             hit = self._cache.get(self._key(text, input_type))
             if hit is not None:
@@ -205,7 +203,7 @@ class VoyageEmbedder(_VoyageBase):
             cache_hits=cache_hits,
         )
 
-    async def _embed_batch(self, texts: list[str], input_type: InputType) -> tuple[dict[str, _Vector], int]:
+    async def _embed_batch(self, texts: list[str], input_type: InputType) -> tuple[dict[str, Vector], int]:
         response = await self._call("embed", texts=texts, input_type=input_type)
         fresh = {}
         for text, embedding in zip(texts, response.embeddings, strict=True):
@@ -290,15 +288,15 @@ async def _gather_or_cancel(jobs: list[Coroutine[Any, Any, T]]) -> list[T]:
         raise
 
 
-def _encode(vector: _Vector) -> str:
+def _encode(vector: Vector) -> str:
     return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
 
 
-def _decode(text: str) -> _Vector:
+def _decode(text: str) -> Vector:
     return np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float32)
 
 
-def _stack(rows: list[_Vector]) -> Vectors:
+def _stack(rows: list[Vector]) -> Vectors:
     """Rows as one L2-normalised float32 matrix (Voyage returns unit vectors; this makes sure)."""
     if not rows:
         return np.zeros((0, 0), dtype=np.float32)
