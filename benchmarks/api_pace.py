@@ -251,7 +251,7 @@ class Bench:
     async def bare(self, bodies: Sequence[MessageCreateParamsNonStreaming], concurrency: int) -> float:
         """The batched tier's calls from the bare SDKs and nothing else: one embedding request
         for every query, then the bodies `concurrency` at a time. One call of each first, as
-        ours prepares before its clock starts (connections, the SDKs' parsers)."""
+        ours opens its connections before its clock starts."""
         claude = anthropic.AsyncAnthropic(
             api_key=FAKE_KEY, base_url=self.emulator.base_url, max_retries=0, timeout=CLIENT_TIMEOUT_S
         )
