@@ -259,6 +259,24 @@ def test_a_result_with_errored_tests_is_never_reused(
     assert doc.aggregate.errored_count == 0
 
 
+def test_a_retried_evaluation_is_evaluated_again_and_says_why(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its errored tests, asked again once the cache is mended, were merged into the stored
+    # evaluation by runs of their own: no longer the runs of one evaluation.
+    cache = workdir / "corrupt-cache"
+    cache.mkdir()
+    for name in ("embeddings.sqlite3", "responses.sqlite3"):
+        (cache / name).write_text("not a database")
+    _evaluates(capsys, "--cache-dir", str(cache), code=3)
+    shutil.rmtree(cache)
+    assert main(["run", *DATA, "--model", MINILM, "--cache-dir", str(cache), "--retry-errored"]) == 0
+    assert STANDS not in capsys.readouterr().out
+    retried = f"{MINILM} on {today_utc()} was evaluated again in part since (--retry-errored)"
+    _evaluates(capsys, "--cache-dir", str(cache), because=retried)
+    _stands(capsys, "--cache-dir", str(cache))
+
+
 @pytest.mark.usefixtures("yesterday_evaluated")
 def test_a_later_evaluation_of_another_date_compares_again_and_the_evaluation_stands(
     capsys: pytest.CaptureFixture[str],
@@ -336,6 +354,9 @@ def test_a_model_running_team_code_always_evaluates(
     for _ in range(2):
         code = main(["run", *DATA, "--model", "team-python"])
         assert code == 0 and STANDS not in capsys.readouterr().out
+    # Beside a model of this package alone, which stands on its own once evaluated.
+    _evaluates(capsys, "--model", "team-python")
+    _evaluates(capsys, "--model", "team-python", standing=1)
 
 
 @pytest.mark.parametrize(
