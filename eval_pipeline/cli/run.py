@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from eval_pipeline.core.inputs.loading import Banks, Problem
     from eval_pipeline.core.scoring.evaluation import Scope
     from eval_pipeline.location import LocationPaths
-    from eval_pipeline.orchestration.standing import Standing
     from eval_pipeline.providers.models import ModelConfig
 
 
@@ -287,45 +286,37 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         return narrowed_run(args, kb, banks, scope, configs, date, parallel, locations)
 
     from eval_pipeline.cli.project import record_project
-    from eval_pipeline.providers.object_store import output_location, output_path
+    from eval_pipeline.core.verdicts.run_gate import Gates
+    from eval_pipeline.orchestration.standing import standing_of
+    from eval_pipeline.providers.object_store import output_location
 
-    standing = _standing(args, kb, banks, configs, date, results, paths)
+    applied = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
+    fresh = args.force or args.cache != "use"  # asks for answers computed afresh
+    standing = standing_of(kb, banks, configs, date, applied, results, args.storage_dir, paths, fresh)
     record_project(kb, locations)
-    # Decided from what was recorded when it last stood: no Dagster, no code location loaded.
+    # Decided first from what was recorded when it last stood: no Dagster, no code location loaded.
     pending = models if args.retry_errored else standing.as_recorded()
-    if not pending:
-        return report_runs(
-            models,
-            date,
-            output_location(results),
-            scope,
-            [],
-            args.fail_on_regression,
-            args.allow_removed,
-            args.junit,
-            max_baseline_age_days=args.gates.max_baseline_age_days,
-        )
-    from eval_pipeline.orchestration.execution import project_instance
-
-    resume_gc()
-
     errors: list[str] = []
-    # One progress bar per terminal: models running at once would draw over each other.
-    with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
-        evaluate = pending if args.retry_errored else standing.with_instance(instance, pending)
-        if evaluate:
-            tags = standing.tags(evaluate)
-            errors = _evaluate_date(
-                args, kb, banks, date, evaluate, parallel, results, paths, instance, tags, progress_fd
-            )
-        stood = standing.settle(instance)
-    standing.record(stood)  # after the instance is closed: closing may write its files
+    if pending:
+        from eval_pipeline.orchestration.execution import project_instance
+
+        resume_gc()
+        # One progress bar per terminal: models running at once would draw over each other.
+        with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
+            evaluate = pending if args.retry_errored else standing.with_instance(instance, pending)
+            if evaluate:
+                tags = standing.tags(evaluate)
+                errors = _evaluate_date(
+                    args, kb, banks, date, evaluate, parallel, results, paths, instance, tags, progress_fd
+                )
+            stood = standing.settle(instance)
+        standing.record(stood)  # after the instance is closed: closing may write its files
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return report_runs(
         models,
         date,
-        output_path(results),
+        output_location(results),
         scope,
         errors,
         args.fail_on_regression,
@@ -333,37 +324,6 @@ def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
         args.junit,
         max_baseline_age_days=args.gates.max_baseline_age_days,
     )
-
-
-def _standing(
-    args: argparse.Namespace,
-    kb: KnowledgeBase,
-    banks: Banks,
-    configs: Mapping[str, ModelConfig],
-    date: str,
-    results: str,
-    paths: LocationPaths,
-) -> Standing:
-    """Which models' stored evaluations of `date` may answer for this run."""
-    from eval_pipeline.core.calibration.files import calibration_cost
-    from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
-    from eval_pipeline.core.verdicts.run_gate import Gates
-    from eval_pipeline.orchestration.standing import Standing, model_inputs
-    from eval_pipeline.providers.object_store import output_location
-
-    location = {
-        "storage": str(Path(args.storage_dir).resolve()),
-        "results": results if "://" in results else str(Path(results).resolve()),
-        "outputs": paths.outputs_uri,
-    }
-    gates = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
-    cost = calibration_cost(paths.calibration_dir, date)
-    inputs = model_inputs(kb, banks, configs, date, gates, DEFAULT_PASS_THRESHOLD, location, cost)
-    # --cache refresh/off ask for answers computed afresh: a stored result would not be one. A
-    # model that is not reproducible (an API, the team's system) may answer otherwise today.
-    fresh = args.force or args.cache != "use"
-    may_stand = [] if fresh else [m for m, cfg in configs.items() if cfg.reproducible]
-    return Standing(inputs, output_location(results), may_stand)
 
 
 def _evaluate_date(
