@@ -19,8 +19,9 @@ class ApiAccess:
     """How a provider reaches its API: the key, where (None: the SDK's environment variable,
     else the public API), and how its calls are paced, retried and cut off."""
 
+    # Neither is shown: a key is secret, and the team's service URL may embed credentials.
     api_key: str = field(default="", repr=False)  # none for the team's own service
-    base_url: str | None = None
+    base_url: str | None = field(default=None, repr=False)
     limiter: RateLimiter | None = None
     clock: Clock | None = None  # default: the limiter's, so pacing and backoff share one clock
     policy: RetryPolicy | None = None

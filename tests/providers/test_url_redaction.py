@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.providers.api_base import ApiAccess
+from eval_pipeline.providers.http_target import HttpTarget
 from eval_pipeline.providers.models import ModelConfig, legacy_notice
+from eval_pipeline.providers.system_target import make_target
 from eval_pipeline.providers.url_redaction import REDACTED, redact_url
 
 SECRET_URL = "http://svc-user:pa%40ss-one@127.0.0.1:8080/answer?mode=fast&token=tok-two&X-Amz-Signature=sig-3"
@@ -37,7 +40,10 @@ def test_credentials_and_secret_values_are_redacted(url: str, shown: str) -> Non
 def test_every_dump_of_a_model_shows_the_url_redacted_and_calls_the_whole_one() -> None:
     cfg = ModelConfig.model_validate({"key": "team", "system": {"kind": "http", "url": SECRET_URL}})
     assert cfg.system is not None and cfg.system.url == SECRET_URL  # what the target calls
-    for dumped in (cfg.model_dump_json(), str(cfg.model_dump()), str(cfg.model_dump(mode="json")), repr(cfg)):
+    target = make_target(cfg)  # the client calling the whole URL, and how it reaches it
+    assert isinstance(target, HttpTarget) and target.url == SECRET_URL
+    shown = [cfg.model_dump_json(), str(cfg.model_dump()), str(cfg.model_dump(mode="json")), repr(cfg)]
+    for dumped in [*shown, repr(target), repr(ApiAccess(base_url=SECRET_URL))]:
         for secret in ("svc-user", "pa%40ss-one", "tok-two", "sig-3"):
             assert secret not in dumped
     assert cfg.model_dump(mode="json")["system"]["url"] == (
