@@ -297,3 +297,104 @@ def test_the_argument_check_finds_argparse_below_the_cli(tmp_path: Path) -> None
         "def f():\n    from eval_pipeline.cli.run import cmd_run\n", encoding="utf-8"
     )
     assert _argument_parsers_below_the_cli(tmp_path) == ["orchestration/late.py", "orchestration/route.py"]
+
+
+# What makes an evaluation: cli/ reaches it only through the route's one entry point
+# (orchestration/evaluation_route.py::evaluate), with one request built from the flags.
+_EVALUATING = (
+    "eval_pipeline.core.report.conclusion",
+    "eval_pipeline.orchestration.execution.run_all",
+    "eval_pipeline.orchestration.reevaluation_runs",
+    "eval_pipeline.orchestration.stages.run_stage",
+    "eval_pipeline.orchestration.parallel",
+    "eval_pipeline.providers.factory",
+    "eval_pipeline.providers.evaluation_files",
+    "eval_pipeline.defs",
+)
+ENTRY_POINT = "eval_pipeline.orchestration.evaluation_route.evaluate"
+
+
+def _evaluating_imports_in_the_cli(root: Path = PACKAGE) -> list[str]:
+    return sorted(
+        f"{path.relative_to(root)}: {name}"
+        for path in (root / "cli").rglob("*.py")
+        for name in _imports(path)
+        if any(name == e or name.startswith(e + ".") for e in _EVALUATING)
+    )
+
+
+def test_the_cli_reaches_evaluations_through_one_entry_point() -> None:
+    assert _evaluating_imports_in_the_cli() == []
+    callers = [p.name for p in (PACKAGE / "cli").rglob("*.py") if ENTRY_POINT in _imports(p)]
+    assert callers == ["run.py"]
+
+
+def test_the_entry_point_check_finds_a_step_of_the_route_in_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "run.py").write_text(
+        "def f():\n    from eval_pipeline.orchestration.execution import run_all\n", encoding="utf-8"
+    )
+    assert _evaluating_imports_in_the_cli(tmp_path) == [
+        "cli/run.py: eval_pipeline.orchestration.execution.run_all"
+    ]
+
+
+CONCLUSION = "eval_pipeline.core.report.conclusion"
+
+
+def _called_names(tree: ast.AST) -> set[str]:
+    return {
+        node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute)
+    }
+
+
+def _reaching_conclude() -> set[str]:
+    """`conclude`, and the conclusion module's functions that call it."""
+    tree = ast.parse((CORE / "report" / "conclusion.py").read_text(encoding="utf-8"))
+    return {"conclude"} | {
+        f.name for f in tree.body if isinstance(f, ast.FunctionDef) and "conclude" in _called_names(f)
+    }
+
+
+def _concludes(path: Path, function: str | None = None) -> bool:
+    """Whether `path` (its `function`, when named) calls the conclusion module's `conclude`,
+    directly or through the module's functions that call it, under any local name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    reaching = _reaching_conclude()
+    local = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == CONCLUSION
+        for a in node.names
+        if a.name in reaching
+    }
+    scope: ast.AST = tree
+    if function is not None:
+        scope = next(f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == function)
+    return bool(local & _called_names(scope))
+
+
+def test_the_narrowed_route_the_assets_and_the_retry_conclude_alike() -> None:
+    from eval_pipeline.defs.automation import reevaluation_job
+
+    assert _concludes(PACKAGE / "orchestration" / "evaluation_route.py", "_narrowed_model")
+    assert _concludes(PACKAGE / "defs" / "reports.py", "run_report")
+    # A retry of errored tests and a noise re-trial keep what they observed beside the run and
+    # rebuild the model's report through the asset: `run_report` concludes with them merged in.
+    retry = PACKAGE / "orchestration" / "reevaluation_runs.py"
+    assert "eval_pipeline.defs.automation.reevaluation_job" in _imports(retry)
+    assert "run_report" in str(reevaluation_job.selection)
+
+
+def test_the_conclusion_check_sees_an_alias_and_misses_a_route_that_does_not_conclude(tmp_path: Path) -> None:
+    route = tmp_path / "route.py"
+    route.write_text(
+        f"from {CONCLUSION} import evaluate as judged, verdict\n"
+        "def a():\n    return judged(1, 2, 3, 4)\n"
+        "def b():\n    return verdict(1, 2, 3)\n",
+        encoding="utf-8",
+    )
+    assert _concludes(route, "a")
+    assert not _concludes(route, "b")

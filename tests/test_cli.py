@@ -169,9 +169,13 @@ def test_a_corrupt_earlier_results_file_is_passed_over_with_a_warning(
 def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from eval_pipeline.cli import build_parser
+    from eval_pipeline.cli.run import evaluation_request
     from eval_pipeline.cli.run_verdict import report_runs
+    from eval_pipeline.orchestration.evaluation_route import Outcome
 
-    assert _run("--model", "local-minilm", "--banks", "semantic,state", "--fail-under", "99.5") == 1
+    narrowed = ("--model", "local-minilm", "--banks", "semantic,state")
+    assert _run(*narrowed, "--fail-under", "99.5") == 1
     scope = Scope(banks=frozenset({Mechanism.SEMANTIC, Mechanism.STATE}))
     scoped = workdir / "results/_scoped" / scope.label
     run_dir = scoped / "local-minilm" / DATE
@@ -181,10 +185,14 @@ def test_a_narrowed_run_writes_its_gate_and_the_report_reads_the_stored_one(
     # The verdict printed and the exit code come from the stored decision, not a second derivation.
     planted = gate.model_copy(update={"status": GateStatus.PASSED, "passed": True, "reasons": []})
     (run_dir / GATE_FILE).write_text(planted.model_dump_json())
-    assert report_runs(["local-minilm"], DATE, scoped, scope, [], False, False) == 0
+    args = build_parser().parse_args(
+        ["run", "--kb", "tenant/kb.yaml", "--banks-dir", "tenant/banks", "--date", DATE, *narrowed]
+    )
+    request = evaluation_request(args, [])
+    assert report_runs(request, Outcome(scoped)) == 0
     assert "gate failed" not in capsys.readouterr().out
     (run_dir / GATE_FILE).unlink()
-    assert report_runs(["local-minilm"], DATE, scoped, scope, [], False, False) == 3
+    assert report_runs(request, Outcome(scoped)) == 3
     assert "no gate decision was written" in capsys.readouterr().err
 
 

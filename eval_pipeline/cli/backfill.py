@@ -59,7 +59,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     paths = location_paths()
     dates = _dates(args.start, args.end)
-    models = list(select_models(args.model, paths.models_file))
+    models = list(select_models(args.model, paths.models_file).models)
     check_number("--timeout", args.timeout, above=0)
     check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location

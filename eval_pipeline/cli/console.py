@@ -4,7 +4,7 @@ Test ids, names, reasons and labels come from users and from the team's system; 
 prints them in many places. Rather than trusting each place, the streams themselves show every
 control character but the newline escaped (core/inputs/text.py `console_text`), so an ESC in a
 `kb_version` or in an id the system returned cannot clear the screen or rewrite what was shown.
-Progress bars draw on their own descriptor (cli/terminal.py) and are not affected.
+Progress bars draw on their own descriptor (orchestration/terminal.py) and are not affected.
 """
 
 from __future__ import annotations

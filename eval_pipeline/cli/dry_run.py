@@ -3,12 +3,8 @@ what the caches already hold; nothing is called and nothing is written."""
 
 from __future__ import annotations
 
-import argparse
-
 from eval_pipeline.cli.exit_status import EXIT_OK
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.scoring.evaluation import Scope
+from eval_pipeline.orchestration.evaluation_route import EvaluationRequest
 from eval_pipeline.providers.pricing import usd
 
 
@@ -17,27 +13,23 @@ def _tokens(input_tokens: int, output_tokens: int) -> str:
     return f"{input_tokens:,} input{output} tokens"
 
 
-def dry_run(
-    args: argparse.Namespace, kb: KnowledgeBase, banks: Banks, scope: Scope, models: list[str]
-) -> int:
-    from eval_pipeline.providers.models import load_models
+def dry_run(request: EvaluationRequest) -> int:
     from eval_pipeline.providers.spend_estimate import CHARS_PER_TOKEN, estimate_spend
 
-    configs = load_models(args.models_file)
     print(
         f"dry run: estimates only, nothing is called or written (tokens ~ characters / {CHARS_PER_TOKEN}; "
         "cached answers cost nothing)"
     )
     embedded: set[tuple[str, str, str]] = set()  # shared by models with the same embedder
-    for model in models:
+    for model, cfg in request.configs.items():
         spend = estimate_spend(
-            configs[model],
-            kb.entities,
-            banks,
-            scope,
-            args.cache_dir,
-            args.cache,
-            batch=args.batch,
+            cfg,
+            request.kb.entities,
+            request.banks,
+            request.scope,
+            request.location.cache_dir,
+            request.cache_mode,
+            batch=request.batch,
             embedded=embedded,
         )
         if not spend.stages:

@@ -38,11 +38,13 @@ def release_gate_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def project_gates(args: argparse.Namespace) -> ProjectGates:
-    """The models file's gates with the flags of `args` that were given in their place."""
-    from eval_pipeline.providers.models import load_gates
+def project_gates(args: argparse.Namespace, kept: ProjectGates | None = None) -> ProjectGates:
+    """The models file's gates (`kept`, when the command has read the file already) with the
+    flags of `args` that were given in their place."""
+    if kept is None:
+        from eval_pipeline.providers.models import load_gates
 
-    kept = load_gates(args.models_file)
+        kept = load_gates(args.models_file)
     return kept.overridden(
         fail_under=getattr(args, "fail_under", None),
         max_errored=getattr(args, "max_errored", None),

@@ -11,11 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.arguments import data_args, results_args
-from eval_pipeline.cli.arguments import results_dir as local_results_dir
-from eval_pipeline.cli.exit_status import (
-    UsageError,
-    print_warnings,
-)
+from eval_pipeline.cli.exit_status import UsageError, print_warnings
 from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.gates import allow_removed_arg, project_gates, release_gate_args
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
@@ -23,21 +19,18 @@ from eval_pipeline.cli.junit_flag import check_junit, junit_arg
 from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.paths import path_arg
 from eval_pipeline.cli.run_verdict import report_runs
-from eval_pipeline.cli.terminal import progress_terminal
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.dates import first_evaluation_date, today_utc
 
 # Parsing and `--help` import this module: the models, providers and Dagster are imported only
 # by the functions that use them (tests/test_import_sets.py).
 if TYPE_CHECKING:
-    from dagster import DagsterInstance
     from upath import UPath
 
-    from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks, Problem
     from eval_pipeline.core.scoring.evaluation import Scope
-    from eval_pipeline.location import LocationPaths
-    from eval_pipeline.providers.models import ModelConfig
+    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest
+    from eval_pipeline.providers.models import ModelConfig, ModelsFile
 
 
 def add_run_commands(sub: Any) -> None:
@@ -134,15 +127,15 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
     return value
 
 
-def select_models(requested: list[str], models_file: Path, need_keys: bool = True) -> dict[str, ModelConfig]:
-    """The requested models (default: the enabled ones), known, with their API keys set (unless
-    `need_keys` is false: a dry run prices a model before it has keys) and their Python entry
-    points importable: each key's configuration, in the order asked, from one read of the models
-    file."""
-    from eval_pipeline.providers.models import load_models, require_keys
+def select_models(requested: list[str], models_file: Path, need_keys: bool = True) -> ModelsFile:
+    """The models file, read once, holding only the requested models (default: the enabled
+    ones), in the order asked: known, with their API keys set (unless `need_keys` is false: a
+    dry run prices a model before it has keys) and their Python entry points importable."""
+    from eval_pipeline.providers.models import ModelsFile, read_models_file, require_keys
 
     notices: list[str] = []
-    models = load_models(models_file, notices=notices)
+    file = read_models_file(models_file, notices=notices)
+    models = file.models
     keys = requested or [k for k, m in models.items() if m.enabled]
     unknown = [k for k in keys if k not in models]
     if unknown:
@@ -159,7 +152,7 @@ def select_models(requested: list[str], models_file: Path, need_keys: bool = Tru
             require_entrypoint(models[key], models_file)
     for line in notices:
         print(f"notice: {line}", file=sys.stderr)
-    return {key: models[key] for key in dict.fromkeys(keys)}
+    return ModelsFile({key: models[key] for key in dict.fromkeys(keys)}, file.gates)
 
 
 def default_parallel(configs: Mapping[str, ModelConfig]) -> int:
@@ -185,31 +178,92 @@ def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
     return scope
 
 
-def _results_location(args: argparse.Namespace, paths: LocationPaths) -> str:
-    """--results-dir, else where the code location sends reports (an object store's URI included)."""
-    return str(args.results_dir) if args.results_dir is not None else paths.results_root
+def evaluation_request(args: argparse.Namespace, warnings: list[Problem]) -> EvaluationRequest:
+    """The one evaluation the flags ask for, every flag checked: a usage error is one line."""
+    from eval_pipeline.core.calibration.files import calibration_cost
+    from eval_pipeline.core.inputs.kb_cache import KbCache
+    from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.location import location_paths
+    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest, Location
+
+    check_number("--fail-under", args.fail_under, low=0, high=100)
+    check_junit(args.junit)
+    # The validated KB stored beside the other caches: a warm run reads one file, not every entity.
+    kb_cache = (
+        KbCache(args.cache_dir, read=args.cache == "use", write=not args.dry_run)
+        if args.cache != "off"
+        else None
+    )
+    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
+    scope = _scope(args, banks)
+    if args.max_errored is not None and args.max_errored < 0:
+        raise UsageError("--max-errored: must be 0 or more")
+    if args.fail_on_regression and not scope.is_full:
+        raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
+    models_file = select_models(args.model, args.models_file, need_keys=not args.dry_run)
+    # The project's gates, each flag in its place (a narrowed run is never compared, so a kept
+    # regression gate does not apply to it).
+    gates = project_gates(args, models_file.gates)
+    gates = gates.model_copy(update={"fail_on_regression": gates.fail_on_regression and scope.is_full})
+    configs = models_file.models
+    date = parse_date(args.date)
+    if args.parallel is not None and args.parallel < 1:
+        raise UsageError("--parallel: must be 1 or more")
+    if args.retry_errored and not scope.is_full:
+        raise UsageError(
+            "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
+        )
+    if args.dry_run and args.retry_errored:
+        raise UsageError("--dry-run: estimates a whole evaluation; drop --retry-errored")
+    paths = location_paths()
+    # Reports and asset values go where the code location sends them (an object store's URI
+    # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
+    location = Location(
+        results=str(args.results_dir) if args.results_dir is not None else paths.results_root,
+        local_results=args.results_dir if args.results_dir is not None else paths.results_dir,
+        storage_dir=args.storage_dir,
+        cache_dir=args.cache_dir,
+        paths=paths,
+    )
+    return EvaluationRequest(
+        kb=kb,
+        banks=banks,
+        kb_path=args.kb,
+        banks_dir=args.banks_dir,
+        scope=scope,
+        models_file=args.models_file,
+        configs=configs,
+        date=date,
+        gates=gates,
+        location=location,
+        cache_mode=args.cache,
+        batch=args.batch,
+        parallel=min(args.parallel or default_parallel(configs), len(configs)),
+        retry_errored=args.retry_errored,
+        force=args.force,
+        # Read before anything is written: a bad calibration log is bad input (a dry run prices
+        # the models only).
+        calibration_cost_usd=0.0 if args.dry_run else calibration_cost(paths.calibration_dir, date),
+    )
 
 
-def _check_folders(args: argparse.Namespace, scope: Scope, paths: LocationPaths, results: str) -> None:
-    """Every folder the run writes into, before it evaluates or calls an API: a narrowed run
-    writes only its ad-hoc results and the caches."""
+def _project_folders(request: EvaluationRequest) -> list[tuple[str, Path | UPath]]:
+    """Every folder the run writes into checked, before it evaluates or calls an API (a narrowed
+    run writes only its ad-hoc results and the caches); the results and storage folders, which
+    belong to its KB's project."""
     from eval_pipeline.core.scoring.run_document import SCOPED_DIR
     from eval_pipeline.core.writable import require_writable
-
-    if not scope.is_full:
-        scoped = local_results_dir(args) / SCOPED_DIR / scope.label
-        require_writable([("results folder", scoped), ("cache folder", args.cache_dir)])
-        return
-    check_evaluation_folders(results, args.storage_dir, args.cache_dir, paths.outputs_uri)
-
-
-def _project_locations(args: argparse.Namespace, results: str) -> list[tuple[str, Path | UPath]]:
-    """The results and storage folders this run writes into: they belong to its KB's project."""
     from eval_pipeline.providers.object_store import output_location
 
+    where = request.location
+    if request.scope.is_full:
+        check_evaluation_folders(where.results, where.storage_dir, where.cache_dir, where.paths.outputs_uri)
+    else:
+        scoped = where.local_results / SCOPED_DIR / request.scope.label
+        require_writable([("results folder", scoped), ("cache folder", where.cache_dir)])
     return [
-        ("results folder " + results, output_location(results)),
-        ("storage folder " + str(args.storage_dir), output_location(args.storage_dir)),
+        ("results folder " + where.results, output_location(where.results)),
+        ("storage folder " + str(where.storage_dir), output_location(where.storage_dir)),
     ]
 
 
@@ -223,188 +277,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
-    from eval_pipeline.cli.project import refuse_other_project
-    from eval_pipeline.core.inputs.kb_cache import KbCache
-    from eval_pipeline.core.inputs.validation import load_validated
+    from eval_pipeline.cli.project import record_project, refuse_other_project
+    from eval_pipeline.orchestration.evaluation_route import evaluate
 
-    check_number("--fail-under", args.fail_under, low=0, high=100)
-    check_junit(args.junit)
     warnings: list[Problem] = []
-    # The validated KB stored beside the other caches: a warm run reads one file, not every entity.
-    kb_cache = (
-        KbCache(args.cache_dir, read=args.cache == "use", write=not args.dry_run)
-        if args.cache != "off"
-        else None
-    )
-    kb, banks = load_validated(args.kb, args.banks_dir, warnings, kb_cache)
-    scope = _scope(args, banks)
-    if args.max_errored is not None and args.max_errored < 0:
-        raise UsageError("--max-errored: must be 0 or more")
-    if args.fail_on_regression and not scope.is_full:
-        raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
-    # From here on the flags hold the gates this run applies: the project's, each flag in its place
-    # (a narrowed run is never compared, so a kept regression gate does not apply to it).
-    gates = project_gates(args)
-    args.gates = gates
-    args.fail_under, args.max_errored, args.allow_removed = (
-        gates.fail_under,
-        gates.max_errored,
-        gates.allow_removed,
-    )
-    args.fail_on_regression = gates.fail_on_regression and scope.is_full
-    configs = select_models(args.model, args.models_file, need_keys=not args.dry_run)
-    models = list(configs)
-    date = parse_date(args.date)
-    if args.parallel is not None and args.parallel < 1:
-        raise UsageError("--parallel: must be 1 or more")
-    parallel = min(args.parallel or default_parallel(configs), len(models))
-    if args.retry_errored and not scope.is_full:
-        raise UsageError(
-            "--retry-errored: retries the full evaluation's errored tests; drop --banks/--test/--topic"
-        )
+    request = evaluation_request(args, warnings)
     if args.dry_run:
-        if args.retry_errored:
-            raise UsageError("--dry-run: estimates a whole evaluation; drop --retry-errored")
         from eval_pipeline.cli.dry_run import dry_run
 
-        return dry_run(args, kb, banks, scope, models)
-    from eval_pipeline.location import location_paths
-
-    # Reports and asset values go where the code location sends them (an object store's URI
-    # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
-    paths = location_paths()
-    results = _results_location(args, paths)
-    _check_folders(args, scope, paths, results)
-    locations = _project_locations(args, results)
-    refuse_other_project(kb, locations)
+        return dry_run(request)
+    locations = _project_folders(request)
+    refuse_other_project(request.kb, locations)
     print_warnings(warnings)  # only once the run will happen: a usage error stays one line
+    kb = request.kb
     kb_label = f"{one_line(kb.kb_version)} ({kb.content_hash[:12]})"
-    print(f"eval-pipeline: KB {kb_label}, date {date}, models {', '.join(models)}")
-    if not scope.is_full:
-        from eval_pipeline.cli.narrowed_run import narrowed_run
-
-        return narrowed_run(args, kb, banks, scope, configs, date, parallel, locations)
-
-    from eval_pipeline.cli.project import record_project
-    from eval_pipeline.core.verdicts.run_gate import Gates
-    from eval_pipeline.orchestration.standing import standing_of
-    from eval_pipeline.providers.object_store import output_location
-
-    applied = Gates(fail_under=args.fail_under, max_errored=args.max_errored)
-    fresh = args.force or args.cache != "use"  # asks for answers computed afresh
-    standing = standing_of(kb, banks, configs, date, applied, results, args.storage_dir, paths, fresh)
+    print(f"eval-pipeline: KB {kb_label}, date {request.date}, models {', '.join(request.models)}")
     record_project(kb, locations)
-    # Decided first from what was recorded when it last stood: no Dagster, no code location loaded.
-    pending = models if args.retry_errored else standing.as_recorded()
-    errors: list[str] = []
-    if pending:
-        from eval_pipeline.orchestration.execution import project_instance
-
-        resume_gc()
-        # One progress bar per terminal: models running at once would draw over each other.
-        with project_instance() as instance, progress_terminal(parallel == 1) as progress_fd:
-            evaluate = pending if args.retry_errored else standing.with_instance(instance, pending)
-            if evaluate:
-                tags = standing.tags(evaluate)
-                errors = _evaluate_date(
-                    args, kb, banks, date, evaluate, parallel, results, paths, instance, tags, progress_fd
-                )
-            stood = standing.settle(instance)
-        standing.record(stood)  # after the instance is closed: closing may write its files
-    for line in errors:
-        print(f"error: {line}", file=sys.stderr)
-    return report_runs(
-        models,
-        date,
-        output_location(results),
-        scope,
-        errors,
-        args.fail_on_regression,
-        args.allow_removed,
-        args.junit,
-        max_baseline_age_days=args.gates.max_baseline_age_days,
-    )
-
-
-def _evaluate_date(
-    args: argparse.Namespace,
-    kb: KnowledgeBase,
-    banks: Banks,
-    date: str,
-    models: list[str],
-    parallel: int,
-    results: str,
-    paths: LocationPaths,
-    instance: DagsterInstance,
-    tags: Mapping[str, str],
-    progress_fd: int | None,
-) -> list[str]:
-    """The full evaluation through the graph (or a retry of its errored tests); the errors."""
-    # Only an evaluation needs the whole code location: a rerun that stands has answered. Its
-    # modules live to the end: no collector pass over them while they load.
-    with cyclic_gc_paused():
-        from eval_pipeline.definitions import build_resources
-        from eval_pipeline.defs.resources import (
-            InputsResource,
-            ProvidersResource,
-            RunScopeResource,
-            StorageResource,
-        )
-        from eval_pipeline.orchestration.reevaluation_runs import (
-            CallSettings,
-            Evaluation,
-            confirm_noise,
-            retry_errored,
-        )
-        from eval_pipeline.providers.object_store import output_path
-        from eval_pipeline.runtime.run_monitor import end_orphaned_runs
-
-    for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
-        print(f"  {line}")
-
-    gates = RunScopeResource(
-        fail_under=args.fail_under, max_errored=args.max_errored, progress_fd=progress_fd
-    )
-    resources = build_resources(
-        InputsResource(kb_path=str(args.kb), banks_dir=str(args.banks_dir)),
-        StorageResource(
-            storage_dir=str(args.storage_dir), results_dir=results, outputs_uri=paths.outputs_uri
-        ),
-        ProvidersResource.from_environment(
-            models_file=str(args.models_file),
-            cache_dir=str(args.cache_dir),
-            cache_mode=args.cache,
-            rerank_batch=args.batch,
-        ),
-        gates,
-    )
-    calls = CallSettings(args.models_file, args.cache_dir, args.cache, args.batch)
-    again = Evaluation(calls, kb, banks, date, output_path(results), instance, resources)
-    if args.retry_errored:
-        return retry_errored(again, models)
-    errors = _evaluate(date, models, resources, instance, parallel, tags)
-    return errors + (confirm_noise(again, models) if not errors else [])
-
-
-def _evaluate(
-    date: str,
-    models: list[str],
-    resources: dict[str, object],
-    instance: DagsterInstance,
-    parallel: int,
-    tags: Mapping[str, str],
-) -> list[str]:
-    """The date's evaluation through the asset graph; the failures of its runs."""
-    from eval_pipeline.orchestration.execution import run_all
-
-    outcomes = run_all(
-        date,
-        models,
-        resources,
-        instance,
-        lambda stage: print(f"  running {stage} …", flush=True),
-        parallel=parallel,
-        on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
-        tags=tags,
-    )
-    return [f"{o.name}: {f}" for o in outcomes for f in o.failures]
+    # The collector resumes for Dagster's run, once the stored evaluations have not answered.
+    return report_runs(request, evaluate(request, resume_gc), args.junit)

@@ -4,7 +4,6 @@ summary, the since block, failing tests, the gate. One route for full, narrowed 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,25 +14,15 @@ if TYPE_CHECKING:
     from upath import UPath
 
     from eval_pipeline.core.diff.baseline import RegressionDiff
-    from eval_pipeline.core.report.conclusion import Evaluation
     from eval_pipeline.core.scoring.evaluation import Scope
+    from eval_pipeline.core.verdicts.project_gates import ProjectGates
+    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest, Outcome
 
 
-def report_runs(
-    models: list[str],
-    date: str,
-    results_dir: Path | UPath,
-    scope: Scope,
-    errors: list[str],
-    fail_on_regression: bool,
-    allow_removed: bool,
-    junit: Path | None = None,
-    evaluated: Mapping[str, Evaluation] | None = None,
-    max_baseline_age_days: int | None = None,
-) -> int:
+def report_runs(request: EvaluationRequest, outcome: Outcome, junit: Path | None = None) -> int:
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
-    `junit`, every model's tests and gate in one JUnit file. `evaluated`: the evaluations this
-    process has just written (a narrowed run), used as they are instead of read back."""
+    `junit`, every model's tests and gate in one JUnit file. The evaluations a narrowed run has
+    just written are used as they are (`outcome.evaluated`), not read back."""
     from eval_pipeline.core.report.failure_lines import failure_lines
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.reading import reading_of
@@ -49,11 +38,12 @@ def report_runs(
     )
     from eval_pipeline.core.verdicts.run_gate import read_gate
 
+    date, scope, errors = request.date, request.scope, outcome.errors
     code = EXIT_ERROR if errors else EXIT_OK
     runs: list[ModelRun] = []
-    for model in models:
-        run_dir = results_dir / model / date
-        held = (evaluated or {}).get(model)
+    for model in request.models:
+        run_dir = outcome.results / model / date
+        held = (outcome.evaluated or {}).get(model)
         if held is None and not (run_dir / RESULTS_FILE).is_file():
             code = EXIT_ERROR
             print(f"{model} @ {date}: no results were written (see the errors above)", file=sys.stderr)
@@ -85,9 +75,7 @@ def report_runs(
             for skipped in regression.passed_over:
                 print(f"warning: passed over as a baseline: {skipped}", file=sys.stderr)
         print(console_summary(doc))
-        code = max(
-            code, _since(regression, run_dir, scope, fail_on_regression, allow_removed, max_baseline_age_days)
-        )
+        code = max(code, _since(regression, run_dir, scope, request.gates))
         print("\n".join(failure_lines(doc, str(run_dir / REPORT_FILE), reading.failures)))
         print(f"  report: {run_dir / REPORT_FILE}\n  results: {run_dir / RESULTS_FILE}")
         if (run_dir / REPORT_HTML_FILE).is_file():  # written with the regression diff (full runs)
@@ -103,12 +91,7 @@ def report_runs(
 
 
 def _since(
-    regression: RegressionDiff | None,
-    run_dir: Path | UPath,
-    scope: Scope,
-    gating: bool,
-    allow_removed: bool,
-    max_baseline_age_days: int | None,
+    regression: RegressionDiff | None, run_dir: Path | UPath, scope: Scope, gates: ProjectGates
 ) -> int:
     """Print what changed since the previous evaluation; the exit code its verdict asks for."""
     if not scope.is_full:
@@ -117,17 +100,18 @@ def _since(
     from eval_pipeline.core.report.run_output import REGRESSION_DIFF_MD, since_lines
     from eval_pipeline.core.verdicts.since import baseline_too_old, since_verdict
 
+    gating, allow_removed = gates.fail_on_regression, gates.allow_removed
     verdict = since_verdict(
         regression,
         fail_on_regression=gating,
         allow_removed=allow_removed,
-        max_baseline_age_days=max_baseline_age_days,
+        max_baseline_age_days=gates.max_baseline_age_days,
     )
     if regression is None:
         print("  since: no regression diff was written")
     else:
         print("\n".join(since_lines(regression, str(run_dir / REGRESSION_DIFF_MD), gating, allow_removed)))
-        if too_old := baseline_too_old(regression, max_baseline_age_days):
+        if too_old := baseline_too_old(regression, gates.max_baseline_age_days):
             print(f"  baseline gate failed: {too_old[0]}")
         elif not gating and verdict.reasons:
             print(f"  coverage gate failed since {regression.baseline_date}: {'; '.join(verdict.reasons)}")

@@ -22,15 +22,14 @@ from eval_pipeline.core.diff.comparison import ModelComparison, compare_models, 
 from eval_pipeline.core.diff.model import RunDiff
 from eval_pipeline.core.report.diff_text import render_comparison_markdown, render_regression_markdown
 from eval_pipeline.core.report.html import render_html
-from eval_pipeline.core.report.markdown import render_markdown
+from eval_pipeline.core.report.reading import reading_of
 from eval_pipeline.core.report.run_output import since_markdown
-from eval_pipeline.core.report.shown_ids import as_shown, shown_history, with_original_ids
+from eval_pipeline.core.report.shown_ids import shown_history, with_original_ids
 from eval_pipeline.core.scoring.evaluation import new_hard_fails
 from eval_pipeline.core.scoring.run_document import (
     COMPARISON_DIR,
     COMPARISON_FILE,
     REGRESSION_DIFF_FILE,
-    REPORT_FILE,
     REPORT_HTML_FILE,
     RunDocument,
 )
@@ -48,6 +47,7 @@ from eval_pipeline.defs.partitions import (
     split_key,
 )
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
+from eval_pipeline.providers.evaluation_files import write_report
 from eval_pipeline.providers.evaluation_index import find_baseline
 from eval_pipeline.providers.object_store import write_text
 from eval_pipeline.providers.results_history import read_history
@@ -156,9 +156,7 @@ def regression_diff(
     report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
     # The run's report gains its "since last run" section now that the comparison exists, and its
     # HTML twin the model's trend over its stored history.
-    write_text(
-        storage.run_dir(model, date) / REPORT_FILE, render_markdown(as_shown(head), since_markdown(shown))
-    )
+    write_report(storage.run_dir(model, date), reading_of(head), since_markdown(shown))
     write_text(storage.run_dir(model, date) / REPORT_HTML_FILE, _html_report(storage, head, result))
     extra: dict[str, dg.RawMetadataValue] = {
         "baseline": baseline_label(result),

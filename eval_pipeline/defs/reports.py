@@ -1,11 +1,11 @@
 """The run report (results.json + report.md on disk, markdown in the UI) and the release gate.
 
-Every evaluation of a partition writes both: the report (where people see what broke) and a
-fresh gate decision, passed or failed with its reasons (results/<model>/<date>/gate.json), so a
-CRITICAL run can never leave an earlier "passed" standing. The `no_critical_failures` check on
-the gate is an ERROR but not blocking: nothing is downstream of the gate, and a finished
-evaluation whose verdict is CRITICAL is a successful run with a red check — only a real error
-fails a run.
+Every evaluation of a partition writes, through the one writer of an evaluation's files, the
+report (where people see what broke) and a fresh gate decision, passed or failed with its reasons
+(results/<model>/<date>/gate.json), so a CRITICAL run can never leave an earlier "passed" standing.
+The `no_critical_failures` check on the gate is an ERROR but not blocking: nothing is downstream
+of the gate, and a finished evaluation whose verdict is CRITICAL is a successful run with a red
+check — only a real error fails a run.
 """
 
 from collections.abc import Iterator, Mapping
@@ -19,16 +19,11 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.markdown_text import text
-from eval_pipeline.core.report.conclusion import RunSetup, ScoredBanks, assemble_document, verdict
-from eval_pipeline.core.report.markdown import render_markdown
-from eval_pipeline.core.report.reading import reading_of
-from eval_pipeline.core.report.shown_ids import shown_reading
+from eval_pipeline.core.report.conclusion import Reevaluations, RunSetup, ScoredBanks, conclude, verdict
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import SystemResults
-from eval_pipeline.core.scoring.reevaluate import reevaluate_all
 from eval_pipeline.core.scoring.run_document import (
-    GATE_FILE,
     REEVALUATIONS_FILE,
     REPORT_FILE,
     RESULTS_FILE,
@@ -42,7 +37,7 @@ from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_meta
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, REFERENCE_TABLES, ResolvedSet, bank_results
-from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.providers.evaluation_files import write_evaluation
 from eval_pipeline.runtime.instance_queries import evaluation_id, retrievals_record
 
 GROUP = "reports"
@@ -110,21 +105,21 @@ def run_report(
     scored = ScoredBanks(
         bank_results(system_results, semantic_results, reference), resolved_expectations.conflicts
     )
-    doc = assemble_document(
-        setup.provenance(Scope(), expectation_history.content_hash), scored_aggregate, scored
-    )
-    out_dir = storage.run_dir(model, date)
+    run_dir = storage.run_dir(model, date)
     # Retried errored tests (semantic, and the team's system's answers) and re-tried regressions
-    # of this evaluation (`run`), re-scored.
-    doc = reevaluate_all(
-        doc, test_banks, resolved_expectations.resolved, _stored_reevaluations(context, out_dir)
+    # of this evaluation (`run`), merged in before the verdict.
+    again = Reevaluations(_stored_reevaluations(context, run_dir), resolved_expectations.resolved)
+    evaluation = conclude(
+        setup,
+        setup.provenance(Scope(), expectation_history.content_hash),
+        scored,
+        Scope(),
+        scope.gates(providers.models_file),
+        scored_aggregate,
+        again,
     )
-    # Both routes to `doc` derive its sections here (assemble_document, reevaluate_all).
-    shown = shown_reading(reading_of(doc, derived_here=True))  # the user's own ids
-    markdown = render_markdown(shown.document, reading=shown)
-    results_json = doc.model_dump_json(indent=2)
-    write_text(out_dir / RESULTS_FILE, results_json)
-    write_text(out_dir / REPORT_FILE, markdown)
+    results_json, markdown = write_evaluation(run_dir, evaluation)
+    doc = evaluation.document
     return dg.Output(
         doc,
         # The merged document's figures: re-evaluations change them after `scored_aggregate`.
@@ -132,9 +127,9 @@ def run_report(
             {
                 "health": doc.aggregate.health.value,
                 "combined_score": doc.aggregate.combined_score,
-                "results_json": str(out_dir / RESULTS_FILE),
+                "results_json": str(run_dir / RESULTS_FILE),
                 RESULTS_SHA256: sha256_text(results_json),
-                "report": markdown_metadata(markdown, str(out_dir / REPORT_FILE)),
+                "report": markdown_metadata(markdown, str(run_dir / REPORT_FILE)),
             },
             plotted=False,
         ),
@@ -157,17 +152,14 @@ def run_report(
     ],
 )
 def release_gate(
-    context: dg.AssetExecutionContext,
-    storage: StorageResource,
     scope: RunScopeResource,
     providers: ProvidersResource,
     run_report: RunDocument,
 ) -> Iterator[dg.Output[GateDecision] | dg.AssetCheckResult]:
     """Whether this model, KB and date pass the gates: evaluable, no critical failure, errored
-    tests within `max_errored`, `fail_under` met. Written on every evaluation, pass or fail."""
-    model, date = split_key(context)
+    tests within `max_errored`, `fail_under` met. The decision `run_report` wrote beside its
+    results (gate.json) on every evaluation, pass or fail."""
     decision = verdict(run_report, Scope(), scope.gates(providers.models_file))
-    write_text(storage.run_dir(model, date) / GATE_FILE, decision.model_dump_json(indent=2))
     yield dg.Output(
         decision,
         metadata={

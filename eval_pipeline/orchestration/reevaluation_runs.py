@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from upath import UPath
@@ -30,8 +30,6 @@ from eval_pipeline.core.diff.noise import (
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.reevaluate import errored_answers, errored_tests, retry_of
@@ -47,62 +45,43 @@ from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, 
 from eval_pipeline.defs.automation import comparison_job, reevaluation_job
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage
-from eval_pipeline.providers.cache import CacheMode
-from eval_pipeline.providers.factory import run_semantic
-from eval_pipeline.providers.models import ModelConfig, load_models
-from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.object_store import output_path, write_text
 from eval_pipeline.providers.system_target import run_system
-from eval_pipeline.providers.target import RetrievalItem
+from eval_pipeline.providers.target import retrieval_items
 from eval_pipeline.runtime.instance_queries import evaluation_id
 
-
-@dataclass(frozen=True)
-class CallSettings:
-    """How this command calls the models: their file, the cache and the reranker's batching."""
-
-    models_file: Path
-    cache_dir: Path
-    cache_mode: CacheMode
-    rerank_batch: bool
+if TYPE_CHECKING:  # the route imports this module
+    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest
 
 
 @dataclass(frozen=True)
-class Evaluation:
-    """One date's evaluations and what it takes to call their models again."""
+class StoredDate:
+    """The request's date as stored, and what it takes to call its models again."""
 
-    calls: CallSettings
-    kb: KnowledgeBase
-    banks: Banks
-    date: str
-    results: UPath
+    request: EvaluationRequest
     instance: dg.DagsterInstance
     resources: dict[str, object]
 
-    def model(self, key: str) -> ModelConfig:
-        return load_models(self.calls.models_file)[key]
+    @property
+    def date(self) -> str:
+        return self.request.date
+
+    @property
+    def results(self) -> UPath:
+        return output_path(self.request.location.results)
 
     def document(self, model: str, date: str | None = None) -> RunDocument | None:
         path = self.results / model / (date or self.date) / RESULTS_FILE
         return read_document(path) if path.is_file() else None
 
     def retrieve(self, cfg: ModelConfig, trials: Mapping[str, Sequence[int]]) -> list[SemanticRetrieval]:
-        tests = {t.test_id: t for t in self.banks.semantic_tests}
-        items = [
-            RetrievalItem(tid, tests[tid].prompt, k, tests[tid].user_type, tests[tid].user_state)
-            for tid, ks in trials.items()
-            if tid in tests
-            for k in ks
-        ]
-        boosts = self.banks.rules.boosts_by_entity() if self.banks.rules else {}
-        calls = self.calls
-        return run_semantic(
-            cfg, self.kb.entities, items, boosts, calls.cache_dir, calls.cache_mode, batch=calls.rerank_batch
-        )
+        return self.request.retrieve(cfg, retrieval_items(self.request.banks.semantic_tests, trials))
 
     def answer(self, cfg: ModelConfig, tests: Mapping[Mechanism, Sequence[str]]) -> list[MechanismOutput]:
         """The team's system asked again for these state, pattern and always tests."""
         ids = frozenset(tid for chosen in tests.values() for tid in chosen)
-        return run_system(cfg, self.banks, Scope(test_ids=ids)) if ids else []
+        return run_system(cfg, self.request.banks, Scope(test_ids=ids)) if ids else []
 
     def merge(self, model: str, stored: StoredReevaluation) -> list[str]:
         """Keep `stored` beside the run and rebuild the model's report, gate and diff with it."""
@@ -143,13 +122,13 @@ def _listed(tests: Mapping[Mechanism, Sequence[str]]) -> str:
     )
 
 
-def _retryable(ev: Evaluation, model: str) -> tuple[RunDocument, ModelConfig]:
+def _retryable(ev: StoredDate, model: str) -> tuple[RunDocument, ModelConfig]:
     """The model's stored evaluation of the date, and its configuration, when a retry can merge
     into it: the banks must still come from the implementations that evaluated them."""
     doc = ev.document(model)
     if doc is None:
         raise BadInput(f"--retry-errored: no evaluation of {model} on {ev.date} to retry (run it first)")
-    cfg = ev.model(model)
+    cfg = ev.request.configs[model]
     made_by = doc.aggregate.implementations
     now = {m: cfg.implementation(m) for m in made_by}
     if now != made_by:
@@ -161,7 +140,7 @@ def _retryable(ev: Evaluation, model: str) -> tuple[RunDocument, ModelConfig]:
     return doc, cfg
 
 
-def retry_errored(ev: Evaluation, models: Sequence[str]) -> list[str]:
+def retry_errored(ev: StoredDate, models: Sequence[str]) -> list[str]:
     """Each model's errored tests evaluated again and merged into its evaluation: semantic trials
     through the model's pipeline, state/pattern/always tests through the team's system."""
     retryable = {model: _retryable(ev, model) for model in models}  # every model, before any call
@@ -195,7 +174,7 @@ def retry_errored(ev: Evaluation, models: Sequence[str]) -> list[str]:
     return errors + (ev.compare() if merged and not errors else [])
 
 
-def _baseline(ev: Evaluation, model: str) -> RunDocument | None:
+def _baseline(ev: StoredDate, model: str) -> RunDocument | None:
     path = ev.results / model / ev.date / REGRESSION_DIFF_FILE
     if not path.is_file():
         return None
@@ -203,12 +182,12 @@ def _baseline(ev: Evaluation, model: str) -> RunDocument | None:
     return ev.document(model, found) if found is not None else None
 
 
-def confirm_noise(ev: Evaluation, models: Sequence[str], retrials: int = DEFAULT_RETRIALS) -> list[str]:
+def confirm_noise(ev: StoredDate, models: Sequence[str], retrials: int = DEFAULT_RETRIALS) -> list[str]:
     """Each not reproducible model's semantic regressions re-tried and decided (core/diff/noise.py)."""
     errors: list[str] = []
     merged = False
     for model in models:
-        head, cfg = ev.document(model), ev.model(model)
+        head, cfg = ev.document(model), ev.request.configs[model]
         base = _baseline(ev, model) if head is not None else None
         if head is None or base is None:
             continue
@@ -223,9 +202,9 @@ def confirm_noise(ev: Evaluation, models: Sequence[str], retrials: int = DEFAULT
         )
         trials = next_trials(head, retrials)
         retrievals = ev.retrieve(cfg, {tid: trials for tid in regressed})
-        history = ev.banks.history
-        resolved = resolve(ev.banks.semantic_tests, history, as_of=end_of_day(ev.date))
-        stored = confirm_regressions(base, head, ev.banks.semantic_tests, resolved, retrievals, now_utc())
+        banks = ev.request.banks
+        resolved = resolve(banks.semantic_tests, banks.history, as_of=end_of_day(ev.date))
+        stored = confirm_regressions(base, head, banks.semantic_tests, resolved, retrievals, now_utc())
         record = stored.record
         print(
             f"  {model} ({why}): {len(regressed)} semantic regression(s) against {base.provenance.date} "

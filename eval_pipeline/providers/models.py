@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
@@ -406,28 +407,46 @@ def _build(
     return cfg
 
 
-def load_models(
+@dataclass(frozen=True)
+class ModelsFile:
+    """What a models file holds: every model in file order, and the project's gates."""
+
+    models: dict[str, ModelConfig]
+    gates: ProjectGates
+
+
+def read_models_file(
     path: Path, price_overrides: Mapping[str, Price] | None = None, notices: list[str] | None = None
-) -> dict[str, ModelConfig]:
-    """All models in file order. Prices: `price_overrides` (default: $EVAL_PIPELINE_PRICES) win
-    over the file's `prices:`, which win over the built-in table; every API model must be priced.
-    A model in an older form that loads as a newer one adds a line to `notices`.
-    """
+) -> ModelsFile:
+    """The models and the gates from one read. Prices: `price_overrides` (default:
+    $EVAL_PIPELINE_PRICES) win over the file's `prices:`, which win over the built-in table; every
+    API model must be priced. A model in an older form that loads as a newer one adds a line to
+    `notices`."""
     try:
         overrides = load_price_overrides() if price_overrides is None else price_overrides
     except PricingError as exc:
         raise ConfigError(str(exc)) from exc
-    entries = _model_entries(path, _read_yaml(path))
+    doc = _read_yaml(path)
+    entries = _model_entries(path, doc)
     said = [] if notices is None else notices
-    return {str(key): _build(path, str(key), body, overrides, said) for key, body in entries.items()}
+    models = {str(key): _build(path, str(key), body, overrides, said) for key, body in entries.items()}
+    return ModelsFile(models, _gates(path, doc))
+
+
+def load_models(
+    path: Path, price_overrides: Mapping[str, Price] | None = None, notices: list[str] | None = None
+) -> dict[str, ModelConfig]:
+    """All models in file order, as `read_models_file` reads them."""
+    return read_models_file(path, price_overrides, notices).models
 
 
 def load_gates(path: Path) -> ProjectGates:
     """The project's gates: the models file's `gates:` section (every gate at its default when the
     file or the section is absent); a bad value is one line naming the file and the field."""
-    if not path.exists():
-        return ProjectGates()
-    doc = _read_yaml(path)
+    return _gates(path, _read_yaml(path)) if path.exists() else ProjectGates()
+
+
+def _gates(path: Path, doc: Any) -> ProjectGates:
     section = doc.get("gates") if isinstance(doc, dict) else None
     if section is None:
         return ProjectGates()

@@ -1,8 +1,8 @@
 """A rich progress bar for a model's semantic tests, drawn on a terminal's file descriptor.
 
 The caller passes the descriptor rather than using sys.stderr: inside a Dagster step fds 1 and
-2 go to the step's compute log, so the CLI hands over a duplicate of the terminal it opened
-before the run (`cli.terminal.progress_terminal`)."""
+2 go to the step's compute log, so the route hands over a duplicate of the terminal it opened
+before the run (`orchestration.terminal.progress_terminal`)."""
 
 from __future__ import annotations
 

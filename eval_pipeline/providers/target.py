@@ -58,12 +58,15 @@ class RetrievalPipeline(Protocol):
     ) -> list[SemanticRetrieval]: ...
 
 
-def retrieval_items(tests: Sequence[SemanticTest], trials: int) -> list[RetrievalItem]:
-    """Each test's message, user type and state, once per trial."""
+def retrieval_items(
+    tests: Sequence[SemanticTest], trials: int | Mapping[str, Sequence[int]]
+) -> list[RetrievalItem]:
+    """Each test's message, user type and state, once per trial: `trials` of every test, or the
+    trials named per test (a test not named is not asked)."""
     return [
         RetrievalItem(t.test_id, t.prompt, trial, t.user_type, t.user_state)
         for t in tests
-        for trial in range(trials)
+        for trial in (range(trials) if isinstance(trials, int) else trials.get(t.test_id, ()))
     ]
 
 

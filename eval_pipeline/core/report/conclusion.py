@@ -1,29 +1,29 @@
 """The one route from what the systems did to a run's document and its verdict.
 
-Every evaluation goes through these functions: a narrowed CLI run calls `evaluate` in one pass;
-the Dagster graph runs the same steps as assets (the scoring assets, `scored_aggregate` through
-`aggregate_scope`, `run_report` through `RunSetup.provenance` and `assemble_document`,
-`release_gate` through `verdict`). The semantic retrievals and the outputs of the team's system
-come from the caller (providers); nothing here does I/O.
+Every evaluation ends in `conclude`: a narrowed run calls it through `evaluate` in one pass; the
+Dagster graph scores as assets (`scored_aggregate` through `aggregate_scope`) and its `run_report`
+concludes with the stored re-evaluations (a retry of errored tests, a noise re-trial) merged in.
+The semantic retrievals and the outputs of the team's system come from the caller (providers);
+nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import end_of_day
-from eval_pipeline.core.expectations.resolution import ExpectationConflict, resolve
+from eval_pipeline.core.expectations.resolution import ExpectationConflict, ResolvedExpectation, resolve
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import recorded_original_ids
 from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_hash
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.report.reading import Reading
+from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope, score_semantic
 from eval_pipeline.core.scoring.grouped import group_document
@@ -33,6 +33,9 @@ from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
 from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
+
+if TYPE_CHECKING:  # only an evaluation re-evaluated after its run loads them
+    from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation
 
 ADHOC_SNAPSHOT = "current files (ad-hoc check, not snapshotted)"
 
@@ -171,16 +174,39 @@ def verdict(document: RunDocument, scope: Scope, gates: Gates) -> GateDecision:
     return gate_decision(document, gates.fail_under, gates.max_errored, scope.label)
 
 
+@dataclass(frozen=True)
+class Reevaluations:
+    """Tests evaluated again after the run (errored ones retried, regressions re-tried), merged
+    into its document in the order they were made, against the expectations it was scored on."""
+
+    stored: Sequence[StoredReevaluation]
+    resolved: Mapping[str, ResolvedExpectation]
+
+
 def conclude(
-    setup: RunSetup, provenance: Provenance, scored: ScoredBanks, scope: Scope, gates: Gates
+    setup: RunSetup,
+    provenance: Provenance,
+    scored: ScoredBanks,
+    scope: Scope,
+    gates: Gates,
+    aggregated: Aggregate | None = None,
+    reevaluations: Reevaluations | None = None,
 ) -> Evaluation:
-    """Scored banks to the run's document and its verdict. The semantic results are grouped by
-    test once, for the aggregate and for every report made from this evaluation."""
+    """Scored banks to the run's document and its verdict: `aggregated` when the caller has the
+    aggregate already (the graph's `scored_aggregate`), re-evaluations merged in before the gate.
+    The semantic results are grouped by test once, for the aggregate and every report."""
     semantic = by_test(SEMANTIC.rows(scored.results), setup.pass_threshold)
-    agg = aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations, semantic)
+    agg = aggregated or aggregate_scope(scored, scope, setup.pass_threshold, setup.implementations, semantic)
     document = assemble_document(provenance, agg, scored)
-    grouped = group_document(document, semantic if Mechanism.SEMANTIC in agg.banks else None)
-    return Evaluation(Reading(document, grouped, derived_here=True), verdict(document, scope, gates))
+    if reevaluations is not None and reevaluations.stored:
+        from eval_pipeline.core.scoring.reevaluate import reevaluate_all
+
+        document = reevaluate_all(document, setup.banks, reevaluations.resolved, reevaluations.stored)
+        reading = reading_of(document, derived_here=True)
+    else:
+        grouped = group_document(document, semantic if Mechanism.SEMANTIC in agg.banks else None)
+        reading = Reading(document, grouped, derived_here=True)
+    return Evaluation(reading, verdict(document, scope, gates))
 
 
 def evaluate(setup: RunSetup, observed: Observed, scope: Scope, gates: Gates) -> Evaluation:

@@ -1,0 +1,300 @@
+"""One evaluation as the command line asks for it (`EvaluationRequest`: typed, immutable, built
+once from the flags; nothing below the command line sees the flags themselves) and the one entry
+point that makes it: `evaluate(request)` for a full run through the Dagster graph (then the noise
+re-trials of a model that is not reproducible), a retry of its errored tests, or a narrowed
+ad-hoc check straight through the core's route.
+
+Dagster and the models' runtimes load only with the route that needs them: a narrowed run
+imports no Dagster (tests/test_import_sets.py)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eval_pipeline.core.dates import now_utc
+from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
+from eval_pipeline.core.verdicts.run_gate import Gates
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+    from upath import UPath
+
+    from eval_pipeline.core.inputs.kb import KnowledgeBase
+    from eval_pipeline.core.inputs.loading import Banks
+    from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+    from eval_pipeline.core.report.conclusion import Evaluation
+    from eval_pipeline.core.scoring.evaluation import Scope
+    from eval_pipeline.core.verdicts.project_gates import ProjectGates
+    from eval_pipeline.location import LocationPaths
+    from eval_pipeline.orchestration.standing import Standing
+    from eval_pipeline.providers.cache import CacheMode
+    from eval_pipeline.providers.models import ModelConfig
+    from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where an evaluation reads and writes, resolved once by the command."""
+
+    results: str  # reports: a folder or an object store's URI
+    local_results: Path  # the folder a narrowed run's ad-hoc results go under
+    storage_dir: Path
+    cache_dir: Path
+    paths: LocationPaths  # the code location's: the calibration folder, the IO managers' outputs
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """One evaluation, as the command asked for it: the loaded inputs and where they came from,
+    what to run, the models' configurations (the models file read once), the gates it applies,
+    where it goes and how it calls the models."""
+
+    kb: KnowledgeBase
+    banks: Banks
+    kb_path: Path
+    banks_dir: Path
+    scope: Scope
+    models_file: Path
+    configs: Mapping[str, ModelConfig]  # the models to run, in the order asked
+    date: str
+    gates: ProjectGates  # the project's, with the command's flags in their place
+    location: Location
+    cache_mode: CacheMode = "use"
+    batch: bool = False
+    parallel: int = 1
+    retry_errored: bool = False
+    force: bool = False  # evaluate even where a stored evaluation stands
+    calibration_cost_usd: float = 0.0  # what calibrations cost on the date, reported apart
+    pass_threshold: int = DEFAULT_PASS_THRESHOLD
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.configs)
+
+    @property
+    def run_gates(self) -> Gates:
+        return Gates(fail_under=self.gates.fail_under, max_errored=self.gates.max_errored)
+
+    def retrieve(
+        self,
+        cfg: ModelConfig,
+        items: Sequence[RetrievalItem],
+        on_done: OnDone | None = None,
+        on_prepared: Callable[[PrepareReport], None] | None = None,
+    ) -> list[SemanticRetrieval]:
+        """`items` through the model's pipeline, with this request's cache and batching."""
+        from eval_pipeline.providers.factory import run_semantic
+
+        boosts = self.banks.rules.boosts_by_entity() if self.banks.rules else {}
+        return run_semantic(
+            cfg,
+            self.kb.entities,
+            items,
+            boosts,
+            self.location.cache_dir,
+            self.cache_mode,
+            on_done=on_done,
+            batch=self.batch,
+            on_prepared=on_prepared,
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where the evaluations are, the errors that kept any from being made, and the evaluations
+    this process holds in memory (a narrowed run's)."""
+
+    results: Path | UPath
+    errors: list[str] = field(default_factory=list)
+    evaluated: Mapping[str, Evaluation] | None = None
+
+
+def evaluate(request: EvaluationRequest, before_dagster: Callable[[], None] = lambda: None) -> Outcome:
+    """The request's evaluation by its route. A full run's models whose stored evaluation stands
+    answer from it (orchestration/standing.py); `before_dagster` is called once the others are
+    to be evaluated through the graph."""
+    from eval_pipeline.providers.object_store import output_location
+
+    if not request.scope.is_full:
+        return _narrowed(request)
+    from eval_pipeline.orchestration.standing import standing_of
+
+    where = request.location
+    # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
+    fresh = request.force or request.cache_mode != "use"
+    standing = standing_of(
+        request.kb,
+        request.banks,
+        request.configs,
+        request.date,
+        request.run_gates,
+        where.results,
+        where.storage_dir,
+        where.paths,
+        fresh,
+    )
+    # Decided first from what was recorded when it last stood: no Dagster, no code location loaded.
+    pending = request.models if request.retry_errored else standing.as_recorded()
+    errors = []
+    if pending:
+        before_dagster()
+        errors = _through_the_graph(request, standing, pending)
+    return Outcome(output_location(where.results), errors)
+
+
+_SAY = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One whole line, even when models on other threads print too."""
+    with _SAY:
+        print(line, flush=True)
+
+
+def _narrowed(request: EvaluationRequest) -> Outcome:
+    """An ad-hoc check: no Dagster run and no partition touched, results and gate decision in a
+    folder named for the scope (never a baseline). Up to `parallel` models at once, on threads:
+    the pipelines wait on providers or in onnxruntime, both outside the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from eval_pipeline.core.scoring.run_document import SCOPED_DIR
+    from eval_pipeline.orchestration.terminal import progress_terminal
+
+    results = request.location.local_results / SCOPED_DIR / request.scope.label
+    print(f"  narrowed run ({request.scope.label}): ad-hoc check, not a baseline; results under {results}")
+    with (
+        progress_terminal(request.parallel == 1) as progress_fd,
+        ThreadPoolExecutor(max_workers=request.parallel, thread_name_prefix="model") as pool,
+    ):
+        runs = [
+            pool.submit(_narrowed_model, request, cfg, results, progress_fd)
+            for cfg in request.configs.values()
+        ]
+        # The first model's exception, if any, as a sequential run would raise it; what each
+        # model wrote is reported from memory, not read back and validated again.
+        evaluated = {m: run.result() for m, run in zip(request.configs, runs, strict=True)}
+    return Outcome(results, evaluated=evaluated)
+
+
+def _narrowed_model(
+    request: EvaluationRequest, cfg: ModelConfig, results: Path, progress_fd: int | None
+) -> Evaluation:
+    from eval_pipeline.core.inputs.banks import Mechanism
+    from eval_pipeline.core.report.conclusion import Observed, RunSetup
+    from eval_pipeline.core.report.conclusion import evaluate as conclude_observed
+    from eval_pipeline.providers.evaluation_files import write_evaluation
+    from eval_pipeline.providers.factory import rerank_mode, system_outputs
+    from eval_pipeline.providers.progress_bar import semantic_bar
+    from eval_pipeline.providers.target import retrieval_items
+
+    kb, banks, scope, date = request.kb, request.banks, request.scope, request.date
+    tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []
+    items = retrieval_items(tests, cfg.trials)
+    _say(f"  running model {cfg.key} ({len(items)} semantic retrievals) …")
+    prepared: list[PrepareReport] = []
+    with semantic_bar(progress_fd if items else None, cfg.key, len(items)) as on_done:
+        retrievals = request.retrieve(cfg, items, on_done, prepared.append) if items else []
+    cache_note = next((p.prompt_cache.note for p in prepared if p.prompt_cache is not None), None)
+    if cache_note is not None:
+        _say(f"  {cache_note}")
+    setup = RunSetup(
+        kb=kb,
+        banks=banks,
+        date=date,
+        model=cfg.key,
+        system_config=cfg.model_dump(mode="json"),
+        implementations=cfg.implementations,
+        pass_threshold=request.pass_threshold,
+        generated_at=now_utc(),
+        calibration_cost_usd=request.calibration_cost_usd,
+        rerank_mode=rerank_mode(cfg, request.batch),
+        prompt_cache=cache_note,
+    )
+    observed = Observed(retrievals, system_outputs(cfg, banks, scope))
+    evaluation = conclude_observed(setup, observed, scope, request.run_gates)
+    write_evaluation(results / cfg.key / date, evaluation)
+    _say(f"  finished model {cfg.key}")
+    return evaluation
+
+
+def _through_the_graph(request: EvaluationRequest, standing: Standing, pending: list[str]) -> list[str]:
+    """The models that do not stand evaluated (or their errored tests retried) on the project's
+    instance; the errors."""
+    from eval_pipeline.orchestration.execution import project_instance
+    from eval_pipeline.orchestration.terminal import progress_terminal
+
+    errors: list[str] = []
+    # One progress bar per terminal: models running at once would draw over each other.
+    with project_instance() as instance, progress_terminal(request.parallel == 1) as progress_fd:
+        models = pending if request.retry_errored else standing.with_instance(instance, pending)
+        if models:
+            errors = _evaluate_date(request, models, instance, standing.tags(models), progress_fd)
+        stood = standing.settle(instance)
+    standing.record(stood)  # after the instance is closed: closing may write its files
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    return errors
+
+
+def _evaluate_date(
+    request: EvaluationRequest,
+    models: list[str],
+    instance: DagsterInstance,
+    tags: Mapping[str, str],
+    progress_fd: int | None,
+) -> list[str]:
+    from eval_pipeline.definitions import build_resources
+    from eval_pipeline.defs.resources import (
+        InputsResource,
+        ProvidersResource,
+        RunScopeResource,
+        StorageResource,
+    )
+    from eval_pipeline.orchestration.execution import run_all
+    from eval_pipeline.orchestration.reevaluation_runs import StoredDate, confirm_noise, retry_errored
+    from eval_pipeline.runtime.run_monitor import end_orphaned_runs
+
+    for line in end_orphaned_runs(instance):  # a killed run's slots would stall this one
+        print(f"  {line}")
+    where = request.location
+    resources = build_resources(
+        InputsResource(kb_path=str(request.kb_path), banks_dir=str(request.banks_dir)),
+        StorageResource(
+            storage_dir=str(where.storage_dir),
+            results_dir=where.results,
+            calibration_dir=str(where.paths.calibration_dir),
+            outputs_uri=where.paths.outputs_uri,
+        ),
+        ProvidersResource.from_environment(
+            models_file=str(request.models_file),
+            cache_dir=str(where.cache_dir),
+            cache_mode=request.cache_mode,
+            rerank_batch=request.batch,
+        ),
+        RunScopeResource(
+            pass_threshold=request.pass_threshold,
+            fail_under=request.gates.fail_under,
+            max_errored=request.gates.max_errored,
+            progress_fd=progress_fd,
+        ),
+    )
+    again = StoredDate(request, instance, resources)
+    if request.retry_errored:
+        return retry_errored(again, models)
+    outcomes = run_all(
+        request.date,
+        models,
+        resources,
+        instance,
+        lambda stage: print(f"  running {stage} …", flush=True),
+        parallel=request.parallel,
+        on_model_done=lambda o: print(f"  {'failed' if o.failures else 'finished'} model {o.name}"),
+        tags=tags,
+    )
+    errors = [f"{o.name}: {f}" for o in outcomes for f in o.failures]
+    return errors or confirm_noise(again, models)
