@@ -55,8 +55,9 @@ class AnthropicProvider(ApiProvider):
     """An API provider calling Claude through one `AsyncAnthropic` per event loop, whose own
     retries are off: the shared policy retries, paced by the model's limiter."""
 
-    def __init__(self, model_id: str, access: ApiAccess) -> None:
+    def __init__(self, model_id: str, access: ApiAccess, poll_interval_s: float) -> None:
         super().__init__(model_id, access, service_url(access.base_url), classify)
+        self.poll_interval_s = poll_interval_s  # between looks at a message batch
         self._client: LoopLocal[anthropic.AsyncAnthropic] = LoopLocal(
             lambda: anthropic.AsyncAnthropic(
                 api_key=access.api_key, base_url=access.base_url, max_retries=0, timeout=access.timeout_s
@@ -66,6 +67,14 @@ class AnthropicProvider(ApiProvider):
 
     async def _messages_create(self, params: MessageCreateParamsNonStreaming) -> Message:
         return await self._paced(lambda: self._client.get().messages.create(**params))
+
+    async def _run_batch(
+        self,
+        requests: Mapping[str, MessageCreateParamsNonStreaming],
+        on_progress: BatchProgress | None = None,
+    ) -> dict[str, MessageBatchIndividualResponse]:
+        batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
+        return await batches.run(requests, on_progress)
 
 
 def cache_marker(long_ttl: bool) -> CacheControlEphemeralParam:

@@ -39,7 +39,6 @@ from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.anthropic_client import (
     AnthropicProvider,
     BatchProgress,
-    MessageBatches,
     cache_marker,
     unanswered,
     usage_of,
@@ -185,10 +184,6 @@ def calibrator_access(api_key: str, limiter: RateLimiter) -> ApiAccess:
 class Calibrator(AnthropicProvider):
     """Proposes expectations for semantic tests; one `CallRecord` per test, errors included."""
 
-    def __init__(self, model_id: str, access: ApiAccess, poll_interval_s: float) -> None:
-        super().__init__(model_id, access)
-        self.poll_interval_s = poll_interval_s
-
     def params(
         self, system: list[TextBlockParam], prompt: CalibrationPrompt
     ) -> MessageCreateParamsNonStreaming:
@@ -259,8 +254,7 @@ class Calibrator(AnthropicProvider):
         system = system_blocks(kb, long_ttl=True)
         # Custom ids allow [A-Za-z0-9_-]{1,64}; test ids may hold dots and be longer.
         by_custom_id = {f"test-{i:05d}": p for i, p in enumerate(prompts)}
-        batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
-        results = await batches.run(
+        results = await self._run_batch(
             {cid: self.params(system, p) for cid, p in by_custom_id.items()}, on_progress
         )
         return [

@@ -42,7 +42,7 @@ from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.anthropic_client import AnthropicProvider, MessageBatches, cache_marker, usage_of
+from eval_pipeline.providers.anthropic_client import AnthropicProvider, cache_marker, usage_of
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
@@ -215,10 +215,9 @@ class ClaudeReranker(AnthropicProvider):
         prompt_version: str,
         poll_interval_s: float = DEFAULT_POLL_S,
     ) -> None:
-        super().__init__(model_id, access)
+        super().__init__(model_id, access, poll_interval_s)
         self._cache = cache
         self.prompt_version = prompt_version
-        self.poll_interval_s = poll_interval_s
         self._catalogue: str | None = None
         self._warmed = False
         self._warm_lock = LoopLocal(asyncio.Lock)
@@ -352,8 +351,7 @@ class ClaudeReranker(AnthropicProvider):
             else:
                 todo[f"rerank-{i:06d}"] = (i, key, request)
         if todo:
-            batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
-            answers = await batches.run(
+            answers = await self._run_batch(
                 {
                     cid: self._params(_first_turn(r.query, r.candidates, r.top_k), long_ttl=True)
                     for cid, (_, _, r) in todo.items()
