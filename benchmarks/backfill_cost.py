@@ -1,28 +1,35 @@
 """What a backfill costs per model x date: `eval-pipeline backfill` of 7 past dates x 2 offline
-models on the sample (one Dagster asset backfill, launched by the daemon the command starts, each
-of its runs a process of its own) against the floor, the same 14 evaluations by
+models on the sample (one Dagster asset backfill; with no daemon running, the command carries it
+out, its runs executed in its own process) against the floor, the same 14 evaluations by
 `run --date D --force` (both models) in one process, date after date. Target: the backfill's
 wall time per model x date <= 1.5x the floor's.
 
 Each side works in its own copy of the sample with its own Dagster home, warmed first by an
-untimed `run` of today (the embedding cache holds every vector, the instance exists). One round
-each (a backfill of 14 evaluations is minutes on a shared 2-core machine); the CPU of each side,
-its processes included, and the load average before and after are in the row.
+untimed `run` of today (the embedding cache holds every vector, the instance exists). The sides
+take turns, whole processes, floor first then the other way round (`benchmarks.interleave`); the
+row gives both medians and spreads, the CPU of each side's processes, and the load average before
+and after.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import statistics
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from datetime import date, timedelta
+from pathlib import Path
 
+from benchmarks.interleave import interleaved
 from benchmarks.run_paths import MODELS, sample_copy
 from benchmarks.table import Row, load_average
 from eval_pipeline.core.dates import today_utc
 
+QUICK = True
 DAYS = 7
+ROUNDS = 2
 TARGET = 1.5
 MODEL_ARGS = [a for m in MODELS for a in ("--model", m)]
 # The floor's commands in one interpreter, as `make bench` would call them (exit 1 is a gate).
@@ -35,49 +42,62 @@ for argv in eval(sys.argv[1]):
 
 
 def _children_cpu() -> float:
-    """CPU seconds of every child this process has waited for, and of theirs (the daemon, the
-    runs the daemon waited for)."""
+    """CPU seconds of every child this process has waited for, and of theirs."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 
 
-def _in_one_process(*commands: list[str]) -> None:
-    """The commands, one after the other, in one new interpreter: the CLI's imports paid once, the
-    code location loaded fresh (a past date lowers the first date before it loads)."""
+def _in_one_process(root: Path, *commands: list[str]) -> None:
+    """The commands, one after the other, in one new interpreter in the copy of the sample at
+    `root`: the CLI's imports paid once, the code location loaded fresh."""
     run = [sys.executable, "-c", IN_ONE_PROCESS, repr([list(c) for c in commands])]
-    subprocess.run(run, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "DAGSTER_HOME": str(root / ".dagster_home")}
+    subprocess.run(run, check=True, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _timed(*commands: list[str]) -> tuple[float, float]:
-    """(wall, cpu) seconds of the commands in one process, in a warmed copy of the sample."""
-    with sample_copy():
-        _in_one_process(["run", *MODEL_ARGS])  # warm: embeddings cached, the instance made
-        started, cpu = time.perf_counter(), _children_cpu()
-        _in_one_process(*commands)
-        return time.perf_counter() - started, _children_cpu() - cpu
+def _case(root: Path, commands: list[list[str]], cpu: list[float]) -> Callable[[], None]:
+    """The commands in the copy at `root`, their CPU added to `cpu`."""
+
+    def run() -> None:
+        before = _children_cpu()
+        _in_one_process(root, *commands)
+        cpu.append(_children_cpu() - before)
+
+    return run
 
 
 def rows() -> list[Row]:
     today = date.fromisoformat(today_utc())
     dates = [(today - timedelta(days=DAYS - i)).isoformat() for i in range(DAYS)]
     evaluations = DAYS * len(MODELS)
+    floor_cpu: list[float] = []
+    ours_cpu: list[float] = []
     before = load_average()
-    floor_wall, floor_cpu = _timed(*(["run", "--date", d, "--force", *MODEL_ARGS] for d in dates))
-    ours_wall, ours_cpu = _timed(["backfill", "--from", dates[0], "--to", dates[-1], *MODEL_ARGS])
+    with sample_copy() as floor_root, sample_copy() as ours_root:
+        for root in (floor_root, ours_root):
+            _in_one_process(root, ["run", *MODEL_ARGS])  # warm: embeddings cached, the instance made
+        floor = [["run", "--date", d, "--force", *MODEL_ARGS] for d in dates]
+        ours = [["backfill", "--from", dates[0], "--to", dates[-1], *MODEL_ARGS]]
+        timings = interleaved(
+            {"floor": _case(floor_root, floor, floor_cpu), "backfill": _case(ours_root, ours, ours_cpu)},
+            rounds=ROUNDS,
+        )
     after = load_average()
-    ratio = ours_wall / floor_wall
-    print(f"backfill cost: backfill {ours_wall:.1f} s, floor {floor_wall:.1f} s; load {before} -> {after}")
-    per = f"{ours_wall / evaluations:.2f} vs {floor_wall / evaluations:.2f} s per model × date"
+    ours_s, floor_s = timings["backfill"].median, timings["floor"].median
+    ratio = ours_s / floor_s
+    print(f"backfill cost: backfill {ours_s:.1f} s, floor {floor_s:.1f} s; load {before} -> {after}")
+    per = f"{ours_s / evaluations:.2f} vs {floor_s / evaluations:.2f} s per model × date"
     return [
         Row(
             "backfill_cost",
             f"`backfill` of {DAYS} past dates × {len(MODELS)} offline models vs the same "
-            f"{evaluations} evaluations by `run --date D --force` in one process",
+            f"{evaluations} evaluations by `run --date D --force` in one process, interleaved",
             f"{ratio:.2f}× the floor ({per})",
             f"≤ {TARGET}×",
             ratio <= TARGET,
-            f"wall: backfill {ours_wall:.1f} s, floor {floor_wall:.1f} s; cpu with child processes: "
-            f"backfill {ours_cpu:.1f} s, floor {floor_cpu:.1f} s; one round each, warm; "
+            f"wall: backfill {timings['backfill'].text()}, floor {timings['floor'].text()}; "
+            f"cpu with child processes, median: backfill {statistics.median(ours_cpu):.1f} s, "
+            f"floor {statistics.median(floor_cpu):.1f} s; warm; "
             f"load average {before} before, {after} after",
         )
     ]
