@@ -68,3 +68,12 @@ def test_the_probe_counts_every_read(tmp_path: Path) -> None:
     with offline_tenant_project(tmp_path):
         code, opened = opens_of_the_models_file(tmp_path, "models", "+", "run", *DATA, "--dry-run")
     assert (code, opened) == (0, 2)
+
+
+@pytest.mark.slow
+def test_an_unchanged_rerun_reads_the_models_file_once(tmp_path: Path) -> None:
+    # The full evaluation's graph runs read it again where a resource needs a model's
+    # configuration or the gates (docs/architecture.md); a rerun that stands never loads them.
+    with offline_tenant_project(tmp_path):
+        assert opens_of_the_models_file(tmp_path, "run", *DATA)[0] == 0
+        assert opens_of_the_models_file(tmp_path, "run", *DATA) == (0, 1)

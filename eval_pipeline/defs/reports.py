@@ -19,18 +19,19 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.snapshots import SnapshotRef
 from eval_pipeline.core.markdown_text import text
-from eval_pipeline.core.report.conclusion import Reevaluations, RunSetup, ScoredBanks, conclude, verdict
+from eval_pipeline.core.report.conclusion import Reevaluations, RunSetup, ScoredBanks, conclude
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import SystemResults
 from eval_pipeline.core.scoring.run_document import (
+    GATE_FILE,
     REEVALUATIONS_FILE,
     REPORT_FILE,
     RESULTS_FILE,
     RunDocument,
 )
 from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
-from eval_pipeline.core.verdicts.run_gate import GateDecision
+from eval_pipeline.core.verdicts.run_gate import GateDecision, read_gate
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata, readable
@@ -152,14 +153,12 @@ def run_report(
     ],
 )
 def release_gate(
-    scope: RunScopeResource,
-    providers: ProvidersResource,
-    run_report: RunDocument,
+    context: dg.AssetExecutionContext, storage: StorageResource, run_report: RunDocument
 ) -> Iterator[dg.Output[GateDecision] | dg.AssetCheckResult]:
     """Whether this model, KB and date pass the gates: evaluable, no critical failure, errored
-    tests within `max_errored`, `fail_under` met. The decision `run_report` wrote beside its
-    results (gate.json) on every evaluation, pass or fail."""
-    decision = verdict(run_report, Scope(), scope.gates(providers.models_file))
+    tests within `max_errored`, `fail_under` met. The decision `run_report` concluded and wrote
+    beside its results (gate.json) on every evaluation, pass or fail: derived once."""
+    decision = read_gate(storage.run_dir(*split_key(context)) / GATE_FILE)
     yield dg.Output(
         decision,
         metadata={
