@@ -6,6 +6,7 @@ the same way for imports)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,10 @@ for arg in args:
     commands.append([]) if arg == "+" else commands[-1].append(arg)
 with contextlib.redirect_stdout(io.StringIO()):
     for command in commands:
+        if command == ["edit"]:  # the user edits the file between two commands
+            with open("models.yaml", "a") as f:
+                f.write("# edited\\n")
+            continue
         try:
             code = main(command)
         except SystemExit as exc:
@@ -66,8 +71,20 @@ def test_run_reads_the_models_file_once(tmp_path: Path, argv: tuple[str, ...]) -
 
 def test_the_probe_counts_every_read(tmp_path: Path) -> None:
     with offline_tenant_project(tmp_path):
-        code, opened = opens_of_the_models_file(tmp_path, "models", "+", "run", *DATA, "--dry-run")
+        other = tmp_path / "other" / "models.yaml"
+        other.parent.mkdir()
+        shutil.copy(tmp_path / "models.yaml", other)
+        code, opened = opens_of_the_models_file(
+            tmp_path, "models", "--models-file", str(other), "+", "run", *DATA, "--dry-run"
+        )
     assert (code, opened) == (0, 2)
+
+
+def test_an_edited_models_file_is_read_again_in_the_same_process(tmp_path: Path) -> None:
+    # A code server lives on: the file it parsed is read again once it changes.
+    with offline_tenant_project(tmp_path):
+        code, opened = opens_of_the_models_file(tmp_path, "models", "+", "edit", "+", "models")
+    assert (code, opened) == (0, 3)  # twice to read, once to edit
 
 
 @pytest.mark.slow
@@ -75,5 +92,5 @@ def test_an_unchanged_rerun_reads_the_models_file_once(tmp_path: Path) -> None:
     # The full evaluation's graph runs read it again where a resource needs a model's
     # configuration or the gates (docs/architecture.md); a rerun that stands never loads them.
     with offline_tenant_project(tmp_path):
-        assert opens_of_the_models_file(tmp_path, "run", *DATA)[0] == 0
+        assert opens_of_the_models_file(tmp_path, "run", *DATA) == (0, 1)  # the graph's runs too
         assert opens_of_the_models_file(tmp_path, "run", *DATA) == (0, 1)

@@ -9,6 +9,7 @@ and the field, so a bad config fails before any call is made.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -344,7 +345,23 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
+# Each parse of a models file, by the file's identity and last change: a command's graph runs
+# (and a code server's) look a model up many times and read the file again only once it changed.
+_PARSED: dict[tuple[str, int, int, int, int], Any] = {}
+
+
 def _read_yaml(path: Path) -> Any:
+    try:
+        seen = path.stat()
+    except OSError:
+        return _parse_yaml(path)  # the reader names what is wrong
+    mark = (str(path.resolve()), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns)
+    if mark not in _PARSED:
+        _PARSED[mark] = _parse_yaml(path)
+    return copy.deepcopy(_PARSED[mark])
+
+
+def _parse_yaml(path: Path) -> Any:
     try:
         return load_input(path)
     except BadFile as exc:
