@@ -259,11 +259,11 @@ def test_a_result_with_errored_tests_is_never_reused(
     assert doc.aggregate.errored_count == 0
 
 
-def test_a_retried_evaluation_is_evaluated_again_and_says_why(
+def test_a_retried_evaluation_stands_unless_its_inputs_changed(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Its errored tests, asked again once the cache is mended, were merged into the stored
-    # evaluation by runs of their own: no longer the runs of one evaluation.
+    # evaluation by a run carrying the same inputs: nothing is evaluated (or paid for) again.
     cache = workdir / "corrupt-cache"
     cache.mkdir()
     for name in ("embeddings.sqlite3", "responses.sqlite3"):
@@ -272,9 +272,22 @@ def test_a_retried_evaluation_is_evaluated_again_and_says_why(
     shutil.rmtree(cache)
     assert main(["run", *DATA, "--model", MINILM, "--cache-dir", str(cache), "--retry-errored"]) == 0
     assert STANDS not in capsys.readouterr().out
-    retried = f"{MINILM} on {today_utc()} was evaluated again in part since (--retry-errored)"
-    _evaluates(capsys, "--cache-dir", str(cache), because=retried)
     _stands(capsys, "--cache-dir", str(cache))
+    doc = read_document(workdir / "results" / MINILM / today_utc() / "results.json")
+    assert doc.aggregate.errored_count == 0
+
+    # Errored again, then the KB edited before the retry: the merge is on an evaluation of the
+    # old KB, so the next run evaluates again, saying why.
+    for name in ("embeddings.sqlite3", "responses.sqlite3"):
+        (cache / name).unlink(missing_ok=True)
+        (cache / name).write_text("not a database")
+    _evaluates(capsys, "--cache-dir", str(cache), "--force", code=3)
+    shutil.rmtree(cache)
+    kb = workdir / "tenant/kb.yaml"
+    kb.write_text(kb.read_text().replace("Keep copies of every message", "Keep a copy of every message"))
+    assert main(["run", *DATA, "--model", MINILM, "--cache-dir", str(cache), "--retry-errored"]) == 0
+    capsys.readouterr()
+    _evaluates(capsys, "--cache-dir", str(cache), because="the KB changed\n")
 
 
 @pytest.mark.usefixtures("yesterday_evaluated")

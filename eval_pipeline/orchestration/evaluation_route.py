@@ -283,7 +283,7 @@ def _evaluate_date(
             progress_fd=progress_fd,
         ),
     )
-    again = StoredDate(request, instance, resources)
+    again = StoredDate(request, instance, resources, tags)
     if request.retry_errored:
         return retry_errored(again, models)
     outcomes = run_all(

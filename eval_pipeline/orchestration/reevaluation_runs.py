@@ -62,6 +62,8 @@ class StoredDate:
     request: EvaluationRequest
     instance: dg.DagsterInstance
     resources: dict[str, object]
+    # The command's run tags: a merge made with nothing changed leaves an evaluation that stands.
+    tags: Mapping[str, str]
 
     @property
     def date(self) -> str:
@@ -98,9 +100,8 @@ class StoredDate:
                 indent=2
             ),
         )
-        outcome = run_stage(
-            model, reevaluation_job.name, key, evaluation_definitions(self.resources), self.instance
-        )
+        defs = evaluation_definitions(self.resources)
+        outcome = run_stage(model, reevaluation_job.name, key, defs, self.instance, self.tags)
         return [f"{model}: {f}" for f in outcome.failures]
 
     def compare(self) -> list[str]:

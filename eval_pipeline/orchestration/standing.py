@@ -317,8 +317,6 @@ class Standing:
 
     def _changes(self, tags: Mapping[str, str], model: str) -> str | None:
         if FINGERPRINT_TAG not in tags:
-            if tags.get("launched_by") == "eval-pipeline run":
-                return f"{model} on {self.date} was evaluated again in part since (--retry-errored)"
             return f"{model} on {self.date} was made again since by the UI, automation or a backfill"
         try:
             before = dict(json.loads(tags[FINGERPRINT_TAG])[model])
