@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -162,12 +163,17 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     code, doc = _evaluate(project, {"system": system, "breaker": breaker})
     assert code == 3
     assert doc is not None
-    late = f"target: service down: python:{HUNG} (4 calls in a row unreachable)"
+    late = re.compile(
+        rf"target: service down: python:{re.escape(HUNG)} \(([1-4]) calls? in a row unreachable\)"
+    )
     cut = f"target: the entry point '{HUNG}' gave no answer within 0.5 s"
-    reasons = [r.error for r in doc.all_results()]
+    reasons = [r.error or "" for r in doc.all_results()]
     assert {r.status for r in doc.all_results()} == {ResultStatus.ERRORED}
-    # One round was cut off (the model's concurrency, four calls at once); the rest were never made.
-    assert (reasons.count(cut), set(reasons) - {cut}) == (4, {late})
+    # One round was cut off: the calls in flight when the first timed out (the model's concurrency,
+    # four, at most; fewer when a mechanism asks one call at a time), and the rest were never made.
+    # A test asked in several trials shows its last trial's reason.
+    assert all(r == cut or late.fullmatch(r) for r in reasons), set(reasons)
+    assert reasons.count(cut) <= 4
     # Every call that reached the entry point (on a loaded machine one may be cut before it does)
     # had its process killed when it was abandoned.
     assert 1 <= len(list(marks.iterdir())) <= 4
