@@ -241,15 +241,20 @@ def test_every_change_to_what_a_verdict_rests_on_evaluates_again(
     _stands(capsys)
 
 
+def _corrupt(cache: Path) -> Path:
+    """`cache` holding a response and an embedding cache that are not databases."""
+    cache.mkdir(exist_ok=True)
+    for name in ("embeddings.sqlite3", "responses.sqlite3"):
+        (cache / name).write_text("not a database")
+    return cache
+
+
 def test_a_result_with_errored_tests_is_never_reused(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A corrupt response cache errors every semantic test: UNKNOWN, exit 3, then again, and
     # once the cache is mended the run evaluates rather than repeat the unknown.
-    cache = workdir / "corrupt-cache"
-    cache.mkdir()
-    for name in ("embeddings.sqlite3", "responses.sqlite3"):
-        (cache / name).write_text("not a database")
+    cache = _corrupt(workdir / "corrupt-cache")
     _evaluates(capsys, "--cache-dir", str(cache), code=3)
     _evaluates(capsys, "--cache-dir", str(cache), code=3, because="8 test(s) errored\n")
     shutil.rmtree(cache)
@@ -264,10 +269,7 @@ def test_a_retried_evaluation_stands_unless_its_inputs_changed(
 ) -> None:
     # Its errored tests, asked again once the cache is mended, were merged into the stored
     # evaluation by a run carrying the same inputs: nothing is evaluated (or paid for) again.
-    cache = workdir / "corrupt-cache"
-    cache.mkdir()
-    for name in ("embeddings.sqlite3", "responses.sqlite3"):
-        (cache / name).write_text("not a database")
+    cache = _corrupt(workdir / "corrupt-cache")
     _evaluates(capsys, "--cache-dir", str(cache), code=3)
     shutil.rmtree(cache)
     assert main(["run", *DATA, "--model", MINILM, "--cache-dir", str(cache), "--retry-errored"]) == 0
@@ -278,9 +280,7 @@ def test_a_retried_evaluation_stands_unless_its_inputs_changed(
 
     # Errored again, then the KB edited before the retry: the merge is on an evaluation of the
     # old KB, so the next run evaluates again, saying why.
-    for name in ("embeddings.sqlite3", "responses.sqlite3"):
-        (cache / name).unlink(missing_ok=True)
-        (cache / name).write_text("not a database")
+    _corrupt(cache)
     _evaluates(capsys, "--cache-dir", str(cache), "--force", code=3)
     shutil.rmtree(cache)
     kb = workdir / "tenant/kb.yaml"
