@@ -345,9 +345,10 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-# Each parse of a models file, by the file's identity and last change: a command's graph runs
-# (and a code server's) look a model up many times and read the file again only once it changed.
-_PARSED: dict[tuple[str, int, int, int, int], Any] = {}
+# The last parse of each models file, with the file's identity and last change: a command's
+# graph runs (and a code server's) look a model up many times and read the file again only once
+# it changed.
+_PARSED: dict[str, tuple[tuple[int, int, int, int], Any]] = {}
 
 
 def _read_yaml(path: Path) -> Any:
@@ -355,10 +356,11 @@ def _read_yaml(path: Path) -> Any:
         seen = path.stat()
     except OSError:
         return _parse_yaml(path)  # the reader names what is wrong
-    mark = (str(path.resolve()), seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns)
-    if mark not in _PARSED:
-        _PARSED[mark] = _parse_yaml(path)
-    return copy.deepcopy(_PARSED[mark])
+    where, mark = str(path.resolve()), (seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns)
+    kept = _PARSED.get(where)
+    if kept is None or kept[0] != mark:
+        kept = _PARSED[where] = (mark, _parse_yaml(path))
+    return copy.deepcopy(kept[1])
 
 
 def _parse_yaml(path: Path) -> Any:
