@@ -14,6 +14,7 @@ from eval_pipeline.defs.automation import rediff_job
 from eval_pipeline.defs.partitions import model_and_date, model_date_key
 from eval_pipeline.defs.resources import StorageResource
 from eval_pipeline.providers.evaluation_index import next_evaluated_date
+from eval_pipeline.runtime.instance_queries import latest_materialization
 
 RUN_REPORT = dg.AssetKey("run_report")
 REGRESSION_DIFF = dg.AssetKey("regression_diff")
@@ -22,10 +23,8 @@ BATCH = 200  # reports read per tick; the cursor carries on from the last one
 
 def _diffed_since(instance: dg.DagsterInstance, key: str, storage_id: int) -> bool:
     """Whether `key`'s regression diff was made after the event at `storage_id`."""
-    found = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=REGRESSION_DIFF, asset_partitions=[key]), limit=1
-    ).records
-    return bool(found) and found[0].storage_id > storage_id
+    found = latest_materialization(instance, REGRESSION_DIFF, key)
+    return found is not None and found.storage_id > storage_id
 
 
 @dg.sensor(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.runtime.instance_queries import latest_materialization
+
 SHOWN_AGAIN_AFTER = "shown_again_after"
 
 
@@ -22,10 +24,8 @@ def keep_latest_date_in_view(context: dg.AssetExecutionContext) -> None:
     if not later:
         return
     latest = max(later)
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[latest]), limit=1
-    ).records
-    shown = records[0].asset_materialization if records else None
+    record = latest_materialization(context.instance, key, latest)
+    shown = record.asset_materialization if record is not None else None
     if shown is None:
         return
     context.log_event(

@@ -39,7 +39,7 @@ from eval_pipeline.defs.partitions import model_date_partitions, split_key
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource, StorageResource
 from eval_pipeline.defs.scoring import BY_DATE, REFERENCE_TABLES, ResolvedSet, bank_results
 from eval_pipeline.providers.evaluation_files import write_evaluation
-from eval_pipeline.runtime.instance_queries import evaluation_id, retrievals_record
+from eval_pipeline.runtime.instance_queries import RETRIEVALS, evaluation_id, latest_materialization
 
 GROUP = "reports"
 # What `run` checks before it lets a stored report stand for a new run
@@ -49,7 +49,7 @@ RESULTS_SHA256 = "results_sha256"
 
 def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
     """What `semantic_retrievals` recorded for this partition (how the reranker ran)."""
-    record = retrievals_record(context.instance, context.partition_key)
+    record = latest_materialization(context.instance, RETRIEVALS, context.partition_key)
     materialization = record.asset_materialization if record is not None else None
     return materialization.metadata if materialization is not None else {}
 

@@ -268,12 +268,12 @@ class Standing:
 
     def stored(self, instance: dg.DagsterInstance, model: str) -> Stood | str:
         """The model's stored evaluation when the instance says it stands; else why not."""
-        import dagster as dg
 
         from eval_pipeline.defs.diffs import regression_diff
         from eval_pipeline.defs.graph import PER_MODEL
         from eval_pipeline.defs.partitions import model_date_key
         from eval_pipeline.defs.reports import RESULTS_SHA256, run_report
+        from eval_pipeline.runtime.instance_queries import latest_materialization
 
         results = self.results / model / self.date / RESULTS_FILE
         text, why = self._results_text(model)
@@ -291,12 +291,9 @@ class Standing:
         runs: dict[str, str | None] = {}
         report = None
         for key in sorted(PER_MODEL - {regression_diff.key}):
-            found = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
-            ).records
-            if not found:
+            record = latest_materialization(instance, key, partition)
+            if record is None:
                 return f"no stored evaluation for {model} on {self.date}"
-            record = found[0]
             if record.run_id not in runs:
                 run = instance.get_run_by_id(record.run_id)
                 runs[record.run_id] = self._changes(run.tags if run is not None else {}, model)

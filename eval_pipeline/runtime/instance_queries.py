@@ -11,17 +11,19 @@ import dagster as dg
 RETRIEVALS = dg.AssetKey("semantic_retrievals")
 
 
-def retrievals_record(instance: dg.DagsterInstance, partition_key: str) -> dg.EventLogRecord | None:
-    """The latest materialisation of `semantic_retrievals` for a model × date partition."""
+def latest_materialization(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partition_key: str
+) -> dg.EventLogRecord | None:
+    """The latest materialisation of `key` for one of its partitions."""
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=RETRIEVALS, asset_partitions=[partition_key]), limit=1
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition_key]), limit=1
     ).records
     return records[0] if records else None
 
 
 def evaluation_id(instance: dg.DagsterInstance, partition_key: str) -> str | None:
     """The run whose retrievals the partition's report scores: what re-evaluations apply to."""
-    record = retrievals_record(instance, partition_key)
+    record = latest_materialization(instance, RETRIEVALS, partition_key)
     return record.run_id if record is not None else None
 
 
