@@ -157,7 +157,8 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("HUNG_MARK_DIR", str(marks))
-    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 0.5}
+    # Long enough that a starved machine still lets the first call reach the entry point.
+    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 2}
     # A breaker is one per entry point and settings in a process: each project its own here.
     breaker = {"cooldown_s": 600 + next(_BREAKERS)}
     code, doc = _evaluate(project, {"system": system, "breaker": breaker})
@@ -166,7 +167,7 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     late = re.compile(
         rf"target: service down: python:{re.escape(HUNG)} \(([1-4]) calls? in a row unreachable\)"
     )
-    cut = f"target: the entry point '{HUNG}' gave no answer within 0.5 s"
+    cut = f"target: the entry point '{HUNG}' gave no answer within 2 s"
     reasons = [r.error or "" for r in doc.all_results()]
     assert {r.status for r in doc.all_results()} == {ResultStatus.ERRORED}
     # One round was cut off: the calls in flight when the first timed out (the model's concurrency,
@@ -174,8 +175,7 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     # A test asked in several trials shows its last trial's reason.
     assert all(r == cut or late.fullmatch(r) for r in reasons), set(reasons)
     assert reasons.count(cut) <= 4
-    # Every call that reached the entry point (on a loaded machine one may be cut before it does)
-    # had its process killed when it was abandoned.
+    # The calls that reached the entry point had their processes killed when abandoned.
     assert 1 <= len(list(marks.iterdir())) <= 4
     assert _hung_calls(marks) == []
     assert _unfinished_runs() == []
