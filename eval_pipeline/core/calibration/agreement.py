@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.calibration.review import ReviewFile, read_reviews
 from eval_pipeline.core.expectations.resolution import ordered
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.markdown_text import table, text
@@ -45,11 +46,7 @@ ROLES: tuple[Role, ...] = ("primary", "secondary", "not_expected", "absent")
 Kind = Literal["accepted", "rejected", "edited", "override"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-
-class Judgement(_Frozen):
+class Judgement(FrozenModel):
     test_id: str
     topics: list[str] = Field(default_factory=list)
     kind: Kind
@@ -123,7 +120,7 @@ def bootstrap_kappa(
     return float(low), float(high)
 
 
-class AgreementStats(_Frozen):
+class AgreementStats(FrozenModel):
     tests: int
     pairs: int
     percent_agreement: float | None
@@ -146,7 +143,7 @@ def stats(judgements: Sequence[Judgement], resamples: int, seed: int) -> Agreeme
     )
 
 
-class Disagreement(_Frozen):
+class Disagreement(FrozenModel):
     test_id: str
     entity_id: str
     calibrator_role: Role
@@ -158,7 +155,7 @@ class Disagreement(_Frozen):
     source: str
 
 
-class AgreementReport(_Frozen):
+class AgreementReport(FrozenModel):
     judgements: int
     by_kind: dict[str, int]
     overall: AgreementStats

@@ -23,6 +23,7 @@ from eval_pipeline.core.calibration.prompt import LISTS, PROMPT_VERSION
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, same_expectations
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.mechanisms.retrieval import Usage
@@ -30,10 +31,6 @@ from eval_pipeline.core.mechanisms.retrieval import Usage
 Scope = Literal["full", "affected", "single"]
 
 Mode = Literal["sequential", "batch"]
-
-
-class FrozenModel(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class CallRecord(FrozenModel):

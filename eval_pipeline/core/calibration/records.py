@@ -13,12 +13,12 @@ from eval_pipeline.core.calibration.prompt import PROMPT_VERSION
 from eval_pipeline.core.calibration.proposals import (
     CalibrationOutcome,
     CallRecord,
-    FrozenModel,
     Mode,
     ProposalDiff,
     Scope,
     build_history,
 )
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.history_file import HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
@@ -94,10 +94,8 @@ class ResponseFile(FrozenModel):
     calls: list[CallRecord]
 
 
-class CalibrationRun(BaseModel):
+class CalibrationRun(FrozenModel):
     """One finished calibration: the calls, what they mean, and the files it would write."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     scope: Scope
     trigger: Trigger

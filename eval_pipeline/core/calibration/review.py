@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.calibration.proposals import CallRecord, ProposalDiff, Scope
 from eval_pipeline.core.calibration.records import CalibrationRecord, CalibrationRun
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, Trigger
 from eval_pipeline.core.inputs.kb import canonical_json, sha256_text
 
@@ -46,10 +47,8 @@ def bank_hash(tests: Iterable[SemanticTest]) -> str:
     return sha256_text(canonical_json([t.model_dump(mode="json") for t in tests]))
 
 
-class ReviewItem(BaseModel):
+class ReviewItem(FrozenModel):
     """One proposal and the reviewer's decision about it."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     diff: ProposalDiff
     topics: list[str] = Field(default_factory=list)
@@ -72,18 +71,14 @@ class ReviewItem(BaseModel):
         return self.edited if self.edited is not None else self.diff.proposed
 
 
-class AppliedReview(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class AppliedReview(FrozenModel):
     applied_at: datetime
     by: str
     history_file: str
 
 
-class ReviewFile(BaseModel):
+class ReviewFile(FrozenModel):
     """calibration/reviews/review_<calibration id>.json (versioned)."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     schema_version: Literal[1] = REVIEW_SCHEMA_VERSION
     review_id: str

@@ -13,16 +13,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, LoadedHistory, history_sort_key
 
 
-class ExpectationConflict(BaseModel):
+class ExpectationConflict(FrozenModel):
     """A calibration proposed something other than a standing human override."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     calibration_version: datetime
@@ -32,9 +29,7 @@ class ExpectationConflict(BaseModel):
     standing: Expectations
 
 
-class ResolvedExpectation(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class ResolvedExpectation(FrozenModel):
     test_id: str
     expectations: Expectations
     source: str  # original | opus_<date> | human_override_<date>

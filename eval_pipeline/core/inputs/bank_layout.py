@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 
 LAYOUT_FILE = "banks.yaml"
 
 
-class BankLayout(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class BankLayout(FrozenModel):
     semantic: str = "semantic/parent_test_bank.json"
     state: str = "state/state_handler_tests.json"
     pattern: str = "pattern/pattern_tests.json"

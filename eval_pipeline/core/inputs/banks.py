@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints, model_validator
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, model_validator
 
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.inputs.text import Prompt
 
@@ -28,11 +29,7 @@ class PatternType(StrEnum):
     KEYWORD = "keyword"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-
-class RankCheck(_Strict):
+class RankCheck(FrozenModel):
     higher: str
     lower: str
 
@@ -42,7 +39,7 @@ MAX_GAIN = 1000
 Gain = Annotated[StrictInt, Field(ge=0, le=MAX_GAIN)]
 
 
-class _Relevance(_Strict):
+class _Relevance(FrozenModel):
     """What a semantic test counts as relevant: exact primaries, "any of" primaries, graded gains.
 
     At least one of them must name something relevant; `relevant` may also hold gain-0 judgments.
@@ -101,7 +98,7 @@ class SemanticTest(_Relevance):
         )
 
 
-class StateTest(_Strict):
+class StateTest(FrozenModel):
     test_id: TestId
     name: str = ""
     user_state: UserState
@@ -109,7 +106,7 @@ class StateTest(_Strict):
     not_expected_handlers: list[str] = Field(default_factory=list)
 
 
-class PatternTest(_Strict):
+class PatternTest(FrozenModel):
     test_id: TestId
     name: str = ""
     prompt: Prompt
@@ -120,7 +117,7 @@ class PatternTest(_Strict):
     is_critical: StrictBool = False
 
 
-class AlwaysTest(_Strict):
+class AlwaysTest(FrozenModel):
     test_id: TestId
     name: str = ""
     user_type: UserType
@@ -128,7 +125,7 @@ class AlwaysTest(_Strict):
     expected_always: list[str] = Field(min_length=1)
 
 
-class _BankHeader(_Strict):
+class _BankHeader(FrozenModel):
     version: str = "1.0"
     created: str | None = None
     description: str = ""
@@ -154,18 +151,18 @@ class AlwaysBank(_BankHeader):
     tests: list[AlwaysTest]
 
 
-class CrisisPattern(_Strict):
+class CrisisPattern(FrozenModel):
     pattern: str = Field(min_length=1, description="Python regex, matched case-insensitively")
     entities: list[str] = Field(min_length=1)
     is_critical: StrictBool = False
 
 
-class KeywordBoost(_Strict):
+class KeywordBoost(FrozenModel):
     keywords: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
     entity: str
 
 
-class PatternRules(_Strict):
+class PatternRules(FrozenModel):
     crisis_patterns: list[CrisisPattern] = Field(default_factory=list)
     keyword_boosts: list[KeywordBoost] = Field(default_factory=list)
 

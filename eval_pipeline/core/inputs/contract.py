@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 
 # 2: every mechanism is asked (`mechanism`), and each answer must carry the part it was asked for.
@@ -31,10 +32,8 @@ class ContractViolation(CouldNotEvaluate, ValueError):
     """An answer that does not keep the contract (one line, naming the first problem)."""
 
 
-class SystemRequest(BaseModel):
+class SystemRequest(FrozenModel):
     """One test, as the team's system sees it."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     contract_version: Literal[2] = CONTRACT_VERSION
     mechanism: Mechanism = Field(description="Which part of the answer is scored")

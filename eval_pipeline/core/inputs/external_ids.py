@@ -19,9 +19,10 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import Entity
 
 ENTITY_ID_MAX = 120
@@ -70,11 +71,9 @@ def mapped_test_id(original: str) -> str:
     return f"{slug}{SEPARATOR}{_digest(original)}"
 
 
-class OriginalIds(BaseModel):
+class OriginalIds(FrozenModel):
     """An imported collection's own ids, as a results document records them: entity id -> the
     document's id, test id -> the query's id. An id not listed is its own original."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     documents: dict[str, str] = Field(default_factory=dict)
     queries: dict[str, str] = Field(default_factory=dict)

@@ -12,9 +12,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from eval_pipeline.core.inputs.banks import Expectations, Gain
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.text import Note
 
 HISTORY_GLOB = "expectations_*.json"
@@ -34,10 +35,8 @@ Trigger = Literal[
 ]
 
 
-class HumanOverride(BaseModel):
+class HumanOverride(FrozenModel):
     """A clinician's decision for one test. `withdraw=True` ends the standing override."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     expected_primary: list[str] = Field(default_factory=list)
     expected_any: list[str] = Field(default_factory=list, description="At least one must be selected")
@@ -72,9 +71,7 @@ class HumanOverride(BaseModel):
         )
 
 
-class HistoryChange(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class HistoryChange(FrozenModel):
     test_id: str
     previous: Expectations | None = None
     updated: Expectations | None = None
@@ -92,9 +89,7 @@ class HistoryChange(BaseModel):
         return self
 
 
-class HistoryFile(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class HistoryFile(FrozenModel):
     version: datetime = Field(description="UTC timestamp of the calibration or override")
     calibration_trigger: Trigger
     kb_version: str | None = None
@@ -112,10 +107,8 @@ class HistoryFile(BaseModel):
         return self.version.astimezone(UTC).date().isoformat()
 
 
-class LoadedHistory(BaseModel):
+class LoadedHistory(FrozenModel):
     """A history file as read from disk; the path orders same-day files and names problems."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     path: Path
     entry: HistoryFile

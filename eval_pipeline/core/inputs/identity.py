@@ -12,18 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.inputs.banks import Mechanism, PatternTest
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-
-class ProjectIdentity(_Frozen):
+class ProjectIdentity(FrozenModel):
     name: str | None = Field(description="The KB manifest's declared name, if any")
     kb_version: str
     entity_ids: list[str]
@@ -44,14 +41,14 @@ class ProjectIdentity(_Frozen):
         return 2 * shared >= max(len(mine), len(theirs), 1)
 
 
-class BankIdentity(_Frozen):
+class BankIdentity(FrozenModel):
     file: str = Field(description="Relative to the banks directory")
     hash: str
     test_ids: list[str]
     critical_ids: list[str] = Field(default_factory=list, description="Tests marked critical")
 
 
-class EvaluationIdentity(_Frozen):
+class EvaluationIdentity(FrozenModel):
     project: ProjectIdentity
     kb_hash: str
     entities: dict[str, str] = Field(description="entity id -> content digest")

@@ -8,8 +8,9 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.text import Content, Summary, Title
 
 EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=120)]
@@ -39,10 +40,8 @@ Label = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=_L
 UserType = Label
 
 
-class Vocabulary(BaseModel):
+class Vocabulary(FrozenModel):
     """Optional closed lists a KB declares; a value outside a declared list is an input error."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     user_types: list[Label] | None = None
     categories: list[Label] | None = None
@@ -63,10 +62,8 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class Entity(BaseModel):
+class Entity(FrozenModel):
     """One KB entity, as authored in `kb/entities/<entity_id>.yaml`."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     entity_id: EntityId
     entity_type: EntityType
@@ -95,9 +92,7 @@ class Entity(BaseModel):
         return f"{self.title}\n{self.summary}\n{self.content}"
 
 
-class KnowledgeBase(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class KnowledgeBase(FrozenModel):
     kb_version: str = Field(min_length=1, description="Human label; results also carry the hash")
     name: str | None = Field(
         default=None, min_length=1, description="The project's declared name: what makes it this project"

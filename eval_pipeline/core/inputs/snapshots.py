@@ -17,10 +17,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import atomic_write_text, read_json_model
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import sha256_text
 from eval_pipeline.core.inputs.loading import bank_files, files_hash, kb_files
 
@@ -31,9 +30,7 @@ class SnapshotError(BadInput, ValueError):
     """A stored snapshot that cannot be read (one line)."""
 
 
-class SnapshotManifest(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class SnapshotManifest(FrozenModel):
     snapshot_id: str
     taken_at: datetime
     kb_source: str  # absolute path of the KB the files were copied from
@@ -41,11 +38,9 @@ class SnapshotManifest(BaseModel):
     kb_entry: str  # the KB inside the snapshot: "kb" (a directory) or "kb/<file name>"
 
 
-class SnapshotRef(BaseModel):
+class SnapshotRef(FrozenModel):
     """Which inputs an evaluation date uses: a stored snapshot, and whether an observation of the
     sources chose it (a past date) or it was taken from the current files when the run began."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     snapshot_id: str
     directory: str
