@@ -114,3 +114,19 @@ def test_a_broken_anchor_fails_the_strict_build(tmp_path: Path) -> None:
     result = _mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert result.returncode == 1
     assert "cli.md#no-such-heading" in result.stderr
+
+
+LAYOUT_ROW = re.compile(r"^\| `([a-z_/]+?)/` [^|]*\|(.*)\|$", re.MULTILINE)
+
+
+def test_the_layout_page_names_only_modules_that_exist() -> None:
+    """Every module the layout page names in a package's row is in that package (a merged or
+    renamed module leaves no stale name behind)."""
+    rows = LAYOUT_ROW.findall((DOCS / "layout.md").read_text(encoding="utf-8"))
+    assert len(rows) >= 10
+    missing = []
+    for package, holds in rows:
+        folder = REPO / "eval_pipeline" / package
+        present = {p.stem for p in folder.rglob("*.py")} | {p.name for p in folder.rglob("*") if p.is_dir()}
+        missing += [f"{package}/{name}" for name in re.findall(r"`([a-z_]+)`", holds) if name not in present]
+    assert missing == []
