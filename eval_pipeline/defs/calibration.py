@@ -17,7 +17,7 @@ for the added or changed entities.
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, cast, get_args
 
 import dagster as dg
 from pydantic import Field
@@ -35,7 +35,8 @@ from eval_pipeline.core.calibration.records import CalibrationRun
 from eval_pipeline.core.calibration.scope import ScopeError, retrieved_entities
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.inputs.history_file import Trigger
-from eval_pipeline.core.inputs.loading import InputError
+from eval_pipeline.core.inputs.kb import KnowledgeBase
+from eval_pipeline.core.inputs.loading import Banks, InputError
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.markdown_text import table, text
 from eval_pipeline.defs.inputs import history_files
@@ -78,22 +79,20 @@ class CalibrationSettings(dg.ConfigurableResource):  # type: ignore[type-arg]
     max_cost_usd: float | None = None
 
 
-def _fail(message: str) -> dg.Failure:
-    return dg.Failure(description=message)
-
-
 def _checked(config: CalibrationConfig) -> tuple[Scope, Trigger | None]:
-    scopes: tuple[Scope, ...] = get_args(Scope)
-    triggers: tuple[Trigger, ...] = get_args(Trigger)
-    scope = next((s for s in scopes if s == config.scope), None)
-    if scope is None:
-        raise _fail(f"scope must be one of {', '.join(scopes)}, not {config.scope!r}")
-    if config.trigger is None:
-        return scope, None
-    trigger = next((t for t in triggers if t == config.trigger), None)
-    if trigger is None:
-        raise _fail(f"trigger must be one of {', '.join(triggers)}, not {config.trigger!r}")
-    return scope, trigger
+    scopes, triggers = get_args(Scope), get_args(Trigger)
+    if config.scope not in scopes:
+        raise dg.Failure(f"scope must be one of {', '.join(scopes)}, not {config.scope!r}")
+    if config.trigger is not None and config.trigger not in triggers:
+        raise dg.Failure(f"trigger must be one of {', '.join(triggers)}, not {config.trigger!r}")
+    return cast(Scope, config.scope), cast("Trigger | None", config.trigger)
+
+
+def _validated(inputs: InputsResource) -> tuple[KnowledgeBase, Banks]:
+    try:
+        return load_validated(inputs.kb, inputs.banks)
+    except InputError as exc:
+        raise dg.Failure("\n".join(str(p) for p in exc.problems)) from None
 
 
 # The calibrator's modules (and the Anthropic SDK) are imported by the calibration op alone: the
@@ -104,10 +103,7 @@ def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageRes
     from eval_pipeline.providers.calibration_session import plan_calibration
     from eval_pipeline.providers.calibrator import DEFAULT_MODEL
 
-    try:
-        kb, banks = load_validated(inputs.kb, inputs.banks)
-    except InputError as exc:
-        raise _fail("\n".join(str(p) for p in exc.problems)) from None
+    kb, banks = _validated(inputs)
     scope, trigger = _checked(config)
     docs, _ = latest_documents(Path(storage.results_dir)) if scope == "affected" else ([], [])
     try:
@@ -124,7 +120,7 @@ def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageRes
             trigger=trigger,
         )
     except (ScopeError, PricingError) as exc:
-        raise _fail(str(exc)) from None
+        raise dg.Failure(str(exc)) from None
 
 
 def _calibrate(config: CalibrationConfig, plan: "CalibrationPlan") -> CalibrationRun:
@@ -134,7 +130,7 @@ def _calibrate(config: CalibrationConfig, plan: "CalibrationPlan") -> Calibratio
     try:
         key = api_key_from_env()
     except CalibratorConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise dg.Failure(str(exc)) from None
 
     async def calls() -> CalibrationRun:
         limiter = RateLimiter(config.rate_per_min, config.concurrency)
@@ -142,7 +138,7 @@ def _calibrate(config: CalibrationConfig, plan: "CalibrationPlan") -> Calibratio
         try:
             _, estimate = await session.estimate()
             if config.max_cost_usd is not None and estimate.typical_usd > config.max_cost_usd:
-                raise _fail(
+                raise dg.Failure(
                     f"estimate ~${estimate.typical_usd:.4f} exceeds max_cost_usd ${config.max_cost_usd:.4f}"
                 )
             return await session.run()
@@ -152,7 +148,7 @@ def _calibrate(config: CalibrationConfig, plan: "CalibrationPlan") -> Calibratio
     try:
         return asyncio.run(calls())
     except ProviderError as exc:
-        raise _fail(f"calibrator API: {exc}") from None
+        raise dg.Failure(f"calibrator API: {exc}") from None
 
 
 @dg.op(
@@ -168,7 +164,7 @@ def opus_calibration(
 ) -> dg.Output[None]:
     if config.apply and context.partition_key != today_utc():
         # History is stamped with the time it is written; a past partition would misdate it.
-        raise _fail(f"apply only for today's partition ({today_utc()}), not {context.partition_key}")
+        raise dg.Failure(f"apply only for today's partition ({today_utc()}), not {context.partition_key}")
     plan = _plan(config, inputs, storage)
     if not plan.tests:
         return dg.Output(None, metadata={"applied": False, "tests": 0, "scope": config.scope})
@@ -308,10 +304,7 @@ class AgreementConfig(dg.Config):
     description="Calibrator proposals vs human decisions (reviews, overrides): percent, Cohen's kappa, CI.",
 )
 def calibration_agreement(config: AgreementConfig, inputs: InputsResource) -> dg.MaterializeResult[None]:
-    try:
-        _, banks = load_validated(inputs.kb, inputs.banks)
-    except InputError as exc:
-        raise _fail("\n".join(str(p) for p in exc.problems)) from None
+    _, banks = _validated(inputs)
     report, unreadable = agreement_from_files(
         Path(config.calibration_dir),
         banks,

@@ -69,15 +69,8 @@ def markdown_metadata(markdown: str, full: str) -> dg.MarkdownMetadataValue:
 
 
 def results_table(results: Sequence[ResultBase]) -> dg.TableMetadataValue:
-    schema = dg.TableSchema(
-        columns=[
-            dg.TableColumn("test_id", "string"),
-            dg.TableColumn("status", "string"),
-            dg.TableColumn("score", "int"),
-            dg.TableColumn("label", "string"),
-            dg.TableColumn("detail", "string"),
-        ]
-    )
+    columns = {"test_id": "string", "status": "string", "score": "int", "label": "string", "detail": "string"}
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns.items()])
     records = [
         dg.TableRecord(
             {

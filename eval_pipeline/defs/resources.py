@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 import dagster as dg
 from pydantic import Field
@@ -26,11 +26,10 @@ from eval_pipeline.core.inputs.loading import (
     load_kb,
 )
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
-from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.verdicts.run_gate import Gates
 from eval_pipeline.providers.cache import CacheMode
-from eval_pipeline.providers.factory import run_semantic, system_outputs
+from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_gates, load_models
 from eval_pipeline.providers.object_store import output_path
 from eval_pipeline.providers.target import PrepareReport, RetrievalItem
@@ -167,15 +166,10 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             on_prepared=on_prepared,
         )
 
-    def system_outputs(self, cfg: ModelConfig, banks: Banks, scope: Scope) -> list[MechanismOutput]:
-        """The team's system's answers for the state, pattern and always tests `cfg` assigns to it."""
-        return system_outputs(cfg, banks, scope)
-
     def _mode(self) -> CacheMode:
-        modes: dict[str, CacheMode] = {"use": "use", "refresh": "refresh", "off": "off"}
-        if self.cache_mode not in modes:
+        if self.cache_mode not in get_args(CacheMode):
             raise dg.Failure(f"cache_mode must be use, refresh or off (got {self.cache_mode!r})")
-        return modes[self.cache_mode]
+        return cast(CacheMode, self.cache_mode)
 
 
 ENV_FIELDS = {

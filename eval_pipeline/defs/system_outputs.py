@@ -22,6 +22,7 @@ from eval_pipeline.defs.partitions import date_partitions, model_date_partitions
 from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.factory import rerank_mode
+from eval_pipeline.providers.factory import system_outputs as team_outputs
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.progress_bar import semantic_bar
 from eval_pipeline.providers.target import PrepareReport, retrieval_items
@@ -136,7 +137,7 @@ def system_outputs(
     cfg = _model_to_evaluate(context, providers)
     if cfg is None:
         return
-    out = _outputs_frame(providers.system_outputs(cfg, test_banks, Scope()), plotted=False)
+    out = _outputs_frame(team_outputs(cfg, test_banks, Scope()), plotted=False)
     yield out.with_metadata(
         {**out.metadata, **{f"implementation_{m.value}": impl for m, impl in cfg.implementations.items()}}
     )

@@ -28,14 +28,8 @@ from eval_pipeline.runtime.dagster_private import (
 from eval_pipeline.runtime.run_monitor import owner_gone, owner_label
 
 BACKFILL_TAG = "eval_pipeline/backfill"
-ENDED = {
-    BulkActionStatus.COMPLETED,
-    BulkActionStatus.COMPLETED_SUCCESS,
-    BulkActionStatus.COMPLETED_FAILED,
-    BulkActionStatus.FAILED,
-    BulkActionStatus.CANCELED,
-    BulkActionStatus.FAILING,
-}
+# Every status but those of a backfill still going on (FAILING: its runs are being canceled).
+ENDED = set(BulkActionStatus) - {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING}
 BACKFILL_ID_TAG = "dagster/backfill"  # Dagster's, on each run of a backfill
 
 

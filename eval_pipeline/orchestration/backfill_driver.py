@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import dagster as dg
 
 from eval_pipeline.orchestration.backfill import BACKFILL_ID_TAG
-from eval_pipeline.orchestration.stages import INTERRUPTED
+from eval_pipeline.orchestration.stages import interrupted
 from eval_pipeline.runtime.dagster_private import (
     IN_PROCESS_RUN_LAUNCHER,
     QUEUED_RUN_COORDINATOR,
@@ -40,15 +40,6 @@ LOGGER = logging.getLogger(__name__)
 # The iteration's log lines are the backfill's (the UI shows them); errors come back as values.
 LOGGER.addHandler(logging.NullHandler())
 LOGGER.propagate = False
-
-
-def _interrupted(instance: dg.DagsterInstance, run_id: str) -> bool:
-    """Whether a step of the run was stopped by a SIGTERM or SIGINT (Dagster fails the step)."""
-    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
-        failure = entry.dagster_event.step_failure_data if entry.dagster_event else None
-        if failure is not None and failure.error is not None and failure.error.cls_name == INTERRUPTED:
-            return True
-    return False
 
 
 @contextmanager
@@ -87,7 +78,8 @@ def backfill_driver(instance: dg.DagsterInstance) -> Iterator[Callable[[str], li
                     driving.launch_run(run.run_id, workspace.create_request_context())
                 except Exception as exc:  # the run is marked failed, with the error, in the UI
                     errors.append(f"run {run.run_id[:8]} could not start: {exc}")
-                if _interrupted(driving, run.run_id):
+                failures = driving.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+                if interrupted(entry.dagster_event for entry in failures):
                     # Dagster ended the run and swallowed the signal: the command stops too.
                     raise KeyboardInterrupt
             return [error.strip().splitlines()[0] for error in errors]

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from functools import cache, cached_property
 from typing import Any, Self
@@ -105,10 +105,19 @@ class _OneDatabase:
     """`connect()` of a storage kept in one database file (runs, schedules), through a pool."""
 
     _conn_string: str
+    _DB: str  # the database's name under base_dir
+    _TABLES: tuple[str, ...] = ()  # beyond the migrations': Dagster adds them to one without
 
     @cached_property
     def _engines(self) -> Engines:
         return Engines(kept=1)
+
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Self:
+        conn_string = create_db_conn_string(base_dir, cls._DB)
+        if _stamped(sa.make_url(conn_string).database or "", *cls._TABLES):
+            return cls(conn_string, inst_data)  # type: ignore[call-arg]
+        return super().from_local(base_dir, inst_data)  # type: ignore[misc,no-any-return]
 
     @contextmanager
     def connect(self) -> Iterator[sa.Connection]:
@@ -138,22 +147,11 @@ def _stamped(db_path: str, *tables: str) -> bool:
 
 
 class ProjectRunStorage(_OneDatabase, SqliteRunStorage):
-    @classmethod
-    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Self:
-        conn_string = create_db_conn_string(base_dir, "runs")
-        # Dagster also adds the instance_info table to a database without it.
-        if _stamped(sa.make_url(conn_string).database or "", "instance_info"):
-            return cls(conn_string, inst_data)
-        return super().from_local(base_dir, inst_data)
+    _DB, _TABLES = "runs", ("instance_info",)
 
 
 class ProjectScheduleStorage(_OneDatabase, SqliteScheduleStorage):
-    @classmethod
-    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Self:
-        conn_string = create_db_conn_string(base_dir, "schedules")
-        if _stamped(sa.make_url(conn_string).database or ""):
-            return cls(conn_string, inst_data)
-        return super().from_local(base_dir, inst_data)  # type: ignore[return-value]
+    _DB = "schedules"
 
 
 @cache
@@ -230,31 +228,34 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
             ).rowcount
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
 
+    def _known(self, kind: str, name: str, present: Callable[[], bool]) -> bool:
+        """Whether `name` is there, asking `present` only until it is."""
+        if (kind, name) not in self._present and present():
+            self._present.add((kind, name))
+        return (kind, name) in self._present
+
+    def _index_has_table(self, table_name: str) -> bool:
+        with self._engines.engine(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
+            return conn.dialect.has_table(conn, table_name)
+
     def has_table(self, table_name: str) -> bool:
         """Asked before every dynamic-partition lookup."""
-        if ("table", table_name) not in self._present:
-            with self._engines.engine(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
-                if conn.dialect.has_table(conn, table_name):
-                    self._present.add(("table", table_name))
-        return ("table", table_name) in self._present
+        return self._known("table", table_name, lambda: self._index_has_table(table_name))
 
     def _has_asset_key_col_on_connection(self, conn: sa.Connection, column_name: str) -> bool:
         """Asked (a table inspection) for every asset event stored and every asset read."""
-        if ("column", column_name) not in self._present and super()._has_asset_key_col_on_connection(
-            conn, column_name
-        ):
-            self._present.add(("column", column_name))
-        return ("column", column_name) in self._present
+        has = super()._has_asset_key_col_on_connection
+        return self._known("column", column_name, lambda: has(conn, column_name))
 
     def has_asset_key_col(self, column_name: str) -> bool:
         """Without a connection once known."""
-        return ("column", column_name) in self._present or super().has_asset_key_col(column_name)
+        has = super().has_asset_key_col
+        return self._known("column", column_name, lambda: has(column_name))
 
     def has_secondary_index(self, name: str) -> bool:
         """Asked (a query) for every asset read: whether a data migration has finished."""
-        if ("index", name) not in self._present and super().has_secondary_index(name):
-            self._present.add(("index", name))
-        return ("index", name) in self._present
+        has = super().has_secondary_index
+        return self._known("index", name, lambda: has(name))
 
     def wipe(self) -> None:
         self._engines.dispose()  # the shard files are deleted

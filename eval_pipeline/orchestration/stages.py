@@ -4,7 +4,7 @@ what came of it (failed steps, failed ERROR checks)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -80,14 +80,15 @@ def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list
     return out
 
 
-def _interrupted(result: dg.ExecuteInProcessResult) -> bool:
+def interrupted(events: Iterable[dg.DagsterEvent | None]) -> bool:
     """Whether a step was stopped by a SIGTERM or SIGINT (Dagster fails the step and goes on)."""
     return any(
-        event.is_step_failure
+        event is not None
+        and event.is_step_failure
         and event.step_failure_data is not None
         and event.step_failure_data.error is not None
         and event.step_failure_data.error.cls_name == INTERRUPTED
-        for event in result.all_events
+        for event in events
     )
 
 
@@ -112,7 +113,7 @@ def run_stage(
         raise_on_error=False,
         tags={"launched_by": "eval-pipeline run", **owner_tags(), **(tags or {})},
     )
-    if _interrupted(result):
+    if interrupted(result.all_events):
         # Dagster ended the run (it is not left STARTED) and swallowed the signal: the command
         # stops too, rather than go on to its next run.
         raise KeyboardInterrupt
