@@ -1,13 +1,8 @@
-"""Jobs and automation. Declarative Automation does the scheduling (conditions on each asset,
-see `automation_conditions`); this module only declares who evaluates them.
+"""Jobs and automation sensors (the conditions are in `automation_conditions`).
 
-- `evaluation_automation` (RUNNING): observes the sources on a cron and materialises whatever
-  the conditions ask for: a new day, a changed KB or bank file, a changed history, a newly
-  enabled model. Paid models are skipped unless their models-file entry says `automate: true`.
-- `model_partitions` (RUNNING): keeps the model dimension in step with the models file (a
-  dynamic partition per enabled model), so a newly enabled model is evaluated from its first day.
-- The named jobs are the stages the command line runs, so CLI runs show in the UI by name.
-Calibration (paid) has its own job and a STOPPED sensor in `calibration`.
+`evaluation_automation` materialises what the conditions ask for (paid models only with
+`automate: true`); `model_partitions` adds a partition per enabled model of the models file; the
+named jobs are the stages the command line runs, so CLI runs show in the UI by name.
 """
 
 import dagster as dg

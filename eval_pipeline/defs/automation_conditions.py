@@ -1,12 +1,9 @@
 """When Dagster's automation materialises what (Declarative Automation, no hand-written sensors).
 
-- Sources are observed on a cron; a new data version (a changed file) is an update downstream.
-- Everything else is `eager`: on a new day the latest date partition is missing and gets
-  evaluated, and an update upstream (a KB edit, a history change, a newly enabled model's first
-  report) re-evaluates only what depends on it. Blocking checks upstream are respected.
-- Diffs and comparisons depend on partitions that may never exist (yesterday's report for a new
-  model, a paid model nobody runs), so they do not wait for every dependency: they run when a
-  report they read changed, and say so when there is nothing to compare yet.
+Sources are observed on a cron (a changed file is a new data version). Everything else is
+`eager` (a new day's missing partition, an update upstream), respecting blocking checks, except
+diffs and comparisons: they depend on partitions that may never exist (a new model's yesterday,
+a paid model nobody runs), so they run when a report they read changed.
 """
 
 import dagster as dg

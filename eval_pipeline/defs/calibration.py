@@ -1,17 +1,12 @@
 """Opus calibration in Dagster: an on-demand, date-partitioned job and an opt-in KB sensor.
 
-`opus_calibration_job` runs a calibration with the scope in its run config and, only with
-`apply: true`, appends the history file, raw responses and log record. It is a job, not an asset:
-it spends money, so it runs only when asked, never in "Materialize all" or automation. What it
-produces is new history, recorded as a new version of the `history_files` source, from which
-automation re-scores (expectation snapshot and scoring only, no retrieval).
-
-`calibration_agreement` (no API call) compares the calibrator's proposals with the clinicians'
-review decisions and overrides (core/agreement.py) and shows kappa, its CI and the report.
-
-`kb_affected_calibration` (STOPPED by default, and inert unless `CalibrationSettings.on_kb_change`)
-compares each entity's content hash with the previous look and requests an `affected` calibration
-for the added or changed entities.
+`opus_calibration_job` calibrates the scope in its run config and, only with `apply: true`,
+writes history, raw responses and log record. A job, not an asset: it spends money, so never in
+"Materialize all" or automation. Its history is a new version of the `history_files` source, from
+which automation re-scores (no retrieval). `calibration_agreement` (no API call) compares the
+proposals with the clinicians' decisions (kappa, CI, report). `kb_affected_calibration` (STOPPED,
+and inert unless `CalibrationSettings.on_kb_change`) requests an `affected` calibration for the
+entities added or changed since its last look.
 """
 
 import asyncio
@@ -95,8 +90,8 @@ def _validated(inputs: InputsResource) -> tuple[KnowledgeBase, Banks]:
         raise dg.Failure("\n".join(str(p) for p in exc.problems)) from None
 
 
-# The calibrator's modules (and the Anthropic SDK) are imported by the calibration op alone: the
-# code location loads this module for every evaluation, offline ones included.
+# The calibrator's modules (and the Anthropic SDK) are imported by the op alone: the code
+# location loads this module for every evaluation.
 
 
 def _plan(config: CalibrationConfig, inputs: InputsResource, storage: StorageResource) -> "CalibrationPlan":

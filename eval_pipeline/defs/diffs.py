@@ -1,14 +1,9 @@
-"""Diffs as assets, reading the reports they compare as asset inputs (the lineage the UI shows
-is the data path), and writing markdown + JSON beside the run's reports:
-- `regression_diff` [model x date]: the date's report against its baseline, the model's latest
-  earlier usable evaluation in the results location however old (found through the location's
-  index of evaluations, not a window of partitions) -> results/<model>/<date>/regression_diff.{md,json},
-  and the run's report.md again, with its "since last run" section, and report.html (the same,
-  with the model's trend)
-- `model_comparison` [date]: every model's report of the date
-  -> results/_comparison/<date>/model_comparison.{md,json}, and a copy beside each compared run
-The comparison waits for no other partition (a new model has no yesterday; a paid model may
-never run): it compares what exists and says when that is nothing.
+"""Diffs as assets reading the reports they compare as inputs, writing markdown + JSON beside them:
+- `regression_diff` [model x date]: the date's report against the model's latest earlier usable
+  evaluation however old (from the results location's index of evaluations), and the run's
+  report.md again with its "since last run" section, and report.html with the model's trend
+- `model_comparison` [date]: every model's report of the date, in results/_comparison/<date>/
+  and beside each compared run; it compares what exists and says when that is nothing.
 """
 
 from collections.abc import Iterator, Mapping

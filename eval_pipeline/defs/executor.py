@@ -1,15 +1,12 @@
 """Where a run's steps execute.
 
-By default in the run's own process: a process per step costs seconds each, and one machine runs
-the whole evaluation. A deployment that names a Celery broker in `EVAL_PIPELINE_CELERY_BROKER`
-(e.g. `redis://broker:6379/0`) gets Dagster's Celery executor instead: every step of a run the
-daemon or the UI launches (backfills, automation, launches) is a task on the broker, executed by
-whichever `dagster-celery` worker takes it. Every worker then needs the same instance
-(Postgres: deploy/dagster.yaml), the same object store for the values steps hand each other
-(`EVAL_PIPELINE_OUTPUTS_URI`) and the project's other `EVAL_PIPELINE_*` settings. The provider
-pools are the instance's, so they bound API calls across workers as across runs.
-`EVAL_PIPELINE_CELERY_BACKEND` names the results backend; default: the broker. The command
-line's own runs (`run`) stay in process.
+In the run's own process by default (a process per step costs seconds each). A deployment that
+names a Celery broker in `EVAL_PIPELINE_CELERY_BROKER` (e.g. `redis://broker:6379/0`; results
+backend `EVAL_PIPELINE_CELERY_BACKEND`, default the broker) gets Dagster's Celery executor for
+the runs the daemon or the UI launch: each step a task for any `dagster-celery` worker, which
+then needs the same instance (Postgres), object store (`EVAL_PIPELINE_OUTPUTS_URI`) and
+`EVAL_PIPELINE_*` settings. The instance's provider pools bound API calls across workers.
+`run`'s own runs stay in process.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Input assets: the KB and bank files as observed on disk, the snapshot each date evaluates,
 and that date's KB, banks and expectation history.
 
-The sources are observed on a cron by the automation sensor; each observation of the KB and
-banks stores a content-addressed snapshot. `input_snapshot[D]` picks the inputs of date D: for a
-past date, the snapshot current at the end of D (when one was observed for these paths); for
-today, or a date nothing was observed for, the current files (snapshotted, so the evaluation can
-be reproduced later). Everything downstream reads its inputs from that choice.
+Each observation of the KB and banks (on a cron) stores a content-addressed snapshot.
+`input_snapshot[D]` picks date D's inputs, which everything downstream reads: for a past date the
+snapshot current at its end, else the current files (snapshotted, to be reproduced later).
 """
 
 from collections.abc import Iterator

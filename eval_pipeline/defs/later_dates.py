@@ -1,11 +1,8 @@
-"""Later dates follow an earlier one: when a model's report for a date is made after the model's
-next later evaluation (a backfill launched from the UI, a past date run by automation), that
-later date's regression diff is made again, since its baseline may now be this date.
-
-A sensor, because "the model's next evaluated date" is not a partition mapping that Declarative
-Automation could follow. It is free (the diff reads stored files) and idempotent: a report whose
-next date's diff was made after it (by the command line's own follow-up, or an earlier tick)
-asks for nothing.
+"""Later dates follow an earlier one: a model's report for a date made after its next later
+evaluation (a UI backfill, automation of a past date) has that later date's regression diff made
+again, as its baseline may now be this date. A sensor, as "the next evaluated date" is no
+partition mapping; free (the diff reads stored files) and idempotent (a diff made after the
+report asks for nothing).
 """
 
 import dagster as dg

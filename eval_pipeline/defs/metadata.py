@@ -1,10 +1,8 @@
 """UI metadata: per-test tables and score summaries shown on each materialisation.
 
-Metadata with a fraction in it, and every model x date asset's, goes through `readable`: numbers
-rounded to what a reader needs, and on a model x date asset shown as text. Dagster plots each
-numeric key of a partitioned asset across its partitions; with models and dates in one series the
-line zig-zags between models. The plotted series are on the date-partitioned `model_comparison`,
-one key per model (`per_model_metadata`).
+Numbers go through `readable`: rounded to what a reader needs, and text on a model x date asset,
+whose plot across partitions would zig-zag between models. The plotted series are on the
+date-partitioned `model_comparison`, one key per model (`per_model_metadata`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The asset's overview in the UI shows the latest date's result.
 
-Dagster's overview of a partitioned asset shows its latest materialisation event, whichever
-partition it was: after a backfill of past dates, yesterday's or last week's comparison, not
-today's. A step that materialised an earlier date than the latest one stored records the latest
-date's materialisation again (its metadata, naming the date that ran), so the overview and its
-plots' last point stay on the newest date.
+Dagster's overview shows a partitioned asset's latest materialisation event, whichever
+partition: after a backfill of past dates, not today's. A step of an earlier date than the
+latest stored records the latest date's materialisation again (naming the date that ran), so the
+overview and its plots' last point stay on the newest date.
 """
 
 from __future__ import annotations

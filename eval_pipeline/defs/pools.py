@@ -1,16 +1,12 @@
 """Provider concurrency pools: every run that calls a provider shares that provider's limit.
 
-Dagster's `pool=` is fixed per asset definition, but `semantic_retrievals` is one asset for all
-models, and which providers a run calls depends on its model partition (voyage-haiku calls Voyage
-and Anthropic, local-minilm neither). So the asset claims its model's provider pools itself,
-through the instance's pool slots: the same slots and limits `pool=` uses (`concurrency: pools:`
-in dagster.yaml, or `dagster instance concurrency set anthropic 1`), shown in the UI under
-Deployment > Concurrency.
-
-A pool bounds how many runs call a provider at once, not requests per minute; each run's client
-keeps its model's `rate_limit_per_min`. With a limit of 1 a provider sees one run's pace at a time.
-A run keeps its slots until its limiter's bucket has drained (one second's share of the rate),
-so the next run's opening burst cannot land on the last second of this one's.
+Dagster's `pool=` is fixed per asset, but which providers `semantic_retrievals` calls depends on
+its model partition, so the asset claims its model's pools itself, through the same instance
+slots and limits `pool=` uses (`concurrency: pools:` in dagster.yaml, or `dagster instance
+concurrency set anthropic 1`; UI: Deployment > Concurrency). A pool bounds how many runs call a
+provider at once; each run's client keeps its model's `rate_limit_per_min`. A run keeps its
+slots until its limiter's bucket has drained, so the next run's opening burst cannot land on the
+last second of this one's.
 """
 
 from __future__ import annotations

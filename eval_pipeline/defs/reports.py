@@ -1,11 +1,9 @@
 """The run report (results.json + report.md on disk, markdown in the UI) and the release gate.
 
-Every evaluation of a partition writes, through the one writer of an evaluation's files, the
-report (where people see what broke) and a fresh gate decision, passed or failed with its reasons
-(results/<model>/<date>/gate.json), so a CRITICAL run can never leave an earlier "passed" standing.
-The `no_critical_failures` check on the gate is an ERROR but not blocking: nothing is downstream
-of the gate, and a finished evaluation whose verdict is CRITICAL is a successful run with a red
-check — only a real error fails a run.
+Every evaluation of a partition writes the report and a fresh gate decision (gate.json), so a
+CRITICAL run never leaves an earlier "passed" standing. The `no_critical_failures` check is an
+ERROR but not blocking: a finished evaluation whose verdict is CRITICAL is a successful run with
+a red check; only a real error fails a run.
 """
 
 from collections.abc import Iterator, Mapping
@@ -42,8 +40,7 @@ from eval_pipeline.providers.evaluation_files import write_evaluation
 from eval_pipeline.runtime.instance_queries import RETRIEVALS, evaluation_id, latest_materialization
 
 GROUP = "reports"
-# What `run` checks before it lets a stored report stand for a new run
-# (orchestration/standing.py).
+# What `run` checks before it lets a stored report stand (orchestration/standing.py).
 RESULTS_SHA256 = "results_sha256"
 
 

@@ -1,10 +1,6 @@
-"""Evaluate a range of dates as one Dagster asset backfill.
-
-The backfill targets every evaluation asset for the dates (and the chosen models' model x date
-partitions); Dagster's backfill iteration (the daemon's, or the command's own:
-orchestration/backfill_driver.py) runs them in dependency order, so each date's diff follows
-the reports it compares and each comparison follows the date's reports. The same backfill can be
-launched from the UI by selecting the assets and a date range.
+"""Evaluate a range of dates as one Dagster asset backfill of every evaluation asset (the
+chosen models' partitions), run in dependency order by Dagster's backfill iteration (the
+daemon's, or the command's: orchestration/backfill_driver.py), as a backfill from the UI is.
 """
 
 from __future__ import annotations
@@ -106,11 +102,9 @@ def tag_backfill(instance: dg.DagsterInstance, backfill_id: str, tags: Mapping[s
 
 
 def end_abandoned_backfills(instance: dg.DagsterInstance) -> list[str]:
-    """Cancel the unfinished backfills of `eval-pipeline backfill` commands that are gone, when
-    the command carried the backfill out itself (its owner tags say so): nothing goes on with it,
-    and a daemon starting later would go on beside the backfill the next command submits. Their
-    queued runs are canceled with the reason; their started runs carry the command as their
-    owner, so `end_orphaned_runs` ends them. One line each."""
+    """Cancel the unfinished backfills whose carrying command (its owner tags) is gone, and their
+    queued runs, so a daemon starting later does not go on beside the next command's backfill
+    (their started runs are `end_orphaned_runs`'s). One line each."""
     lines = []
     for status in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING):
         for backfill in instance.get_backfills(status=status):

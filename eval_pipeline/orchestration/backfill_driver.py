@@ -1,14 +1,12 @@
 """A backfill carried out by the command that submitted it, when no daemon serves the instance.
 
-Dagster's backfill daemon looks at its backfills every 30 s (fixed in Dagster 1.13), a dependency
-level a look, and launches each run as a process of its own that imports Dagster and loads the
-code location again: minutes of waiting and start-ups for a few dates. Here the iteration the daemon
-runs for one backfill (Dagster decides what it submits, in which order, and when the backfill has
-ended) alternates, in the command's process, with launching the runs it queued, each executed here
-to its end, then the next iteration at once. The backfill, its runs and their logs are the ones the
-daemon makes: in the UI under Runs > Backfills, where a cancel is seen at the next iteration. The
-runs name the command as their owner (runtime/run_monitor.py): killed, it leaves them to the next
-command to end.
+The daemon looks at backfills every 30 s, a dependency level a look, and starts each run as a
+process that loads Dagster and the code location again: minutes for a few dates. Here the
+daemon's own iteration for the backfill (Dagster decides what to submit and when it has ended)
+alternates with executing the runs it queued, in the command's process. The backfill, runs and
+logs are those the daemon makes (Runs > Backfills; a cancel is seen at the next iteration). The
+runs name the command as their owner (runtime/run_monitor.py), so a killed command's are ended
+by the next.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Whether a Dagster daemon serves the instance's backfills now (`dg dev`, a deployment's).
 
-A daemon writes a heartbeat every 30 s, and Dagster counts it alive until its last heartbeat is
-30 minutes old, so a daemon that was killed looks alive for half an hour. Here it counts as
-alive while its last heartbeat is younger than `FRESH_S`, three heartbeats: a command that relied
-on one that was killed carries its backfill on a minute and a half later.
+Dagster counts a daemon alive for 30 minutes after its last heartbeat (one every 30 s); here,
+for three heartbeats (`FRESH_S`), so a command relying on a killed one carries its backfill on
+after a minute and a half.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""`make ui`: `dg dev` on the project's instance settings, stopping on SIGTERM (and SIGINT)
-however it was started.
+"""`make ui`: `dg dev` on the project's instance settings, stopping on SIGTERM however started.
 
-`dg dev`, its webserver and its daemon read dagster.yaml once, when they start: on a fresh
-Dagster home they would run without the project's pools, run monitoring, storage and log level
-(and show the community pop-up) until a command of ours wrote it. So it is written first, as
-every `eval-pipeline` command writes it.
-
-`dg dev` stops on SIGTERM by handing it to its SIGINT handler. Started from a script or in the
-background, a process inherits SIGINT *ignored*; Python then installs no handler, and `dg dev`
-ignores SIGTERM too, its webserver and daemon running on. Setting SIGINT back to its default
-before `exec` lets Python install its handler again in `dg`.
+`dg dev` and its webserver and daemon read dagster.yaml once, at start: on a fresh home they
+would run without the project's pools, run monitoring, storage and log level, so it is written
+first. `dg dev` stops on SIGTERM through its SIGINT handler, which Python does not install when
+SIGINT is inherited ignored (started from a script or in the background): SIGINT is reset to
+its default before `exec`.
 """
 
 from __future__ import annotations

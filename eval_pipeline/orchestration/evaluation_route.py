@@ -1,11 +1,7 @@
-"""One evaluation as the command line asks for it (`EvaluationRequest`: typed, immutable, built
-once from the flags; nothing below the command line sees the flags themselves) and the one entry
-point that makes it: `evaluate(request)` for a full run through the Dagster graph (then the noise
-re-trials of a model that is not reproducible), a retry of its errored tests, or a narrowed
-ad-hoc check straight through the core's route.
-
-Dagster and the models' runtimes load only with the route that needs them: a narrowed run
-imports no Dagster (tests/test_import_sets.py)."""
+"""One evaluation as the command line asks for it (`EvaluationRequest`, built once from the
+flags) and its one entry point, `evaluate(request)`: a full run through the Dagster graph (then
+the noise re-trials), a retry of errored tests, or a narrowed ad-hoc check through the core's
+route, which imports no Dagster (tests/test_import_sets.py)."""
 
 from __future__ import annotations
 
@@ -50,9 +46,8 @@ class Location:
 
 @dataclass(frozen=True)
 class EvaluationRequest:
-    """One evaluation, as the command asked for it: the loaded inputs and where they came from,
-    what to run, the models' configurations (the models file read once), the gates it applies,
-    where it goes and how it calls the models."""
+    """One evaluation as the command asked for it: inputs, scope, models (the models file read
+    once), gates, location and how the models are called."""
 
     kb: KnowledgeBase
     banks: Banks

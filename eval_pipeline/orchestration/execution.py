@@ -11,6 +11,7 @@ from typing import cast
 
 import dagster as dg
 import yaml
+from filelock import FileLock
 from upath import UPath
 
 from eval_pipeline.core.fileio import atomic_write_text
@@ -18,19 +19,16 @@ from eval_pipeline.defs.automation import comparison_job, date_job, rediff_job
 from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.resources import StorageResource
 from eval_pipeline.location import instance_home
-from eval_pipeline.orchestration.instance_lock import initialise, instance_lock
 from eval_pipeline.orchestration.instance_storage import STORAGE_CLASS, STORAGE_MODULE, storage_config
 from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 from eval_pipeline.providers.evaluation_index import next_evaluated_date
 from eval_pipeline.runtime.run_monitor import RUN_MONITORING_YAML
 
-# Debug lines (every IO-manager load and write) would crowd a run's stored events; INFO
-# and up, and every Dagster event, are still recorded. SQLite storage that commits an event
-# without an fsync of its own (orchestration/instance_storage.py). One run at a time calls each API
-# provider (defs/pools.py): models on other providers, or none, still evaluate at once. Runs
-# the daemon launches are monitored (runtime/run_monitor.py for in-process ones). No "what's new"
-# popup covering the UI on its first start (`nux`).
+LOCK_FILE = "instance.lock"
+# INFO and up: debug lines (every IO-manager load and write) would crowd a run's stored events.
+# One run at a time calls each API provider (defs/pools.py); the daemon's runs are monitored
+# (runtime/run_monitor.py); no "what's new" popup over the UI (`nux`).
 _SETTINGS = (
     "telemetry:\n  enabled: false\nnux:\n  enabled: false\npython_logs:\n  python_log_level: INFO\n"
     + "concurrency:\n  pools:\n    default_limit: 1\n"
@@ -85,6 +83,12 @@ def _write_config(home: Path) -> None:
         atomic_write_text(config, wanted)
 
 
+def instance_lock(home: Path) -> FileLock:
+    """The lock under which the instance at `home` is set up: two commands started at once in a
+    fresh checkout would both create its tables, and one would fail."""
+    return FileLock(home / LOCK_FILE)
+
+
 def prepare_home(home: Path) -> None:
     """The instance settings in `home` before anything else starts Dagster there (`make ui`):
     `dg dev` and its daemon read dagster.yaml once, when they start."""
@@ -99,7 +103,13 @@ def project_instance(home: Path | None = None) -> dg.DagsterInstance:
     path.mkdir(parents=True, exist_ok=True)
     with instance_lock(path):
         _write_config(path)
-        return initialise(dg.DagsterInstance.from_config(str(path)))
+        instance = dg.DagsterInstance.from_config(str(path))
+        # Each storage creates its tables on first use: now, under the lock.
+        instance.get_runs_count()
+        instance.event_log_storage.get_concurrency_keys()
+        if instance.schedule_storage is not None:
+            instance.schedule_storage.all_instigator_state()
+        return instance
 
 
 def run_all(

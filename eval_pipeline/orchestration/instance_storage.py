@@ -1,14 +1,11 @@
-"""The project instance's SQLite storage, made cheap per event.
+"""The project instance's SQLite storage: Dagster's files, layout and schema, cheap per event.
 
-Dagster's SQLite storages open a new engine and connection for every statement. Closing the last
-connection to a WAL database checkpoints it with an fsync, so each of the ~350 events a warm
-sample evaluation stores cost a disk sync, most of the run's time. These subclasses keep each
-database's connections open in a pool and commit with `synchronous=NORMAL`, SQLite's setting for
-WAL: a crash of the process loses nothing, a power cut may lose the last commits, never the
-database. A run's new event database is stamped from migrations read once a process, not twice a
-run, and databases already stamped are opened without reading them. Same files, layout and schema
-as `storage: sqlite:`, so an existing instance carries on and can go back to Dagster's own classes
-at any time. Named in dagster.yaml (module / class), so the webserver and the daemon use them too.
+Dagster's SQLite storages open an engine and connection per statement, and closing the last
+connection to a WAL database checkpoints it with an fsync: a disk sync per stored event, most of
+a warm run's time. These keep connections pooled, commit with `synchronous=NORMAL` (a process
+crash loses nothing, a power cut at most the last commits) and read the migrations once a
+process. An instance can go back to `storage: sqlite:` at any time. Named in dagster.yaml, so
+the webserver and the daemon use them too.
 """
 
 from __future__ import annotations
@@ -106,7 +103,7 @@ class _OneDatabase:
 
     _conn_string: str
     _DB: str  # the database's name under base_dir
-    _TABLES: tuple[str, ...] = ()  # beyond the migrations': Dagster adds them to one without
+    _TABLES: tuple[str, ...] = ()  # that Dagster adds to a stamped database without them
 
     @cached_property
     def _engines(self) -> Engines:
@@ -129,11 +126,9 @@ class _OneDatabase:
 
 
 def _stamped(db_path: str, *tables: str) -> bool:
-    """Whether the database at `db_path` exists, stamped with a migration, with `tables`.
-
-    Dagster's storages, opening a database, read their migration scripts (three per instance) only
-    to learn the head revision, then leave a stamped database as it is. Looked
-    at read-only: anything unexpected (absent, locked) goes Dagster's way."""
+    """Whether the database at `db_path` exists, stamped with a migration, with `tables`: Dagster
+    reads its migration scripts only to leave such a database as it is. Read-only; anything
+    unexpected (absent, locked) goes Dagster's way."""
     if not os.path.exists(db_path):
         return False
     try:
@@ -156,8 +151,7 @@ class ProjectScheduleStorage(_OneDatabase, SqliteScheduleStorage):
 
 @cache
 def _event_log_scripts() -> ScriptDirectory:
-    """Dagster's event-log migrations, read once a process: Dagster reads its scripts folder again
-    (twice) for every new run's database."""
+    """Dagster's event-log migrations, read once a process (Dagster reads them per new run)."""
     return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
 
 
@@ -166,8 +160,8 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines = Engines(kept=SHARDS_KEPT + 1)  # and the index
-        # Tables, asset-key columns and finished data migrations seen: once there, they stay
-        # (until a wipe). Dagster looks them up again for every asset event and read.
+        # Tables, asset-key columns and finished data migrations seen stay (until a wipe):
+        # Dagster looks them up for every asset event and read.
         self._present: set[tuple[str, str]] = set()
         super().__init__(base_dir, inst_data)
 
@@ -183,10 +177,9 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
                 yield conn
 
     def _initdb(self, engine: sa.Engine, for_index_shard: bool = False) -> None:
-        """A run's database made as Dagster makes it (its tables, WAL, stamped at the head
-        migration; one already stamped left alone), with the migrations read once a process. The
-        index, once stamped, is left alone without reading them; a new index, and a run's database
-        another process is creating at the same moment, go Dagster's own way, which retries."""
+        """A run's database made as Dagster makes it (tables, WAL, stamped at head; a stamped one
+        left alone) from the migrations read once a process. A new index, and a run's database
+        another process is creating at the same moment, go Dagster's way, which retries."""
         if for_index_shard and _stamped(engine.url.database or ""):
             return
         if not for_index_shard:
@@ -207,9 +200,8 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
     def _claim_concurrency_slot(
         self, concurrency_key: str, run_id: str, step_key: str
     ) -> ConcurrencySlotStatus:
-        """A free slot of the pool taken in one statement. Dagster's picks a free slot, then takes
-        it by id: SQLite has no `SELECT ... FOR UPDATE`, so two processes that picked the same
-        slot both took it, and two runs called one provider at once."""
+        """A free slot taken in one statement. Dagster's picks one, then takes it by id: without
+        `SELECT ... FOR UPDATE` in SQLite two processes could both take it."""
         free = (
             sa.select(ConcurrencySlotsTable.c.id)
             .where(

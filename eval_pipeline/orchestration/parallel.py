@@ -1,20 +1,13 @@
-"""A date's model stages at once: each model's run in a worker process of its own, on the
+"""A date's model stages at once: each model's run in a worker process of its own on the
 project's instance, as real Dagster runs (same job, tags and UI as a sequential run).
 
-Why processes, not threads: `execute_in_process` holds process-wide state (the logging
-machinery, `os.environ`, signal handling), the models' native libraries (onnxruntime) may take a
-process down, and a launched Dagster run is a process of its own too. A worker that dies becomes
-its model's failure; the others carry on.
-
-Why forkserver: a worker forks from a server that imported Dagster, the graph and the API
-clients once, started while the shared stage runs, so a worker costs a fork rather than a fresh
-interpreter's imports; and unlike a plain fork it never copies a parent's threads (an emulator,
-a log handler) mid-lock. The server keeps the environment and working directory it started with
-(the first run's, in a process that runs several), so each worker is handed the parent's current
-ones.
-
-How many run at once is `parallel`; how many call one provider at once is Dagster's business:
-`semantic_retrievals` waits for its provider pools' slots (defs/pools.py).
+Processes, not threads: `execute_in_process` holds process-wide state (logging, `os.environ`,
+signals) and a native library (onnxruntime) may take a process down; a dead worker is its
+model's failure only. Forkserver: workers fork from a server that imported Dagster, the graph
+and the API clients once (while the shared stage runs), without copying a parent's threads
+mid-lock; the server keeps the environment and working directory it started with, so each
+worker is handed the parent's current ones. How many call one provider at once is the provider
+pools' business (defs/pools.py).
 """
 
 from __future__ import annotations
@@ -36,9 +29,8 @@ from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definiti
 from eval_pipeline.runtime.dagster_private import InstanceRef
 
 CONTEXT = multiprocessing.get_context("forkserver")
-# The API providers' clients too: models run at once by default only where they wait on remote
-# services (cli/run.py), so most workers use them, and importing anthropic's SDK is slow enough
-# that each worker should not pay it again.
+# The API clients too: models run at once by default only where they wait on remote services
+# (cli/run.py), and importing anthropic's SDK is slow enough not to pay it per worker.
 CONTEXT.set_forkserver_preload(
     [__name__, "eval_pipeline.providers.claude_rerank", "eval_pipeline.providers.voyage"]
 )

@@ -1,16 +1,12 @@
 """The instance's Postgres storage (deploy/dagster.yaml) with its connections kept open.
 
-Dagster's Postgres storages open a new database connection for every statement (SQLAlchemy's
-NullPool, so that an idle instance holds none). Each connection is a server process started and
-ended, plus, on a remote server, the network and TLS handshakes: a two-model evaluation makes
-about 1,600 of them. These subclasses keep one connection open per storage and open more only
-while several threads use it at once (SQLAlchemy's QueuePool, the pool Dagster's webserver
-puts the same storages on). A connection idle for over a minute is checked before reuse (not
-every one: under load each extra round trip waits for the server to be scheduled), and each is
-renewed hourly, so a restarted server or a proxy's idle timeout met while idle costs a
-reconnect, not a failed statement. Same tables and schema as Dagster's classes: an instance can
-go back to them at any time. Named in dagster.yaml (module / class), so the CLI, the webserver,
-the daemon and every run use them.
+Dagster's Postgres storages connect per statement (NullPool): a server process, and remotely the
+network and TLS handshakes, each time, about 1,600 for a two-model evaluation. These keep one
+connection per storage, more only while threads share it (QueuePool, as Dagster's webserver
+does). A connection idle over a minute is checked before reuse (not every one: each round trip
+waits on a loaded server) and each is renewed hourly, so a restarted server or a proxy's idle
+timeout costs a reconnect, not a failed statement. Same schema as Dagster's classes, which an
+instance can go back to; named in dagster.yaml, so every process uses them.
 """
 
 from __future__ import annotations

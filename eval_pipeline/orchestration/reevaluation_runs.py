@@ -1,12 +1,9 @@
-"""Evaluate chosen tests again into a stored evaluation, through the asset graph: the retrievals
-are made here, kept beside the run (reevaluations.json), and the model's report, gate and
-regression diff are rebuilt by their assets, which merge them in (core/scoring/reevaluate.py).
-
-- `run --retry-errored`: only the errored tests of the model × date evaluation: its semantic
-  trials, and the state, pattern and always tests the team's system answered.
-- After a full `run` of a model that is not reproducible (declared `reproducible: false`, or
-  found so: trials that saw the same candidates chose differently), its semantic regressions
-  against the previous evaluation are re-tried (core/diff/noise.py) before the gate is printed.
+"""Evaluate chosen tests again into a stored evaluation: the retrievals are made here, kept
+beside the run (reevaluations.json), and the report, gate and regression diff assets rebuild
+with them merged in (core/scoring/reevaluate.py). Used by `run --retry-errored` (the errored
+semantic trials and team-system answers) and, after a full `run` of a model that is not
+reproducible (declared, or trials that saw the same candidates chose differently), to re-try its
+semantic regressions (core/diff/noise.py) before the gate is printed.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""Scheduled evaluations: each tick launches one Dagster asset backfill (orchestration/backfill.py)
-of its dates and models, so every date's reports, diffs and comparison run in dependency order
-and show under Runs > Backfills.
+"""Scheduled evaluations (`daily_evaluation`: the tick's date; `comparison_backfill`: the
+`window_days` dates before it), each tick one asset backfill of its dates and models
+(orchestration/backfill.py), so reports, diffs and comparisons run in dependency order.
 
-- `daily_evaluation`: the tick's date (UTC), then its model comparison.
-- `comparison_backfill`: the `window_days` dates before the tick's, evaluated and compared again.
-
-What each runs, when, and whether it starts RUNNING come from the project's `schedules.yaml`
-beside the models file (core/inputs/schedules.py). A schedule cannot submit a backfill itself
-(Dagster's schedules launch runs): its run request launches `launch_evaluation_backfill`, a
-one-op job that submits the backfill and names it. A tick that would call paid models first
-estimates their spend as `run --dry-run` does, and skips, naming the estimate and the budget,
-when it exceeds the project's budget per tick.
+What each runs, when, and whether it starts RUNNING come from `schedules.yaml` beside the models
+file. A schedule launches runs, not backfills: its run request launches
+`launch_evaluation_backfill`, a one-op job that submits the backfill. A tick whose paid models'
+estimated spend (as `run --dry-run` estimates it) exceeds the budget per tick skips, saying so.
 """
 
 from collections.abc import Callable, Sequence

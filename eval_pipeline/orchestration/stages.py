@@ -1,4 +1,4 @@
-"""One stage of a CLI evaluation: a named job materialised for one partition, in process, and
+"""One stage of a CLI evaluation: a named job materialised in process for one partition, and
 what came of it (failed steps, failed ERROR checks)."""
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """Does a model's stored evaluation of a date stand, so that `run` may answer from it?
 
-It stands when its results could not differ: the same inputs (`ModelInputs`), a model of this
-package alone (no remote service, no team code), and the stored files its run wrote, with no
-test errored and no bank unjudged (the outage may be over). The runs that evaluate a model are
-tagged with its inputs' digests; the instance answers from the model × date partition's latest
-materialisations. The regression diff is left out: whatever makes it again compares the same
-report with a newer baseline. What the instance said stands is recorded beside it with a mark
-of its files (configuration; size, time and inode of each SQLite file of its history): the same
-mark on a rerun means nothing was stored since, and the record answers without Dagster. A past
-date stands only so: it evaluates that day's snapshot of the inputs, which today's files
-describe only while the instance has stored nothing since.
+It stands when its results could not differ: the same inputs (`ModelInputs`), a reproducible
+model, the files its run wrote, no errored test and no unjudged bank (an outage may be over).
+Runs are tagged with their models' input digests; the instance answers from the partition's
+latest materialisations (not the regression diff's: made again, it compares the same report with
+a newer baseline). What stood is recorded with a mark of the instance's files (configuration;
+size, time and inode of its SQLite history): the same mark on a rerun means nothing was stored
+since, and the record answers without Dagster. A past date stands only so: today's files describe
+its snapshot of the inputs only while nothing was stored since.
 """
 
 from __future__ import annotations
@@ -162,8 +160,7 @@ def changes(before: Mapping[str, str], now: Mapping[str, str], model: str, date:
 
 
 class Stood(BaseModel):
-    """A model's stored evaluation that stands: its inputs' digests, the runs that made it and
-    the hash of its results file."""
+    """A stored evaluation that stands: its inputs' digests, its runs, its results file's hash."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
@@ -211,8 +208,8 @@ def _read_record(home: Path, date: str) -> _Record | None:
 
 
 class Standing:
-    """Which of a command's models stand on their stored evaluation of its date; each decision is
-    printed, the reasons in the user's terms."""
+    """Which of a command's models stand on their stored evaluation of its date (each decision
+    printed, in the user's terms)."""
 
     def __init__(
         self, inputs: Mapping[str, ModelInputs], results: Path | UPath, may_stand: Iterable[str]
@@ -322,9 +319,8 @@ class Standing:
         return changes(before, self.inputs[model].digests(), model, self.date)
 
     def settle(self, instance: dg.DagsterInstance) -> dict[str, Stood]:
-        """After the evaluation: the models the instance says stand now, to be recorded once the
-        instance is closed (closing may still write its files); none when its history is not
-        kept in its home (a Postgres instance), where no mark could cover it."""
+        """After the evaluation: the models that stand now, to record once the instance is closed;
+        none when its history is not in its home (Postgres), where no mark covers it."""
         if not _history_in_home(instance, self.home):
             return {}
         stood = {m: self.stored(instance, m) for m in self.inputs if m in self.may_stand}
@@ -353,8 +349,7 @@ class Standing:
 
 
 def _history_in_home(instance: dg.DagsterInstance, home: Path) -> bool:
-    """Whether the instance keeps its events in SQLite files under its home's history folder,
-    the files the mark covers."""
+    """Whether the instance keeps its events in the SQLite files the mark covers."""
     from eval_pipeline.runtime.dagster_private import SqliteEventLogStorage
 
     events = instance.event_log_storage

@@ -1,23 +1,11 @@
 """Every name the package takes from Dagster's private modules (`dagster._…`), in one place.
 
 Dagster promises nothing about these between releases: an upgrade that moves or changes one
-fails here, at import, and the fix is made here. Everything else imports them from this module
-(tests/test_architecture.py holds to it). Who uses what:
-
-- the project's SQLite storage (orchestration/instance_storage.py): the storage classes it
-  subclasses, their schema and migrations, and the SQLite connection settings;
-- the Postgres storage (orchestration/postgres_storage.py) and the SQLite one: the
-  `ConfigurableClassData` their `from_config_value` receives;
-- backfills (orchestration/backfill.py, orchestration/daemon.py, orchestration/schedules.py): the
-  asset backfill record and its subsets, the evaluation assets' graph, and the statuses of runs in
-  progress, none of which Dagster exports;
-- a backfill carried out by the command (orchestration/backfill_driver.py): the backfill daemon's
-  iteration, the in-process code location it reads the graph from, and Dagster's launcher that
-  executes a run in the launching process, named in an instance reference;
-- parallel runs (orchestration/parallel.py): the instance reference a worker process reopens;
-- the up-to-date check (orchestration/standing.py): the SQLite event log's class;
-- the pool slots an asset claims (defs/pools.py, runtime/slot_wait.py);
-- the data version tag a calibration records (defs/calibration.py).
+fails here, at import, and is fixed here; everything else imports them from this module
+(tests/test_architecture.py holds to it). They serve the project's storages (the classes they
+subclass, schema, migrations), backfills (the backfill record, subsets and graph, the daemon's
+iteration, an in-process launcher), parallel workers (the instance reference), pool slots and
+the data version tag a calibration records: none of which Dagster exports.
 """
 
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph

@@ -1,13 +1,11 @@
 """Runs whose process is gone: marked failed, their pool slots freed.
 
-A run executed in process (by the CLI, or a parallel worker) is STARTED in the instance until
-that process reports its end; killed with SIGKILL it never does, and the pool slots it claimed
-stay claimed, so every later run of a model on that provider would wait for them forever.
-Dagster's run monitoring (dagster.yaml) only watches runs the daemon launched. So each run
-records its owner: the pid, host and start time of the process executing it (a pid is reused,
-a pid with its start time is not), and before launching anything the CLI fails the runs whose
-owner is gone. A run owned by another host is left alone: from here it cannot be told apart
-from a live one.
+A run executed in process (the CLI, a parallel worker) and killed with SIGKILL stays STARTED
+with its pool slots claimed, and every later run on that provider would wait forever; Dagster's
+run monitoring watches only the daemon's runs. So each run records its owner (pid, host and the
+process's start time: a pid is reused, a pid with its start time is not), and before launching
+anything the CLI fails the runs whose owner is gone. Another host's runs are left alone: from
+here they cannot be told apart from live ones.
 """
 
 from __future__ import annotations
@@ -22,9 +20,8 @@ import dagster as dg
 OWNER_PID_TAG = "eval_pipeline/owner_pid"
 OWNER_HOST_TAG = "eval_pipeline/owner_host"
 OWNER_START_TAG = "eval_pipeline/owner_started"
-# Dagster's own monitoring, in the daemon, of the runs it launches: a run that never starts or
-# never finishes cancelling is failed, and slots a finished run still holds are freed. (The
-# default launcher cannot tell that a STARTED run's process died: `end_orphaned_runs` does.)
+# Dagster's monitoring of the daemon's runs: one that never starts or never finishes cancelling
+# is failed, and slots a finished run still holds are freed.
 RUN_MONITORING_YAML = """run_monitoring:
   enabled: true
   start_timeout_seconds: 180
@@ -72,10 +69,9 @@ def owner_tags() -> dict[str, str]:
 
 
 def own_run(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
-    """Name this process as `run`'s owner when nothing does yet. A run the daemon launched (a
-    backfill, automation, the UI) names none, but it executes in one process of its own (the
-    in-process executor runs every step there): tagged once it claims a pool slot, a waiting run
-    can name that process, and `end_orphaned_runs` can tell when it is gone."""
+    """Name this process as `run`'s owner when nothing does yet (a run the daemon launched, which
+    executes in one process of its own): then a run waiting for its slot can name that process,
+    and `end_orphaned_runs` can tell when it is gone."""
     if OWNER_PID_TAG not in run.tags:
         instance.add_run_tags(run.run_id, owner_tags())
 

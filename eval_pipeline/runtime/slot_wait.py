@@ -1,8 +1,7 @@
 """Waiting for a pool slot, out loud: which run holds it and how to free it.
 
-A run that waits says so on the console (stderr: the CLI's console logger is quiet) and in its
-event log, once per run holding the slot. While it waits it checks the holders: a holder whose
-process is gone is ended and its slots freed (run_monitor), so a killed run never blocks the next.
+A waiting run says so on stderr (the CLI's console logger is quiet) and in its event log, once
+per holder, and ends holders whose process is gone (run_monitor): a killed run never blocks.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import yaml
 
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE
 from eval_pipeline.defs.automation import model_job
-from eval_pipeline.orchestration.instance_lock import instance_lock
+from eval_pipeline.orchestration.execution import instance_lock
 from eval_pipeline.runtime.run_monitor import UNFINISHED
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.postgres import new_database
