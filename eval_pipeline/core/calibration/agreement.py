@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import Field
@@ -143,6 +143,10 @@ def stats(judgements: Sequence[Judgement], resamples: int, seed: int) -> Agreeme
     )
 
 
+# What a disagreement repeats of its judgement.
+_SHARED_FIELDS = {"test_id", "kind", "calibrator_reasoning", "human_reasoning", "by", "source"}
+
+
 class Disagreement(FrozenModel):
     test_id: str
     entity_id: str
@@ -178,15 +182,7 @@ def agreement(
     per_topic = {t: [j for j in judgements if t in j.topics] for t in topics}
     disagreements = [
         Disagreement(
-            test_id=j.test_id,
-            entity_id=entity,
-            calibrator_role=a,
-            human_role=b,
-            kind=j.kind,
-            calibrator_reasoning=j.calibrator_reasoning,
-            human_reasoning=j.human_reasoning,
-            by=j.by,
-            source=j.source,
+            **j.model_dump(include=_SHARED_FIELDS), entity_id=entity, calibrator_role=a, human_role=b
         )
         for j in judgements
         for entity, a, b in role_pairs(j)
@@ -194,9 +190,7 @@ def agreement(
     ]
     return AgreementReport(
         judgements=len(judgements),
-        by_kind={
-            k: sum(j.kind == k for j in judgements) for k in ("accepted", "rejected", "edited", "override")
-        },
+        by_kind={k: sum(j.kind == k for j in judgements) for k in get_args(Kind)},
         overall=stats(judgements, resamples, seed),
         by_topic={t: stats(js, resamples, seed) for t, js in per_topic.items() if len(js) >= min_topic_tests},
         thin_topics={t: len(js) for t, js in per_topic.items() if len(js) < min_topic_tests},
@@ -321,13 +315,9 @@ def markdown(report: AgreementReport) -> str:
         "",
         "## Confusion (rows: calibrator, columns: human)",
         "",
-        "| calibrator \\ human | " + " | ".join(ROLES) + " |",
-        "|---|" + "---|" * len(ROLES),
-        *(
-            f"| {r} | " + " | ".join(str(v) for v in row) + " |"
-            for r, row in zip(ROLES, o.confusion, strict=True)
+        *table(
+            ("calibrator \\ human", *ROLES), [(r, *row) for r, row in zip(ROLES, o.confusion, strict=True)]
         ),
-        "",
         f"## Per topic (at least {report.min_topic_tests} judged tests)",
         "",
     ]

@@ -125,12 +125,7 @@ def parse_proposal(test_id: str, text: str, kb: KnowledgeBase) -> Proposal | str
     problems = proposal_problems(raw, kb)
     if problems:
         return "; ".join(problems)
-    expectations = Expectations(
-        expected_primary=raw.expected_primary,
-        expected_secondary=raw.expected_secondary,
-        not_expected=raw.not_expected,
-        rank_check=raw.rank_check,
-    )
+    expectations = Expectations(**{name: getattr(raw, name) for name in (*LISTS, "rank_check")})
     return Proposal(test_id=test_id, expectations=expectations, reasoning=raw.reasoning.strip())
 
 

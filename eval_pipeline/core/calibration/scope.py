@@ -72,7 +72,24 @@ def scoped_tests(
     and `why` says so: their relevance was judged passage by passage, and a proposal of exact
     primaries would coarsen it back into the one-primary model they were written to escape.
     """
-    chosen, why = _in_scope(scope, tests, kb, resolved, test_ids, added_entities, retrieved)
+    if test_ids and scope != "single":
+        raise ScopeError("test ids go with the single scope")
+    if added_entities and scope != "affected":
+        raise ScopeError("added entities go with the affected scope")
+    why: dict[str, list[str]] = {}
+    if scope == "single":
+        unknown = sorted(set(test_ids) - {t.test_id for t in tests})
+        if not test_ids or unknown:
+            raise ScopeError(f"the single scope needs known test ids (unknown: {', '.join(unknown) or '-'})")
+        chosen = [t for t in tests if t.test_id in set(test_ids)]
+    elif scope == "affected":
+        unknown = sorted(set(added_entities) - set(kb.by_id))
+        if not added_entities or unknown:
+            raise ScopeError(f"the affected scope needs KB entity ids (unknown: {', '.join(unknown) or '-'})")
+        why = affected_tests(tests, resolved, kb, added_entities, retrieved or {})
+        chosen = [t for t in tests if t.test_id in why]
+    else:
+        chosen = list(tests)
     judged = [t.test_id for t in chosen if states_judgments(resolved[t.test_id].expectations)]
     for test_id in judged:
         why[test_id] = [JUDGED_NOT_CALIBRATED]
@@ -84,30 +101,3 @@ JUDGED_NOT_CALIBRATED = "not calibrated: its any-of or graded relevance is kept 
 
 def states_judgments(exp: Expectations) -> bool:
     return bool(exp.expected_any or exp.relevant)
-
-
-def _in_scope(
-    scope: Scope,
-    tests: Sequence[SemanticTest],
-    kb: KnowledgeBase,
-    resolved: Mapping[str, ResolvedExpectation],
-    test_ids: Sequence[str],
-    added_entities: Sequence[str],
-    retrieved: Mapping[str, set[str]] | None,
-) -> tuple[list[SemanticTest], dict[str, list[str]]]:
-    if test_ids and scope != "single":
-        raise ScopeError("test ids go with the single scope")
-    if added_entities and scope != "affected":
-        raise ScopeError("added entities go with the affected scope")
-    if scope == "full":
-        return list(tests), {}
-    if scope == "single":
-        unknown = sorted(set(test_ids) - {t.test_id for t in tests})
-        if not test_ids or unknown:
-            raise ScopeError(f"the single scope needs known test ids (unknown: {', '.join(unknown) or '-'})")
-        return [t for t in tests if t.test_id in set(test_ids)], {}
-    unknown = sorted(set(added_entities) - set(kb.by_id))
-    if not added_entities or unknown:
-        raise ScopeError(f"the affected scope needs KB entity ids (unknown: {', '.join(unknown) or '-'})")
-    why = affected_tests(tests, resolved, kb, added_entities, retrieved or {})
-    return [t for t in tests if t.test_id in why], why

@@ -88,14 +88,7 @@ class SemanticTest(_Relevance):
     user_state: UserState = Field(default_factory=dict)
 
     def original_expectations(self) -> Expectations:
-        return Expectations(
-            expected_primary=self.expected_primary,
-            expected_any=self.expected_any,
-            relevant=self.relevant,
-            expected_secondary=self.expected_secondary,
-            not_expected=self.not_expected,
-            rank_check=self.rank_check,
-        )
+        return Expectations(**{name: getattr(self, name) for name in Expectations.model_fields})
 
 
 class StateTest(FrozenModel):

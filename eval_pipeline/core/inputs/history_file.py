@@ -59,16 +59,7 @@ class HumanOverride(FrozenModel):
         return self
 
     def expectations(self) -> Expectations:
-        return Expectations.model_validate(
-            {
-                "expected_primary": self.expected_primary,
-                "expected_any": self.expected_any,
-                "relevant": self.relevant,
-                "expected_secondary": self.expected_secondary,
-                "not_expected": self.not_expected,
-                "rank_check": self.rank_check,
-            }
-        )
+        return Expectations.model_validate(self.model_dump(include=set(Expectations.model_fields)))
 
 
 class HistoryChange(FrozenModel):

@@ -65,18 +65,6 @@ def project_identity(kb: KnowledgeBase) -> ProjectIdentity:
     )
 
 
-def _bank_tests(banks: Banks) -> dict[Mechanism, tuple[list[str], list[str]]]:
-    """Test ids and critical test ids of each bank whose file was present."""
-    return {
-        m: (
-            [t.test_id for t in bank.tests],
-            [t.test_id for t in bank.tests if isinstance(t, PatternTest) and t.is_critical],
-        )
-        for m in Mechanism
-        if (bank := banks.bank(m)) is not None
-    }
-
-
 def evaluation_identity(
     kb: KnowledgeBase, banks: Banks, history_version: str, sources: Mapping[Mechanism, str]
 ) -> EvaluationIdentity:
@@ -89,10 +77,11 @@ def evaluation_identity(
             m: BankIdentity(
                 file=layout[m],
                 hash=banks.file_hashes.get(layout[m], ""),
-                test_ids=ids,
-                critical_ids=critical,
+                test_ids=[t.test_id for t in bank.tests],
+                critical_ids=[t.test_id for t in bank.tests if isinstance(t, PatternTest) and t.is_critical],
             )
-            for m, (ids, critical) in _bank_tests(banks).items()
+            for m in Mechanism
+            if (bank := banks.bank(m)) is not None
         },
         expectation_version=history_version,
         mechanism_sources=dict(sources),

@@ -36,7 +36,7 @@ from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.file_stats import Stat, racy, stat_row
 from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST, Problem, kb_entity_names, load_kb
+from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST, Problem, entity_folder, load_kb
 
 FORMAT = 1
 DIRECTORY = "kb"
@@ -52,7 +52,7 @@ def _stats(path: Path) -> list[Stat] | None:
         if not path.is_dir():
             return [_stat(path.name, path)]
         out = [_stat(KB_MANIFEST, path / KB_MANIFEST)]
-        names = kb_entity_names(path)
+        names = entity_folder(path).names
         if names:
             # Relative to the open folder: thousands of stats without resolving the path again.
             folder = os.open(path / KB_ENTITIES_DIR, os.O_RDONLY | os.O_DIRECTORY)

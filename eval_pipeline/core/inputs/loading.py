@@ -259,11 +259,6 @@ def entity_folder(path: Path) -> EntityFolder:
     return EntityFolder(sorted(names), links, sorted(unrecognised))
 
 
-def kb_entity_names(path: Path) -> list[str]:
-    """The file names in a KB directory's entities folder, in the order they load."""
-    return entity_folder(path).names
-
-
 def entity_folder_warnings(kb_path: Path) -> list[Problem]:
     """Files in a KB directory's entities folder that are not loaded, each named (a `*.YAML`
     or a subfolder would otherwise be skipped without a word)."""
