@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -271,7 +271,7 @@ def sweep_leftovers(targets: ImportTargets) -> list[Path]:
     """Remove the staging folders an earlier import left beside the targets when it was killed
     (its process is gone: an import still running keeps its own); the folders removed."""
     removed: list[Path] = []
-    for target in (targets.kb_dir, targets.banks_dir, targets.models_file):
+    for target in astuple(targets):
         prefix = _staging_prefix(target)
         try:
             entries = list(target.parent.iterdir())
@@ -294,19 +294,13 @@ def _staged(targets: ImportTargets) -> Iterator[ImportTargets]:
     names carry this process's id, so that a later import can tell a killed one's leftovers."""
     made: list[Path] = []
     try:
-        for target in (targets.kb_dir, targets.banks_dir, targets.models_file):
+        for target in astuple(targets):
             target.parent.mkdir(parents=True, exist_ok=True)
             prefix = f"{_staging_prefix(target)}{os.getpid()}-"
             made.append(Path(tempfile.mkdtemp(dir=target.parent, prefix=prefix)))
-        kb_tmp, banks_tmp, models_tmp = made
-        yield ImportTargets(kb_tmp, banks_tmp, models_tmp / targets.models_file.name)
-        _publish(
-            [
-                (kb_tmp, targets.kb_dir),
-                (banks_tmp, targets.banks_dir),
-                (models_tmp / targets.models_file.name, targets.models_file),
-            ]
-        )
+        staged = ImportTargets(made[0], made[1], made[2] / targets.models_file.name)
+        yield staged
+        _publish(list(zip(astuple(staged), astuple(targets), strict=True)))
     finally:
         for tmp in made:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -102,28 +102,27 @@ class _Checker:
 def _check_kb(c: _Checker, kb_path: Path) -> None:
     if c.kb is None:
         return
+    file = str(kb_path)
     counts = Counter(e.entity_id for e in c.kb.entities)
     for eid, n in counts.items():
         if n > 1:
-            c.add(str(kb_path), eid, "entity_id", f"duplicate entity id ({n} times)")
+            c.add(file, eid, "entity_id", f"duplicate entity id ({n} times)")
     for e in c.kb.entities:
         if e.load_mode is LoadMode.STATE and not e.state_conditions:
-            c.add(str(kb_path), e.entity_id, "state_conditions", "STATE entity has no conditions")
+            c.add(file, e.entity_id, "state_conditions", "STATE entity has no conditions")
         if e.state_conditions and e.load_mode is not LoadMode.STATE:
-            c.add(str(kb_path), e.entity_id, "state_conditions", "only STATE entities use conditions")
+            c.add(file, e.entity_id, "state_conditions", "only STATE entities use conditions")
         for fld, cond in e.state_conditions.items():
             for op, value in cond.items():
                 if op == "in" and not isinstance(value, list):
-                    c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.in", "needs a list")
+                    c.add(file, e.entity_id, f"state_conditions.{fld}.in", "needs a list")
                 if op in ("gte", "lte") and (not isinstance(value, int | float) or isinstance(value, bool)):
-                    c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}.{op}", "needs a number")
+                    c.add(file, e.entity_id, f"state_conditions.{fld}.{op}", "needs a number")
             impossible = unsatisfiable(cond)
             if impossible:
-                c.add(str(kb_path), e.entity_id, f"state_conditions.{fld}", impossible)
-        _check_vocabulary(c, str(kb_path), e.entity_id, "topics", e.topics, c.kb.vocabulary.topics)
-        _check_vocabulary(
-            c, str(kb_path), e.entity_id, "user_types", e.user_types, c.kb.vocabulary.user_types
-        )
+                c.add(file, e.entity_id, f"state_conditions.{fld}", impossible)
+        _check_vocabulary(c, file, e.entity_id, "topics", e.topics, c.kb.vocabulary.topics)
+        _check_vocabulary(c, file, e.entity_id, "user_types", e.user_types, c.kb.vocabulary.user_types)
 
 
 def _number(value: object) -> float | None:
@@ -299,20 +298,14 @@ def _check_pattern(c: _Checker) -> None:
             c.refs(file, t.test_id, "expected_matches", t.expected_matches, PATTERN_MODES)
             c.refs(file, t.test_id, "expected_secondary", t.expected_secondary, PATTERN_MODES)
             c.refs(file, t.test_id, "not_expected_matches", t.not_expected_matches, PATTERN_MODES)
-            if t.pattern_type is PatternType.NEGATIVE and not t.not_expected_matches:
-                c.add(
-                    file,
-                    t.test_id,
-                    "not_expected_matches",
-                    "a negative test needs entities it must not trigger",
-                )
-            if t.pattern_type is not PatternType.NEGATIVE and not t.expected_matches:
-                c.add(
-                    file,
-                    t.test_id,
-                    "expected_matches",
-                    f"a {t.pattern_type.value} test needs expected matches",
-                )
+            negative = t.pattern_type is PatternType.NEGATIVE
+            fld, needs = (
+                ("not_expected_matches", "entities it must not trigger")
+                if negative
+                else ("expected_matches", "expected matches")
+            )
+            if not getattr(t, fld):
+                c.add(file, t.test_id, fld, f"a {t.pattern_type.value} test needs {needs}")
     if c.banks.rules is None:
         return
     file = c.path(c.banks.layout.rules)
