@@ -1,5 +1,6 @@
 """What the Claude reranker and the calibrator share about the Anthropic API: how a failure
-looks to the retry policy, a message's usage, and Message Batches.
+looks to the retry policy, a message's usage, the first call that writes the cached prefix,
+token counting and Message Batches.
 
 Batches: submit requests keyed by custom id (at most 10,000 per batch, split above), poll until
 each batch ends, hand back the results by custom id. A batch bills input and output at half
@@ -8,24 +9,22 @@ price and ends within 24 hours; the emulator ends one at once or after its `batc
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import TypeVar
+from typing import Any
 
 import anthropic
 import httpx2  # the SDK's HTTP client: what its connection errors wrap
 from anthropic.types import CacheControlEphemeralParam, Message
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
+from anthropic.types.messages.batch_create_params import Request
 
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.api_base import ApiAccess, ApiProvider
-from eval_pipeline.providers.call_guard import CallGuard
 from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
-
-T = TypeVar("T")
 
 MAX_BATCH_REQUESTS = 10_000  # the API's cap on requests per batch
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -64,17 +63,71 @@ class AnthropicProvider(ApiProvider):
             ),
             close=lambda client: client.close(),
         )
+        # Until a call has succeeded, calls run one at a time: the first writes the cached prompt
+        # prefix and the others read it instead of each writing it again. A subclass that knows
+        # nothing will be written sets `_warmed`.
+        self._warmed = False
+        self._warm_lock = LoopLocal(asyncio.Lock)
 
     async def _messages_create(self, params: MessageCreateParamsNonStreaming) -> Message:
+        if not self._warmed:
+            async with self._warm_lock.get():
+                if not self._warmed:
+                    message = await self._paced(lambda: self._client.get().messages.create(**params))
+                    self._warmed = True
+                    return message
         return await self._paced(lambda: self._client.get().messages.create(**params))
+
+    async def _count_tokens(self, **params: Any) -> int:
+        """A free `messages.count_tokens` call: retried, not paced as a model call."""
+        client = self._client.get()
+        counted = await self._unpaced(lambda: client.messages.count_tokens(model=self.model_id, **params))
+        return counted.input_tokens
 
     async def _run_batch(
         self,
         requests: Mapping[str, MessageCreateParamsNonStreaming],
         on_progress: BatchProgress | None = None,
-    ) -> dict[str, MessageBatchIndividualResponse]:
-        batches = MessageBatches(self._client.get(), self._guard, self.poll_interval_s)
-        return await batches.run(requests, on_progress)
+    ) -> dict[str, Message | str]:
+        """Every request's message, or why it has none, by custom id (a request the API returned
+        nothing for is absent). Batch calls are retried, never paced: the batch endpoints do not
+        count against the model's request pace. Polling stops, and the batch fails, when the next
+        poll would pass the run deadline of the guard's wait caps."""
+        client = self._client.get()
+        ids = list(requests)
+        results: dict[str, Message | str] = {}
+        for start in range(0, len(ids), MAX_BATCH_REQUESTS):
+            chunk = ids[start : start + MAX_BATCH_REQUESTS]
+            items: list[Request] = [{"custom_id": cid, "params": requests[cid]} for cid in chunk]
+            batch = await self._unpaced(partial(client.messages.batches.create, requests=items))
+            while not _ended(batch, on_progress):
+                demand = f"message batch {batch.id} in progress: next poll in {self.poll_interval_s:g} s"
+                await self._guard.waits.sleep(self.poll_interval_s, demand)
+                batch = await self._unpaced(partial(client.messages.batches.retrieve, batch.id))
+            async for item in await self._unpaced(partial(client.messages.batches.results, batch.id)):
+                if item.custom_id in requests:
+                    results[item.custom_id] = _message_or_reason(item)
+        return results
+
+
+def _ended(batch: MessageBatch, on_progress: BatchProgress | None) -> bool:
+    """Report the batch's progress; whether it has ended."""
+    counts = batch.request_counts
+    total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+    if on_progress is not None:
+        on_progress(batch.id, total - counts.processing, total)
+    return batch.processing_status == "ended"
+
+
+def _message_or_reason(item: MessageBatchIndividualResponse) -> Message | str:
+    """A batch request's message, or why it has none."""
+    outcome = item.result
+    if outcome.type == "succeeded":
+        return outcome.message
+    if outcome.type == "errored":
+        error = outcome.error.error
+        return f"batch request errored: {error.type}: {error.message}"[:300]
+    return f"batch request {outcome.type}"
 
 
 def cache_marker(long_ttl: bool) -> CacheControlEphemeralParam:
@@ -92,64 +145,3 @@ def usage_of(message: Message) -> Usage:
         cache_creation_1h_input_tokens=u.cache_creation.ephemeral_1h_input_tokens if u.cache_creation else 0,
         cache_read_input_tokens=u.cache_read_input_tokens or 0,
     )
-
-
-def unanswered(result: MessageBatchIndividualResponse) -> str | None:
-    """Why a batch request has no message (None when it succeeded)."""
-    outcome = result.result
-    if outcome.type == "succeeded":
-        return None
-    if outcome.type == "errored":
-        error = outcome.error.error
-        return f"batch request errored: {error.type}: {error.message}"[:300]
-    return f"batch request {outcome.type}"
-
-
-@dataclass(frozen=True)
-class MessageBatches:
-    """Batch calls through one client; retried by the shared policy, never rate-limited (the
-    batch endpoints do not count against the model's request pace). Polling stops, and the
-    batch fails, when the next poll would pass the run deadline of the guard's wait caps."""
-
-    client: anthropic.AsyncAnthropic
-    guard: CallGuard
-    poll_interval_s: float
-
-    async def api(self, call: Callable[[], Awaitable[T]]) -> T:
-        return await self.guard.call(call, classify)
-
-    async def run(
-        self,
-        requests: Mapping[str, MessageCreateParamsNonStreaming],
-        on_progress: BatchProgress | None = None,
-    ) -> dict[str, MessageBatchIndividualResponse]:
-        """Every request's result by custom id; a request the API returned nothing for is absent."""
-        ids = list(requests)
-        results: dict[str, MessageBatchIndividualResponse] = {}
-        for start in range(0, len(ids), MAX_BATCH_REQUESTS):
-            chunk = ids[start : start + MAX_BATCH_REQUESTS]
-            batch = await self.api(
-                partial(
-                    self.client.messages.batches.create,
-                    requests=[{"custom_id": cid, "params": requests[cid]} for cid in chunk],
-                )
-            )
-            batch = await self._wait(batch, on_progress)
-            decoder = await self.api(partial(self.client.messages.batches.results, batch.id))
-            async for item in decoder:
-                if item.custom_id in requests:
-                    results[item.custom_id] = item
-        return results
-
-    async def _wait(self, batch: MessageBatch, on_progress: BatchProgress | None) -> MessageBatch:
-        """Poll until the batch ends (the API ends every batch within 24 hours)."""
-        while True:
-            counts = batch.request_counts
-            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
-            if on_progress is not None:
-                on_progress(batch.id, total - counts.processing, total)
-            if batch.processing_status == "ended":
-                return batch
-            demand = f"message batch {batch.id} in progress: next poll in {self.poll_interval_s:g} s"
-            await self.guard.waits.sleep(self.poll_interval_s, demand)
-            batch = await self.api(partial(self.client.messages.batches.retrieve, batch.id))

@@ -2,19 +2,13 @@
 
 Every request is the same two system blocks — the instructions, then the whole KB marked
 `cache_control` — followed by one test's user turn, so the KB is one cached prefix: written by the
-first call, read by every later one. The first call runs alone for that reason; the rest run
-concurrently under the model's `RateLimiter` (`usage.cache_read_input_tokens` shows whether the
-cache was hit — the API silently skips caching below a per-model minimum prefix length).
+first call (which runs alone), read by every later one.
 
 The answer is structured output (`output_config.format` with a JSON schema), not forced tool use:
 Claude Opus 5.5, the default calibrator, rejects a forced `tool_choice` with a 400 and always
-thinks, so responses hold thinking blocks before the JSON text.
-
-Bulk scopes can go through the Message Batches API (half price): one request per test keyed by a
-custom id, polled until the batch ends, results matched back by custom id. Token counting
-(`messages.count_tokens`, free) prices a calibration before anything is spent.
-
-The key comes from $ANTHROPIC_API_KEY only and is never printed.
+thinks, so responses hold thinking blocks before the JSON text. Bulk scopes can go through the
+Message Batches API (half price). Token counting (free) prices a calibration before anything is
+spent. The key comes from $ANTHROPIC_API_KEY only and is never printed.
 """
 
 from __future__ import annotations
@@ -28,7 +22,6 @@ from typing import get_args
 
 from anthropic.types import Message, MessageParam, TextBlockParam
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from anthropic.types.messages import MessageBatchIndividualResponse
 from anthropic.types.model import Model
 
 from eval_pipeline.core.calibration.prompt import OUTPUT_SCHEMA, SYSTEM_INSTRUCTIONS, kb_text
@@ -36,13 +29,7 @@ from eval_pipeline.core.calibration.proposals import CallRecord
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
-from eval_pipeline.providers.anthropic_client import (
-    AnthropicProvider,
-    BatchProgress,
-    cache_marker,
-    unanswered,
-    usage_of,
-)
+from eval_pipeline.providers.anthropic_client import AnthropicProvider, BatchProgress, cache_marker, usage_of
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.call_guard import FaultSettings
@@ -197,18 +184,12 @@ class Calibrator(AnthropicProvider):
 
     async def count(self, kb: KnowledgeBase, prompts: Sequence[CalibrationPrompt]) -> TokenCount:
         """Three free count_tokens calls: the prefix is (KB + probe) − (probe alone)."""
-        client = self._client.get()
         output_config = self.params([], CalibrationPrompt("", ""))["output_config"]
         probe = _user(prompts[0].text if prompts else "Propose this test's expectations.")
         turns = _user("\n\n".join(p.text for p in prompts) or ".")
 
         async def tokens(messages: list[MessageParam], system: list[TextBlockParam]) -> int:
-            counted = await self._unpaced(
-                lambda: client.messages.count_tokens(
-                    model=self.model_id, system=system, messages=messages, output_config=output_config
-                )
-            )
-            return counted.input_tokens
+            return await self._count_tokens(system=system, messages=messages, output_config=output_config)
 
         with_kb = await tokens(probe, system_blocks(kb))
         without = await tokens(probe, [])
@@ -218,29 +199,23 @@ class Calibrator(AnthropicProvider):
         self, kb: KnowledgeBase, prompts: Sequence[CalibrationPrompt], on_done: Progress | None = None
     ) -> list[CallRecord]:
         """One Messages call per test, in `prompts` order."""
-        if not prompts:
-            return []
         system = system_blocks(kb)
         done = 0
 
         async def one(prompt: CalibrationPrompt) -> CallRecord:
             nonlocal done
-            record = await self._message(system, prompt)
+            try:
+                record = _record(
+                    prompt.test_id, None, await self._messages_create(self.params(system, prompt))
+                )
+            except ProviderError as exc:
+                record = CallRecord(test_id=prompt.test_id, error=str(exc))
             done += 1
             if on_done is not None:
                 on_done(done, len(prompts))
             return record
 
-        first = await one(prompts[0])  # alone, so every other call finds the KB prefix cached
-        rest = await asyncio.gather(*(one(p) for p in prompts[1:]))
-        return [first, *rest]
-
-    async def _message(self, system: list[TextBlockParam], prompt: CalibrationPrompt) -> CallRecord:
-        try:
-            message = await self._messages_create(self.params(system, prompt))
-        except ProviderError as exc:
-            return CallRecord(test_id=prompt.test_id, error=str(exc))
-        return _record(prompt.test_id, None, message)
+        return list(await asyncio.gather(*(one(p) for p in prompts)))
 
     async def calibrate_batch(
         self,
@@ -257,12 +232,14 @@ class Calibrator(AnthropicProvider):
         results = await self._run_batch(
             {cid: self.params(system, p) for cid, p in by_custom_id.items()}, on_progress
         )
-        return [
-            _batch_record(p.test_id, results[cid])
-            if cid in results
-            else CallRecord(test_id=p.test_id, custom_id=cid, error="the batch returned no result for it")
-            for cid, p in by_custom_id.items()
-        ]
+        records = []
+        for cid, p in by_custom_id.items():
+            outcome = results.get(cid, "the batch returned no result for it")
+            if isinstance(outcome, str):
+                records.append(CallRecord(test_id=p.test_id, custom_id=cid, error=outcome))
+            else:
+                records.append(_record(p.test_id, cid, outcome))
+        return records
 
 
 def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord:
@@ -272,9 +249,3 @@ def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord
         usage=usage_of(message),
         response=message.model_dump(mode="json", exclude_none=True),
     )
-
-
-def _batch_record(test_id: str, item: MessageBatchIndividualResponse) -> CallRecord:
-    if item.result.type == "succeeded":
-        return _record(test_id, item.custom_id, item.result.message)
-    return CallRecord(test_id=test_id, custom_id=item.custom_id, error=unanswered(item))

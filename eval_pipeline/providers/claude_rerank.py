@@ -1,25 +1,19 @@
 """Claude as the reranker, through `anthropic.AsyncAnthropic` and forced tool use.
 
-Prompt layout (prompt version rerank-v2 and later): the tool, the instructions and a catalogue of
-the KB's rerankable entities (`[entity_id] title: summary`, sorted by id) form one stable prefix
-marked `cache_control`; the candidates and the user's message go in the user turn. The API
-caches a prefix only from a per-model minimum length (`prompt_cache`; 4096 tokens for Haiku 4.5),
-so the catalogue is what can make caching pay: `prepare` counts the prefix once per run
-(`messages.count_tokens`, free) and says whether it meets the minimum. When it may be cached, the
-first call runs alone so that calls 2..n find the prefix written; a prefix counted below the
-minimum is never written, so then no call waits for another. rerank-v1 (instructions only, ~300 tokens, below
-every minimum) stays available for reproducing older runs.
+Prompt layout (rerank-v2 and later): the tool, the instructions and a catalogue of the KB's
+rerankable entities (`[entity_id] title: summary`, sorted by id) form one stable prefix marked
+`cache_control`; the candidates and the user's message go in the user turn. The API caches a
+prefix only from a per-model minimum length (`prompt_cache`), so the catalogue is what can make
+caching pay: `prepare` counts the prefix once per run (free) and says whether it meets the
+minimum. rerank-v1 (instructions only, below every minimum) stays for reproducing older runs.
 
 The answer must be a subset of the candidates, without duplicates, 1..top_k long. An invalid
 answer gets ONE repair call that shows the model its validation error; a second invalid answer
-errors the test (`InvalidSelectionError`). SDK retries are off (`max_retries=0`): the shared
-policy in `ratelimit` retries, paced by the model's limiter. `base_url` comes from the argument,
-else the SDK reads `ANTHROPIC_BASE_URL` itself (no `/v1` suffix).
+errors the test (`InvalidSelectionError`).
 
-`rerank_batch` sends the same requests as one Message Batch (half price; the prefix marked with
-the 1-hour TTL, since a batch runs longer than 5 minutes) and validates, repairs and caches the
-answers exactly as the online path does. A request the batch did not answer (errored, expired)
-is retried online, so a flaky batch costs money, never a test.
+`rerank_batch` sends the same requests as one Message Batch (half price, the prefix with the
+1-hour TTL) and validates, repairs and caches the answers as the online path does. A request the
+batch did not answer (errored, expired) is retried online: a flaky batch costs money, never a test.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from anthropic.types import (
@@ -38,7 +33,6 @@ from anthropic.types import (
     ToolUseBlock,
 )
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from anthropic.types.messages import MessageBatchIndividualResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
@@ -47,7 +41,6 @@ from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.prompt_cache import PromptCacheStatus, minimum_cacheable_tokens
-from eval_pipeline.providers.ratelimit import LoopLocal
 
 PROVIDER = "anthropic"
 TOOL_NAME = "select_entities"
@@ -100,9 +93,6 @@ SELECT_TOOL: ToolParam = {
 class InvalidSelectionError(ProviderError):
     """The model's answer stayed invalid after the repair call; carries what the calls cost."""
 
-    def __init__(self, reason: str, usage: Usage, api_calls: int, batch_usage: Usage | None = None) -> None:
-        super().__init__(reason, usage, api_calls, batch_usage)
-
 
 class _Pick(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="ignore")
@@ -145,28 +135,23 @@ def validate_answer(tool_input: object, candidate_ids: Sequence[str], top_k: int
 
 
 def render_candidates(query: str, candidates: Sequence[RerankCandidate], top_k: int) -> str:
-    lines = [f"[{c.entity_id}] {_one_line(c.title)}: {_one_line(c.summary)}" for c in candidates]
     return (
-        "Candidates:\n"
-        + "\n".join(lines)
-        + f"\n\nSelect at most {top_k} entities for this user message:\n"
-        + f"<message>\n{query}\n</message>"
+        f"Candidates:\n{_lines(candidates)}\n\nSelect at most {top_k} entities for this user message:\n"
+        f"<message>\n{query}\n</message>"
     )
 
 
 def render_catalogue(entities: Sequence[RerankCandidate]) -> str:
     """Every rerankable entity, one line each, sorted by id: the same text for every request."""
-    lines = [
-        f"[{e.entity_id}] {_one_line(e.title)}: {_one_line(e.summary)}"
-        for e in sorted(entities, key=lambda e: e.entity_id)
-    ]
-    return "Knowledge-base catalogue: every entity a request may offer as a candidate, by id.\n" + "\n".join(
-        lines
+    lines = _lines(sorted(entities, key=lambda e: e.entity_id))
+    return f"Knowledge-base catalogue: every entity a request may offer as a candidate, by id.\n{lines}"
+
+
+def _lines(candidates: Sequence[RerankCandidate]) -> str:
+    """`[entity_id] title: summary`, one line each, whitespace runs collapsed."""
+    return "\n".join(
+        f"[{c.entity_id}] {' '.join(c.title.split())}: {' '.join(c.summary.split())}" for c in candidates
     )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _tool_use(message: Message) -> ToolUseBlock | None:
@@ -219,8 +204,6 @@ class ClaudeReranker(AnthropicProvider):
         self._cache = cache
         self.prompt_version = prompt_version
         self._catalogue: str | None = None
-        self._warmed = False
-        self._warm_lock = LoopLocal(asyncio.Lock)
 
     async def prepare(self, catalogue: Sequence[RerankCandidate]) -> PromptCacheStatus:
         """Put the KB's catalogue in the prefix (not for rerank-v1) and count the prefix: two
@@ -228,10 +211,18 @@ class ClaudeReranker(AnthropicProvider):
         informs: when it fails (an outage of that endpoint, a gateway without it) the run goes on
         and says the cache status is unknown, rather than error every test."""
         self.use_catalogue(catalogue)
+        minimum = minimum_cacheable_tokens(self.model_id)
+        probe: list[MessageParam] = [{"role": "user", "content": COUNT_PROBE}]
         try:
-            status = await self._count_prefix()
+            with_prefix = await self._count_tokens(
+                system=self._system(long_ttl=False),
+                tools=[SELECT_TOOL],
+                tool_choice={"type": "tool", "name": TOOL_NAME},
+                messages=probe,
+            )
+            prefix = with_prefix - await self._count_tokens(messages=probe)
+            status = PromptCacheStatus(model_id=self.model_id, prefix_tokens=prefix, minimum=minimum)
         except ProviderError as exc:
-            minimum = minimum_cacheable_tokens(self.model_id)
             status = PromptCacheStatus(
                 model_id=self.model_id, prefix_tokens=None, minimum=minimum, count_error=str(exc)
             )
@@ -251,28 +242,8 @@ class ClaudeReranker(AnthropicProvider):
         return prefix, render_candidates(query, candidates, min(top_k, len(candidates)))
 
     def cached(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0) -> bool:
-        """Whether the response cache holds this request's answer (a rerank would call nothing)."""
-        key = self._cache_key(query, candidates, min(top_k, len(candidates)), trial)
-        return self._cached(key) is not None
-
-    async def _count_prefix(self) -> PromptCacheStatus:
-        client = self._client.get()
-        probe: list[MessageParam] = [{"role": "user", "content": COUNT_PROBE}]
-        with_prefix = await self._unpaced(
-            lambda: client.messages.count_tokens(
-                model=self.model_id,
-                system=self._system(long_ttl=False),
-                tools=[SELECT_TOOL],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-                messages=probe,
-            )
-        )
-        alone = await self._unpaced(lambda: client.messages.count_tokens(model=self.model_id, messages=probe))
-        return PromptCacheStatus(
-            model_id=self.model_id,
-            prefix_tokens=with_prefix.input_tokens - alone.input_tokens,
-            minimum=minimum_cacheable_tokens(self.model_id),
-        )
+        """Whether a rerank of this request would call nothing (its answer is in the response cache)."""
+        return self._lookup(RerankRequest(query, candidates, top_k, trial))[2] is not None
 
     def _system(self, long_ttl: bool) -> list[TextBlockParam]:
         """The instructions, then the catalogue when there is one; the last block ends the cached
@@ -297,40 +268,30 @@ class ClaudeReranker(AnthropicProvider):
             "messages": messages,
         }
 
-    def _cache_key(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int) -> str:
-        request: dict[str, Any] = {
-            "query": query,
-            "candidates": [[c.entity_id, c.title, c.summary] for c in candidates],
-            "top_k": top_k,
+    def _lookup(self, request: RerankRequest) -> tuple[RerankRequest, str, RerankResult | None]:
+        """The request with top_k capped at its candidates, its response-cache key, and its answer
+        when it needs no call (no candidates, or cached)."""
+        r = replace(request, top_k=min(request.top_k, len(request.candidates)))
+        payload: dict[str, Any] = {
+            "query": r.query,
+            "candidates": [[c.entity_id, c.title, c.summary] for c in r.candidates],
+            "top_k": r.top_k,
         }
         if self._catalogue is not None:  # the model sees the whole catalogue: part of the input
-            request["catalogue"] = hashlib.sha256(self._catalogue.encode()).hexdigest()
-        return self._cache.key(PROVIDER, self.model_id, request, self.prompt_version, trial)
-
-    def _cached(self, key: str) -> RerankResult | None:
+            payload["catalogue"] = hashlib.sha256(self._catalogue.encode()).hexdigest()
+        key = self._cache.key(PROVIDER, self.model_id, payload, self.prompt_version, r.trial)
+        if not r.candidates:
+            return r, key, RerankResult([])
         cached = self._cache.get(key)
         if cached is None:
-            return None
-        return RerankResult(_selections(_Answer.model_validate(cached).selections), cache_hits=1)
-
-    def _keep(
-        self, key: str, picks: list[_Pick], usage: Usage, batch_usage: Usage, calls: int
-    ) -> RerankResult:
-        self._cache.put(key, {"selections": [p.model_dump() for p in picks]})
-        return RerankResult(_selections(picks), usage=usage, api_calls=calls, batch_usage=batch_usage)
+            return r, key, None
+        return r, key, RerankResult(_selections(_Answer.model_validate(cached).selections), cache_hits=1)
 
     async def rerank(
         self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
     ) -> RerankResult:
-        if not candidates:
-            return RerankResult([])
-        top_k = min(top_k, len(candidates))
-        key = self._cache_key(query, candidates, top_k, trial)
-        cached = self._cached(key)
-        if cached is not None:
-            return cached
-        picks, usage, batch_usage, calls = await self._select(query, candidates, top_k)
-        return self._keep(key, picks, usage, batch_usage, calls)
+        request, key, known = self._lookup(RerankRequest(query, candidates, top_k, trial))
+        return known if known is not None else await self._answer(request, key)
 
     async def rerank_batch(self, requests: Sequence[RerankRequest]) -> list[RerankResult | ProviderError]:
         """The requests the response cache cannot answer go out as one message batch (split
@@ -338,96 +299,57 @@ class ClaudeReranker(AnthropicProvider):
         outcomes: dict[int, RerankResult | ProviderError] = {}
         todo: dict[str, tuple[int, str, RerankRequest]] = {}
         for i, request in enumerate(requests):
-            if not request.candidates:
-                outcomes[i] = RerankResult([])
-                continue
-            request = RerankRequest(
-                request.query, request.candidates, min(request.top_k, len(request.candidates)), request.trial
-            )
-            key = self._cache_key(request.query, request.candidates, request.top_k, request.trial)
-            cached = self._cached(key)
-            if cached is not None:
-                outcomes[i] = cached
+            request, key, known = self._lookup(request)
+            if known is not None:
+                outcomes[i] = known
             else:
                 todo[f"rerank-{i:06d}"] = (i, key, request)
         if todo:
             answers = await self._run_batch(
-                {
-                    cid: self._params(_first_turn(r.query, r.candidates, r.top_k), long_ttl=True)
-                    for cid, (_, _, r) in todo.items()
-                }
+                {cid: self._params(_first_turn(r), long_ttl=True) for cid, (_, _, r) in todo.items()}
             )
 
-            async def finish(i: int, key: str, r: RerankRequest, answer: Message | None) -> None:
-                try:
-                    if answer is None:  # not answered by the batch: the online path instead
-                        outcomes[i] = await self.rerank(r.query, r.candidates, r.top_k, r.trial)
-                    else:
-                        picks, usage, batch_usage, calls = await self._select(
-                            r.query, r.candidates, r.top_k, answer
-                        )
-                        outcomes[i] = self._keep(key, picks, usage, batch_usage, calls)
+            async def finish(i: int, key: str, r: RerankRequest, answer: Message | str | None) -> None:
+                try:  # a request the batch did not answer takes the online path instead
+                    outcomes[i] = await self._answer(r, key, answer if isinstance(answer, Message) else None)
                 except ProviderError as exc:
                     outcomes[i] = exc
 
-            await asyncio.gather(
-                *(finish(i, key, r, _message(answers.get(cid))) for cid, (i, key, r) in todo.items())
-            )
+            await asyncio.gather(*(finish(i, key, r, answers.get(cid)) for cid, (i, key, r) in todo.items()))
         return [outcomes[i] for i in range(len(requests))]
 
-    async def _select(
-        self,
-        query: str,
-        candidates: Sequence[RerankCandidate],
-        top_k: int,
-        batched: Message | None = None,
-    ) -> tuple[list[_Pick], Usage, Usage, int]:
-        """Picks, online usage, batch usage and calls; `batched` is a first answer from a batch."""
-        ids = [c.entity_id for c in candidates]
-        messages = _first_turn(query, candidates, top_k)
+    async def _answer(self, r: RerankRequest, key: str, batched: Message | None = None) -> RerankResult:
+        """The valid selection, cached; `batched` is a first answer from a batch (else called)."""
+        ids = [c.entity_id for c in r.candidates]
+        messages = _first_turn(r)
         if batched is None:
-            first = await self._create(messages)
+            first = await self._messages_create(self._params(messages))
             online, batch = usage_of(first), Usage()
         else:
             first, online, batch = batched, Usage(), usage_of(batched)
+        calls = 1
         try:
-            return validate_answer(_input_of(first), ids, top_k), online, batch, 1
+            picks = validate_answer(_input_of(first), ids, r.top_k)
         except _Invalid as invalid:
-            messages += _repair_turns(first, str(invalid), top_k)
-        try:
-            second = await self._create(messages)
-        except ProviderError as exc:
-            # The first call was billed even though the repair never answered.
-            raise ProviderError(f"repair call failed: {exc}", online, 1, batch) from None
-        online = online + usage_of(second)
-        try:
-            return validate_answer(_input_of(second), ids, top_k), online, batch, 2
-        except _Invalid as invalid:
-            raise InvalidSelectionError(
-                f"invalid selection after repair: {invalid}", online, 2, batch
-            ) from None
-
-    async def _create(self, messages: list[MessageParam]) -> Message:
-        """One Messages call; until one has succeeded, calls run one at a time, so the first
-        writes the cached prefix and the others read it instead of each writing it again (not
-        when `prepare` counted the prefix below the minimum: nothing is written)."""
-        if not self._warmed:
-            async with self._warm_lock.get():
-                if not self._warmed:
-                    message = await self._messages_create(self._params(messages))
-                    self._warmed = True
-                    return message
-        return await self._messages_create(self._params(messages))
+            messages += _repair_turns(first, str(invalid), r.top_k)
+            try:
+                second = await self._messages_create(self._params(messages))
+            except ProviderError as exc:
+                # The first call was billed even though the repair never answered.
+                raise ProviderError(f"repair call failed: {exc}", online, 1, batch) from None
+            online, calls = online + usage_of(second), 2
+            try:
+                picks = validate_answer(_input_of(second), ids, r.top_k)
+            except _Invalid as invalid_again:
+                raise InvalidSelectionError(
+                    f"invalid selection after repair: {invalid_again}", online, 2, batch
+                ) from None
+        self._cache.put(key, {"selections": [p.model_dump() for p in picks]})
+        return RerankResult(_selections(picks), usage=online, api_calls=calls, batch_usage=batch)
 
 
-def _first_turn(query: str, candidates: Sequence[RerankCandidate], top_k: int) -> list[MessageParam]:
-    return [{"role": "user", "content": render_candidates(query, candidates, top_k)}]
-
-
-def _message(item: MessageBatchIndividualResponse | None) -> Message | None:
-    if item is None or item.result.type != "succeeded":
-        return None
-    return item.result.message
+def _first_turn(r: RerankRequest) -> list[MessageParam]:
+    return [{"role": "user", "content": render_candidates(r.query, r.candidates, r.top_k)}]
 
 
 def _input_of(message: Message) -> Any:
