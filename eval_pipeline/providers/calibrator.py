@@ -33,13 +33,7 @@ from eval_pipeline.providers.anthropic_client import AnthropicProvider, BatchPro
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.call_guard import FaultSettings
-from eval_pipeline.providers.pricing import (
-    BATCH_DISCOUNT,
-    Price,
-    cost_usd,
-    load_price_overrides,
-    lookup_price,
-)
+from eval_pipeline.providers.pricing import Price, cost_usd, load_price_overrides, lookup_price, prefix_usage
 from eval_pipeline.providers.ratelimit import RateLimiter
 from eval_pipeline.providers.waits import WaitLimits
 
@@ -119,26 +113,18 @@ def estimate_cost(count: TokenCount, price: Price, batch: bool) -> CostEstimate:
     `system_blocks`), every later call reads it."""
     if count.tests == 0:
         return CostEstimate(0.0, 0.0, 0.0)
-    factor = BATCH_DISCOUNT if batch else 1.0
-    reads = count.prefix_tokens * (count.tests - 1)
-    prompt = Usage(
-        input_tokens=count.turn_tokens,
-        cache_creation_input_tokens=count.prefix_tokens,
-        cache_creation_1h_input_tokens=count.prefix_tokens if batch else 0,
-        cache_read_input_tokens=reads,
-    )
+    prompt = prefix_usage(count.prefix_tokens, count.turn_tokens, count.tests, batch)
 
     def output(per_test: int) -> float:
-        return cost_usd(Usage(output_tokens=per_test * count.tests), price) * factor
+        return cost_usd(Usage(output_tokens=per_test * count.tests), price, batch)
 
     return CostEstimate(
-        cost_usd(prompt, price) * factor, output(TYPICAL_OUTPUT_TOKENS), output(MAX_OUTPUT_TOKENS)
+        cost_usd(prompt, price, batch), output(TYPICAL_OUTPUT_TOKENS), output(MAX_OUTPUT_TOKENS)
     )
 
 
 def calls_cost(calls: Iterable[CallRecord], price: Price, batch: bool) -> float:
-    factor = BATCH_DISCOUNT if batch else 1.0
-    return sum(cost_usd(c.usage, price) for c in calls) * factor
+    return sum(cost_usd(c.usage, price, batch) for c in calls)
 
 
 def system_blocks(kb: KnowledgeBase, long_ttl: bool = False) -> list[TextBlockParam]:

@@ -96,8 +96,9 @@ def usd(amount: float) -> str:
     return f"${amount:.2f}" if amount == 0 or amount >= 0.01 else f"${amount:.4f}"
 
 
-def cost_usd(usage: Usage, price: Price) -> float:
-    """Cost of `usage`; cache writes (per TTL) and reads are billed at their own rates, not as input."""
+def cost_usd(usage: Usage, price: Price, batch: bool = False) -> float:
+    """Cost of `usage`; cache writes (per TTL) and reads are billed at their own rates, not as
+    input; `batch`: billed through a message batch, at the batch discount."""
     long_writes = usage.cache_creation_1h_input_tokens
     return (
         _rate(price.input, usage.input_tokens, "input")
@@ -105,6 +106,18 @@ def cost_usd(usage: Usage, price: Price) -> float:
         + _rate(price.cache_write, usage.cache_creation_input_tokens - long_writes, "cache_write")
         + _rate(price.cache_write_1h, long_writes, "cache_write_1h")
         + _rate(price.cache_read, usage.cache_read_input_tokens, "cache_read")
+    ) * (BATCH_DISCOUNT if batch else 1.0)
+
+
+def prefix_usage(prefix_tokens: int, turn_tokens: int, calls: int, batch: bool) -> Usage:
+    """The input of `calls` requests sharing one cached prefix: the first writes it (a batch with
+    the 1-hour TTL, as its requests run over hours), the others read it; `turn_tokens` is the
+    requests' own input together."""
+    return Usage(
+        input_tokens=turn_tokens,
+        cache_creation_input_tokens=prefix_tokens,
+        cache_creation_1h_input_tokens=prefix_tokens if batch else 0,
+        cache_read_input_tokens=prefix_tokens * (calls - 1),
     )
 
 

@@ -29,7 +29,7 @@ from eval_pipeline.providers.base import InputType, RerankCandidate
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.models import ModelConfig, missing_keys
-from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
+from eval_pipeline.providers.pricing import Price, cost_usd, prefix_usage
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
 from eval_pipeline.providers.target import RetrievalItem, retrieval_items
 from eval_pipeline.providers.url_redaction import redact_url
@@ -256,19 +256,13 @@ def _claude(
     picks = sum(min(SELECTION_K, len(shown)) for _, shown in todo)
     minimum = minimum_cacheable_tokens(model_id)
     if minimum is not None and prefix >= minimum:
-        usage = Usage(
-            input_tokens=turns,
-            cache_creation_input_tokens=prefix,
-            cache_creation_1h_input_tokens=prefix if batch else 0,  # batches write with the 1-hour TTL
-            cache_read_input_tokens=prefix * (len(todo) - 1),
-        )
+        usage = prefix_usage(prefix, turns, len(todo), batch)
         state = "cached: written once, then read"
     else:
         usage = Usage(input_tokens=turns + prefix * len(todo))
         state = f"below the minimum of {minimum} for caching" if minimum else "caching minimum unknown"
     typical = usage.model_copy(update={"output_tokens": OUTPUT_TOKENS_PER_PICK * picks})
     most = usage.model_copy(update={"output_tokens": MAX_OUTPUT_TOKENS * len(todo)})
-    discount = BATCH_DISCOUNT if batch else 1.0
     note = f"prefix ~{prefix:,} tokens, {state}"
     note += (
         f"; the {len(todo)} requests as one message batch, half price, plus its status polls" if batch else ""
@@ -279,7 +273,7 @@ def _claude(
         len(todo),
         cached,
         typical,
-        cost_usd(typical, price) * discount,
-        cost_usd(most, price) * discount,
+        cost_usd(typical, price, batch),
+        cost_usd(most, price, batch),
         note,
     )
