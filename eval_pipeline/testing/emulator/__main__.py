@@ -42,18 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         help="minimum cacheable prompt prefix for every model (default: the per-model table)",
     )
     args = parser.parse_args(argv)
-    handle = start_emulator(
-        port=args.port,
-        latency_ms=args.latency_ms,
-        rpm=args.rpm,
-        fault_rate=args.fault_rate,
-        faults=args.faults,
-        fault_routes=args.fault_routes,
-        seed=args.seed,
-        stall_s=args.stall_s,
-        embed_dim=args.embed_dim,
-        cache_min_tokens=args.cache_min_tokens,
-    )
+    handle = start_emulator(**vars(args))  # the options are named as the config's fields
     print(f"api emulator listening on {handle.base_url}", flush=True)
     try:
         threading.Event().wait()

@@ -11,7 +11,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
-from eval_pipeline.testing.emulator.config import EmulatorState, Json, estimate_tokens, unit_hash
+from eval_pipeline.testing.emulator.config import (
+    EmulatorState,
+    Json,
+    Reply,
+    error_reply,
+    estimate_tokens,
+    json_reply,
+    unit_hash,
+)
 
 _CANDIDATE_LINE = re.compile(r"^\[([a-z][a-z0-9_]*)\]", re.MULTILINE)
 
@@ -71,7 +79,7 @@ class AnthropicApi:
         }
 
     def _usage(self, request: Json, output: str) -> Json:
-        prefix, rest = _split_cached_prefix(request)
+        prefix, rest, ttl = _split_cached_prefix(request)
         total = estimate_tokens(prefix + rest)
         prefix_tokens = estimate_tokens(prefix)
         created = read = 0
@@ -81,7 +89,7 @@ class AnthropicApi:
                 seen = key in self._cached_prefixes
                 self._cached_prefixes.add(key)
             read, created = (prefix_tokens, 0) if seen else (0, prefix_tokens)
-        long_ttl = _cache_ttl(request) == "1h"
+        long_ttl = ttl == "1h"
         return {
             "input_tokens": total - created - read,
             "output_tokens": estimate_tokens(output),
@@ -101,7 +109,7 @@ class AnthropicApi:
         return FALLBACK_CACHE_MIN_TOKENS if known is None else known
 
     def count_tokens(self, request: Json) -> Json:
-        prefix, rest = _split_cached_prefix(request)
+        prefix, rest, _ = _split_cached_prefix(request)
         return {"input_tokens": estimate_tokens(prefix + rest)}
 
     def create_batch(self, request: Json, base_url: str) -> Json:
@@ -130,17 +138,20 @@ class AnthropicApi:
             result = {"type": "succeeded", "message": self.message(params, fault == "malformed")}
         return {"custom_id": item.get("custom_id", ""), "result": result}
 
-    def batch(self, batch_id: str) -> Json | None:
+    def get_batch(self, batch_id: str, results: bool) -> Reply:
+        """The batch, or (`results`) its results as JSONL once it has ended."""
         with self._lock:
             batch = self._batches.get(batch_id)
-        return None if batch is None else _batch_view(batch)
-
-    def batch_results(self, batch_id: str) -> bytes | None:
-        with self._lock:
-            batch = self._batches.get(batch_id)
-        if batch is None or datetime.now(UTC) < batch["ready"]:
-            return None
-        return "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
+        if results:
+            if batch is None or datetime.now(UTC) < batch["ready"]:
+                return error_reply("anthropic", 404, "batch unknown or not ended")
+            body = "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
+            return Reply(200, body, content_type="application/binary")
+        return (
+            error_reply("anthropic", 404, "unknown batch")
+            if batch is None
+            else json_reply(200, _batch_view(batch))
+        )
 
 
 def _batch_view(batch: Json) -> Json:
@@ -269,28 +280,20 @@ def _malformed_proposal(prompt: str) -> str:
     return '{"reasoning": "emulator", "expected_primary": ["'
 
 
-def _cache_ttl(request: Json) -> str:
-    """The TTL of the last cache_control marker in system ("5m" when unset, as the API defaults)."""
-    system = request.get("system") or []
-    markers = [b["cache_control"] for b in system if isinstance(b, dict) and b.get("cache_control")]
-    return str(markers[-1].get("ttl", "5m")) if markers else "5m"
-
-
-def _split_cached_prefix(request: Json) -> tuple[str, str]:
-    """(text up to the last cache_control marker in tools + system, everything else).
-
-    The cacheable prefix renders tools, then system; messages are never cached here.
-    """
-    blocks: list[tuple[str, bool]] = []
-    for tool in request.get("tools") or []:
-        blocks.append((json.dumps(tool, sort_keys=True), bool(tool.get("cache_control"))))
+def _split_cached_prefix(request: Json) -> tuple[str, str, str]:
+    """(text up to the last cache_control marker in tools + system, everything else, that
+    marker's TTL: "5m" when unset, as the API defaults). The cacheable prefix renders tools, then
+    system; messages are never cached here."""
     system = request.get("system") or []
     if isinstance(system, str):
         system = [{"type": "text", "text": system}]
-    for block in system:
-        blocks.append((str(block.get("text", "")), bool(block.get("cache_control"))))
-    marked = [i for i, (_, has_marker) in enumerate(blocks) if has_marker]
+    blocks = [
+        (json.dumps(tool, sort_keys=True), tool.get("cache_control")) for tool in request.get("tools") or []
+    ]
+    blocks += [(str(block.get("text", "")), block.get("cache_control")) for block in system]
+    marked = [i for i, (_, marker) in enumerate(blocks) if marker]
     cut = marked[-1] + 1 if marked else 0
+    ttl = str(blocks[cut - 1][1].get("ttl", "5m")) if marked else "5m"
     prefix = "".join(text for text, _ in blocks[:cut])
     rest = "".join(text for text, _ in blocks[cut:])
-    return prefix, rest + json.dumps(request.get("messages", []), sort_keys=True)
+    return prefix, rest + json.dumps(request.get("messages", []), sort_keys=True), ttl

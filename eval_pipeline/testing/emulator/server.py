@@ -1,16 +1,15 @@
 """A loopback test double of the Anthropic and Voyage HTTP APIs, and of the HTTP-target contract.
 
 Tests and benchmarks point the real SDK clients at it (`base_url`); nothing is monkeypatched.
-It is a test double: its selections, vectors and scores are deterministic stand-ins derived from
-hashes of the input, never model quality.
+Its selections, vectors and scores are deterministic stand-ins derived from hashes of the input,
+never model quality.
 
 Routes
   Anthropic  POST /v1/messages             forced tool use: selects the first N candidate ids listed
-                                           in the prompt (`[entity_id] title: summary` lines; N from
-                                           "at most N"), usage with prompt-cache accounting;
-                                           a calibration request (JSON output whose schema has
-                                           `expected_primary`) gets a thinking block and a valid
-                                           proposal built from the SEMANTIC ids of the KB block
+                                           in the prompt (N from "at most N"), with prompt-cache
+                                           accounting; a calibration request (JSON output whose
+                                           schema has `expected_primary`) gets a thinking block and
+                                           a valid proposal from the SEMANTIC ids of the KB block
              POST /v1/messages/count_tokens
              POST /v1/messages/batches, GET /v1/messages/batches/{id}, GET .../{id}/results (JSONL)
   Voyage     POST /v1/embeddings           unit vectors from a hash of each text (base64 or float)
@@ -19,17 +18,10 @@ Routes
   Control    GET /_stats, POST /_reset
 
 Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + retry-after),
-seeded fault injection (or faults placed at the n-th request to a path, `fault_at`) over
-`500`, `529`, `timeout` (stall longer than the client's timeout),
-`malformed` (tool input that fails validation or is not JSON; a calibration answer naming an
-unknown entity, with an empty primary, or cut short; truncated JSON bodies elsewhere), `429`,
-and two faults on the wire: `cut_short` (the real reply's Content-Length promised, half its body
-sent, the connection closed) and `drop` (the connection closed with no reply); a `barrier` over
-request model names (each waits until all of them were asked for: proof that they were in flight
-at once), and `gather` over one path's first n requests (the same proof for n requests to one
-model). A fault is drawn from a hash of (seed, route,
-request body, how many times that body was seen), so a run's faults do not depend on arrival
-order and a retry gets a fresh draw.
+seeded or placed faults (`FaultKind`), a barrier over model names and a gather over one path's
+first requests (proof that requests were in flight at once). A seeded fault is drawn from a hash
+of (seed, route, request body, how many times that body was seen), so a run's faults do not
+depend on arrival order and a retry gets a fresh draw.
 
 Run standalone: `python -m eval_pipeline.testing.emulator --port 8765 --latency-ms 300`.
 """
@@ -197,18 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
         if match is None:
             self._send(error_reply("anthropic", 404, f"no route GET {path}"))
             return
-        label = f"GET /v1/messages/batches{'/results' if match[2] else ''}"
+        label = f"GET /v1/messages/batches{match[2] or ''}"
         self.emu.stats.request(label)
-        self._send(self._batch_get(match[1], bool(match[2])), label)
-
-    def _batch_get(self, batch_id: str, results: bool) -> Reply:
-        if results:
-            body = self.emu.anthropic.batch_results(batch_id)
-            if body is None:
-                return error_reply("anthropic", 404, "batch unknown or not ended")
-            return Reply(200, body, content_type="application/binary")
-        batch = self.emu.anthropic.batch(batch_id)
-        return error_reply("anthropic", 404, "unknown batch") if batch is None else json_reply(200, batch)
+        self._send(self.emu.anthropic.get_batch(match[1], bool(match[2])), label)
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
