@@ -45,17 +45,14 @@ def classify(exc: BaseException) -> Failure | None:
     return None
 
 
-def service_url(base_url: str | None) -> str:
-    """Where the SDK sends requests: the argument, else `ANTHROPIC_BASE_URL`, else the API."""
-    return base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
-
-
 class AnthropicProvider(ApiProvider):
     """An API provider calling Claude through one `AsyncAnthropic` per event loop, whose own
     retries are off: the shared policy retries, paced by the model's limiter."""
 
     def __init__(self, model_id: str, access: ApiAccess, poll_interval_s: float) -> None:
-        super().__init__(model_id, access, service_url(access.base_url), classify)
+        # Where the SDK sends requests: the argument, else `ANTHROPIC_BASE_URL`, else the API.
+        url = access.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        super().__init__(model_id, access, url, classify)
         self.poll_interval_s = poll_interval_s  # between looks at a message batch
         self._client: LoopLocal[anthropic.AsyncAnthropic] = LoopLocal(
             lambda: anthropic.AsyncAnthropic(

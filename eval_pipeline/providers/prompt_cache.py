@@ -67,12 +67,8 @@ class PromptCacheStatus(BaseModel):
                 f"prompt cache unknown: prefix {self.prefix_tokens} tokens, no known minimum for "
                 f"{self.model_id} (check usage.cache_read_input_tokens)"
             )
-        if self.used:
-            return (
-                f"prompt cache used: prefix {self.prefix_tokens} tokens >= minimum {self.minimum} "
-                f"for {self.model_id}"
-            )
+        verdict, against = ("used", ">=") if self.used else ("not used", "<")
         return (
-            f"prompt cache not used: prefix {self.prefix_tokens} tokens < minimum {self.minimum} "
+            f"prompt cache {verdict}: prefix {self.prefix_tokens} tokens {against} minimum {self.minimum} "
             f"for {self.model_id}"
         )

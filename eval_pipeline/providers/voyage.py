@@ -138,13 +138,9 @@ class _UnreadableResponse(Exception):
     there); such a reply is retried like a malformed one."""
 
 
-def service_url(base_url: str | None) -> str:
-    return base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-
-
 class _VoyageBase(ApiProvider):
     def __init__(self, model_id: str, access: ApiAccess, cache: ResponseCache) -> None:
-        url = service_url(access.base_url)
+        url = access.base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
         super().__init__(model_id, access, url, classify)
         self._cache = cache
         self._sdk = AsyncClient(api_key=access.api_key, max_retries=1, timeout=access.timeout_s, base_url=url)
