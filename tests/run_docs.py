@@ -19,12 +19,14 @@ from eval_pipeline.core.inputs.banks import (
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
 from eval_pipeline.core.scoring.aggregate import aggregate
-from eval_pipeline.core.scoring.always import evaluate_always_test
-from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
+from eval_pipeline.core.scoring.registry import (
+    evaluate_always_test,
+    evaluate_pattern_test,
+    evaluate_state_test,
+)
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
 from eval_pipeline.core.scoring.semantic import evaluate_semantic_test
-from eval_pipeline.core.scoring.state import evaluate_state_test
 
 # Primary a, secondary b, a must rank above b, x must not appear.
 EXP = Expectations(

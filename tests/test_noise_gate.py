@@ -19,13 +19,17 @@ from eval_pipeline.core.expectations.resolution import resolve
 from eval_pipeline.core.inputs.kb import LoadMode
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
-from eval_pipeline.core.scoring.always import evaluate_always_test
 from eval_pipeline.core.scoring.evaluation import score_semantic
-from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
-from eval_pipeline.core.scoring.registry import ALWAYS, PATTERN, STATE
+from eval_pipeline.core.scoring.registry import (
+    ALWAYS,
+    PATTERN,
+    STATE,
+    evaluate_always_test,
+    evaluate_pattern_test,
+    evaluate_state_test,
+)
 from eval_pipeline.core.scoring.results import AlwaysResult, PatternResult, SemanticResult, StateResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.state import evaluate_state_test
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 from eval_pipeline.providers.base import RerankCandidate
 from eval_pipeline.providers.cache import EmbeddingStore

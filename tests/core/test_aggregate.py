@@ -11,11 +11,13 @@ from eval_pipeline.core.inputs.banks import (
 )
 from eval_pipeline.core.mechanisms.retrieval import Selection, SemanticRetrieval
 from eval_pipeline.core.scoring.aggregate import Health, aggregate, health_status
-from eval_pipeline.core.scoring.always import evaluate_always_test
-from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
+from eval_pipeline.core.scoring.registry import (
+    evaluate_always_test,
+    evaluate_pattern_test,
+    evaluate_state_test,
+)
 from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.semantic import evaluate_semantic_test
-from eval_pipeline.core.scoring.state import evaluate_state_test
 
 
 def semantic(test_id: str, selected: list[str], topics: list[str], errored: bool = False) -> SemanticResult:

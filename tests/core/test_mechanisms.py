@@ -21,10 +21,12 @@ from eval_pipeline.core.mechanisms.always import always_loaded
 from eval_pipeline.core.mechanisms.pattern import PatternMatcher
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
 from eval_pipeline.core.mechanisms.state import triggered_handlers
-from eval_pipeline.core.scoring.always import evaluate_always_test
-from eval_pipeline.core.scoring.pattern import evaluate_pattern_test
+from eval_pipeline.core.scoring.registry import (
+    evaluate_always_test,
+    evaluate_pattern_test,
+    evaluate_state_test,
+)
 from eval_pipeline.core.scoring.semantic import evaluate_selection
-from eval_pipeline.core.scoring.state import evaluate_state_test
 from tests.spec_tables import SPEC_HANDLER_CONDITIONS
 
 

@@ -35,9 +35,8 @@ from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.reevaluate import errored_tests, reevaluate, retry_of
 from eval_pipeline.core.scoring.reevaluation import Decision, Why
-from eval_pipeline.core.scoring.registry import STATE
+from eval_pipeline.core.scoring.registry import STATE, evaluate_state_test
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.state import evaluate_state_test
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 from eval_pipeline.core.verdicts.run_gate import Gates
 from tests.conftest import REPO, TENANT

@@ -4,13 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eval_pipeline.core.inputs.banks import AlwaysTest
 from eval_pipeline.core.scoring.points import (
     BUCKETS,
     PENALTY_POINTS,
     Penalty,
     PenaltyKind,
     RankViolation,
-    all_or_nothing,
     bucket_for,
     distribution,
     label_for,
@@ -18,6 +18,7 @@ from eval_pipeline.core.scoring.points import (
     rank_penalties,
     score,
 )
+from eval_pipeline.core.scoring.registry import evaluate_always_test
 
 RV = RankViolation(expected_higher="a", expected_lower="b", actual_higher_rank=3, actual_lower_rank=1)
 
@@ -100,9 +101,10 @@ def test_distribution_buckets() -> None:
 
 
 def test_always_all_or_nothing() -> None:
-    assert all_or_nothing([]).score == 100
-    assert all_or_nothing(["persona"]).score == 0
-    assert all_or_nothing(["persona"]).hard_fail
+    test = AlwaysTest(test_id="A", user_type="member", expected_always=["persona"])
+    assert evaluate_always_test(test, ["persona", "other"]).score == 100
+    assert evaluate_always_test(test, ["other"]).score == 0
+    assert evaluate_always_test(test, []).hard_fail
 
 
 counts = st.integers(min_value=0, max_value=12)

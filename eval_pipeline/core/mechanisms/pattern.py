@@ -1,5 +1,5 @@
 """Pattern mechanism: crisis regexes and keyword boosts, with what matched and why (how a
-pattern test scores: scoring/pattern.py).
+pattern test scores: scoring/registry.py).
 
 Crisis patterns are regexes searched case-insensitively, with a time bound (the `regex`
 package's `timeout`): a pattern that backtracks catastrophically makes its test *errored* with

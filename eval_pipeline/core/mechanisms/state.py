@@ -1,5 +1,5 @@
 """State mechanism: which HANDLER entities a user state triggers (how a state test scores:
-scoring/state.py).
+scoring/registry.py).
 
 Conditions live in the KB's handler entities (`state_conditions`), so the KB is the single
 source of truth; `tests/` pins them to the specification's table.

@@ -219,8 +219,3 @@ def score(
         no_relevant_selected=no_relevant_selected,
         penalties=list(penalties),
     )
-
-
-def all_or_nothing(missing: Sequence[str]) -> ScoreOutcome:
-    """Always-loaded entities: 100 when every expected entity loads, otherwise a hard fail."""
-    return score(missing, [])

@@ -20,6 +20,7 @@ from eval_pipeline.core.inputs.banks import (
     Mechanism,
     PatternRules,
     PatternTest,
+    PatternType,
     SemanticTest,
     StateTest,
     UserState,
@@ -34,17 +35,17 @@ from eval_pipeline.core.mechanisms.pattern import (
     matched_entities,
 )
 from eval_pipeline.core.mechanisms.state import triggered_handlers
-from eval_pipeline.core.scoring.always import errored_always_test, evaluate_always_test
 from eval_pipeline.core.scoring.evaluation import MechanismOutput
-from eval_pipeline.core.scoring.pattern import errored_pattern_test, evaluate_pattern_test
+from eval_pipeline.core.scoring.points import PenaltyKind, penalties_for, score
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     AnyResult,
     PatternResult,
+    ResultBase,
+    ResultStatus,
     SemanticResult,
     StateResult,
 )
-from eval_pipeline.core.scoring.state import errored_state_test, evaluate_state_test
 
 # The contract's models load with a request to the team's system: scoring builds none.
 if TYPE_CHECKING:
@@ -52,8 +53,89 @@ if TYPE_CHECKING:
 
 TestT = TypeVar("TestT", bound=AnyTest)
 ResultT = TypeVar("ResultT", bound=AnyResult)
+RowT = TypeVar("RowT", bound=ResultBase)
 # Each bank's scored tests, keyed by mechanism, in bank order; a bank that did not run is absent.
 BankResults = Mapping[Mechanism, Sequence[AnyResult]]
+
+
+def _result(kind: type[RowT], test: AnyTest, **found: Any) -> RowT:
+    """A `kind` row of `test`: the test's own fields (id, name, what it expects) copied, beside
+    what the mechanism `found`."""
+    given = {f: getattr(test, f) for f in kind.model_fields if f in type(test).model_fields}
+    return kind(**given, **found)
+
+
+def errored_result(kind: type[RowT], test: AnyTest, reason: str) -> RowT:
+    """A test whose output could not be learned (a pattern timed out, the system under test
+    failed): the reason kept, no score, nothing found."""
+    ours = type(test).model_fields
+    empty: dict[str, list[str]] = {
+        f: [] for f, info in kind.model_fields.items() if info.is_required() and f not in ours
+    }
+    return _result(kind, test, **{**empty, "status": ResultStatus.ERRORED, "error": reason})
+
+
+def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResult:
+    """The handlers triggered against those expected and not expected."""
+    missing = [h for h in test.expected_handlers if h not in triggered]
+    wrong = [h for h in test.not_expected_handlers if h in triggered]
+    return _result(
+        StateResult,
+        test,
+        status=ResultStatus.SCORED,
+        outcome=score(missing, penalties_for(PenaltyKind.WRONG_HANDLER, wrong)),
+        triggered_handlers=list(triggered),
+        missing_handlers=missing,
+        wrong_handlers=wrong,
+    )
+
+
+def critical_reason(test: PatternTest, missing: list[str], false_pos: list[str]) -> str | None:
+    """Critical failures: a missed crisis, or a benign message that triggered crisis content."""
+    if not test.is_critical:
+        return None
+    if test.pattern_type is PatternType.CRISIS and missing:
+        return f"crisis not detected: missing {', '.join(missing)}"
+    if test.pattern_type is PatternType.NEGATIVE and false_pos:
+        return f"benign message triggered {', '.join(false_pos)}"
+    return None
+
+
+def evaluate_pattern_test(test: PatternTest, matches: list[PatternMatch]) -> PatternResult:
+    """What matched against the test's expectations, and whether a miss is a critical failure."""
+    entities = matched_entities(matches)
+    missing = [e for e in test.expected_matches if e not in entities]
+    secondary_missing = [e for e in test.expected_secondary if e not in entities]
+    false_pos = [e for e in test.not_expected_matches if e in entities]
+    penalties = penalties_for(PenaltyKind.SECONDARY_MISSING, secondary_missing) + penalties_for(
+        PenaltyKind.FALSE_POSITIVE, false_pos
+    )
+    reason = critical_reason(test, missing, false_pos)
+    return _result(
+        PatternResult,
+        test,
+        status=ResultStatus.SCORED,
+        outcome=score(missing, penalties),
+        matches=matches,
+        matched_entities=entities,
+        secondary_missing=secondary_missing,
+        false_positives=false_pos,
+        critical_failure=reason is not None,
+        critical_reason=reason,
+    )
+
+
+def evaluate_always_test(test: AlwaysTest, loaded: Sequence[str]) -> AlwaysResult:
+    """100 when every expected entity loaded, else a hard fail."""
+    missing = [e for e in test.expected_always if e not in loaded]
+    return _result(
+        AlwaysResult,
+        test,
+        status=ResultStatus.SCORED,
+        outcome=score(missing, []),
+        loaded_entities=list(loaded),
+        missing=missing,
+    )
 
 
 @dataclass(frozen=True)
@@ -79,7 +161,6 @@ class Deterministic(Declared[TestT, ResultT]):
     reference: Callable[[KnowledgeBase, Banks, Sequence[TestT]], list[MechanismOutput]]
     reads_kb: bool  # False: the reference runs from the banks alone (its table does not depend on the KB)
     judge: Callable[[TestT, MechanismOutput], ResultT]
-    errored: Callable[[TestT, str], ResultT]
     request: Callable[[TestT], SystemRequest]
     answered: Callable[[str, SystemAnswer], MechanismOutput]  # the part of the system's answer it scores
     outputs_name: str  # the graph's table of the reference's outputs
@@ -89,7 +170,7 @@ class Deterministic(Declared[TestT, ResultT]):
         """Each test that has an output, judged on it, or errored with the output's reason."""
         by_id = {o.test_id: o for o in outputs}
         return [
-            self.errored(t, o.error) if o.error else self.judge(t, o)
+            errored_result(self.result, t, o.error) if o.error else self.judge(t, o)
             for t in tests
             if (o := by_id.get(t.test_id)) is not None
         ]
@@ -163,7 +244,6 @@ STATE = Deterministic[StateTest, StateResult](
     reference=_state_outputs,
     reads_kb=True,
     judge=lambda t, o: evaluate_state_test(t, o.entities),
-    errored=errored_state_test,
     request=lambda t: _ask(Mechanism.STATE, user_state=t.user_state),
     answered=_loaded(Mechanism.STATE, lambda a: a.triggered_handlers),
     outputs_name="state_activations",
@@ -177,7 +257,6 @@ PATTERN = Deterministic[PatternTest, PatternResult](
     reference=lambda _, banks, tests: pattern_outputs(banks.rules, tests),
     reads_kb=False,
     judge=lambda t, o: evaluate_pattern_test(t, o.matches),
-    errored=errored_pattern_test,
     request=lambda t: _ask(Mechanism.PATTERN, message=t.prompt),
     answered=_matched,
     outputs_name="pattern_matches",
@@ -191,7 +270,6 @@ ALWAYS = Deterministic[AlwaysTest, AlwaysResult](
     reference=lambda kb, _, tests: _outputs(tests, lambda t: always_loaded(t.user_type, kb.entities)),
     reads_kb=True,
     judge=lambda t, o: evaluate_always_test(t, o.entities),
-    errored=errored_always_test,
     request=lambda t: _ask(Mechanism.ALWAYS, user_type=t.user_type, user_state=t.user_state),
     answered=_loaded(Mechanism.ALWAYS, lambda a: a.always_loaded),
     outputs_name="always_loads",
