@@ -1,5 +1,5 @@
 """Any-of and graded relevance: the scoring table of docs/scoring.md, the standard cutoffs
-(`ir_metrics`) against ir_measures computed here on the same ranking, and the "nDCG@10 ≥ 0.6 is
+(`run_metrics`) against ir_measures computed here on the same ranking, and the "nDCG@10 ≥ 0.6 is
 never POOR" property over random graded banks (hypothesis) and the all-or-nothing mixes."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ir_measures import Qrel, ScoredDoc
 from eval_pipeline.core.inputs.banks import Expectations, Mechanism, RankCheck
 from eval_pipeline.core.report.failures import failing_tests
 from eval_pipeline.core.scoring.aggregate import Health, aggregate
-from eval_pipeline.core.scoring.metrics import attributions, ir_metrics, judgments
+from eval_pipeline.core.scoring.metrics import attributions, judgments, run_metrics
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, graded_points
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.trials import Outcome, by_test, outcome_of
@@ -321,11 +321,11 @@ def test_ir_metrics_equal_ir_measures_on_the_final_ranking() -> None:
             "MISS", ["x"], exp=Expectations(relevant={"q": 1}), candidates=["x"]
         ),  # nothing ranked is relevant
     ]
-    ours = ir_metrics(results)
+    ours = run_metrics(results)[1]
     assert ours is not None and ours.keys() == {"ndcg@10", "recall@100", "mrr@10"}
     for name, value in _independent(results).items():
         assert abs(ours[name] - value) < 1e-9, name
-    assert ir_metrics([sem("E", [], error="embed: down")]) is None
+    assert run_metrics([sem("E", [], error="embed: down")])[1] is None
     stored = doc([*results]).with_derived()
     assert stored.ir_metrics == ours and stored.provenance.schema_version == "1.0"
     assert doc([*results]).standard_metrics() == ours  # an older document computes them on reading
@@ -333,7 +333,7 @@ def test_ir_metrics_equal_ir_measures_on_the_final_ranking() -> None:
 
 def _bank_verdict(results: list[SemanticResult]) -> tuple[float, float, Health]:
     """(mean nDCG@10 as results.json states it, combined score, health), through the real code."""
-    metrics = ir_metrics(results)
+    metrics = run_metrics(results)[1]
     verdict = aggregate({Mechanism.SEMANTIC: results})
     assert metrics is not None and verdict.combined_score is not None
     return metrics["ndcg@10"], verdict.combined_score, verdict.health

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.scoring.metrics import PerTestMetrics, Stage, all_metrics, attributions, mean_metrics
+from eval_pipeline.core.scoring.metrics import PerTestMetrics, Stage, attributions, mean_metrics, run_metrics
 from eval_pipeline.core.scoring.results import SemanticResult
 from tests.run_docs import sem
 
@@ -13,7 +13,7 @@ PRIMARY_A_SECONDARY_BD = Expectations(expected_primary=["a"], expected_secondary
 
 
 def metrics_of(result: SemanticResult) -> PerTestMetrics:
-    (only,) = all_metrics([result])
+    (only,) = run_metrics([result])[0]
     return only
 
 
@@ -59,8 +59,8 @@ def test_a_run_measured_at_once_equals_each_test_measured_alone() -> None:
         sem("D", [], candidates=[]),
         sem("A", ["a", "b"], trial=1),
     ]
-    assert all_metrics(results) == [metrics_of(r) for r in results]
-    assert all_metrics(results)[3].ndcg_6 == 0.0
+    assert run_metrics(results)[0] == [metrics_of(r) for r in results]
+    assert run_metrics(results)[0][3].ndcg_6 == 0.0
 
 
 def test_stage_attribution_of_hard_fails_and_errors() -> None:
@@ -79,13 +79,13 @@ def test_stage_attribution_of_hard_fails_and_errors() -> None:
     assert found["EMBED"].text == "embedding: a not in the top 15"
     assert found["MIXED"].text == "embedding: a was candidate #8, z not in the top 15"
     assert found["ERR"].stage is Stage.ERROR and found["ERR"].detail == "embedder: timeout"
-    assert [m.test_id for m in all_metrics(results)] == ["RERANK", "EMBED", "MIXED", "OK"]
+    assert [m.test_id for m in run_metrics(results)[0]] == ["RERANK", "EMBED", "MIXED", "OK"]
 
 
 def test_means_count_each_test_once_whatever_its_trials() -> None:
-    metrics = all_metrics(
+    metrics = run_metrics(
         [sem("A", ["a", "b"], trial=0), sem("A", ["x"], trial=1, candidates=["x"]), sem("B", ["a", "b"])]
-    )
+    )[0]
     means = mean_metrics(metrics)
     assert means is not None and means.ndcg_6 == 0.75  # A: (1 + 0) / 2, B: 1
     assert mean_metrics([]) is None

@@ -18,13 +18,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from operator import attrgetter
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
-from eval_pipeline.core.mechanisms.retrieval import Selection, ranking_of
+from eval_pipeline.core.mechanisms.retrieval import ranking_of
 from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
 
@@ -111,10 +110,6 @@ class StageAttribution(_Frozen):
         return f"{self.stage.value}: {self.detail}"
 
 
-def _rank(s: Selection) -> int:
-    return s.rank
-
-
 def judgments(exp: Expectations) -> dict[str, int]:
     """A semantic test's qrels as entity -> gain: every metric here and every TREC qrels file.
 
@@ -167,14 +162,21 @@ def _standard(ranked: Sequence[int], judged: Judged, cutoffs: Sequence[tuple[str
 def run_metrics(
     results: Sequence[SemanticResult], candidate_depth: int | None = None
 ) -> tuple[list[PerTestMetrics], dict[str, float] | None]:
-    """`all_metrics` and `ir_metrics` in one pass: each trial's judgments and rankings read once."""
+    """The metrics of every scored trial (errored ones have no retrieval to measure; a trial that
+    ranked nothing measures 0), and nDCG@10, R@100 and MRR@10 over the judged tests on each
+    trial's `final_ranking`, each at most `candidate_depth` deep when the rankings were cut there
+    (`standard_cutoffs`): each trial's judgments and rankings read once.
+
+    trec_eval conventions: unjudged entities are not relevant, and the ranking is taken in its
+    order. Trials are averaged per test, then tests equally. None when no scored test is judged.
+    """
     per_trial: list[PerTestMetrics] = []
     rankings: dict[str, list[tuple[list[int], Judged]]] = {}  # test id -> its judged trials' rankings
     for r in results:
         if r.status is not ResultStatus.SCORED:
             continue
         judged = Judged.of(judgments(r.expectations))
-        picked = [s.entity_id for s in sorted(r.selections, key=_rank)]
+        picked = [s.entity_id for s in sorted(r.selections, key=lambda s: s.rank)]
         candidates = [c.entity_id for c in r.candidates]
         selection = judged.ranked(picked)
         per_trial.append(
@@ -208,24 +210,6 @@ def run_metrics(
     }
 
 
-def all_metrics(results: Sequence[SemanticResult]) -> list[PerTestMetrics]:
-    """Metrics of every scored trial (errored ones have no retrieval to measure); a trial that
-    ranked nothing measures 0."""
-    return run_metrics(results)[0]
-
-
-def ir_metrics(
-    results: Sequence[SemanticResult], candidate_depth: int | None = None
-) -> dict[str, float] | None:
-    """nDCG@10, R@100 and MRR@10 over the judged tests, on each trial's `final_ranking`, each at
-    most `candidate_depth` deep when the rankings were cut there (`standard_cutoffs`).
-
-    trec_eval conventions: unjudged entities are not relevant, and the ranking is taken in its
-    order. Trials are averaged per test, then tests equally. None when no scored test is judged.
-    """
-    return run_metrics(results, candidate_depth)[1]
-
-
 def graded_ndcg(ranking: Sequence[str], exp: Expectations) -> float:
     """nDCG@10 of a test's `final_ranking` against its judgments: what a graded test scores, and
     that test's `ir_metrics` nDCG@10. A ranking shorter than 10 is measured as it is (trec_eval)."""
@@ -241,17 +225,10 @@ def mean_metrics(metrics: Sequence[PerTestMetrics]) -> RetrievalMetrics | None:
     if not per_test:
         return None
     fields = list(RetrievalMetrics.model_fields)
-    values = attrgetter(*fields)
-    test_means = [
-        [statistics.fmean(column) for column in zip(*map(values, trials), strict=True)]
-        for trials in per_test.values()
+    means = [
+        {f: statistics.fmean(getattr(m, f) for m in trials) for f in fields} for trials in per_test.values()
     ]
-    return RetrievalMetrics(
-        **{
-            f: round(statistics.fmean(column), 4)
-            for f, column in zip(fields, zip(*test_means, strict=True), strict=True)
-        }
-    )
+    return RetrievalMetrics(**{f: round(statistics.fmean(t[f] for t in means), 4) for f in fields})
 
 
 def attribute(r: SemanticResult, depth: int = CANDIDATE_K) -> StageAttribution | None:

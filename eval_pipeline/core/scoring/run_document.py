@@ -23,9 +23,7 @@ from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.metrics import (
     PerTestMetrics,
     StageAttribution,
-    all_metrics,
     attributions,
-    ir_metrics,
     run_metrics,
 )
 from eval_pipeline.core.scoring.reevaluation import Reevaluation
@@ -133,7 +131,7 @@ class RunDocument(BaseModel):
 
     def metrics(self) -> list[PerTestMetrics]:
         """The stored per-test metrics; computed only for a document written without them."""
-        return self.retrieval_metrics or all_metrics(self.semantic)
+        return self.retrieval_metrics or run_metrics(self.semantic)[0]
 
     @property
     def candidate_depth(self) -> int:
@@ -144,7 +142,7 @@ class RunDocument(BaseModel):
         """The stored standard cutoffs; computed for a document written before they were (< 1.9)."""
         if self.ir_metrics is not None:
             return self.ir_metrics
-        return ir_metrics(self.semantic, self.candidate_depth)
+        return run_metrics(self.semantic, self.candidate_depth)[1]
 
 
 RESULTS_FILE = "results.json"
