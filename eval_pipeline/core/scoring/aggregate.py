@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,7 +22,13 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, distribution
 from eval_pipeline.core.scoring.registry import MECHANISMS, PATTERN, SEMANTIC, STATE, BankResults
-from eval_pipeline.core.scoring.results import PatternResult, ResultStatus, SemanticResult, StateResult
+from eval_pipeline.core.scoring.results import (
+    PatternResult,
+    ResultBase,
+    ResultStatus,
+    SemanticResult,
+    StateResult,
+)
 from eval_pipeline.core.scoring.trials import Outcome, TrialResults, by_test, outcome_of
 
 T = TypeVar("T")
@@ -132,17 +138,8 @@ def describe_implementations(implementations: Mapping[Mechanism, str]) -> str:
     return ", ".join(f"{m.value} {implementations[m]}" for m in Mechanism if m in implementations)
 
 
-class Scored(Protocol):
-    """One test's outcome: a result, or a test's trials taken together (`core.trials`)."""
-
-    @property
-    def score(self) -> float | None: ...
-    @property
-    def status(self) -> ResultStatus: ...
-    @property
-    def hard_fail(self) -> bool: ...
-    @property
-    def no_relevant_selected(self) -> bool: ...
+# One test's outcome: a result, or a test's trials taken together (`core.trials`).
+Scored = ResultBase | TrialResults[Any]
 
 
 def _mean(values: Sequence[float]) -> float | None:

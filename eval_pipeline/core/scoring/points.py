@@ -38,15 +38,6 @@ PENALTY_POINTS: dict[PenaltyKind, int] = {
     PenaltyKind.WRONG_HANDLER: 20,
 }
 
-_DESCRIPTIONS: dict[PenaltyKind, str] = {
-    PenaltyKind.SECONDARY_MISSING: "secondary missing",
-    PenaltyKind.FALSE_POSITIVE: "false positive",
-    PenaltyKind.RANK_VIOLATION: "rank violation",
-    PenaltyKind.WRONG_HANDLER: "wrong handler",
-    PenaltyKind.GRADED_RELEVANCE: "graded relevance",
-    PenaltyKind.NO_RELEVANT_SELECTED: "no relevant entity selected",
-}
-
 
 class RankViolation(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
@@ -71,7 +62,9 @@ class Penalty(BaseModel):
     @property
     def rule(self) -> str:
         """The scoring rule that cost the points, e.g. "false positive"."""
-        return _DESCRIPTIONS[self.kind]
+        if self.kind is PenaltyKind.NO_RELEVANT_SELECTED:
+            return "no relevant entity selected"
+        return self.kind.value.replace("_", " ")
 
     @property
     def text(self) -> str:
@@ -123,29 +116,25 @@ class ScoreOutcome(BaseModel):
         return "; ".join(primaries + self.relevance_fails)
 
 
+# The score bands, best first: (lowest score, distribution bucket, label).
+_BANDS = (
+    (PERFECT, "100", "Perfect"),
+    (90, "90-99", "Minor issue"),
+    (80, "80-89", "Notable issues"),
+    (70, "70-79", "Concerning"),
+    (DEFAULT_PASS_THRESHOLD, "60-69", "Barely acceptable"),
+    (1, "1-59", FAILING),
+    (0, "0", "Hard fail"),
+)
+BUCKETS: tuple[str, ...] = tuple(bucket for _, bucket, _ in _BANDS)
+
+
 def label_for(score: int) -> str:
-    if score == PERFECT:
-        return "Perfect"
-    for floor, label in ((90, "Minor issue"), (80, "Notable issues"), (70, "Concerning")):
-        if score >= floor:
-            return label
-    if score >= DEFAULT_PASS_THRESHOLD:
-        return "Barely acceptable"
-    return FAILING if score > 0 else "Hard fail"
-
-
-BUCKETS: tuple[str, ...] = ("100", "90-99", "80-89", "70-79", "60-69", "1-59", "0")
+    return next(label for floor, _, label in _BANDS if score >= floor)
 
 
 def bucket_for(score: int) -> str:
-    if score == PERFECT:
-        return "100"
-    if score == 0:
-        return "0"
-    if score < DEFAULT_PASS_THRESHOLD:
-        return "1-59"
-    low = (score // 10) * 10
-    return f"{low}-{low + 9}"
+    return next(bucket for floor, bucket, _ in _BANDS if score >= floor)
 
 
 def distribution(scores: Iterable[int]) -> dict[str, int]:

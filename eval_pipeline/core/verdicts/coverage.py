@@ -5,54 +5,30 @@ fails the gate unless the caller accepts it (`--allow-removed`), and is then sti
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
-from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
+from eval_pipeline.core.diff.model import DeltaKind, RunDiff
 
 ALLOW_FLAG = "--allow-removed"
 
 
-class CoverageLoss(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-    banks: dict[str, list[str]]  # removed bank -> its critical tests
-    critical: list[str]  # removed critical tests of banks that are still run
-    ordinary: list[str]  # "id (bank)" of removed ordinary tests of banks still run
-
-    @property
-    def lost(self) -> bool:
-        return bool(self.banks or self.critical or self.ordinary)
-
-    def lines(self) -> list[str]:
-        """Most serious first: banks, critical tests, then ordinary tests."""
-        out = [
-            f"bank {bank} removed" + (f" with its critical tests {', '.join(ids)}" if ids else "")
-            for bank, ids in self.banks.items()
-        ]
-        if self.critical:
-            out.append(f"{len(self.critical)} critical test(s) removed: {', '.join(self.critical)}")
-        if self.ordinary:
-            out.append(f"{len(self.ordinary)} test(s) removed: {', '.join(self.ordinary)}")
-        return out
-
-
-def coverage_loss(diff: RunDiff) -> CoverageLoss:
-    removed: list[PerTestDelta] = diff.of_kind(DeltaKind.REMOVED)
-    gone = set(diff.removed_banks)
-    return CoverageLoss(
-        banks={
-            b: [d.test_id for d in removed if d.mechanism == b and d.critical] for b in diff.removed_banks
-        },
-        critical=[d.test_id for d in removed if d.critical and d.mechanism not in gone],
-        ordinary=[
-            f"{d.test_id} ({d.mechanism})" for d in removed if not d.critical and d.mechanism not in gone
-        ],
-    )
+def coverage_lost(diff: RunDiff) -> list[str]:
+    """One line per loss, most serious first: removed banks (with the critical tests each took
+    with it), then removed critical tests, then ordinary ones, of the banks still run."""
+    removed = diff.of_kind(DeltaKind.REMOVED)
+    lines = []
+    for bank in diff.removed_banks:
+        ids = [d.test_id for d in removed if d.mechanism == bank and d.critical]
+        lines.append(f"bank {bank} removed" + (f" with its critical tests {', '.join(ids)}" if ids else ""))
+    kept = [d for d in removed if d.mechanism not in diff.removed_banks]
+    if critical := [d.test_id for d in kept if d.critical]:
+        lines.append(f"{len(critical)} critical test(s) removed: {', '.join(critical)}")
+    if ordinary := [f"{d.test_id} ({d.mechanism})" for d in kept if not d.critical]:
+        lines.append(f"{len(ordinary)} test(s) removed: {', '.join(ordinary)}")
+    return lines
 
 
 def coverage_verdict(diff: RunDiff, allow_removed: bool) -> tuple[list[str], list[str]]:
     """(reasons the gate fails, notes of what was accepted): each line names the removal."""
-    lines = [f"coverage lost: {line}" for line in coverage_loss(diff).lines()]
+    lines = [f"coverage lost: {line}" for line in coverage_lost(diff)]
     if allow_removed:
         return [], [f"{line} (accepted by {ALLOW_FLAG})" for line in lines]
     return [f"{line} ({ALLOW_FLAG} accepts it)" for line in lines], []

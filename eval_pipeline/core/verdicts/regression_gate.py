@@ -29,7 +29,6 @@ from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
-from eval_pipeline.core.verdicts.project_match import incomparable_reasons
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
@@ -44,6 +43,10 @@ class DiffGate(BaseModel):
     @property
     def passed(self) -> bool:
         return self.status is GateStatus.PASSED
+
+
+def incomparable_reasons(diff: RunDiff) -> list[str]:
+    return [f"incomparable: {diff.incomparable}"] if diff.incomparable else []
 
 
 def _ids(deltas: list[PerTestDelta]) -> str:

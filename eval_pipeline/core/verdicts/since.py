@@ -12,8 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
-from eval_pipeline.core.verdicts.project_match import incomparable_reasons
-from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
+from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate, incomparable_reasons
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
@@ -56,10 +55,10 @@ def since_verdict(
         if fail_on_regression:
             return SinceVerdict(status=GateStatus.UNEVALUABLE, reasons=["no regression diff was written"])
         return SinceVerdict(status=GateStatus.PASSED, reasons=[])
-    gate = regression_gate(regression, allow_removed)
-    if gate is None or regression.diff is None:
+    if regression.diff is None:
         return SinceVerdict(status=GateStatus.PASSED, reasons=[])
     if fail_on_regression:
+        gate = diff_gate(regression.diff, allow_removed=allow_removed)
         return SinceVerdict(status=gate.status, reasons=gate.reasons)
     lost = incomparable_reasons(regression.diff) + coverage_verdict(regression.diff, allow_removed)[0]
     return SinceVerdict(status=GateStatus.FAILED if lost else GateStatus.PASSED, reasons=lost)
