@@ -102,9 +102,7 @@ def ordered(history: Iterable[LoadedHistory]) -> list[LoadedHistory]:
 
 
 def resolve(
-    tests: Sequence[SemanticTest],
-    history: Iterable[LoadedHistory],
-    as_of: datetime | None = None,
+    tests: Sequence[SemanticTest], history: Iterable[LoadedHistory], as_of: datetime | None = None
 ) -> dict[str, ResolvedExpectation]:
     """Resolve every test; `as_of` ignores history written after it (dated snapshots)."""
     states: dict[str, _TestState] = {t.test_id: _TestState() for t in tests}

@@ -234,12 +234,7 @@ def _tests(src: Path, split: str, judged: dict[str, _Judged], counts: ImportCoun
 
 
 def _bank_text(tests: list[dict[str, Any]], description: str, qrels: Path) -> str:
-    bank = {
-        "bank_type": "SEMANTIC",
-        "version": "1.0",
-        "description": description,
-        "tests": tests,
-    }
+    bank = {"bank_type": "SEMANTIC", "version": "1.0", "description": description, "tests": tests}
     text = json.dumps(bank, indent=1, ensure_ascii=False) + "\n"
     size = len(text.encode("utf-8"))
     if size > MAX_INPUT_BYTES:

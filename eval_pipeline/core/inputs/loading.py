@@ -436,10 +436,7 @@ def history_hash(history: Sequence[LoadedHistory]) -> str:
 
 def files_hash(files: Sequence[Path], root: Path) -> str:
     """Hash of file names (relative to `root`) and contents: a cheap change detector for sources."""
-    parts = []
-    for file in sorted(files):
-        parts.append(f"{file.relative_to(root)}:{_file_hash(file)}")
-    return sha256_text("\n".join(parts))
+    return sha256_text("\n".join(f"{file.relative_to(root)}:{_file_hash(file)}" for file in sorted(files)))
 
 
 def kb_files(path: Path) -> list[Path]:
