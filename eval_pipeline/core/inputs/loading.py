@@ -29,7 +29,6 @@ from eval_pipeline.core.inputs.banks import (
     SemanticTest,
     StateBank,
 )
-from eval_pipeline.core.inputs.containment import outside, outside_problem, real_folder
 from eval_pipeline.core.inputs.file_reader import load_input
 from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory, name_problem
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
@@ -199,6 +198,23 @@ def _file_hash(path: Path) -> str:
 def _present(path: Path) -> bool:
     """There, or a link that claims to be (a dangling or looping link is reported, not skipped)."""
     return path.exists() or path.is_symlink()
+
+
+# Input files stay inside their folders, links included: a link that leads elsewhere (to
+# /etc/passwd, to another project) is refused before it is opened, naming where it leads.
+def real_folder(folder: Path) -> str:
+    """`folder` with every link resolved, to compare files against (see `outside`)."""
+    return os.path.realpath(folder)
+
+
+def outside(file: Path, folder: str) -> str | None:
+    """Where `file` really is, if that is outside the resolved `folder`; else None."""
+    target = os.path.realpath(file)
+    return None if target == folder or target.startswith(folder.rstrip(os.sep) + os.sep) else target
+
+
+def outside_problem(target: str, what: str) -> str:
+    return f"leads to {target}, outside {what}: input files must be inside their folder"
 
 
 def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
