@@ -18,9 +18,9 @@ from eval_pipeline.cli.paths import model_key_arg, path_arg
 from eval_pipeline.cli.run import parse_date
 
 if TYPE_CHECKING:  # the parser imports this module: the models load with the command
+    from eval_pipeline.core.inputs.external_ids import OriginalIds
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
-    from eval_pipeline.core.report.trec import OriginalIds
     from eval_pipeline.core.scoring.run_document import RunDocument
 
 
@@ -69,7 +69,7 @@ def _same_inputs(doc: RunDocument, kb: KnowledgeBase, banks: Banks, kb_path: Pat
 
 
 def original_ids(kb: KnowledgeBase, banks: Banks) -> OriginalIds:
-    from eval_pipeline.core.report.trec import OriginalIds
+    from eval_pipeline.core.inputs.external_ids import OriginalIds
 
     return OriginalIds(
         documents={e.entity_id: e.source_id for e in kb.entities if e.source_id is not None},

@@ -12,11 +12,15 @@ import pytest
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.beir import BeirError, read_qrels
 from eval_pipeline.core.inputs.beir_project import ImportTargets, first_sentence, import_beir
-from eval_pipeline.core.inputs.external_ids import carriage_problem, mapped_entity_id, mapped_test_id
+from eval_pipeline.core.inputs.external_ids import (
+    OriginalIds,
+    carriage_problem,
+    mapped_entity_id,
+    mapped_test_id,
+)
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, final_ranking
 from eval_pipeline.core.report.trec import (
-    OriginalIds,
     TrecIdError,
     qrel_rows,
     qrels_text,

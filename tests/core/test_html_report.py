@@ -17,8 +17,7 @@ from eval_pipeline.core.diff.baseline import against_baseline
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.failures import failing_tests
-from eval_pipeline.core.report.html import render_html
-from eval_pipeline.core.report.html_view import build_report, latest_comparison
+from eval_pipeline.core.report.html import build_report, latest_comparison, render_html
 from eval_pipeline.core.report.test_detail import details_by_test
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, DocumentError, RunDocument
 from eval_pipeline.providers.results_history import read_history

@@ -32,30 +32,19 @@ View = dict[str, Any]
 VOLATILE = frozenset({"usage", "cost_usd", "latency_ms"})
 
 
+# What a deterministic test expects, by result type (a semantic test's is its resolved expectations).
+_EXPECTED: dict[type[AnyResult], str] = {
+    StateResult: "user_state expected_handlers not_expected_handlers",
+    PatternResult: "prompt pattern_type is_critical expected_matches expected_secondary not_expected_matches",
+    AlwaysResult: "user_type expected_always",
+}
+
+
 def expectation_view(r: AnyResult) -> View:
     """The test's definition and what it expects: a change here is not the system's doing."""
     if isinstance(r, SemanticResult):
-        return {
-            "prompt": r.prompt,
-            "source": r.expectation_source,
-            **r.expectations.model_dump(mode="json"),
-        }
-    if isinstance(r, StateResult):
-        return {
-            "user_state": r.user_state,
-            "expected_handlers": r.expected_handlers,
-            "not_expected_handlers": r.not_expected_handlers,
-        }
-    if isinstance(r, PatternResult):
-        return {
-            "prompt": r.prompt,
-            "pattern_type": r.pattern_type.value,
-            "is_critical": r.is_critical,
-            "expected_matches": r.expected_matches,
-            "expected_secondary": r.expected_secondary,
-            "not_expected_matches": r.not_expected_matches,
-        }
-    return {"user_type": r.user_type, "expected_always": r.expected_always}
+        return {"prompt": r.prompt, "source": r.expectation_source, **r.expectations.model_dump(mode="json")}
+    return r.model_dump(mode="json", include=set(_EXPECTED[type(r)].split()))
 
 
 def same_trial(base: AnyResult, head: AnyResult) -> bool:

@@ -40,15 +40,6 @@ if TYPE_CHECKING:  # only an evaluation re-evaluated after its run loads them
 ADHOC_SNAPSHOT = "current files (ad-hoc check, not snapshotted)"
 
 
-def scope_record(scope: Scope) -> dict[str, Any]:
-    """How a run's scope is recorded in its provenance."""
-    return {
-        "banks": sorted(m.value for m in scope.banks),
-        "test_ids": sorted(scope.test_ids),
-        "topic": scope.topic,
-    }
-
-
 @dataclass(frozen=True)
 class RunSetup:
     """What one model's evaluation on one date is about, apart from what its systems did."""
@@ -80,7 +71,11 @@ class RunSetup:
             history_hash=history,
             inputs_snapshot=self.inputs_snapshot,
             pass_threshold=self.pass_threshold,
-            scope=scope_record(scope),
+            scope={
+                "banks": sorted(m.value for m in scope.banks),
+                "test_ids": sorted(scope.test_ids),
+                "topic": scope.topic,
+            },
             calibration_cost_usd=self.calibration_cost_usd,
             rerank_mode=self.rerank_mode,
             prompt_cache=self.prompt_cache,

@@ -15,7 +15,6 @@ from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.markdown_text import code, text
 from eval_pipeline.core.report.diff_text import (
     DETAILED,
-    DROPPED,
     GRADED_STATISTICS,
     detail_lines,
     dropped_line,
@@ -23,6 +22,7 @@ from eval_pipeline.core.report.diff_text import (
     health_line,
     implementation_lines,
     kind_title,
+    sections,
     span_lines,
 )
 from eval_pipeline.core.verdicts.job_verdict import JobVerdict
@@ -112,18 +112,14 @@ def _shares(sizes: Sequence[int], budget: int) -> list[int]:
 
 
 def _kinds(diff: RunDiff) -> list[tuple[str, list[str]]]:
-    """Each kind of change with its items, most telling first; the graded tests whose best
-    relevant entity left the selection right after the regressions."""
-    blocks: list[tuple[str, list[str]]] = []
-    for kind in DETAILED:
-        deltas = diff.of_kind(kind)
-        if deltas:
-            blocks.append((f"{kind_title(kind).capitalize()} ({len(deltas)})", [_item(d) for d in deltas]))
-        dropped = diff.best_dropped() if kind is DeltaKind.REGRESSED else []
-        if dropped:
-            items = [_line("- ", dropped_line(d)) for d in dropped]
-            blocks.append((f"{DROPPED.capitalize()} ({len(dropped)})", items))
-    return blocks
+    """Each kind of change with its items, most telling first (`sections`)."""
+    return [
+        (
+            f"{title.capitalize()} ({len(deltas)})",
+            [_line("- ", dropped_line(d)) if dropped else _item(d) for d in deltas],
+        )
+        for title, deltas, dropped in sections(diff)
+    ]
 
 
 def _blocks(diff: RunDiff, budget: int) -> list[str]:

@@ -34,32 +34,21 @@ def _classname(d: PerTestDelta, categories: Mapping[str, str]) -> str:
 
 
 def _head_case(d: PerTestDelta, counted: Mapping[str, str], categories: Mapping[str, str]) -> Case:
-    case = Case(d.test_id, _classname(d, categories))
+    name, classname, why = d.test_id, _classname(d, categories), counted.get(d.test_id)
     detail = "\n".join([headline(d), *detail_lines(d)])
-    why = counted.get(d.test_id)
-    errored = d.head is not None and d.head.score is None
-    if errored:
-        message = f"{why}: {_scores(d)}" if why else f"errored in the head: {_scores(d)}"
-        return Case(case.name, case.classname, Verdict.ERROR, message, why or "errored", detail)
+    if d.head is not None and d.head.score is None:  # errored in the head
+        message = f"{why or 'errored in the head'}: {_scores(d)}"
+        return Case(name, classname, Verdict.ERROR, message, why or "errored", detail)
     if why:
-        return Case(case.name, case.classname, Verdict.FAILURE, f"{why}: {_scores(d)}", why, detail)
-    return case
+        return Case(name, classname, Verdict.FAILURE, f"{why}: {_scores(d)}", why, detail)
+    return Case(name, classname)
 
 
-def _removed_case(d: PerTestDelta, allow_removed: bool, categories: Mapping[str, str]) -> Case:
-    critical = "critical test " if d.critical else ""
-    message = f"removed: {critical}no longer run (was {d.base.label if d.base else '—'})"
-    classname = _classname(d, categories)
+def _coverage_case(name: str, classname: str, message: str, allow_removed: bool) -> Case:
+    """Coverage lost (a test or a bank no longer run): a failure, unless --allow-removed accepts it."""
     if allow_removed:
-        return Case(d.test_id, classname, Verdict.SKIPPED, f"{message}; accepted by {ALLOW_FLAG}")
-    return Case(d.test_id, classname, Verdict.FAILURE, message, "coverage lost")
-
-
-def _bank_case(bank: str, allow_removed: bool) -> Case:
-    message = f"bank {bank} no longer run"
-    if allow_removed:
-        return Case(bank, COVERAGE, Verdict.SKIPPED, f"{message}; accepted by {ALLOW_FLAG}")
-    return Case(bank, COVERAGE, Verdict.FAILURE, message, "coverage lost")
+        return Case(name, classname, Verdict.SKIPPED, f"{message}; accepted by {ALLOW_FLAG}")
+    return Case(name, classname, Verdict.FAILURE, message, "coverage lost")
 
 
 def _gate_case(gate: DiffGate) -> Case:
@@ -92,16 +81,21 @@ def render_diff_junit(
     counted = counted_regressions(diff, gate.strict)
     by_bank: dict[str, list[Case]] = {}
     for d in diff.deltas:
-        if d.kind is DeltaKind.REMOVED:
-            case = _removed_case(d, allow_removed, categories)
-        else:
+        if d.kind is not DeltaKind.REMOVED:
             case = _head_case(d, counted, categories)
+        else:
+            critical = "critical test " if d.critical else ""
+            message = f"removed: {critical}no longer run (was {d.base.label if d.base else '—'})"
+            case = _coverage_case(d.test_id, _classname(d, categories), message, allow_removed)
         by_bank.setdefault(d.mechanism, []).append(case)
     properties = _properties(diff, gate)
     order = [m.value for m in Mechanism]
     banks = sorted(by_bank, key=lambda b: order.index(b) if b in order else len(order))
     suites = [Suite(bank, by_bank[bank], properties) for bank in banks]
     if diff.removed_banks:
-        suites.append(Suite(COVERAGE, [_bank_case(b, allow_removed) for b in diff.removed_banks], properties))
+        lost = [
+            _coverage_case(b, COVERAGE, f"bank {b} no longer run", allow_removed) for b in diff.removed_banks
+        ]
+        suites.append(Suite(COVERAGE, lost, properties))
     suites.append(Suite(GATE_SUITE, [_gate_case(gate)], properties))
     return render_junit(f"eval-pipeline diff {diff.base.label} → {diff.head.label}", suites)

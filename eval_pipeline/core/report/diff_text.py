@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
-from eval_pipeline.core.diff.comparison import ModelComparison
+from eval_pipeline.core.diff.comparison import ModelComparison, ModelSummary
 from eval_pipeline.core.diff.model import Cause, DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -88,6 +88,17 @@ def dropped_line(d: PerTestDelta) -> str:
     return f"{named} [{kind_title(d.kind)}]: {d.best_dropped.line}{ndcg}"
 
 
+def sections(diff: RunDiff) -> list[tuple[str, list[PerTestDelta], bool]]:
+    """Each kind of change that has tests, as (title, tests, dropped), most telling first; the
+    graded tests whose best relevant entity left the selection (dropped) right after the regressions."""
+    found = []
+    for kind in DETAILED:
+        found.append((kind_title(kind), diff.of_kind(kind), False))
+        if kind is DeltaKind.REGRESSED:
+            found.append((DROPPED, diff.best_dropped(), True))
+    return [s for s in found if s[1]]
+
+
 def _statistics_rows(s: PairedComparison, tests: str = "Paired semantic tests") -> list[tuple[str, str]]:
     """The rows of the markdown statistics table (the labels are data: escaped)."""
     effect = "n/a" if s.effect_size is None else f"{s.effect_size:+.3f} ({s.effect_label})"
@@ -146,31 +157,19 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
     lines = [f"{diff.base.label} → {diff.head.label} (pass: score ≥ {diff.pass_threshold})"]
     lines += [*implementation_lines(diff), health_line(diff), *gate_lines(gate)]
     lines += [f"warning: {w}" for w in diff.warnings] + span_lines(diff)
-    for kind in DETAILED:
-        deltas = diff.of_kind(kind)
-        if deltas:
-            lines.append(f"== {kind_title(kind)} ({len(deltas)}) ==")
+    for title, deltas, dropped in sections(diff):
+        lines.append(f"== {title} ({len(deltas)}) ==")
         for d in deltas:
-            lines += [headline(d), *(f"    {line}" for line in detail_lines(d))]
-        if kind is DeltaKind.REGRESSED:
-            lines += _dropped_text(diff)
+            lines += (
+                [dropped_line(d)] if dropped else [headline(d), *(f"    {line}" for line in detail_lines(d))]
+            )
     lines += [
         f"cosmetic: {diff.counts[DeltaKind.COSMETIC]} (top-15 reorders, numbers in reasons)",
         f"unchanged: {diff.counts[DeltaKind.UNCHANGED]}",
         f"statistics (semantic): {diff.statistics.verdict}",
-        *graded_statistics_lines(diff),
+        *([f"{GRADED_STATISTICS}: {diff.graded_statistics.verdict}"] if diff.graded_statistics else []),
     ]
     return "\n".join(one_line(line) for line in lines)  # a newline in data stays in its line
-
-
-def graded_statistics_lines(diff: RunDiff) -> list[str]:
-    graded = diff.graded_statistics
-    return [f"{GRADED_STATISTICS}: {graded.verdict}"] if graded else []
-
-
-def _dropped_text(diff: RunDiff) -> list[str]:
-    dropped = diff.best_dropped()
-    return [f"== {DROPPED} ({len(dropped)}) ==", *(dropped_line(d) for d in dropped)] if dropped else []
 
 
 # --- markdown ----------------------------------------------------------------------------------
@@ -192,16 +191,12 @@ def _diff_body(diff: RunDiff, level: int) -> list[str]:
         graded = diff.graded_statistics
         lines += [f"{h} Statistics (graded tests, nDCG@10 × 100)", "", f"**{text(graded.verdict)}**", ""]
         lines += table(("", ""), _statistics_rows(graded, "Paired graded tests"))
-    for kind in DETAILED:
-        deltas = diff.of_kind(kind)
-        if deltas:
-            lines += [f"{h} {kind_title(kind).capitalize()} ({len(deltas)})", ""]
-        for d in deltas:
-            lines += [f"{h}# {text(headline(d))}", *(f"- {text(line)}" for line in detail_lines(d)), ""]
-        dropped = diff.best_dropped() if kind is DeltaKind.REGRESSED else []
+    for title, deltas, dropped in sections(diff):
+        lines += [f"{h} {title.capitalize()} ({len(deltas)})", ""]
         if dropped:
-            lines += [f"{h} {DROPPED.capitalize()} ({len(dropped)})", ""]
-            lines += [*(f"- {text(dropped_line(d))}" for d in dropped), ""]
+            lines += [*(f"- {text(dropped_line(d))}" for d in deltas), ""]
+        for d in [] if dropped else deltas:
+            lines += [f"{h}# {text(headline(d))}", *(f"- {text(line)}" for line in detail_lines(d)), ""]
     cosmetic = diff.counts[DeltaKind.COSMETIC]
     lines += [
         f"{h} Unchanged",
@@ -230,39 +225,19 @@ def render_regression_markdown(result: RegressionDiff) -> str:
 
 def _standard_names(comparison: ModelComparison) -> list[str]:
     """The standard cutoffs the models were measured at (each model at the depth it retrieved)."""
-    return list(dict.fromkeys(k for m in comparison.models for k in (m.ir_metrics or {}))) or list(
-        IR_MEASURES
+    found = dict.fromkeys(k for m in comparison.models for k in (m.ir_metrics or {}))
+    return list(found or IR_MEASURES)
+
+
+def _model_row(m: ModelSummary, banks: Sequence[str], names: Sequence[str]) -> list[object]:
+    ir = m.retrieval
+    metrics: list[float | None] = (
+        [ir.ndcg_6, ir.recall_6, ir.mrr_primary, ir.candidate_recall_15] if ir else [None] * 4
     )
-
-
-def _model_rows(
-    comparison: ModelComparison, banks: Sequence[str], names: Sequence[str]
-) -> list[list[object]]:
-    rows: list[list[object]] = []
-    for m in comparison.models:
-        ir = m.retrieval
-        metrics = (
-            [f"{v:.3f}" for v in (ir.ndcg_6, ir.recall_6, ir.mrr_primary, ir.candidate_recall_15)]
-            if ir
-            else ["—"] * 4
-        )
-        standard = [f"{m.ir_metrics[k]:.3f}" if m.ir_metrics and k in m.ir_metrics else "—" for k in names]
-        scores = [fmt_score(m.bank_scores.get(b)) for b in banks]
-        cost = f"${m.cost_usd:.4f}"
-        rows.append(
-            [
-                text(m.model),
-                m.health,
-                fmt_score(m.combined_score),
-                *scores,
-                m.hard_fails,
-                m.errored,
-                *metrics,
-                *standard,
-                cost,
-            ]
-        )
-    return rows
+    metrics += [(m.ir_metrics or {}).get(k) for k in names]
+    scores = [fmt_score(m.bank_scores.get(b)) for b in banks]
+    head = [text(m.model), m.health, fmt_score(m.combined_score), *scores, m.hard_fails, m.errored]
+    return [*head, *("—" if v is None else f"{v:.3f}" for v in metrics), f"${m.cost_usd:.4f}"]
 
 
 def render_comparison_markdown(comparison: ModelComparison) -> str:
@@ -271,7 +246,7 @@ def render_comparison_markdown(comparison: ModelComparison) -> str:
     names = _standard_names(comparison)
     header += ("nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)", *names, "Cost")
     lines = [f"# Model comparison — {text(comparison.date)}", "", "## Models", ""]
-    lines += table(header, _model_rows(comparison, banks, names))
+    lines += table(header, [_model_row(m, banks, names) for m in comparison.models])
     lines += [*(f"- {note}" for note in shallow_cutoffs(names)), ""] if shallow_cutoffs(names) else []
     lines += ["## Verdicts", "", *(f"- {text(v)}" for v in comparison.verdicts), ""]
     for diff in comparison.pairs:

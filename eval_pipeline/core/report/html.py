@@ -1,21 +1,224 @@
 """The HTML report: one self-contained file (inline CSS, SVG and script; no URL of any kind) that a
-lead can open from disk, attach to a pull request or publish, and read offline.
+lead can open from disk, attach to a pull request or publish, and read offline. For each model: its
+trend chart over the report's dates and, for its latest evaluation, the summary, what changed since
+the run before (the stored regression diff, judged by `diff`'s gate), every failing test worst
+first, topics worst first and every test, each in full for the rows a reader opens.
 
-Rendered with Jinja2 with autoescaping on: test ids, prompts and reasons are data and never markup;
-their control characters are shown escaped (`\\x1b`), so the file holds no raw escape sequence.
+The content is what report.md and `run` already say (failures.py, the since section's kinds and
+gate), arranged here as plain data for one page. It is rendered with Jinja2 with autoescaping on:
+test ids, prompts and reasons are data and never markup; their control characters are shown
+escaped (`\\x1b`), so the file holds no raw escape sequence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import jinja2
 import markupsafe
 
 from eval_pipeline.core.control_chars import visible
-from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.report.html_view import HtmlReport, build_report
+from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline, baseline_label
+from eval_pipeline.core.diff.model import DeltaKind
+from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.report.diff_text import detail_lines, headline, health_line, kind_title, span_lines
+from eval_pipeline.core.report.failures import ERRORED, failing_tests
+from eval_pipeline.core.report.run_output import LISTED_KINDS, SINCE_KINDS
+from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
+from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import by_test
+from eval_pipeline.core.verdicts.since import regression_gate
+
+
+@dataclass(frozen=True)
+class BankRow:
+    bank: str
+    score: str
+    tests: int
+    hard_fails: int
+    errored: int
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    kind: str
+    test_id: str
+    headline: str
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class SinceView:
+    baseline_date: str | None
+    baseline: str  # its date and age ("2026-11-17, 12 days earlier")
+    verdict: str  # the whole comparison in one line, or why there is none
+    health: str
+    counts: list[tuple[str, int]]
+    warnings: list[str]
+    changes: list[ChangeRow]
+    gate_status: str | None
+    gate_reasons: list[str]
+    gate_notes: list[str]
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    test_id: str
+    bank: str
+    score: str
+    rule: str
+    reason: str
+    critical: bool
+    errored: bool
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    test_id: str
+    bank: str
+    score: str
+    outcome: str  # pass, fail or error (no score)
+    trials: int
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    topic: str
+    score: str
+    width: float  # the score bar's width in percent; 0 when unknown
+    tests: int
+    hard_fails: int
+    errored: int
+
+
+@dataclass(frozen=True)
+class ModelView:
+    model: str
+    date: str
+    health: str
+    combined: str
+    banks: list[BankRow]
+    critical: list[str]
+    chart: TrendChart
+    since: SinceView
+    failures: list[FailureRow]
+    topics: list[TopicRow]
+    tests: list[ReportRow]  # every test of the evaluation, in bank order
+    details: dict[str, list[TrialDetail]]
+
+
+@dataclass(frozen=True)
+class HtmlReport:
+    title: str
+    dates: list[str]
+    models: list[ModelView]
+    notes: list[str]
+
+
+def latest_comparison(docs: Sequence[RunDocument], stored: RegressionDiff | None) -> RegressionDiff:
+    """What changed at the model's latest evaluation: the regression diff stored for that date (the
+    one `run` printed), else the latest against the one before it among `docs`."""
+    ordered = sorted(docs, key=lambda d: d.provenance.date)
+    head = ordered[-1]
+    if stored is not None and stored.date == head.provenance.date:
+        return stored
+    return against_baseline(head, ordered[-2] if len(ordered) > 1 else None)
+
+
+def _since(regression: RegressionDiff) -> SinceView:
+    gate = regression_gate(regression)
+    diff = regression.diff
+    if diff is None or gate is None:
+        return SinceView(None, baseline_label(regression), regression.verdict, "", [], [], [], None, [], [])
+    changes = [
+        ChangeRow(kind_title(k), d.test_id, headline(d), detail_lines(d))
+        for k in LISTED_KINDS
+        for d in diff.of_kind(k)
+    ]
+    counts = [
+        ("new critical" if k is DeltaKind.CRITICAL else kind_title(k), diff.counts[k]) for k in SINCE_KINDS
+    ]
+    return SinceView(
+        baseline_date=regression.baseline_date,
+        baseline=baseline_label(regression),
+        verdict=regression.verdict,
+        health=health_line(diff),
+        counts=counts,
+        warnings=[*diff.warnings, *span_lines(diff)],
+        changes=changes,
+        gate_status=gate.status.value.upper(),
+        gate_reasons=list(gate.reasons),
+        gate_notes=list(gate.notes),
+    )
+
+
+def _topics(doc: RunDocument) -> list[TopicRow]:
+    # Worst first; a topic with no scored test is an unknown, which ranks before any score.
+    ordered = sorted(
+        doc.aggregate.topic_scores.items(),
+        key=lambda kv: (kv[1].average is not None, kv[1].average or 0.0, kv[0]),
+    )
+    return [
+        TopicRow(name, fmt_score(g.average), g.average or 0.0, g.tests, g.hard_fails, g.errored)
+        for name, g in ordered
+    ]
+
+
+def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: Sequence[str]) -> ModelView:
+    doc = max(docs, key=lambda d: d.provenance.date)
+    agg, threshold = doc.aggregate, doc.provenance.pass_threshold
+    details: dict[str, list[TrialDetail]] = {}
+    tests: list[ReportRow] = []
+    for bank in Mechanism:
+        rows = doc.results(bank)
+        details.update(details_by_test(rows, threshold))
+        tests += [
+            ReportRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)
+            for t in by_test(rows, threshold)
+        ]
+    return ModelView(
+        model=doc.provenance.model,
+        date=doc.provenance.date,
+        health=agg.health.value,
+        combined=fmt_score(agg.combined_score),
+        banks=[
+            BankRow(m.value, fmt_score(b.average), b.tests, b.hard_fails, b.errored)
+            for m, b in agg.banks.items()
+        ],
+        critical=[f"{c.test_id}: {c.reason}" for c in agg.critical_failures],
+        chart=trend_chart(doc.provenance.model, docs, dates),
+        since=_since(regression),
+        failures=[
+            FailureRow(
+                f.test_id, f.bank.value, fmt_score(f.score), f.rule, f.reason, f.critical, f.rule == ERRORED
+            )
+            for f in failing_tests(doc)
+        ],
+        topics=_topics(doc),
+        tests=tests,
+        details=details,
+    )
+
+
+def build_report(
+    docs: Sequence[RunDocument], comparisons: Mapping[str, RegressionDiff], notes: Sequence[str] = ()
+) -> HtmlReport:
+    """The report of `docs` (any models, any dates; models in order of first appearance);
+    `comparisons` holds each model's stored regression diff of its latest date, where there is one."""
+    by_model: dict[str, list[RunDocument]] = {}
+    for d in docs:
+        by_model.setdefault(d.provenance.model, []).append(d)
+    dates = sorted({d.provenance.date for d in docs})
+    models = [
+        _model_view(ds, latest_comparison(ds, comparisons.get(model)), dates)
+        for model, ds in by_model.items()
+    ]
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    title = f"Retrieval evaluation — {', '.join(by_model)} — {span}"
+    return HtmlReport(title, dates, models, list(notes))
 
 
 def _shown(value: object) -> object:
@@ -33,12 +236,8 @@ _ENV = jinja2.Environment(
 )
 
 
-def render_report(report: HtmlReport) -> str:
-    return _ENV.get_template("report.html.j2").render(report=report)
-
-
 def render_html(
     docs: Sequence[RunDocument], comparisons: Mapping[str, RegressionDiff], notes: Sequence[str] = ()
 ) -> str:
-    """The report of `docs` (see html_view.build_report) as one HTML document."""
-    return render_report(build_report(docs, comparisons, notes))
+    """The report of `docs` (see `build_report`) as one HTML document."""
+    return _ENV.get_template("report.html.j2").render(report=build_report(docs, comparisons, notes))

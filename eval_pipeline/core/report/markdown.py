@@ -34,6 +34,11 @@ MAX_DETAILED_FAILURES = 30
 GRADED_SHOWN = 5  # graded judgments listed per test; imported sets judge dozens
 
 
+def _section(title: str, header: Sequence[str], rows: Sequence[Sequence[object]], *intro: str) -> list[str]:
+    """A `## title` section: `intro`, then the table of `rows`; nothing without rows."""
+    return [f"## {title}", "", *intro, *table(header, rows)] if rows else []
+
+
 def _summary(agg: Aggregate) -> list[str]:
     rows: list[Sequence[object]] = [
         (
@@ -60,12 +65,9 @@ def _summary(agg: Aggregate) -> list[str]:
             "",
         )
     )
+    header = ("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight", "Implementation")
     return [
-        "## Summary",
-        "",
-        *table(
-            ("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight", "Implementation"), rows
-        ),
+        *_section("Summary", header, rows),
         "Implementation: *reference* is eval_pipeline's built-in mechanism; *http* and *python* are "
         "the team's own system.",
         "",
@@ -94,33 +96,22 @@ def _failing(failures: Sequence[Failure]) -> list[str]:
     lines: list[str] = []
     for bank in Mechanism:
         rows = [_failure_row(f) for f in failures if f.bank is bank]
-        if rows:
-            header = ("Test", "Score", "Rule", "Reason")
-            lines += [f"## Failing tests — {bank.value} ({len(rows)})", "", *table(header, rows)]
+        lines += _section(
+            f"Failing tests — {bank.value} ({len(rows)})", ("Test", "Score", "Rule", "Reason"), rows
+        )
     return lines
 
 
 def _groups(title: str, groups: dict[str, GroupScore], key_name: str) -> list[str]:
-    if not groups:
-        return []
     ordered = sorted(groups.items(), key=lambda kv: (kv[1].average is None, -(kv[1].average or 0), kv[0]))
     rows = [(text(k), fmt_score(g.average), g.tests, g.hard_fails, g.errored) for k, g in ordered]
-    return [
-        f"## {title}",
-        "",
-        *table((key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows),
-    ]
+    return _section(title, (key_name, "Avg score", "Tests", "Hard fails", "Errored"), rows)
 
 
 def _distribution(agg: Aggregate) -> list[str]:
     bank = agg.banks.get(Mechanism.SEMANTIC)
-    if bank is None:
-        return []
-    return [
-        "## Score distribution (semantic)",
-        "",
-        *table(("Range", "Count"), bank.distribution.items()),
-    ]
+    rows = list(bank.distribution.items()) if bank else []
+    return _section("Score distribution (semantic)", ("Range", "Count"), rows)
 
 
 def _sources(agg: Aggregate) -> list[str]:
@@ -206,30 +197,24 @@ def _ir_metrics(doc: RunDocument) -> list[str]:
         groups.setdefault(category[m.test_id], []).append(m)
     rows = [_metric_row("**all**", metrics), *(_metric_row(text(k), v) for k, v in sorted(groups.items()))]
     header = ("Category", "Tests", "nDCG@6", "Recall@6", "MRR (primary)", "Recall@15 (candidates)")
-    return [
-        "## Retrieval metrics (semantic)",
-        "",
+    intro = (
         "nDCG@6 with primary gain 2 and secondary gain 1; recall of primary + secondary entities in "
-        "the final 6 and among the top 15 candidates; MRR of the first primary (trec_eval conventions).",
-        "",
-        *table(header, rows),
-        *_standard_cutoffs(doc),
-    ]
+        "the final 6 and among the top 15 candidates; MRR of the first primary (trec_eval conventions)."
+    )
+    return [*_section("Retrieval metrics (semantic)", header, rows, intro, ""), *_standard_cutoffs(doc)]
 
 
 def _stage_attribution(found: Sequence[StageAttribution]) -> list[str]:
-    if not found:
-        return []
     counts = ", ".join(f"{stage.value} {sum(a.stage is stage for a in found)}" for stage in Stage)
     rows = [(text(a.test_id), a.trial, a.stage.value, text(a.detail)) for a in found]
-    return [
-        "## Stage attribution (semantic hard fails, nothing relevant selected, errors)",
-        "",
+    return _section(
+        "Stage attribution (semantic hard fails, nothing relevant selected, errors)",
+        ("Test", "Trial", "Stage", "Detail"),
+        rows,
         f"Where each primary (or every relevant entity) was lost: {counts}. *embedding*: it never "
         "reached the candidates; *reranker*: it was a candidate but was not selected.",
         "",
-        *table(("Test", "Trial", "Stage", "Detail"), rows),
-    ]
+    )
 
 
 def _trials(tests: Sequence[TrialResults[SemanticResult]]) -> list[str]:
@@ -264,17 +249,16 @@ def _penalties(results: Sequence[AnyResult]) -> list[str]:
         for r in results
         if r.outcome is not None and r.outcome.penalties
     ]
-    if not rows:
-        return []
-    return ["## Penalty breakdown", "", *table(("Bank", "Test", "Score", "Penalties"), rows)]
+    return _section("Penalty breakdown", ("Bank", "Test", "Score", "Penalties"), rows)
 
 
 def _errored(results: Sequence[AnyResult]) -> list[str]:
-    errored = [r for r in results if r.status is ResultStatus.ERRORED]
-    rows = [(r.mechanism, text(r.test_id), text(r.error or "")) for r in errored]
-    if not rows:
-        return []
-    return ["## Errored tests (not scored)", "", *table(("Bank", "Test", "Reason"), rows)]
+    rows = [
+        (r.mechanism, text(r.test_id), text(r.error or ""))
+        for r in results
+        if r.status is ResultStatus.ERRORED
+    ]
+    return _section("Errored tests (not scored)", ("Bank", "Test", "Reason"), rows)
 
 
 MAX_ERROR_REASONS = 5
@@ -290,8 +274,6 @@ def error_reasons(results: Sequence[AnyResult]) -> list[str]:
 
 
 def _handlers(agg: Aggregate) -> list[str]:
-    if not agg.handler_scores:
-        return []
     rows = [
         (
             text(h.handler),
@@ -301,14 +283,8 @@ def _handlers(agg: Aggregate) -> list[str]:
         )
         for h in agg.handler_scores.values()
     ]
-    return [
-        "## State handlers",
-        "",
-        *table(
-            ("Handler", "Fired when expected", "Fired when forbidden", "Avg of involved tests"),
-            rows,
-        ),
-    ]
+    header = ("Handler", "Fired when expected", "Fired when forbidden", "Avg of involved tests")
+    return _section("State handlers", header, rows)
 
 
 def _pattern_types(agg: Aggregate) -> list[str]:
@@ -316,13 +292,7 @@ def _pattern_types(agg: Aggregate) -> list[str]:
         (text(k), fmt_score(s.average), s.tests, s.hard_fails, s.critical_failures)
         for k, s in agg.pattern_type_scores.items()
     ]
-    if not rows:
-        return []
-    return [
-        "## Pattern types",
-        "",
-        *table(("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows),
-    ]
+    return _section("Pattern types", ("Type", "Avg score", "Tests", "Hard fails", "Critical"), rows)
 
 
 def _provenance(doc: RunDocument) -> list[str]:
@@ -345,7 +315,7 @@ def _provenance(doc: RunDocument) -> list[str]:
     ]
     if p.prompt_cache is not None:
         rows.append(("Reranker prompt cache", text(p.prompt_cache)))
-    return ["## Provenance and cost", "", *table(("", ""), rows)]
+    return _section("Provenance and cost", ("", ""), rows)
 
 
 def render_markdown(doc: RunDocument, since: Sequence[str] = (), reading: Reading | None = None) -> str:

@@ -9,7 +9,7 @@ one case per model: its release gate, or the reason no evaluation could be read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from eval_pipeline.core.inputs.banks import Mechanism
@@ -60,14 +60,8 @@ def _case(prefix: str, bank: Mechanism, t: TrialResults[AnyResult], failure: Fai
     critical = "critical failure; " if failure.critical else ""
     detail = f"{critical}score {fmt_score(failure.score)}; {failure.rule}: {failure.reason}"
     verdict = Verdict.ERROR if failure.score is None else Verdict.FAILURE
-    return Case(
-        name=case.name,
-        classname=case.classname,
-        time=case.time,
-        verdict=verdict,
-        message=f"{failure.rule}: {failure.reason}",
-        kind=failure.rule,
-        detail=detail,
+    return replace(
+        case, verdict=verdict, message=f"{failure.rule}: {failure.reason}", kind=failure.rule, detail=detail
     )
 
 
@@ -95,22 +89,13 @@ def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
     if doc is None:
         return []
     reading = reading_of(doc) if run.reading is None else run.reading
-    grouped = reading.grouped
     failures = {(f.bank, f.test_id): f for f in reading.failures}
+    timestamp = doc.provenance.generated_at.replace(tzinfo=None).isoformat(timespec="seconds")
     suites = []
     for bank in Mechanism:
-        tests = grouped.of(bank)
-        if not tests:
-            continue
-        cases = [_case(prefix, bank, t, failures.get((bank, t.test_id))) for t in tests]
-        suites.append(
-            Suite(
-                name=f"{prefix}{bank.value}",
-                cases=cases,
-                properties=_properties(doc, bank, run.gate),
-                timestamp=doc.provenance.generated_at.replace(tzinfo=None).isoformat(timespec="seconds"),
-            )
-        )
+        cases = [_case(prefix, bank, t, failures.get((bank, t.test_id))) for t in reading.grouped.of(bank)]
+        if cases:
+            suites.append(Suite(f"{prefix}{bank.value}", cases, _properties(doc, bank, run.gate), timestamp))
     return suites
 
 

@@ -15,12 +15,11 @@ needs no IR library.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.inputs.external_ids import carriage_problem
+from eval_pipeline.core.inputs.external_ids import OriginalIds, carriage_problem
 from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.metrics import judgments
 from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
@@ -49,22 +48,9 @@ class TrecIdError(BadInput):
     """An id that TREC files cannot carry (whitespace, control characters): one line naming it."""
 
 
-@dataclass(frozen=True)
-class OriginalIds:
-    """Entity id -> the collection's document id, test id -> its query id; ids not listed are
-    their own original (a project that was not imported)."""
-
-    documents: Mapping[str, str]
-    queries: Mapping[str, str]
-
-    def document(self, entity_id: str) -> str:
-        return _carried(self.documents.get(entity_id, entity_id), "document", entity_id)
-
-    def query(self, test_id: str) -> str:
-        return _carried(self.queries.get(test_id, test_id), "query", test_id)
-
-
-def _carried(original: str, kind: str, ours: str) -> str:
+def _carried(ids: OriginalIds, kind: str, ours: str) -> str:
+    """The original id of a document or query (`kind`), refused when a TREC file cannot carry it."""
+    original = ids.document(ours) if kind == "document" else ids.query(ours)
     problem = carriage_problem(original)
     if problem:
         raise TrecIdError(f"{kind} id of '{ours}': {problem}")
@@ -85,8 +71,11 @@ def run_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Scored
     rows: list[ScoredDoc] = []
     for r in ranked_results(results):
         ranking = final_ranking(r.selections, r.candidates)
-        qid = ids.query(r.test_id)
-        rows += [ScoredDoc(qid, ids.document(e), float(len(ranking) - i)) for i, e in enumerate(ranking)]
+        qid = _carried(ids, "query", r.test_id)
+        rows += [
+            ScoredDoc(qid, _carried(ids, "document", e), float(len(ranking) - i))
+            for i, e in enumerate(ranking)
+        ]
     return rows
 
 
@@ -94,8 +83,10 @@ def qrel_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Qrel]
     """The judgments of each test the run ranks."""
     rows: list[Qrel] = []
     for r in ranked_results(results):
-        qid = ids.query(r.test_id)
-        rows += [Qrel(qid, ids.document(e), gain) for e, gain in judgments(r.expectations).items()]
+        qid = _carried(ids, "query", r.test_id)
+        rows += [
+            Qrel(qid, _carried(ids, "document", e), gain) for e, gain in judgments(r.expectations).items()
+        ]
     return rows
 
 
