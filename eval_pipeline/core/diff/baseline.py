@@ -42,29 +42,22 @@ def against_baseline(
     head: RunDocument, baseline: RunDocument | None, passed_over: Sequence[str] = ()
 ) -> RegressionDiff:
     p = head.provenance
-    if baseline is None:
-        if passed_over:
-            found = f"none of its {len(passed_over)} earlier evaluation(s) can be one"
-            named = "; ".join(passed_over)
-            verdict_text = f"no usable baseline: {p.model} before {p.date}: {found} ({named})"
-        else:
-            verdict_text = f"no baseline: {p.model} has no evaluation dated before {p.date}"
-        return RegressionDiff(
-            model=p.model,
-            date=p.date,
-            baseline_date=None,
-            diff=None,
-            verdict=verdict_text,
-            passed_over=list(passed_over),
-        )
-    diff = diff_documents(baseline, head)
+    before = baseline.provenance.date if baseline else None
+    diff = diff_documents(baseline, head) if baseline else None
+    if diff is not None:
+        verdict_text = verdict(diff)
+    elif passed_over:
+        found = f"none of its {len(passed_over)} earlier evaluation(s) can be one"
+        verdict_text = f"no usable baseline: {p.model} before {p.date}: {found} ({'; '.join(passed_over)})"
+    else:
+        verdict_text = f"no baseline: {p.model} has no evaluation dated before {p.date}"
     return RegressionDiff(
         model=p.model,
         date=p.date,
-        baseline_date=baseline.provenance.date,
-        baseline_age_days=days_between(baseline.provenance.date, p.date),
+        baseline_date=before,
+        baseline_age_days=days_between(before, p.date) if before else None,
         diff=diff,
-        verdict=verdict(diff),
+        verdict=verdict_text,
         passed_over=list(passed_over),
     )
 

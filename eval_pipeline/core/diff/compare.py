@@ -52,16 +52,9 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import OriginalIds
 from eval_pipeline.core.inputs.nesting import check_json_depth
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
-from eval_pipeline.core.scoring.metrics import (
-    attributions,
-)
+from eval_pipeline.core.scoring.metrics import attributions
 from eval_pipeline.core.scoring.reevaluation import decisions_against
-from eval_pipeline.core.scoring.results import (
-    RESULT_SCHEMA_VERSION,
-    AnyResult,
-    PatternResult,
-    SemanticResult,
-)
+from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION, AnyResult, PatternResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import Outcome, TrialResults, by_test
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from eval_pipeline.core.diff.model import ReasonDrift
+from eval_pipeline.core.diff.model import COLLAPSE_ALERT, ReasonDrift
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.scoring.results import (
     AlwaysResult,
@@ -24,7 +24,6 @@ from eval_pipeline.core.scoring.trials import trial_of
 # A selected primary whose cosine fell by this much still passes, but no longer for a reason the
 # embedding can see (e.g. its content was gutted and a keyword boost kept it in).
 SIMILARITY_COLLAPSE = 0.2
-COLLAPSE_ALERT = "similarity collapse"
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 View = dict[str, Any]

@@ -17,15 +17,8 @@ class KbChange(BaseModel):
 
     @property
     def line(self) -> str:
-        parts = [
-            f"{label} ({len(ids)}): {', '.join(ids)}"
-            for label, ids in (
-                ("added", self.added),
-                ("removed", self.removed),
-                ("content changed", self.changed),
-            )
-            if ids
-        ]
+        named = (("added", self.added), ("removed", self.removed), ("content changed", self.changed))
+        parts = [f"{label} ({len(ids)}): {', '.join(ids)}" for label, ids in named if ids]
         return "KB change: entities " + "; ".join(parts)
 
 

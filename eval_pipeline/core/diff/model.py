@@ -10,12 +10,12 @@ from eval_pipeline.core.diff.kb_change import KbChange
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.scoring.metrics import (
-    StageAttribution,
-)
+from eval_pipeline.core.scoring.metrics import StageAttribution
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.scoring.trials import Outcome
 from eval_pipeline.core.sparse_json import SparseModel
+
+COLLAPSE_ALERT = "similarity collapse"  # how a content collapse alert begins (explain.collapse_alerts)
 
 
 class DiffError(BadInput, ValueError):
@@ -179,6 +179,13 @@ class RunDiff(SparseModel, FrozenModel):
 
     def of_kind(self, kind: DeltaKind) -> list[PerTestDelta]:
         return [d for d in self.deltas if d.kind is kind]
+
+    def content_collapses(self) -> list[PerTestDelta]:
+        """Every test whose selected primary collapsed, critical tests first, then by id: a
+        regression of its own kind that the score hides, so it fails the diff gate by default."""
+        kept = [d for d in self.deltas if d.kind is not DeltaKind.REMOVED]
+        found = [d for d in kept if any(a.startswith(COLLAPSE_ALERT) for a in d.alerts)]
+        return sorted(found, key=lambda d: (not d.critical, d.test_id))
 
     def best_dropped(self) -> list[PerTestDelta]:
         """Tests whose best relevant entity left the selection: regressions first, then by id."""

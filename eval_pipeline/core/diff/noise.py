@@ -59,22 +59,18 @@ def confirmations(
     """Each re-tried test's decision against `base` (see the module's rule)."""
     threshold = head.provenance.pass_threshold
     before, now = _scores(base.semantic, threshold), _scores(head.semantic, threshold)
-    out = []
-    for t in by_test(retrials, threshold):
-        scores = t.scores
-        mean = statistics.fmean(scores) if scores else None
-        regressed = t.outcome is not Outcome.PASS  # as the diff judges a pass
-        out.append(
-            Confirmation(
-                test_id=t.test_id,
-                base_score=before.get(t.test_id) or 0.0,
-                head_score=now.get(t.test_id) or 0.0,
-                retrial_scores=scores,
-                retrial_mean=mean,
-                decision=Decision.CONFIRMED if regressed else Decision.DISMISSED,
-            )
+    return [
+        Confirmation(
+            test_id=t.test_id,
+            base_score=before.get(t.test_id) or 0.0,
+            head_score=now.get(t.test_id) or 0.0,
+            retrial_scores=t.scores,
+            retrial_mean=statistics.fmean(t.scores) if t.scores else None,
+            # Still not passing, as the diff judges a pass.
+            decision=Decision.CONFIRMED if t.outcome is not Outcome.PASS else Decision.DISMISSED,
         )
-    return out
+        for t in by_test(retrials, threshold)
+    ]
 
 
 def confirm_regressions(

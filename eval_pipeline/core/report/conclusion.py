@@ -155,12 +155,7 @@ def assemble_document(provenance: Provenance, agg: Aggregate, scored: ScoredBank
         provenance = provenance.model_copy(update={"original_ids": ids.naming(named)})
     banks = {m.value: list(rows) for m, rows in scored.results.items() if m in agg.banks}
     return RunDocument.model_validate(
-        {
-            "provenance": provenance,
-            "aggregate": agg,
-            **banks,
-            "expectation_conflicts": list(scored.conflicts),
-        }
+        {"provenance": provenance, "aggregate": agg, **banks, "expectation_conflicts": list(scored.conflicts)}
     ).with_derived()
 
 

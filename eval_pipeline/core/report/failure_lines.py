@@ -47,7 +47,4 @@ def failure_lines(doc: RunDocument, details: str, failures: Sequence[Failure] | 
     errored = Counter(f.reason for f in others if f.score is None)
     shared = {reason for reason, n in errored.items() if n > 1}
     lines = [_failure_line(f, shared) for f in others]
-    return [
-        head,
-        *(f"    {line}" for line in fold(lines, "failing tests", details)),
-    ]
+    return [head, *(f"    {line}" for line in fold(lines, "failing tests", details))]

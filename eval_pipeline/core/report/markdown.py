@@ -307,10 +307,7 @@ def _provenance(doc: RunDocument) -> list[str]:
         ("Generated", p.generated_at.isoformat()),
         ("Cost (system under test)", f"${doc.aggregate.cost_usd:.4f}"),
         ("Calibration cost that day (not system under test)", f"${p.calibration_cost_usd:.4f}"),
-        (
-            "Tokens in/out",
-            f"{doc.aggregate.usage.input_tokens}/{doc.aggregate.usage.output_tokens}",
-        ),
+        ("Tokens in/out", f"{doc.aggregate.usage.input_tokens}/{doc.aggregate.usage.output_tokens}"),
         ("Rerank mode", text(p.rerank_mode)),
     ]
     if p.prompt_cache is not None:

@@ -21,15 +21,11 @@ M = TypeVar("M", bound=BaseModel)
 C = TypeVar("C", bound=BaseModel)
 
 
-def _table(ids: OriginalIds | None) -> dict[str, str]:
-    return {} if ids is None else {**ids.documents, **ids.queries}
-
-
 def with_original_ids(model: M, ids: OriginalIds | None) -> M:
     """`model` with every mapped id in it (a value, a key, or a word of a line of text) replaced
     by the original. A mapped id ends in `__` and a hash: it cannot be part of another id or of
     a word, so a plain replacement is exact."""
-    table = _table(ids)
+    table = {} if ids is None else {**ids.documents, **ids.queries}
     if not table:
         return model
     pattern = re.compile("|".join(re.escape(k) for k in sorted(table, key=len, reverse=True)))

@@ -21,11 +21,7 @@ RECORD = "record"
 
 def to_frame(rows: Sequence[M], columns: Callable[[M], dict[str, Any]]) -> pd.DataFrame:
     records = [{**columns(r), RECORD: r.model_dump_json()} for r in rows]
-    return pd.DataFrame.from_records(records, columns=_column_names(rows, columns))
-
-
-def _column_names(rows: Sequence[M], columns: Callable[[M], dict[str, Any]]) -> list[str] | None:
-    return [*columns(rows[0]), RECORD] if rows else None
+    return pd.DataFrame.from_records(records, columns=[*records[0]] if records else None)
 
 
 def from_frame(frame: pd.DataFrame, model: type[M]) -> list[M]:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from eval_pipeline.core.diff.collapse import content_collapses
 from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.scoring.reevaluation import Decision
@@ -83,7 +82,7 @@ def _regressions(diff: RunDiff, strict: bool) -> _Regressions:
     stats = diff.statistics
     return _Regressions(
         critical=diff.of_kind(DeltaKind.CRITICAL),
-        collapsed=content_collapses(diff),
+        collapsed=diff.content_collapses(),
         errored=[d for d in regressed if _errored_now(d)],
         deterministic=[d for d in scored if d.mechanism != Mechanism.SEMANTIC.value],
         confirmed=[d for d in semantic if decided.get(d.test_id) is Decision.CONFIRMED],
