@@ -196,7 +196,6 @@ def build_history(
     trigger: Trigger,
     kb: KnowledgeBase,
     model: str,
-    prompt_version: str = PROMPT_VERSION,
 ) -> HistoryFile:
     """Changed proposals become changes (conflicting ones included, see the module docstring), and
     so do agreements with a standing override whose conflict they clear: without them the flag
@@ -212,7 +211,7 @@ def build_history(
         kb_version=kb.kb_version,
         kb_hash=kb.content_hash,
         model=model,
-        prompt_version=prompt_version,
+        prompt_version=PROMPT_VERSION,
         changes=changes,
         changed_count=len(changes),
         unchanged_count=len(diffs) - len(changes),

@@ -68,33 +68,28 @@ def same_expectations(a: Expectations, b: Expectations) -> bool:
 
 
 def _apply_change(state: _TestState, change: HistoryChange, entry: HistoryFile) -> None:
-    if change.updated is not None and change.human_override is None:
-        source = f"opus_{entry.date}"
-        state.calibration = (change.updated, source)
-        if state.override is None:
-            return
-        if same_expectations(state.override[0], change.updated):
+    if change.updated is not None:
+        state.calibration = (change.updated, f"opus_{entry.date}")
+    override = change.human_override
+    if override is not None:
+        state.conflict = None
+        state.override = None
+        if not override.withdraw:
+            state.override = (override.expectations(), f"human_override_{override.override_date}")
+    elif state.override is not None and state.calibration is not None:
+        standing, standing_source = state.override
+        proposed, source = state.calibration  # this change's (a change without an override has one)
+        if same_expectations(standing, proposed):
             state.conflict = None  # the latest calibration now agrees with the clinician
         else:
             state.conflict = ExpectationConflict(
                 test_id=change.test_id,
                 calibration_version=entry.version,
                 calibration_source=source,
-                override_source=state.override[1],
-                proposed=change.updated,
-                standing=state.override[0],
+                override_source=standing_source,
+                proposed=proposed,
+                standing=standing,
             )
-        return
-    override = change.human_override
-    assert override is not None  # guaranteed by HistoryChange's validator
-    if change.updated is not None:
-        state.calibration = (change.updated, f"opus_{entry.date}")
-    if override.withdraw:
-        state.override = None
-        state.conflict = None
-    else:
-        state.override = (override.expectations(), f"human_override_{override.override_date}")
-        state.conflict = None
 
 
 def ordered(history: Iterable[LoadedHistory]) -> list[LoadedHistory]:
