@@ -29,11 +29,8 @@ def affected_tests(
     entity_ids: Iterable[str],
     retrieved: Mapping[str, set[str]],
 ) -> dict[str, list[str]]:
-    """The tests an added or changed entity may affect, each with why (docs/calibration.md).
-
-    A test is affected when its resolved expectations name one of the entities, when its latest
-    retrieval (candidates or selections) contained one, or when its topics share a topic with one.
-    """
+    """The tests an added or changed entity may affect (its expectations or latest retrieval name
+    one, or it shares a topic with one), each with why (docs/calibration.md)."""
     wanted = set(entity_ids)
     topics = {t for eid in wanted if eid in kb.by_id for t in kb.by_id[eid].topics}
     out: dict[str, list[str]] = {}

@@ -11,12 +11,8 @@ LOCK_NAME = ".history.lock"
 
 
 def append_history(directory: Path, entry: HistoryFile) -> Path:
-    """Write `entry` as a new history file; never overwrites, safe across processes.
-
-    The lock serialises writers (same-day files are numbered in the order written); the
-    temp-file + hard-link publish means a reader never sees a partial file and an existing file
-    can never be replaced, even without the lock.
-    """
+    """Write `entry` as a new history file. The lock numbers same-day files in the order written;
+    the publish (temp file, hard link) never shows a partial file nor replaces one, lock or not."""
     from filelock import FileLock  # here: reading expectations (every run) never loads it
 
     payload = entry.model_dump_json(indent=2, exclude_none=False)

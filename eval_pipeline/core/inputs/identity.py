@@ -27,11 +27,9 @@ class ProjectIdentity(FrozenModel):
 
     @property
     def label(self) -> str:
-        return (
-            f"'{self.name}'"
-            if self.name
-            else f"unnamed KB {self.kb_version} ({len(self.entity_ids)} entities)"
-        )
+        if self.name:
+            return f"'{self.name}'"
+        return f"unnamed KB {self.kb_version} ({len(self.entity_ids)} entities)"
 
     def same_project(self, other: ProjectIdentity) -> bool:
         if self.name and other.name:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -100,7 +100,7 @@ class Banks(BaseModel):
 
 
 def read_structured(path: Path, shown: str, problems: list[Problem]) -> Any:
-    """Parse JSON or YAML by extension (strictly: see reading.py); on failure record one problem,
+    """Parse JSON or YAML by extension (strictly: see file_reader.py); on failure record one problem,
     return None. An empty (or `null`) file is a problem too: a file that is there means to say
     something."""
     try:
@@ -151,10 +151,8 @@ def parse_collection(
     items_key: str = "tests",
     id_key: str = "test_id",
 ) -> M | None:
-    """Validate item by item so one bad test doesn't hide the problems of the others.
-
-    The result holds only the valid items; every invalid one has been reported.
-    """
+    """Validate item by item so one bad test doesn't hide the problems of the others: the result
+    holds only the valid items, every invalid one reported."""
     if not isinstance(data, dict) or not isinstance(data.get(items_key), list):
         return parse_model(model, data, shown, problems, id_key)
     # Valid as a whole (the usual case): one validation. Only a file with a problem is taken
@@ -380,12 +378,6 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
         return Banks(root=root)
     banks = Banks(root=root, layout=read_layout(root, problems))
     root_real = real_folder(root)
-    models: dict[Mechanism, type[BaseModel]] = {
-        Mechanism.SEMANTIC: SemanticBank,
-        Mechanism.STATE: StateBank,
-        Mechanism.PATTERN: PatternBank,
-        Mechanism.ALWAYS: AlwaysBank,
-    }
     for mechanism, rel in banks.layout.banks().items():
         file = root / rel
         if _present(file):
@@ -393,9 +385,8 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
                 banks.file_hashes[rel] = "outside"
                 continue
             banks.file_hashes[rel] = _file_hash(file)
-            loaded = parse_collection(
-                models[mechanism], read_structured(file, str(file), problems), str(file), problems
-            )
+            model = get_args(Banks.model_fields[mechanism.value].annotation)[0]  # of `Bank | None`
+            loaded = parse_collection(model, read_structured(file, str(file), problems), str(file), problems)
             setattr(banks, mechanism.value, loaded)
     if not banks.file_hashes:
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
@@ -403,11 +394,9 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
     if _present(rules_file):
         if _inside_banks(rules_file, root_real, root, problems):
             banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
+            shown = str(rules_file)
             banks.rules = parse_model(
-                PatternRules,
-                read_structured(rules_file, str(rules_file), problems),
-                str(rules_file),
-                problems,
+                PatternRules, read_structured(rules_file, shown, problems), shown, problems
             )
     elif _present(root / banks.layout.pattern):
         problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))

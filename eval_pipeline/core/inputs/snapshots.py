@@ -99,11 +99,9 @@ def take_snapshot(store: Path, kb: Path, banks: Path, now: datetime) -> Snapshot
 
 def stored_snapshot(store: Path, snapshot_id: str) -> SnapshotManifest | None:
     path = store / snapshot_id / MANIFEST
-    return (
-        read_json_model(path, SnapshotManifest, SnapshotError, "snapshot manifest")
-        if path.is_file()
-        else None
-    )
+    if not path.is_file():
+        return None
+    return read_json_model(path, SnapshotManifest, SnapshotError, "snapshot manifest")
 
 
 def observed(store: Path, manifest: SnapshotManifest, observed_at: datetime) -> SnapshotRef:
