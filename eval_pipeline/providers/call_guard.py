@@ -44,17 +44,6 @@ class AttemptDeadline(CouldNotEvaluate):
         super().__init__(f"no complete answer within {round(seconds, 2):g} s")
 
 
-def _deadline_or(
-    classify: Callable[[BaseException], Failure | None],
-) -> Callable[[BaseException], Failure | None]:
-    def classified(exc: BaseException) -> Failure | None:
-        if isinstance(exc, AttemptDeadline):  # no answer in time: counted like a client timeout
-            return unreachable(str(exc))
-        return classify(exc)
-
-    return classified
-
-
 @dataclass(frozen=True)
 class CallGuard:
     clock: Clock
@@ -110,11 +99,18 @@ class CallGuard:
         classify: Callable[[BaseException], Failure | None],
         limiter: RateLimiter | None = None,
     ) -> T:
-        retry = partial(call_with_retry, clock=self.clock, policy=self.policy, secret=self.secret)
-        return await retry(
+        def classified(exc: BaseException) -> Failure | None:
+            if isinstance(exc, AttemptDeadline):  # no answer in time: counted like a client timeout
+                return unreachable(str(exc))
+            return classify(exc)
+
+        return await call_with_retry(
             partial(self.bounded, attempt),
-            _deadline_or(classify),
+            classified,
             limiter=limiter,
+            clock=self.clock,
+            policy=self.policy,
+            secret=self.secret,
             breaker=self.breaker,
             waits=self.waits,
         )

@@ -1,18 +1,14 @@
 """Pacing and retries shared by every API provider.
 
 `RateLimiter` keeps one model's requests under its per-minute allowance (aiolimiter leaky bucket)
-and under a concurrency cap (asyncio.Semaphore). `call_with_retry` is the one retry policy: it
-retries 429/500/502/503/504/529, timeouts and connection errors with exponential backoff and jitter
-(tenacity), honours `retry-after`, bounds attempts and total time, and turns the final failure into
-a `ProviderError` with a short reason such as "HTTP 503 after 5 attempts". Every retry goes back
-through the limiter, so retries are paced and counted like first attempts.
+and a concurrency cap. `call_with_retry` is the one retry policy (tenacity): 429/500/502/503/504/529,
+timeouts and connection errors, with exponential backoff and jitter, honouring `retry-after`,
+bounded in attempts and total time; the final failure is a `ProviderError` with a short reason
+such as "HTTP 503 after 5 attempts". Retries go back through the limiter, so they are paced and
+counted like first attempts. Every wait is capped (`waits`); a service that cannot be reached
+stops being called after a few tries (`circuit`).
 
-Every wait is capped and bounded by the run deadline (`waits`), and calls to a service that
-cannot be reached stop after a few (`circuit`).
-
-Time is spent through a `Clock` so that tests can make backoff and polling waits nearly free: with
-`ScaledClock(20)` a 1.25 s gap takes 62.5 ms of real time and `clock.now()` reports clock seconds.
-(The pace benchmark runs on real time, so client CPU cannot leak into its ratios.)
+Time is read through a `Clock`, so that tests can run waits fast (`ScaledClock`).
 """
 
 from __future__ import annotations
@@ -270,49 +266,11 @@ def _wait(policy: RetryPolicy, state: RetryCallState) -> float:
     """Wait what the server asked for (plus jitter to spread a herd), else exponential backoff."""
     jitter = random.uniform(0.0, policy.jitter_s)
     backoff = min(policy.max_backoff_s, policy.backoff_s * 2.0 ** (state.attempt_number - 1))
-    failure = _failure_of(state)
-    if failure is not None and failure.retry_after_s is not None:
-        # Never sooner than our own backoff: a server saying "retry in 0 s" must not spin us.
-        return max(failure.retry_after_s, backoff) + jitter
-    return backoff + jitter
-
-
-class _Stop:
-    """Stop after the last attempt, when the coming wait would pass the call's deadline or the
-    waits' cap or run deadline (`refused` says which), or when the service is declared down."""
-
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        clock: Clock,
-        started: float,
-        waits: WaitBudget | None,
-        breaker: CircuitBreaker | None,
-    ) -> None:
-        self._policy = policy
-        self._clock = clock
-        self._started = started
-        self._waits = waits
-        self._breaker = breaker
-        self.refused: str | None = None
-
-    def __call__(self, state: RetryCallState) -> bool:
-        if state.attempt_number >= self._policy.max_attempts:
-            return True
-        if self._breaker is not None and self._breaker.is_open:
-            return True
-        if self._waits is not None:
-            backoff = state.upcoming_sleep
-            self.refused = self._waits.refusal(backoff, f"backoff of {backoff:.0f} s")
-            if self.refused is not None:
-                return True
-        elapsed = self._clock.now() - self._started
-        return elapsed + state.upcoming_sleep > self._policy.deadline_s
-
-
-def _failure_of(state: RetryCallState) -> Failure | None:
     exc = state.outcome.exception() if state.outcome is not None else None
-    return exc.failure if isinstance(exc, _AttemptFailed) else None
+    if isinstance(exc, _AttemptFailed) and exc.failure.retry_after_s is not None:
+        # Never sooner than our own backoff: a server saying "retry in 0 s" must not spin us.
+        return max(exc.failure.retry_after_s, backoff) + jitter
+    return backoff + jitter
 
 
 async def call_with_retry(
@@ -335,12 +293,6 @@ async def call_with_retry(
     """
     attempts = 0
 
-    async def paced() -> T:
-        if limiter is None:
-            return await attempt()
-        async with limiter.slot(waits):
-            return await attempt()
-
     async def once() -> T:
         if breaker is None:
             return await tried()
@@ -359,18 +311,40 @@ async def call_with_retry(
             waits.check_deadline()
         attempts += 1
         try:
-            return await paced()
+            async with limiter.slot(waits) if limiter is not None else contextlib.nullcontext():
+                return await attempt()
         except WaitRefused:
             raise
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise
-            if failure.retry_after_s is not None:
-                _heed_retry_after(failure.retry_after_s, limiter, waits)
+            if (seconds := failure.retry_after_s) is not None:
+                # The whole model holds as asked; a demand beyond the caps fails this call at
+                # once, and the limiter keeps it so that the model's other calls fail at once too.
+                demand = f"provider asked to wait {seconds:g} s (retry-after)"
+                if limiter is not None:
+                    limiter.pause(seconds, demand)
+                if waits is not None:
+                    waits.check(seconds, demand)
             raise _AttemptFailed(failure) from exc
 
-    stop = _Stop(policy, clock, clock.now(), waits, breaker)
+    started = clock.now()
+    refused: str | None = None
+
+    def stop(state: RetryCallState) -> bool:
+        """After the last attempt, when the coming wait would pass the call's deadline or the
+        waits' cap or run deadline (`refused` says which), or once the service is declared down."""
+        nonlocal refused
+        if state.attempt_number >= policy.max_attempts or (breaker is not None and breaker.is_open):
+            return True
+        backoff = state.upcoming_sleep
+        if waits is not None:
+            refused = waits.refusal(backoff, f"backoff of {backoff:.0f} s")
+            if refused is not None:
+                return True
+        return clock.now() - started + backoff > policy.deadline_s
+
     retrying = AsyncRetrying(
         sleep=clock.sleep,
         stop=stop,
@@ -383,18 +357,8 @@ async def call_with_retry(
     except _AttemptFailed as exc:
         if breaker is not None and breaker.is_open:
             raise breaker.down() from None
-        reason = stop.refused or _final_reason(exc.failure, attempts, policy)
+        reason = refused or _final_reason(exc.failure, attempts, policy)
         raise ProviderError(redact(reason, secret)) from None
-
-
-def _heed_retry_after(seconds: float, limiter: RateLimiter | None, waits: WaitBudget | None) -> None:
-    """Hold the model's requests as the server asked; a demand beyond the caps fails this call
-    at once, and the limiter keeps it so that the model's other calls fail at once too."""
-    demand = f"provider asked to wait {seconds:g} s (retry-after)"
-    if limiter is not None:
-        limiter.pause(seconds, demand)
-    if waits is not None:
-        waits.check(seconds, demand)
 
 
 def _final_reason(failure: Failure, attempts: int, policy: RetryPolicy) -> str:

@@ -2,16 +2,13 @@
 cosine (15 unless the model sets `candidate_depth`), let the reranker pick the final 6 in order.
 
 A failing stage never raises out of `retrieve`: the test comes back `errored` with
-"<stage>: <reason>", so one bad call cannot sink a run and errored tests are never scored.
-
-With `batch=True` and a reranker that can batch (Claude), `retrieve_many` runs the embedding
-stage for every item first, then sends all rerank requests as one batch and finishes each test
-from its answer: the same selections as the online path, billed at the batch discount.
+"<stage>: <reason>", so one bad call cannot sink a run. With `batch=True` and a reranker that can
+batch (Claude), every embedding stage runs first and the reranks go as one message batch: the
+same selections, billed at the batch discount.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -143,8 +140,9 @@ class _Index:
         seen, make = self._seen, RerankCandidate._make
         return [make((c.entity_id, *seen[c.entity_id], c.score)) for c in candidates]
 
-    def everything(self) -> list[Candidate]:
-        return [Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities]
+    def catalogue(self) -> list[RerankCandidate]:
+        """Every entity as a reranker sees it (no score)."""
+        return self.shown([Candidate(entity_id=e.entity_id, score=0.0) for e in self.entities])
 
     def top(self, query_vec: Vector, k: int) -> list[Candidate]:
         return self.top_many(query_vec[np.newaxis, :], k)[0]
@@ -172,6 +170,11 @@ class _Index:
 # Queries scored per matrix product: bounds the block of scores (block x entities float64, 40 MB
 # at 5,000 entities) whatever the bank's size.
 _QUERY_BLOCK = 1024
+
+
+def _query_keys(queries: Sequence[str]) -> dict[str, str]:
+    """Each distinct query by its store key."""
+    return {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
 
 
 def _semantic(kb_entities: Sequence[Entity]) -> list[Entity]:
@@ -242,14 +245,20 @@ class SemanticPipeline:
         self._queries: dict[str, _Query] = {}
         self._ranked: dict[str, list[Candidate]] = {}  # their candidates
 
+    def _get(self, keys: Sequence[str]) -> dict[str, Vector]:
+        return self._store.get_many(self.embedder.name, keys) if self._store else {}
+
+    def _put(self, vectors: dict[str, Vector]) -> None:
+        if self._store:
+            self._store.put_many(self.embedder.name, vectors)
+
     def stored(self, kb_entities: Sequence[Entity], queries: Sequence[str]) -> StoredView:
         """What the embedding store already holds, read without a call (for estimates)."""
         entities = _semantic(kb_entities)
         hashes = [e.content_hash for e in entities]
-        known = self._store.get_many(self.embedder.name, hashes) if self._store else {}
-        keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
-        vectors = self._store.get_many(self.embedder.name, list(keys)) if self._store else {}
-        everything = _Index(entities, np.empty((0, 0), dtype=np.float32))
+        known = self._get(hashes)
+        keys = _query_keys(queries)
+        vectors = self._get(list(keys))
         candidates: dict[str, list[RerankCandidate]] = {}
         if entities and all(h in known for h in hashes):  # only then are a query's candidates known
             index = _Index(entities, np.stack([known[h] for h in hashes]).astype(np.float32))
@@ -258,7 +267,7 @@ class SemanticPipeline:
             candidates = {keys[k]: index.shown(top) for k, top in zip(stored, tops, strict=True)}
         return StoredView(
             to_embed=[e for e in entities if e.content_hash not in known],
-            catalogue=everything.shown(everything.everything()),
+            catalogue=_Index(entities, np.empty((0, 0), dtype=np.float32)).catalogue(),
             stored_queries={keys[k] for k in vectors},
             candidates=candidates,
         )
@@ -272,7 +281,7 @@ class SemanticPipeline:
         # The whole matrix as one stored array when these entities were indexed before.
         matrix = self._store.get_matrix(self.embedder.name, hashes) if self._store and entities else None
         if matrix is None:
-            known = self._store.get_many(self.embedder.name, hashes) if self._store else {}
+            known = self._get(hashes)
             todo = [e for e in entities if e.content_hash not in known]
             fresh = await self._embed_documents(todo, tally)
             vectors = {**known, **fresh}
@@ -282,7 +291,7 @@ class SemanticPipeline:
         self._index = _Index(entities, matrix if matrix is not None else np.empty((0, 0), dtype=np.float32))
         prompt_cache = None
         if isinstance(self.reranker, CatalogueReranker):
-            prompt_cache = await self.reranker.prepare(self._index.shown(self._index.everything()))
+            prompt_cache = await self.reranker.prepare(self._index.catalogue())
         return PrepareReport(
             entities=len(entities),
             embedded=len(todo),
@@ -303,8 +312,7 @@ class SemanticPipeline:
             )
         tally.add(result.usage, result.api_calls, result.cache_hits, self._embed_cost)
         fresh = {e.content_hash: result.vectors[i] for i, e in enumerate(todo)}
-        if self._store:
-            self._store.put_many(self.embedder.name, fresh)
+        self._put(fresh)
         return fresh
 
     async def _prefetch_queries(self, queries: Sequence[str]) -> None:
@@ -317,8 +325,8 @@ class SemanticPipeline:
         still add up to what it spent. A failed call is not reported here: each of its tests then
         embeds its own query and errors with the reason.
         """
-        keys = {EmbeddingStore.query_key("query", q): q for q in dict.fromkeys(queries)}
-        known = self._store.get_many(self.embedder.name, list(keys)) if self._store else {}
+        keys = _query_keys(queries)
+        known = self._get(list(keys))
         self._queries.update({keys[k]: _Query(v, stored=True) for k, v in known.items()})
         todo = [k for k in keys if k not in known]
         if todo:
@@ -328,8 +336,7 @@ class SemanticPipeline:
                 result = None
             if result is not None and result.vectors.shape[0] == len(todo):
                 fresh = {k: result.vectors[i] for i, k in enumerate(todo)}
-                if self._store:
-                    self._store.put_many(self.embedder.name, fresh)
+                self._put(fresh)
                 bills = _share(result.usage, result.api_calls, [len(keys[k]) for k in todo])
                 self._queries.update(
                     {
@@ -352,24 +359,16 @@ class SemanticPipeline:
                 prefetched.bill = None
             return prefetched.vector
         key = EmbeddingStore.query_key("query", query)
-        if self._store:
-            stored = self._store.get_many(self.embedder.name, [key]).get(key)
-            if stored is not None:
-                tally.cache_hits += 1
-                return stored
+        if (stored := self._get([key]).get(key)) is not None:
+            tally.cache_hits += 1
+            return stored
         result = await self.embedder.embed([query], "query")
         tally.add(result.usage, result.api_calls, result.cache_hits, self._embed_cost)
         if result.vectors.shape[0] != 1:
             raise ProviderError(f"{self.embedder.name}: {result.vectors.shape[0]} vectors for 1")
         vector: Vector = result.vectors[0]
-        if self._store:
-            self._store.put_many(self.embedder.name, {key: vector})
+        self._put({key: vector})
         return vector
-
-    def _candidates(self, index: _Index, query: str, vector: Vector) -> list[Candidate]:
-        """The query's candidates: ranked with the run's other queries when it was prefetched."""
-        ranked = self._ranked.get(query)
-        return list(ranked) if ranked is not None else index.top(vector, self._depth)
 
     def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
         """Bill a rerank outcome (a failed one too) and check its selections."""
@@ -393,7 +392,9 @@ class SemanticPipeline:
                 raise ProviderError("prepare() has not been run")
             stage = "embed"
             vector = await self._embed_query(item.query, staged.tally)
-            staged.candidates = self._candidates(index, item.query, vector)
+            # Ranked with the run's other queries when it was prefetched.
+            ranked = self._ranked.get(item.query)
+            staged.candidates = list(ranked) if ranked is not None else index.top(vector, self._depth)
             staged.shown = index.shown(staged.candidates)
         except Exception as exc:  # any stage failure is the test's outcome, not the run's
             staged.error = f"{stage}: {_reason(exc)}"
@@ -423,20 +424,21 @@ class SemanticPipeline:
             error=error,
         )
 
-    async def _rerank_online(self, staged: _Staged) -> RerankResult | Exception | None:
-        if staged.error is not None:
-            return None
-        try:
-            return await self.reranker.rerank(
-                staged.item.query, staged.shown, SELECTION_K, trial=staged.item.trial
-            )
-        except Exception as exc:  # the test's outcome, not the run's
-            return exc
-
     async def retrieve(self, test_id: str, query: str, trial: int = 0) -> SemanticRetrieval:
         """Run one test's query through both stages. Never raises (except on cancellation)."""
-        staged = await self._stage(RetrievalItem(test_id, query, trial))
-        return self._finish(staged, await self._rerank_online(staged))
+        return await self._retrieve(RetrievalItem(test_id, query, trial))
+
+    async def _retrieve(self, item: RetrievalItem) -> SemanticRetrieval:
+        staged = await self._stage(item)
+        if staged.error is not None:
+            return self._finish(staged, None)
+        try:
+            outcome: RerankResult | Exception = await self.reranker.rerank(
+                item.query, staged.shown, SELECTION_K, trial=item.trial
+            )
+        except Exception as exc:  # the test's outcome, not the run's
+            outcome = exc
+        return self._finish(staged, outcome)
 
     async def retrieve_many(
         self, items: Sequence[RetrievalItem], on_done: OnDone | None = None
@@ -446,23 +448,13 @@ class SemanticPipeline:
             await self._prefetch_queries([item.query for item in items])
         if self._batch and isinstance(self.reranker, BatchReranker):
             return await self._retrieve_batched(self.reranker, items, on_done)
-
-        async def one(item: RetrievalItem) -> SemanticRetrieval:
-            return await self.retrieve(item.test_id, item.query, item.trial)
-
-        return await retrieve_all(one, items, self._concurrency, on_done)
+        return await retrieve_all(self._retrieve, items, self._concurrency, on_done)
 
     async def _retrieve_batched(
         self, reranker: BatchReranker, items: Sequence[RetrievalItem], on_done: OnDone | None
     ) -> list[SemanticRetrieval]:
         """Every embedding stage, then one rerank batch for the tests that reached it."""
-        gate = asyncio.Semaphore(self._concurrency)
-
-        async def stage(item: RetrievalItem) -> _Staged:
-            async with gate:
-                return await self._stage(item)
-
-        staged = await asyncio.gather(*(stage(item) for item in items))
+        staged = await retrieve_all(self._stage, items, self._concurrency)
         ready = [s for s in staged if s.error is None]
         try:
             answers: list[RerankResult | ProviderError] = await reranker.rerank_batch(

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import Entity
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # as in base.py: only a prompt-caching reranker reports one
     from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 OnDone = Callable[[SemanticRetrieval], None]
+R = TypeVar("R")
 
 
 class RetrievalItem(NamedTuple):
@@ -71,11 +72,11 @@ def retrieval_items(
 
 
 async def retrieve_all(
-    retrieve: Callable[[RetrievalItem], Awaitable[SemanticRetrieval]],
+    retrieve: Callable[[RetrievalItem], Awaitable[R]],
     items: Sequence[RetrievalItem],
     concurrency: int,
-    on_done: OnDone | None = None,
-) -> list[SemanticRetrieval]:
+    on_done: Callable[[R], None] | None = None,
+) -> list[R]:
     """Run `retrieve` over the items, at most `concurrency` at a time; results in input order.
 
     `on_done` (e.g. a progress bar) is called as each finishes, in completion order. The items
@@ -84,7 +85,7 @@ async def retrieve_all(
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    done: dict[int, SemanticRetrieval] = {}
+    done: dict[int, R] = {}
     todo = iter(enumerate(items))
 
     async def worker() -> None:
