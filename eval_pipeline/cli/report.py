@@ -49,8 +49,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core.report.html import render_html
     from eval_pipeline.core.report.shown_ids import shown_history
     from eval_pipeline.core.writable import require_writable_file
+    from eval_pipeline.providers.evaluation_index import read_history
     from eval_pipeline.providers.object_store import output_path
-    from eval_pipeline.providers.results_history import read_history
 
     date_from, date_to = _date(args.date_from, "--from"), _date(args.date_to, "--to")
     if date_from and date_to and date_from > date_to:

@@ -43,9 +43,8 @@ from eval_pipeline.defs.partitions import (
 )
 from eval_pipeline.defs.resources import ProvidersResource, StorageResource
 from eval_pipeline.providers.evaluation_files import write_report
-from eval_pipeline.providers.evaluation_index import find_baseline
+from eval_pipeline.providers.evaluation_index import find_baseline, read_history
 from eval_pipeline.providers.object_store import write_text
-from eval_pipeline.providers.results_history import read_history
 
 GROUP = "diffs"
 # How many dates of a model's history the report.html beside each evaluation draws.

@@ -24,8 +24,7 @@ from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
 from eval_pipeline.providers.factory import rerank_mode
 from eval_pipeline.providers.factory import system_outputs as team_outputs
 from eval_pipeline.providers.models import ModelConfig
-from eval_pipeline.providers.progress_bar import semantic_bar
-from eval_pipeline.providers.target import PrepareReport, retrieval_items
+from eval_pipeline.providers.target import PrepareReport, retrieval_items, semantic_bar
 
 GROUP = "retrieval"
 PARQUET_IO = "parquet_io"

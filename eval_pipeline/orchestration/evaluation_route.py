@@ -184,8 +184,7 @@ def _narrowed_model(
     from eval_pipeline.core.report.conclusion import evaluate as conclude_observed
     from eval_pipeline.providers.evaluation_files import write_evaluation
     from eval_pipeline.providers.factory import rerank_mode, system_outputs
-    from eval_pipeline.providers.progress_bar import semantic_bar
-    from eval_pipeline.providers.target import retrieval_items
+    from eval_pipeline.providers.target import retrieval_items, semantic_bar
 
     kb, banks, scope, date = request.kb, request.banks, request.scope, request.date
     tests = scope.select(Mechanism.SEMANTIC, banks.semantic_tests) if scope.runs(Mechanism.SEMANTIC) else []

@@ -1,21 +1,29 @@
 """The index of a results location's evaluations: every evaluation writes
 `<results>/<model>/<date>/results.json`, so a model's folder lists the dates it was evaluated,
-whatever the partitions of the process reading it. The baseline of a comparison is found here:
-the latest earlier evaluation of the same model and project, however old.
+whatever the partitions of the process reading it. The baseline of a comparison is found here
+(the latest earlier evaluation of the same model and project, however old), and the history the
+HTML report draws is read here (with the regression diff stored beside each model's latest one).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
 from upath import UPath
 
-from eval_pipeline.core.diff.baseline import why_not_a_baseline
+from eval_pipeline.core.diff.baseline import RegressionDiff, why_not_a_baseline
 from eval_pipeline.core.errors import CouldNotEvaluate, EvalPipelineError
-from eval_pipeline.core.scoring.run_document import RESULTS_FILE, RunDocument, parse_document
+from eval_pipeline.core.scoring.run_document import (
+    REGRESSION_DIFF_FILE,
+    RESULTS_FILE,
+    DocumentError,
+    RunDocument,
+    parse_document,
+)
 
 _DATE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -69,3 +77,53 @@ def find_baseline(root: Path | UPath, head: RunDocument) -> BaselineSearch:
 def next_evaluated_date(root: Path | UPath, model: str, day: str) -> str | None:
     """The first date after `day` that `model` was evaluated: the one whose baseline `day` may be."""
     return next((d for d in evaluated_dates(root, model) if d > day), None)
+
+
+@dataclass
+class ResultsHistory:
+    docs: list[RunDocument] = field(default_factory=list)
+    comparisons: dict[str, RegressionDiff] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)  # one line each: which file, and why
+
+
+def _comparison(path: UPath) -> RegressionDiff | None:
+    if not path.is_file():
+        return None
+    try:
+        return RegressionDiff.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        raise DocumentError(f"{path}: not a readable regression diff ({type(exc).__name__})") from None
+
+
+def read_history(
+    root: UPath,
+    models: Collection[str] = (),
+    date_from: str | None = None,
+    date_to: str | None = None,
+    *,
+    last: int | None = None,
+    strict: bool = True,
+) -> ResultsHistory:
+    """The evaluations of `models` (default: every model folder) dated `date_from`..`date_to`
+    (inclusive, either open), at most the `last` dates of each. An unreadable file stops the read
+    (`strict`) or is passed over and named in `unreadable`."""
+    history = ResultsHistory()
+    if not root.is_dir():
+        return history
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    for model_dir in folders:
+        if models and model_dir.name not in models:
+            continue
+        dates = [d for d in evaluated_dates(root, model_dir.name) if (date_from or d) <= d <= (date_to or d)]
+        dates = dates[-last:] if last else dates
+        for day in dates:
+            try:
+                path = model_dir / day / RESULTS_FILE
+                history.docs.append(parse_document(path.read_text(encoding="utf-8"), path))
+                if day == dates[-1] and (stored := _comparison(model_dir / day / REGRESSION_DIFF_FILE)):
+                    history.comparisons[model_dir.name] = stored
+            except EvalPipelineError as exc:
+                if strict:
+                    raise
+                history.unreadable.append(str(exc))
+    return history

@@ -1,5 +1,11 @@
-"""The team's own system under test, whichever way it is reached (HTTP or a Python entry point):
-the semantic pipeline it stands in for, and its answers for the state, pattern and always banks.
+"""The team's own system under test, reached over HTTP (`HttpTarget`, below) or as a Python
+entry point (`python_target`): the semantic pipeline it stands in for, and its answers for the
+state, pattern and always banks.
+
+Over HTTP it is one POST of a `SystemRequest` per test and mechanism, answered by a 200 with a
+`SystemAnswer` JSON object (docs/http_target.md). Failures are retried by the shared policy
+(429/500/502/503/504/529 honouring `retry-after`, timeouts, connection errors, replies cut short
+or dropped, unparseable JSON); an answer that parses but breaks the contract is not retried.
 
 Every failure is that test's outcome, never the run's: a call that fails (after the retries),
 times out, raises or breaks the contract makes the test errored with the reason.
@@ -8,22 +14,26 @@ times out, raises or breaks the contract makes the test errored with the reason.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+import httpx
+
 from eval_pipeline.core.inputs.banks import Mechanism
-from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest
+from eval_pipeline.core.inputs.contract import ContractViolation, SystemAnswer, SystemRequest, parse_answer
 from eval_pipeline.core.inputs.kb import Entity
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval, Usage
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.implementations import answer_output, system_requests
+from eval_pipeline.providers.api_base import ApiAccess, ApiProvider
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.ratelimit import Failure, LoopLocal, broken_off, failure_for_status, unreachable
 from eval_pipeline.providers.target import OnDone, PrepareReport, RetrievalItem, retrieve_all
 
-# The retry machinery (tenacity) loads with a target: a model without a system never needs it.
 if TYPE_CHECKING:
     from eval_pipeline.providers.ratelimit import Clock
 
@@ -40,14 +50,66 @@ class SystemTarget(Protocol):
     async def aclose(self) -> None: ...
 
 
+class _HttpStatus(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+class _Unparseable(Exception):
+    pass
+
+
+def classify(exc: BaseException) -> Failure | None:
+    if isinstance(exc, httpx.TimeoutException):
+        return unreachable("timeout")
+    if isinstance(exc, httpx.ConnectError):
+        return unreachable("connection error")
+    if isinstance(exc, httpx.TransportError):  # connected, then cut short or dropped: it is up
+        return broken_off("connection dropped")
+    if isinstance(exc, _HttpStatus):
+        response = exc.response
+        return failure_for_status(response.status_code, response.headers, response.text[:200])
+    if isinstance(exc, _Unparseable):
+        return Failure("malformed response", retryable=True)
+    return None
+
+
+class HttpTarget(ApiProvider):
+    """A client for one retrieval service implementing the contract, at `access.base_url`
+    (never shown: a URL may embed credentials)."""
+
+    def __init__(self, access: ApiAccess) -> None:
+        if access.base_url is None:
+            raise ValueError("an HTTP target needs its service's URL")
+        super().__init__("team system", access, access.base_url, classify)
+        self.url = access.base_url
+        self._client = LoopLocal(
+            lambda: httpx.AsyncClient(timeout=access.timeout_s), close=lambda client: client.aclose()
+        )
+
+    async def ask(self, request: SystemRequest) -> SystemAnswer:
+        """One request; raises ContractViolation for an answer that breaks the contract."""
+        body = request.model_dump(mode="json")
+
+        async def attempt() -> object:
+            response = await self._client.get().post(self.url, json=body)
+            if response.status_code != 200:
+                raise _HttpStatus(response)
+            try:
+                return json.loads(response.content)
+            except ValueError as exc:  # a truncated body: transient, retry it
+                raise _Unparseable(str(exc)) from exc
+
+        payload = await self._paced(attempt)
+        return parse_answer(payload, request.mechanism)
+
+
 def make_target(cfg: ModelConfig) -> SystemTarget:
     """The client for `cfg`'s system. A Python entry point is imported here (EntrypointError)."""
     system = cfg.system
     assert system is not None  # only a model with a system asks for one
     if system.kind == "http":
-        from eval_pipeline.providers.api_base import ApiAccess
-        from eval_pipeline.providers.http_target import HttpTarget
-
         access = ApiAccess(
             base_url=system.url, timeout_s=system.timeout_s, policy=cfg.retry_policy, faults=cfg.faults
         )

@@ -1,11 +1,14 @@
 """What the assets drive for the semantic mechanism, whoever implements it: the built-in
-`SemanticPipeline` or the team's own system (`SystemPipeline`, over HTTP or a Python entry point).
+`SemanticPipeline` or the team's own system (`SystemPipeline`, over HTTP or a Python entry point),
+and the progress bar that follows it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import os
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -97,3 +100,21 @@ async def retrieve_all(
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))
     return [done[position] for position in range(len(items))]
+
+
+@contextmanager
+def semantic_bar(terminal_fd: int | None, model: str, total: int) -> Iterator[OnDone | None]:
+    """A callback that advances a bar of the model's semantic tests once a test is done; None (and
+    no bar) without a terminal. The bar is drawn on `terminal_fd`, not sys.stderr: inside a Dagster
+    step fds 1 and 2 go to the step's compute log (`orchestration.terminal.progress_terminal`)."""
+    if terminal_fd is None:
+        yield None
+        return
+    # Here: without a terminal (CI, a pipe, a script) no bar is drawn, and rich is not imported.
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(file=os.fdopen(terminal_fd, "w", closefd=False))
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task(f"{model}: semantic tests", total=total)
+        yield lambda _: bar.advance(task)

@@ -20,7 +20,7 @@ from eval_pipeline.core.report.failures import failing_tests
 from eval_pipeline.core.report.html import build_report, latest_comparison, render_html
 from eval_pipeline.core.report.test_detail import details_by_test
 from eval_pipeline.core.scoring.run_document import RESULTS_FILE, DocumentError, RunDocument
-from eval_pipeline.providers.results_history import read_history
+from eval_pipeline.providers.evaluation_index import read_history
 from tests.conftest import REPO, TENANT
 from tests.report_history import (
     DATES,

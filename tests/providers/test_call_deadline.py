@@ -20,8 +20,8 @@ from eval_pipeline.providers.cache import ResponseCache
 from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
-from eval_pipeline.providers.http_target import HttpTarget
 from eval_pipeline.providers.ratelimit import RetryPolicy
+from eval_pipeline.providers.system_target import HttpTarget
 from eval_pipeline.providers.voyage import VoyageEmbedder
 from eval_pipeline.providers.waits import WaitLimits
 from eval_pipeline.testing.hanging import Behaviour, hanging_server

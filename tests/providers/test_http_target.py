@@ -18,10 +18,9 @@ from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
-from eval_pipeline.providers.http_target import HttpTarget
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
-from eval_pipeline.providers.system_target import SystemPipeline
+from eval_pipeline.providers.system_target import HttpTarget, SystemPipeline
 from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.testing.emulator.config import ALL_FAULTS
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator

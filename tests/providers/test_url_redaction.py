@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.providers.api_base import ApiAccess
-from eval_pipeline.providers.http_target import HttpTarget
 from eval_pipeline.providers.models import ModelConfig, legacy_notice
-from eval_pipeline.providers.system_target import make_target
+from eval_pipeline.providers.system_target import HttpTarget, make_target
 from eval_pipeline.providers.url_redaction import REDACTED, redact_url
 
 SECRET_URL = "http://svc-user:pa%40ss-one@127.0.0.1:8080/answer?mode=fast&token=tok-two&X-Amz-Signature=sig-3"
