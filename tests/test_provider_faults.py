@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from eval_pipeline.cli import main
-from eval_pipeline.cli.sdk_logs import SDK_LOGGERS
+from eval_pipeline.cli.console import SDK_LOGGERS
 from eval_pipeline.core.scoring.results import ResultStatus
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
 from eval_pipeline.providers.circuit import BreakerSettings, breaker_for

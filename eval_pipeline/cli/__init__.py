@@ -10,16 +10,13 @@ import argparse
 import contextlib
 import gc
 import importlib
-import io
-import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import NoReturn, TextIO
+from typing import NoReturn
 
-from eval_pipeline.cli.console import inert_console
+from eval_pipeline.cli.console import command_console
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
-from eval_pipeline.cli.sdk_logs import quiet_sdk_loggers
 from eval_pipeline.core.errors import EXIT_ERROR, EXIT_INPUT, EvalPipelineError
 
 # Each command's module and the function that adds its parser, in `--help`'s order. Heavy imports
@@ -111,38 +108,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-class _PipeSafeStdout(io.TextIOBase):
-    """stdout that goes quiet once its reader has gone (`eval-pipeline diff … | head`), so the
-    command still finishes and its exit code still carries the verdict."""
-
-    def __init__(self, inner: TextIO) -> None:
-        self.inner = inner
-        self.closed_by_reader = False
-
-    def write(self, text: str) -> int:
-        if not self.closed_by_reader:
-            try:
-                self.inner.write(text)
-            except BrokenPipeError:
-                self._reader_gone()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.closed_by_reader:
-            try:
-                self.inner.flush()
-            except BrokenPipeError:
-                self._reader_gone()
-
-    def _reader_gone(self) -> None:
-        self.closed_by_reader = True
-        # Python flushes the real stdout again at exit; point it at /dev/null so that cannot fail.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(devnull, self.inner.fileno())
-        os.close(devnull)
-
-
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     # Here, not at the top: `--help` and parsing import no pydantic model.
     with cyclic_gc_paused():  # the models it builds live to the end
@@ -167,20 +132,16 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         print("interrupted", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:  # the machine's limits: one line naming the path and the limit
-        said = _said(exc)
+        from eval_pipeline.cli.paths import name_too_long
+        from eval_pipeline.core.system_limits import exhausted
+
+        said = exhausted(exc) or name_too_long(exc)
         if said is None:
             return _internal_error(exc, args.debug)
         print(f"error: {one_line(str(said))}", file=sys.stderr)
         return said.exit_code
     except Exception as exc:
         return _internal_error(exc, args.debug)
-
-
-def _said(exc: OSError) -> EvalPipelineError | None:
-    from eval_pipeline.cli.paths import name_too_long
-    from eval_pipeline.core.system_limits import exhausted
-
-    return exhausted(exc) or name_too_long(exc)
 
 
 def _internal_error(exc: BaseException, debug: bool) -> int:
@@ -193,30 +154,19 @@ def _internal_error(exc: BaseException, debug: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    quiet_sdk_loggers()
-    stdout = sys.stdout
-    sys.stdout = _PipeSafeStdout(stdout)
-    try:
-        with inert_console():  # usage errors quote the arguments: inert from the start
-            with cyclic_gc_paused():  # every command's module and the parser live to the end
-                args = parse_args(sys.argv[1:] if argv is None else list(argv))
-            func: Callable[[argparse.Namespace], int] = args.func
-            return _run(func, args)
-    finally:
-        sys.stdout.flush()
-        sys.stdout = stdout
+    with command_console():  # usage errors quote the arguments: inert from the start
+        with cyclic_gc_paused():  # every command's module and the parser live to the end
+            args = parse_args(sys.argv[1:] if argv is None else list(argv))
+        func: Callable[[argparse.Namespace], int] = args.func
+        return _run(func, args)
 
 
 def console() -> int:
-    """The `eval-pipeline` process: `main`, then every object it made moved out of the garbage
-    collector's sight. Python's exit collects once more over every object still alive (modules,
-    classes, validators, Dagster's definitions) only for the process to end; a warm `run --test`
-    keeps its start-up bound (docs/performance.md) only without that pass. Nothing is lost:
-    what was written is closed, the output is flushed here, and the exit handlers (logging's
-    flush among them) still run.
-    Not in `main`, which other Python code calls and goes on from.
-    What `main` builds to the end (its imports, the loaded KB and banks) is held frozen as it
-    goes (`hold_long_lived`)."""
+    """The `eval-pipeline` process: `main`, what it builds to the end held frozen as it goes
+    (`hold_long_lived`), then every object moved out of the collector's sight. Python's exit would
+    collect once more over everything alive only for the process to end; a warm `run --test` keeps
+    its start-up bound (docs/performance.md) only without that pass. Output is flushed here and exit
+    handlers still run. Not in `main`, which other Python code calls and goes on from."""
     hold_long_lived()
     code = main()
     sys.stdout.flush()

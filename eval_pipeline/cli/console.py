@@ -1,4 +1,5 @@
-"""The command's stdout and stderr: what it prints reaches the terminal inert.
+"""The command's console: what it prints reaches the terminal inert, a reader that has gone
+leaves the command to finish, and the API SDKs' own log lines stay off it.
 
 Test ids, names, reasons and labels come from users and from the team's system; a command
 prints them in many places. Rather than trusting each place, the streams themselves show every
@@ -11,17 +12,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
+import os
 import sys
 from collections.abc import Iterator
 from typing import TextIO
 
 from eval_pipeline.core.control_chars import console_text
 
+# voyageai warns through the `voyage` logger about replies it could not read (Python's last-resort
+# handler prints that to stderr); the anthropic SDK and the HTTP clients log through theirs. Every
+# such fault is retried and reported by eval-pipeline itself: their lines would only repeat it raw.
+SDK_LOGGERS = ("voyage", "anthropic", "httpx", "httpx2", "httpcore", "aiohttp")
+
 
 class InertStream(io.TextIOBase):
     """A text stream that writes `console_text` of what it is given to `inner`."""
 
-    def __init__(self, inner: TextIO) -> None:
+    def __init__(self, inner: TextIO | io.TextIOBase) -> None:
         self.inner = inner
 
     def write(self, text: str) -> int:
@@ -38,11 +46,48 @@ class InertStream(io.TextIOBase):
         return self.inner.fileno()
 
 
+class PipeSafeStdout(io.TextIOBase):
+    """stdout that goes quiet once its reader has gone (`eval-pipeline diff … | head`), so the
+    command still finishes and its exit code still carries the verdict."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self.closed_by_reader = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                self.inner.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self.inner.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.closed_by_reader = True
+        # Python flushes the real stdout again at exit; point it at /dev/null so that cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, self.inner.fileno())
+        os.close(devnull)
+
+
 @contextlib.contextmanager
-def inert_console() -> Iterator[None]:
-    """stdout and stderr inert while the block runs, then given back as they were."""
+def command_console() -> Iterator[None]:
+    """While the block runs: stdout pipe-safe, stdout and stderr inert, the SDKs' loggers quiet."""
+    for name in SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = False
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = InertStream(stdout), InertStream(stderr)
+    sys.stdout, sys.stderr = InertStream(PipeSafeStdout(stdout)), InertStream(stderr)
     try:
         yield
     finally:
