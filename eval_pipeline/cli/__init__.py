@@ -116,7 +116,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
 
     try:
         if getattr(args, "reads_project", False):
-            from eval_pipeline.cli.arguments import require_project
+            from eval_pipeline.cli.flags import require_project
 
             require_project(args)
         return func(args)
@@ -132,7 +132,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) ->
         print("interrupted", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:  # the machine's limits: one line naming the path and the limit
-        from eval_pipeline.cli.paths import name_too_long
+        from eval_pipeline.cli.flags import name_too_long
         from eval_pipeline.core.system_limits import exhausted
 
         said = exhausted(exc) or name_too_long(exc)

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
-from eval_pipeline.cli.paths import path_arg
+from eval_pipeline.cli.flags import add_flags, path_arg
 
 
 def add_agreement_commands(sub: Any) -> None:
@@ -24,7 +23,7 @@ def add_agreement_commands(sub: Any) -> None:
         "agreement, Cohen's kappa with a bootstrap interval, the confusion matrix and the "
         "disagreements, printed and written as a markdown report.",
     )
-    p.add_argument("--calibration-dir", type=path_arg, default=Path("calibration"), help="review files")
+    add_flags(p, "--calibration-dir")
     p.add_argument(
         "--report",
         type=path_arg,
@@ -35,7 +34,7 @@ def add_agreement_commands(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed [%(default)s]")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples [%(default)s]")
     p.add_argument("--min-topic-tests", type=int, default=5, help="judged tests a topic needs [%(default)s]")
-    data_args(p)
+    add_flags(p, "--kb", "--banks-dir")
     p.set_defaults(func=cmd_agreement)
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, UsageError, exit_for_gate
+from eval_pipeline.cli.flags import add_flags, check_number
 from eval_pipeline.cli.folders import check_evaluation_folders
-from eval_pipeline.cli.numbers import check_number
 from eval_pipeline.cli.run import parse_date, select_models
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def add_backfill_command(sub: Any) -> None:
     )
     p.add_argument("--from", dest="start", required=True, help="first date YYYY-MM-DD (UTC)")
     p.add_argument("--to", dest="end", help="last date YYYY-MM-DD (UTC); default: the first")
-    p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
+    add_flags(p, "--model")
     p.add_argument("--timeout", type=float, default=120.0, help="minutes to wait (default 120)")
     p.set_defaults(func=cmd_backfill)
 

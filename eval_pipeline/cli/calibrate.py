@@ -12,16 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import (
-    data_args,
-    diff_lines,
-    expectation_args,
-    results_dir,
-    semantic_tests_of,
-)
 from eval_pipeline.cli.calibration_review import (
     add_review_arguments,
     cmd_apply_from,
@@ -29,8 +21,8 @@ from eval_pipeline.cli.calibration_review import (
     review_flags_used,
 )
 from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, UsageError
-from eval_pipeline.cli.numbers import check_number
-from eval_pipeline.cli.paths import path_arg
+from eval_pipeline.cli.expectations import diff_lines, expectation_args, semantic_tests_of
+from eval_pipeline.cli.flags import add_flags, check_number, path_arg, results_dir
 
 if TYPE_CHECKING:  # the SDK and the models are imported only by the commands that use them
     from eval_pipeline.core.calibration.records import CalibrationRun
@@ -73,16 +65,10 @@ def add_calibrate_commands(sub: Any) -> None:
     p.add_argument("--rate-per-min", type=float, default=48.0, help="calibrator requests per minute [48]")
     p.add_argument("--concurrency", type=int, default=4, help="calibrator requests in flight at once [4]")
     p.add_argument("--poll-seconds", type=float, default=10.0, help="batch status polling interval [10]")
-    p.add_argument(
-        "--calibration-dir",
-        type=path_arg,
-        default=Path("calibration"),
-        help="folder of review files, raw responses and the calibration log [calibration]",
-    )
-    p.add_argument("--results-dir", type=path_arg, help="last retrievals (affected); default as `run`")
+    add_flags(p, "--calibration-dir", "--results-dir")
     add_review_arguments(p)
     expectation_args(p)
-    data_args(p)
+    add_flags(p, "--kb", "--banks-dir")
     p.set_defaults(func=cmd_calibrate)
 
 

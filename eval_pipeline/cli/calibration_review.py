@@ -15,14 +15,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.arguments import (
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
+from eval_pipeline.cli.expectations import (
     diff_lines,
     expectation_lines,
     parse_rank,
     semantic_tests_of,
     validate_entry,
 )
-from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
+from eval_pipeline.cli.flags import listed
 from eval_pipeline.core.control_chars import one_line
 
 if TYPE_CHECKING:  # `calibrate`'s parser imports this module: the models load with a review
@@ -37,12 +38,8 @@ Check = Callable[[str, "Expectations"], None]  # raises InputError when a human'
 def add_review_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("review (with --review FILE; --by and --force also with --apply-from)")
     r.add_argument("--accept-all", action="store_true", help="accept every proposal not otherwise decided")
-    r.add_argument(
-        "--accept", nargs="+", action="extend", default=[], metavar="TEST", help="accept these proposals"
-    )
-    r.add_argument(
-        "--reject", nargs="+", action="extend", default=[], metavar="TEST", help="reject these proposals"
-    )
+    r.add_argument("--accept", **listed("TEST"), help="accept these proposals")
+    r.add_argument("--reject", **listed("TEST"), help="reject these proposals")
     r.add_argument("--edit", metavar="TEST", help="replace TEST's proposal with --primary/--secondary/...")
     r.add_argument("--note", help="why (recorded with --reject / --edit)")
     r.add_argument("--by", help="who decides (recorded; required with --apply-from)")

@@ -11,11 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import MODELS_FILE_HELP, results_dir
 from eval_pipeline.cli.exit_status import UsageError, exit_for_gate
-from eval_pipeline.cli.gates import allow_removed_arg, project_gates
-from eval_pipeline.cli.junit_flag import check_junit, junit_arg, write_junit
-from eval_pipeline.cli.paths import path_arg, path_text_arg
+from eval_pipeline.cli.flags import (
+    add_flags,
+    check_junit,
+    junit_arg,
+    path_text_arg,
+    project_gates,
+    results_dir,
+    write_junit,
+)
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
@@ -32,7 +37,7 @@ def add_diff_commands(sub: Any) -> None:
     )
     p.add_argument("base", type=path_text_arg, help="MODEL@DATE or a results.json path")
     p.add_argument("head", type=path_text_arg, help="MODEL@DATE or a results.json path")
-    p.add_argument("--results-dir", type=path_arg, help="default: $EVAL_PIPELINE_RESULTS_DIR, else results")
+    add_flags(p, "--results-dir")
     p.add_argument(
         "--format",
         choices=("text", "markdown", "json"),
@@ -42,8 +47,7 @@ def add_diff_commands(sub: Any) -> None:
         "failures and coverage first; json: one object and nothing else on stdout [text]",
     )
     p.add_argument("--strict", action="store_true", help="fail on any regression, noise or not")
-    allow_removed_arg(p)
-    p.add_argument("--models-file", type=Path, default=Path("models.yaml"), help=MODELS_FILE_HELP)
+    add_flags(p, "--allow-removed", "--models-file")
     p.add_argument(
         "--run-exit",
         type=int,

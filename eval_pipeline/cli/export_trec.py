@@ -12,9 +12,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import data_args, results_dir
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
-from eval_pipeline.cli.paths import model_key_arg, path_arg
+from eval_pipeline.cli.flags import add_flags, model_key_arg, path_arg, results_dir
 from eval_pipeline.cli.run import parse_date
 
 if TYPE_CHECKING:  # the parser imports this module: the models load with the command
@@ -34,12 +33,7 @@ def add_export_trec_command(sub: Any) -> None:
     p.add_argument("--model", type=model_key_arg, required=True, help="model key of the evaluation")
     p.add_argument("--date", required=True, help="date of the evaluation (YYYY-MM-DD)")
     p.add_argument("--out", type=path_arg, required=True, help="folder for run.trec and qrels.trec")
-    p.add_argument(
-        "--results-dir",
-        type=path_arg,
-        help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)",
-    )
-    data_args(p)
+    add_flags(p, "--results-dir", "--kb", "--banks-dir")
     p.set_defaults(func=cmd_export_trec)
 
 

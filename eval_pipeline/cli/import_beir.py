@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
+from eval_pipeline.cli.flags import path_arg
 from eval_pipeline.cli.init import MODELS, with_new_gates
-from eval_pipeline.cli.paths import path_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
     from eval_pipeline.core.inputs.beir_project import ImportCounts

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
-from eval_pipeline.cli.paths import path_arg
+from eval_pipeline.cli.flags import path_arg
 
 _PERSONA = "assistant_persona"
 _WELCOME = "handler_welcome"

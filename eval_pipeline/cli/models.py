@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eval_pipeline.cli.arguments import results_args
 from eval_pipeline.cli.exit_status import EXIT_OK
+from eval_pipeline.cli.flags import add_flags
 
 
 def add_models_command(sub: Any) -> None:
@@ -16,7 +16,7 @@ def add_models_command(sub: Any) -> None:
         description="List the models file's models: enabled or not, free or paid, their embedder "
         "and reranker (or the team's system), rate limits, and the API key variables still unset.",
     )
-    results_args(p)
+    add_flags(p, "--models-file", "--results-dir")
     p.set_defaults(func=cmd_models)
 
 

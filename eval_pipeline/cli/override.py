@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import (
-    data_args,
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
+from eval_pipeline.cli.expectations import (
     expectation_args,
     expectation_lines,
     parse_gain,
@@ -15,7 +15,7 @@ from eval_pipeline.cli.arguments import (
     semantic_tests_of,
     validate_entry,
 )
-from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
+from eval_pipeline.cli.flags import add_flags, listed
 
 if TYPE_CHECKING:  # the parser imports this module: the models load with the command
     from eval_pipeline.core.expectations.resolution import ResolvedExpectation
@@ -31,15 +31,12 @@ def add_override_command(sub: Any) -> None:
     )
     o.add_argument("test_id", help="the semantic test's id")
     expectation_args(o)
-    ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
-    o.add_argument("--any", **ids, help="at least one of these must be selected")
-    o.add_argument(
-        "--relevant", nargs="+", action="extend", default=[], metavar="ENTITY=GAIN", help="graded judgments"
-    )
+    o.add_argument("--any", **listed("ENTITY"), help="at least one of these must be selected")
+    o.add_argument("--relevant", **listed("ENTITY=GAIN"), help="graded judgments")
     o.add_argument("--withdraw", action="store_true", help="end the standing override")
     o.add_argument("--by", required=True, help="who decides (recorded)")
     o.add_argument("--reason", required=True, help="why (recorded)")
-    data_args(o)
+    add_flags(o, "--kb", "--banks-dir")
     o.set_defaults(func=cmd_override)
 
 

@@ -4,12 +4,10 @@ page (trends per model and bank, since last run, failures, topics, every test on
 from __future__ import annotations
 
 import argparse
-from datetime import date as date_type
 from typing import Any
 
-from eval_pipeline.cli.arguments import results_dir, results_dir_arg
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
-from eval_pipeline.cli.paths import model_key_arg, path_arg
+from eval_pipeline.cli.flags import add_flags, iso_date, model_key_arg, path_arg, results_dir
 
 
 def add_report_command(sub: Any) -> None:
@@ -21,7 +19,7 @@ def add_report_command(sub: Any) -> None:
         "since each model's previous run, failing tests and topics worst first, every test on click.",
     )
     p.add_argument("--html", type=path_arg, required=True, metavar="FILE", help="the HTML file to write")
-    results_dir_arg(p)
+    add_flags(p, "--results-dir")
     p.add_argument(
         "--model",
         type=model_key_arg,
@@ -35,15 +33,6 @@ def add_report_command(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
 
-def _date(text: str | None, flag: str) -> str | None:
-    if text is None:
-        return None
-    try:
-        return date_type.fromisoformat(text).isoformat()
-    except ValueError:
-        raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.report.html import render_html
@@ -52,7 +41,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.providers.evaluation_index import read_history
     from eval_pipeline.providers.object_store import output_path
 
-    date_from, date_to = _date(args.date_from, "--from"), _date(args.date_to, "--to")
+    date_from = None if args.date_from is None else iso_date(args.date_from, "--from")
+    date_to = None if args.date_to is None else iso_date(args.date_to, "--to")
     if date_from and date_to and date_from > date_to:
         raise UsageError(f"--from {date_from} is after --to {date_to}")
     require_writable_file("--html file", args.html)

@@ -6,18 +6,21 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Mapping
-from datetime import date as date_type
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import data_args, results_args
 from eval_pipeline.cli.exit_status import UsageError, print_warnings
+from eval_pipeline.cli.flags import (
+    add_flags,
+    check_junit,
+    check_number,
+    iso_date,
+    junit_arg,
+    path_arg,
+    project_gates,
+)
 from eval_pipeline.cli.folders import check_evaluation_folders
-from eval_pipeline.cli.gates import allow_removed_arg, project_gates, release_gate_args
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
-from eval_pipeline.cli.junit_flag import check_junit, junit_arg
-from eval_pipeline.cli.numbers import check_number
-from eval_pipeline.cli.paths import path_arg
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.dates import first_evaluation_date, today_utc
@@ -42,13 +45,12 @@ def add_run_commands(sub: Any) -> None:
         "the verdicts. --banks/--test/--topic make a narrowed ad-hoc check instead. Exit 0 gates "
         "met, 1 a gate failed, 2 bad input, 3 could not evaluate.",
     )
-    p.add_argument("--model", action="append", default=[], help="model key (repeat); default: enabled")
+    add_flags(p, "--model")
     p.add_argument("--date", help="evaluation date YYYY-MM-DD (UTC); default: today")
     p.add_argument("--banks", default="all", help="all, or a comma list of semantic,state,pattern,always")
     p.add_argument("--test", action="append", default=[], dest="tests", help="only this test id (repeat)")
     p.add_argument("--topic", help="only semantic tests with this topic")
-    data_args(p)
-    release_gate_args(p)
+    add_flags(p, "--kb", "--banks-dir", "--fail-under", "--fail-on-regression", "--max-errored")
     p.add_argument(
         "--batch",
         action="store_true",
@@ -90,8 +92,7 @@ def add_run_commands(sub: Any) -> None:
     p.add_argument(
         "--storage-dir", type=path_arg, default=Path("storage"), help="folder of the asset values [storage]"
     )
-    results_args(p)
-    allow_removed_arg(p)
+    add_flags(p, "--models-file", "--results-dir", "--allow-removed")
     junit_arg(p, "every model's tests (narrowed runs too)")
     p.set_defaults(func=cmd_run)
 
@@ -117,10 +118,7 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
     today = today_utc()
     if text is None:
         return today
-    try:
-        value = date_type.fromisoformat(text).isoformat()
-    except ValueError:
-        raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
+    value = iso_date(text, flag)
     earliest = first_evaluation_date(today)
     if not (earliest <= value <= today):
         raise UsageError(f"{flag}: must be between {earliest} and today ({today}), UTC")

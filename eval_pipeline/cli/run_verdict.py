@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, exit_for_gate
-from eval_pipeline.cli.junit_flag import write_junit
+from eval_pipeline.cli.flags import write_junit
 
 if TYPE_CHECKING:
     from upath import UPath

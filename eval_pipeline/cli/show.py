@@ -6,9 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import results_args, results_dir
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
-from eval_pipeline.cli.paths import model_key_arg
+from eval_pipeline.cli.flags import add_flags, model_key_arg, results_dir
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
@@ -24,7 +23,7 @@ def add_show_command(sub: Any) -> None:
     p.add_argument("--model", type=model_key_arg, help="model key; default: every model with results")
     p.add_argument("--date", help="default: the latest date with results")
     p.add_argument("--test", help="print this test's full result")
-    results_args(p)
+    add_flags(p, "--models-file", "--results-dir")
     p.set_defaults(func=cmd_show)
 
 

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.arguments import data_args
 from eval_pipeline.cli.exit_status import EXIT_OK, print_warnings
-from eval_pipeline.cli.paths import path_arg
+from eval_pipeline.cli.flags import add_flags, path_arg
 
 if TYPE_CHECKING:  # the parser imports this module: the input models load with the command
     from eval_pipeline.core.inputs.loading import Problem
@@ -22,7 +21,7 @@ def add_validate_commands(sub: Any) -> None:
         description="Load the KB, the banks, the rules and the history and cross-check them: every "
         "problem on one line naming file, id and field (exit 2), or one OK line (exit 0).",
     )
-    data_args(p)
+    add_flags(p, "--kb", "--banks-dir")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(

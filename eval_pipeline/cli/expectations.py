@@ -1,80 +1,33 @@
-"""What `calibrate`, `override` and a review share: the data and expectation arguments, and
-how expectations read on the console."""
+"""What `calibrate`, `override` and a review share: the expectation flags, their checks, and how
+expectations read on the console."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.exit_status import UsageError
-from eval_pipeline.cli.paths import path_arg
+from eval_pipeline.cli.flags import listed
 
-if TYPE_CHECKING:  # every command's parser imports this module: the models load with a command
+if TYPE_CHECKING:  # the parsers import this module: the models load with a command
     from eval_pipeline.core.calibration.proposals import ProposalDiff
     from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
     from eval_pipeline.core.inputs.history_file import HistoryFile
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
 
-BANKS_DIR_HELP = "folder of the test banks, rules and expectation history [test_banks]"
-MODELS_FILE_HELP = "the models file: retrieval configurations, limits, prices [models.yaml]"
-
-
-DEFAULT_KB = Path("kb")
-DEFAULT_BANKS = Path("test_banks")
-
-
-def data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", type=path_arg, default=DEFAULT_KB, help="KB directory or single file")
-    p.add_argument("--banks-dir", type=path_arg, default=DEFAULT_BANKS, help=BANKS_DIR_HELP)
-    p.set_defaults(reads_project=True)
-
-
-def require_project(args: argparse.Namespace) -> None:
-    """A command that reads a project, run where there is none and told of none: one line saying
-    where it looked and how to point at a project, instead of a problem per missing folder."""
-    defaults = args.kb == DEFAULT_KB and args.banks_dir == DEFAULT_BANKS
-    if defaults and not DEFAULT_KB.exists() and not DEFAULT_BANKS.exists():
-        raise UsageError(
-            f"no project in {Path.cwd()}: looked for kb/ and test_banks/ there; run from a project's "
-            "folder (`eval-pipeline init DIR` makes one) or pass --kb PATH --banks-dir DIR"
-        )
-
-
-def results_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models-file", type=path_arg, default=Path("models.yaml"), help=MODELS_FILE_HELP)
-    results_dir_arg(p)
-
-
-def results_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--results-dir",
-        type=path_arg,
-        help="reports folder (default: $EVAL_PIPELINE_RESULTS_DIR, else results)",
-    )
-
-
-def results_dir(args: argparse.Namespace) -> Path:
-    """The local reports folder: --results-dir, else the code location's (the environment's)."""
-    from eval_pipeline.location import location_paths
-
-    return args.results_dir if args.results_dir is not None else location_paths().results_dir
-
 
 def expectation_args(p: argparse.ArgumentParser) -> None:
     """Expectations typed by a human: an override, or a review's --edit."""
-    ids: dict[str, Any] = {"nargs": "+", "action": "extend", "default": [], "metavar": "ENTITY"}
+    ids = listed("ENTITY")
     p.add_argument("--primary", help="the entities that must be selected (a miss scores 0)", **ids)
     p.add_argument("--secondary", help="entities that should be selected (-10 each missing)", **ids)
     p.add_argument("--not-expected", help="entities that must not be selected (-20 each)", **ids)
     p.add_argument(
         "--rank",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="HIGHER>LOWER",
+        **listed("HIGHER>LOWER"),
         help="HIGHER must rank above LOWER when both are selected (-10 otherwise)",
     )
 
