@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, UsageError, exit_for_gate
 from eval_pipeline.cli.flags import add_flags, check_number
-from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.run import parse_date, select_models
 
 if TYPE_CHECKING:
@@ -55,6 +54,7 @@ def _dates(start: str, end: str | None) -> list[str]:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    from eval_pipeline.cli.project import check_evaluation_folders
     from eval_pipeline.location import location_paths
 
     paths = location_paths()

@@ -1,6 +1,8 @@
-"""Which project a results folder and a storage folder hold: a run claims them for its KB's
-project (a small `_project.json` in each) and is refused where another project's evaluations
-are, so two projects never share results folders or model x date partitions by accident."""
+"""The folders an evaluation writes into: checked writable before it evaluates or calls an API
+(core/writable.py), and claimed for its KB's project (a small `_project.json` in the results and
+storage folders): a run is refused where another project's evaluations are, so two projects never
+share results folders or model x date partitions by accident. An object store's URI is left to the
+store: its client checks its credentials and buckets when the first report is written."""
 
 from __future__ import annotations
 
@@ -14,12 +16,35 @@ from eval_pipeline.cli.exit_status import UsageError
 from eval_pipeline.core.inputs.identity import ProjectIdentity, project_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.verdicts.project_match import location_conflict
-from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.core.writable import require_writable
+from eval_pipeline.location import instance_home
+from eval_pipeline.providers.object_store import is_local, local_path, output_path, write_text
 
 if TYPE_CHECKING:
     from upath import UPath
 
 PROJECT_FILE = "_project.json"
+
+
+def local_folder(location: str | Path) -> Path | None:
+    """The file system folder of a results or outputs location; None for an object store."""
+    path = output_path(location)
+    return local_path(path) if is_local(path) else None
+
+
+def check_evaluation_folders(
+    results: str | Path, storage_dir: Path, cache_dir: Path, outputs_uri: str | None = None
+) -> None:
+    """What a Dagster evaluation writes: reports, asset values and snapshots, the response and
+    embedding caches, and the Dagster instance (runs and events)."""
+    folders = [
+        ("results folder", local_folder(results)),
+        ("storage folder", storage_dir),
+        ("outputs folder", None if outputs_uri is None else local_folder(outputs_uri)),
+        ("cache folder", cache_dir),
+        ("Dagster instance folder (DAGSTER_HOME)", instance_home()),
+    ]
+    require_writable((role, path) for role, path in folders if path is not None)
 
 
 def _held(marker: Path | UPath) -> ProjectIdentity | None:

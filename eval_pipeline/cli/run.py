@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.cli.exit_status import UsageError, print_warnings
+from eval_pipeline.cli.exit_status import EXIT_OK, UsageError, print_warnings
 from eval_pipeline.cli.flags import (
     add_flags,
     check_junit,
@@ -19,7 +19,6 @@ from eval_pipeline.cli.flags import (
     path_arg,
     project_gates,
 )
-from eval_pipeline.cli.folders import check_evaluation_folders
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused
 from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.core.control_chars import one_line
@@ -249,6 +248,7 @@ def _project_folders(request: EvaluationRequest) -> list[tuple[str, Path | UPath
     """Every folder the run writes into checked, before it evaluates or calls an API (a narrowed
     run writes only its ad-hoc results and the caches); the results and storage folders, which
     belong to its KB's project."""
+    from eval_pipeline.cli.project import check_evaluation_folders
     from eval_pipeline.core.scoring.run_document import SCOPED_DIR
     from eval_pipeline.core.writable import require_writable
     from eval_pipeline.providers.object_store import output_location
@@ -265,31 +265,77 @@ def _project_folders(request: EvaluationRequest) -> list[tuple[str, Path | UPath
     ]
 
 
+def _tokens(input_tokens: int, output_tokens: int) -> str:
+    output = f" + ~{output_tokens:,} output" if output_tokens else ""
+    return f"{input_tokens:,} input{output} tokens"
+
+
+def _dry_run(request: EvaluationRequest) -> int:
+    """Per model, the API calls, tokens and estimated USD the run would spend, with what the
+    caches already hold; nothing is called and nothing is written."""
+    from eval_pipeline.providers.pricing import usd
+    from eval_pipeline.providers.spend_estimate import CHARS_PER_TOKEN, estimate_spend
+
+    print(
+        f"dry run: estimates only, nothing is called or written (tokens ~ characters / {CHARS_PER_TOKEN}; "
+        "cached answers cost nothing)"
+    )
+    embedded: set[tuple[str, str, str]] = set()  # shared by models with the same embedder
+    for model, cfg in request.configs.items():
+        spend = estimate_spend(
+            cfg,
+            request.kb.entities,
+            request.banks,
+            request.scope,
+            request.location.cache_dir,
+            request.cache_mode,
+            batch=request.batch,
+            embedded=embedded,
+        )
+        if not spend.stages:
+            print(f"{model}: offline: 0 API calls, {usd(0)}")
+            continue
+        cached = sum(s.cached for s in spend.stages)
+        cost = f"~{usd(spend.cost_usd)}"
+        cost += f" (at most {usd(spend.max_cost_usd)})" if spend.max_cost_usd != spend.cost_usd else ""
+        cost += " + what the team's system costs" if spend.unpriced else ""
+        print(
+            f"{model}: {spend.calls:,} calls, {_tokens(spend.input_tokens, spend.output_tokens)}, "
+            f"{cost}; {cached:,} answers cached"
+        )
+        for s in spend.stages:
+            line = f"  {s.stage} {s.model_id}: {s.calls:,} calls"
+            if s.input_tokens or s.usage.output_tokens:
+                line += f", {_tokens(s.input_tokens, s.usage.output_tokens)}"
+            line += f", {s.cached:,} cached"
+            if s.cost_usd is not None:
+                line += f", {usd(s.cost_usd)}" if s.cost_usd == s.max_cost_usd else f", ~{usd(s.cost_usd)}"
+            print(line + (f" ({s.note})" if s.note else ""))
+    print(
+        "  not included: repair calls after an invalid answer, retried failures, and the re-trials "
+        "a non-reproducible model makes of a regressed test"
+    )
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     # Up to an evaluation through Dagster (imports, loading, a narrowed run, a rerun that stands)
     # the process builds what it keeps to the end: the collector's passes would free next to
-    # nothing. It resumes for Dagster's run.
+    # nothing. It resumes for Dagster's run, once the stored evaluations have not answered.
     with contextlib.ExitStack() as start_up:
         start_up.enter_context(cyclic_gc_paused())
-        return _cmd_run(args, start_up.close)
+        from eval_pipeline.cli.project import record_project, refuse_other_project
+        from eval_pipeline.orchestration.evaluation_route import evaluate
 
-
-def _cmd_run(args: argparse.Namespace, resume_gc: Callable[[], None]) -> int:
-    from eval_pipeline.cli.project import record_project, refuse_other_project
-    from eval_pipeline.orchestration.evaluation_route import evaluate
-
-    warnings: list[Problem] = []
-    request = evaluation_request(args, warnings)
-    if args.dry_run:
-        from eval_pipeline.cli.dry_run import dry_run
-
-        return dry_run(request)
-    locations = _project_folders(request)
-    refuse_other_project(request.kb, locations)
-    print_warnings(warnings)  # only once the run will happen: a usage error stays one line
-    kb = request.kb
-    kb_label = f"{one_line(kb.kb_version)} ({kb.content_hash[:12]})"
-    print(f"eval-pipeline: KB {kb_label}, date {request.date}, models {', '.join(request.models)}")
-    record_project(kb, locations)
-    # The collector resumes for Dagster's run, once the stored evaluations have not answered.
-    return report_runs(request, evaluate(request, resume_gc), args.junit)
+        warnings: list[Problem] = []
+        request = evaluation_request(args, warnings)
+        if args.dry_run:
+            return _dry_run(request)
+        locations = _project_folders(request)
+        refuse_other_project(request.kb, locations)
+        print_warnings(warnings)  # only once the run will happen: a usage error stays one line
+        kb = request.kb
+        kb_label = f"{one_line(kb.kb_version)} ({kb.content_hash[:12]})"
+        print(f"eval-pipeline: KB {kb_label}, date {request.date}, models {', '.join(request.models)}")
+        record_project(kb, locations)
+        return report_runs(request, evaluate(request, start_up.close), args.junit)
