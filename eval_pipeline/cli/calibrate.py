@@ -1,12 +1,9 @@
 """`calibrate`: expectations proposed by Claude, reviewed and applied to the history.
 
-`calibrate` is a dry run unless `--apply`: it prints the cost estimate (free token counting), then
-asks the model and shows every test's previous -> proposed expectations, writes no history and
-keeps the proposals in a review file (`--review` / `--apply-from`, cli/calibration_review.py), so what was
-paid for can be applied later without paying again. `--estimate-only` stops after the estimate and
-`--max-cost` refuses to start above a budget. `--apply` does the same and then writes one history
-file, one raw-response file and one log record.
-"""
+A dry run unless `--apply`: the cost estimate (free token counting), then every test's previous ->
+proposed expectations, kept in a review file (cli/calibration_review.py) so what was paid for can be
+applied later without paying again. `--apply` also writes one history file, one raw-response file
+and one log record."""
 
 from __future__ import annotations
 
@@ -70,9 +67,6 @@ def add_calibrate_commands(sub: Any) -> None:
     expectation_args(p)
     add_flags(p, "--kb", "--banks-dir")
     p.set_defaults(func=cmd_calibrate)
-
-
-# --- calibrate -----------------------------------------------------------------------------------
 
 
 def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:

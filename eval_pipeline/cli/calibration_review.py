@@ -46,14 +46,12 @@ def add_review_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--force", action="store_true", help="apply a review although the KB or bank changed")
 
 
-def review_flags_used(args: argparse.Namespace) -> bool:
-    return bool(
-        args.accept_all or args.accept or args.reject or args.edit or args.note or args.by or args.force
-    )
-
-
 def _scripted(args: argparse.Namespace) -> bool:
     return bool(args.accept_all or args.accept or args.reject or args.edit)
+
+
+def review_flags_used(args: argparse.Namespace) -> bool:
+    return bool(_scripted(args) or args.note or args.by or args.force)
 
 
 def _already_applied(path: Path, review: ReviewFile) -> UsageError:
@@ -63,9 +61,6 @@ def _already_applied(path: Path, review: ReviewFile) -> UsageError:
         f"{path}: already applied by {applied.by} at {applied.applied_at.isoformat()} "
         f"({applied.history_file}); nothing written"
     )
-
-
-# --- review --------------------------------------------------------------------------------------
 
 
 def _checker(args: argparse.Namespace, path: Path) -> Check:
@@ -241,9 +236,6 @@ def cmd_review(args: argparse.Namespace) -> int:
     elif review.count("accepted") + review.count("edited"):
         print(f"next: eval-pipeline calibrate --apply-from {path} --by NAME")
     return EXIT_OK
-
-
-# --- apply ---------------------------------------------------------------------------------------
 
 
 def cmd_apply_from(args: argparse.Namespace) -> int:

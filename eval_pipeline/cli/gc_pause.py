@@ -12,9 +12,8 @@ _holding = False  # whether this process keeps what it builds to its end out of 
 def hold_long_lived() -> None:
     """Freeze every object alive now, and keep what later pauses build frozen too: for a process
     whose start-up lives to its end (the `eval-pipeline` entry point, a test worker once it has
-    imported everything). The collector's full passes during a Dagster run then walk only what
-    the run creates, not the start-up again. Not for `main`
-    called from a team's Python, which goes on after it and keeps nothing frozen."""
+    imported everything), so the collector's full passes during a Dagster run walk only what the
+    run creates. Not for `main` called from a team's Python, which goes on after it."""
     global _holding
     gc.freeze()
     _holding = True
@@ -22,10 +21,9 @@ def hold_long_lived() -> None:
 
 @contextlib.contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: an evaluation allocates hundreds of thousands of small
-    objects and keeps nearly all of them to the end, so the collector's passes over them find
-    nothing (reference counting still frees the rest).
-    Start-up is the same: modules, classes and validators live as long as the process."""
+    """No cyclic garbage collection inside: start-up and an evaluation allocate hundreds of
+    thousands of small objects and keep nearly all of them to the end, so the collector's passes
+    over them find nothing (reference counting still frees the rest)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
