@@ -30,7 +30,9 @@ from anthropic.types import (
     MessageParam,
     TextBlockParam,
     ToolParam,
+    ToolResultBlockParam,
     ToolUseBlock,
+    ToolUseBlockParam,
 )
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -166,27 +168,20 @@ def _repair_turns(message: Message, error: str, top_k: int) -> list[MessageParam
     )
     tool_use = _tool_use(message)
     if tool_use is None:
-        return [
-            {"role": "assistant", "content": "(no selection)"},
-            {"role": "user", "content": instruction},
-        ]
-    return [
-        {
-            "role": "assistant",
-            "content": [{"type": "tool_use", "id": tool_use.id, "name": TOOL_NAME, "input": tool_use.input}],
-        },
-        {
-            "role": "user",
-            "content": [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": tool_use.id,
-                    "content": instruction,
-                    "is_error": True,
-                }
-            ],
-        },
-    ]
+        return [{"role": "assistant", "content": "(no selection)"}, {"role": "user", "content": instruction}]
+    call: ToolUseBlockParam = {
+        "type": "tool_use",
+        "id": tool_use.id,
+        "name": TOOL_NAME,
+        "input": tool_use.input,
+    }
+    result: ToolResultBlockParam = {
+        "type": "tool_result",
+        "tool_use_id": tool_use.id,
+        "content": instruction,
+        "is_error": True,
+    }
+    return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
 
 
 class ClaudeReranker(AnthropicProvider):

@@ -9,10 +9,10 @@ import re
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
 from eval_pipeline.testing.emulator.config import (
-    EmulatorState,
     Json,
     Reply,
     error_reply,
@@ -20,6 +20,9 @@ from eval_pipeline.testing.emulator.config import (
     json_reply,
     unit_hash,
 )
+
+if TYPE_CHECKING:
+    from eval_pipeline.testing.emulator.server import Emulator
 
 _CANDIDATE_LINE = re.compile(r"^\[([a-z][a-z0-9_]*)\]", re.MULTILINE)
 
@@ -33,7 +36,7 @@ FALLBACK_CACHE_MIN_TOKENS = 1024
 class AnthropicApi:
     """Messages, token counting, prompt-cache accounting and message batches."""
 
-    def __init__(self, emulator: EmulatorState) -> None:
+    def __init__(self, emulator: Emulator) -> None:
         self._emu = emulator
         self._lock = threading.Lock()
         self._cached_prefixes: set[str] = set()

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -178,12 +178,3 @@ def error_reply(family: str, status: int, message: str, headers: dict[str, str] 
     if family == "voyage":
         return json_reply(status, {"detail": message}, headers)
     return json_reply(status, {"error": message}, headers)
-
-
-class EmulatorState(Protocol):
-    """What a wire format needs of the running emulator (see `server.Emulator`)."""
-
-    config: EmulatorConfig
-    stats: Stats
-
-    def plan_fault(self, route: str, body: bytes) -> FaultKind | None: ...

@@ -166,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body leave in two writes; with Nagle on, the body waits for the client's
     # delayed ACK on every keep-alive request.
     disable_nagle_algorithm = True
-    server: _Server
+    server: EmulatorHandle
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: request lines would only clutter test output."""
@@ -174,11 +174,6 @@ class _Handler(BaseHTTPRequestHandler):
     @property
     def emu(self) -> Emulator:
         return self.server.emulator
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -288,7 +283,7 @@ _ROUTES: dict[str, tuple[str, Route]] = {
     "/v1/messages/count_tokens": ("anthropic", lambda h, r: json_reply(200, h.emu.anthropic.count_tokens(r))),
     "/v1/messages/batches": (
         "anthropic",
-        lambda h, r: json_reply(200, h.emu.anthropic.create_batch(r, h.base_url)),
+        lambda h, r: json_reply(200, h.emu.anthropic.create_batch(r, h.server.base_url)),
     ),
     "/v1/embeddings": ("voyage", lambda h, r: h.emu.voyage.embeddings(r)),
     "/v1/rerank": ("voyage", lambda h, r: h.emu.voyage.rerank(r)),
@@ -296,7 +291,11 @@ _ROUTES: dict[str, tuple[str, Route]] = {
 }
 
 
-class _Server(ThreadingHTTPServer):
+class EmulatorHandle(ThreadingHTTPServer):
+    """A running emulator, serving on 127.0.0.1 from a background thread: `.base_url` (Anthropic
+    style, no /v1), `.voyage_base_url` (with /v1), `.target_url`, `.stats`, `.peak()`, `.reset()`,
+    `.stop()`; also a context manager."""
+
     daemon_threads = True
     # socketserver's default listen backlog of 5 drops concurrent connects, which the client
     # retries a second later: a 16-way burst would stall on it.
@@ -305,24 +304,17 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, port: int, emulator: Emulator) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.emulator = emulator
-
-
-class EmulatorHandle:
-    """A running emulator: `.base_url` (Anthropic style, no /v1), `.voyage_base_url` (with /v1),
-    `.target_url`, `.stats`, `.peak()`, `.reset()`, `.stop()`; also a context manager."""
-
-    def __init__(self, server: _Server, thread: threading.Thread) -> None:
-        self._server = server
-        self._thread = thread
-        host, port = server.server_address[:2]
-        self.port = int(port)
-        self.base_url = f"http://{host!s}:{self.port}"
+        self.port = int(self.server_address[1])
+        self.base_url: str = f"http://127.0.0.1:{self.port}"
         self.voyage_base_url = f"{self.base_url}/v1"
         self.target_url = f"{self.base_url}/target"
-
-    @property
-    def emulator(self) -> Emulator:
-        return self._server.emulator
+        self._thread = threading.Thread(
+            target=self.serve_forever,
+            kwargs={"poll_interval": 0.02},  # how long stop() waits for the serving loop to notice
+            name="api-emulator",
+            daemon=True,
+        )
+        self._thread.start()
 
     @property
     def stats(self) -> Json:
@@ -345,12 +337,9 @@ class EmulatorHandle:
 
     def stop(self) -> None:
         self.emulator.stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self.shutdown()
+        self.server_close()
         self._thread.join(timeout=5)
-
-    def __enter__(self) -> EmulatorHandle:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -358,12 +347,4 @@ class EmulatorHandle:
 
 def start_emulator(port: int = 0, **config: Any) -> EmulatorHandle:
     """Serve on 127.0.0.1 (`port=0`: any free port) from a background thread."""
-    server = _Server(port, Emulator(EmulatorConfig(**config)))
-    thread = threading.Thread(
-        target=server.serve_forever,
-        kwargs={"poll_interval": 0.02},  # how long stop() waits for the serving loop to notice
-        name="api-emulator",
-        daemon=True,
-    )
-    thread.start()
-    return EmulatorHandle(server, thread)
+    return EmulatorHandle(port, Emulator(EmulatorConfig(**config)))

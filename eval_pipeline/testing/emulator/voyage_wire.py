@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from eval_pipeline.testing.emulator.config import (
-    EmulatorState,
     Json,
     Reply,
     estimate_tokens,
@@ -16,9 +16,12 @@ from eval_pipeline.testing.emulator.config import (
     json_reply,
 )
 
+if TYPE_CHECKING:
+    from eval_pipeline.testing.emulator.server import Emulator
+
 
 class VoyageApi:
-    def __init__(self, emulator: EmulatorState) -> None:
+    def __init__(self, emulator: Emulator) -> None:
         self._emu = emulator
 
     def embeddings(self, request: Json) -> Reply:
