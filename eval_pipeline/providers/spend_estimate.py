@@ -16,7 +16,6 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.kb import Entity
@@ -29,13 +28,10 @@ from eval_pipeline.providers.base import InputType, RerankCandidate
 from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCache
 from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.models import ModelConfig, missing_keys
-from eval_pipeline.providers.pricing import Price, cost_usd, prefix_usage
+from eval_pipeline.providers.pricing import cost_usd, prefix_usage
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
 from eval_pipeline.providers.target import RetrievalItem, retrieval_items
 from eval_pipeline.providers.url_redaction import redact_url
-
-if TYPE_CHECKING:  # the SDKs are imported only for the models that use them
-    from eval_pipeline.providers.claude_rerank import ClaudeReranker
 
 CHARS_PER_TOKEN = 4
 OUTPUT_TOKENS_PER_PICK = 25  # planning figure: an entity id and a one-line reason
@@ -204,7 +200,8 @@ def _reranks(
     items: Sequence[RetrievalItem],
     batch: bool,
 ) -> list[StageSpend]:
-    from eval_pipeline.providers.claude_rerank import ClaudeReranker
+    from eval_pipeline.providers.claude_rerank import MAX_OUTPUT_TOKENS, ClaudeReranker
+    from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
     from eval_pipeline.providers.voyage import VoyageReranker, rerank_documents
 
     reranker = pipeline.reranker
@@ -213,13 +210,13 @@ def _reranks(
         reranker.use_catalogue(view.catalogue)
     elif not isinstance(reranker, VoyageReranker):  # local: free, and no call
         return []
-    typical = _typical(view.catalogue, cfg.candidate_depth)
+    stand_in = _typical(view.catalogue, cfg.candidate_depth)
     todo: list[tuple[RetrievalItem, list[RerankCandidate]]] = []
     for item in items:
         known = view.candidates.get(item.query)
         if known is not None and reranker.cached(item.query, known, SELECTION_K, item.trial):
             continue
-        todo.append((item, typical if known is None else known))
+        todo.append((item, stand_in if known is None else known))
     cached = len(items) - len(todo)
     price = cfg.price(model_id)
     if isinstance(reranker, VoyageReranker):
@@ -230,27 +227,12 @@ def _reranks(
         usage = Usage(input_tokens=tokens)
         cost = cost_usd(usage, price)
         return [StageSpend("rerank", model_id, len(todo), cached, usage, cost, cost)]
-    rerank = _claude(reranker, model_id, price, todo, cached, batch)
     counting = StageSpend(
         "token counting", model_id, TOKEN_COUNT_CALLS, 0, note="the prefix, once a run: free"
     )
-    return [rerank, counting]
-
-
-def _claude(
-    reranker: ClaudeReranker,
-    model_id: str,
-    price: Price,
-    todo: Sequence[tuple[RetrievalItem, list[RerankCandidate]]],
-    cached: int,
-    batch: bool,
-) -> StageSpend:
-    """The first call writes the cacheable prefix when it is long enough, the others read it."""
-    from eval_pipeline.providers.claude_rerank import MAX_OUTPUT_TOKENS
-    from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
-
     if not todo:
-        return StageSpend("rerank", model_id, 0, cached)
+        return [StageSpend("rerank", model_id, 0, cached), counting]
+    # The first call writes the cacheable prefix when it is long enough, the others read it.
     prefix = estimate_tokens(reranker.prompt_texts("", [], SELECTION_K)[0])
     turns = sum(estimate_tokens(reranker.prompt_texts(i.query, shown, SELECTION_K)[1]) for i, shown in todo)
     picks = sum(min(SELECTION_K, len(shown)) for _, shown in todo)
@@ -267,13 +249,5 @@ def _claude(
     note += (
         f"; the {len(todo)} requests as one message batch, half price, plus its status polls" if batch else ""
     )
-    return StageSpend(
-        "rerank",
-        model_id,
-        len(todo),
-        cached,
-        typical,
-        cost_usd(typical, price, batch),
-        cost_usd(most, price, batch),
-        note,
-    )
+    cost, most_cost = cost_usd(typical, price, batch), cost_usd(most, price, batch)
+    return [StageSpend("rerank", model_id, len(todo), cached, typical, cost, most_cost, note), counting]
