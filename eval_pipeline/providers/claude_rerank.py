@@ -77,10 +77,7 @@ SELECT_TOOL: ToolParam = {
                 "type": "array",
                 "items": {
                     "type": "object",
-                    "properties": {
-                        "entity_id": {"type": "string"},
-                        "reason": {"type": "string"},
-                    },
+                    "properties": {"entity_id": {"type": "string"}, "reason": {"type": "string"}},
                     "required": ["entity_id", "reason"],
                     "additionalProperties": False,
                 },

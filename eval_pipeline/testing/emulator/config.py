@@ -98,7 +98,6 @@ class Stats:
 
     def reset(self) -> None:
         with self._lock:
-            self.requests: Counter[str] = Counter()
             self.statuses: Counter[str] = Counter()
             self.faults: Counter[str] = Counter()
             self.embed_batches: list[dict[str, int]] = []
@@ -108,7 +107,6 @@ class Stats:
 
     def request(self, route: str) -> None:
         with self._lock:
-            self.requests[route] += 1
             self.arrivals.append((route, time.monotonic()))
 
     def peak(self, route: str, window_s: float = 60.0) -> int:
@@ -154,8 +152,8 @@ class Stats:
     def snapshot(self) -> Json:
         with self._lock:
             return {
-                "requests": dict(self.requests),
-                "total_requests": sum(self.requests.values()),
+                "requests": dict(Counter(route for route, _ in self.arrivals)),
+                "total_requests": len(self.arrivals),
                 "statuses": dict(self.statuses),
                 "faults": dict(self.faults),
                 "embed_batches": list(self.embed_batches),

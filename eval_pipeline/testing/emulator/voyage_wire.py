@@ -8,13 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from eval_pipeline.testing.emulator.config import (
-    Json,
-    Reply,
-    estimate_tokens,
-    hash_vector,
-    json_reply,
-)
+from eval_pipeline.testing.emulator.config import Json, Reply, estimate_tokens, hash_vector, json_reply
 
 if TYPE_CHECKING:
     from eval_pipeline.testing.emulator.server import Emulator
@@ -40,11 +34,7 @@ class VoyageApi:
         dim = int(request.get("output_dimension") or config.embed_dim)
         as_base64 = request.get("encoding_format") == "base64"
         data = [
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": _encode(hash_vector(t, dim), as_base64),
-            }
+            {"object": "embedding", "index": i, "embedding": _encode(hash_vector(t, dim), as_base64)}
             for i, t in enumerate(texts)
         ]
         return _list_reply(request, data, tokens)
