@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -125,6 +125,16 @@ def _entity(doc: Document, entity_id: str, src: Path) -> Entity:
     return _checked(Entity, data, src / CORPUS_FILE, doc.line, doc.source_id)
 
 
+def _own_id(to_ours: Callable[[str], str], original: str, taken: set[str], file: Path, line: int) -> str:
+    """Our id for `original`, refused when another original maps to it too (only if two slugs and
+    48-bit hashes coincide)."""
+    ours = to_ours(original)
+    if ours in taken:
+        raise BeirError(file, line, original, "_id", f"maps to '{ours}' as another id does")
+    taken.add(ours)
+    return ours
+
+
 def _write_entities(src: Path, entities_dir: Path, counts: ImportCounts) -> dict[str, str]:
     """Write each passage as it is read; return original id -> entity id."""
     entities_dir.mkdir(parents=True)
@@ -133,17 +143,12 @@ def _write_entities(src: Path, entities_dir: Path, counts: ImportCounts) -> dict
     for doc in read_corpus(src):
         if doc.source_id in ids:
             raise BeirError(src / CORPUS_FILE, doc.line, doc.source_id, "_id", "duplicate document id")
-        entity_id = mapped_entity_id(doc.source_id)
-        if entity_id in taken:  # only if two slugs and 48-bit hashes coincide
-            raise BeirError(
-                src / CORPUS_FILE, doc.line, doc.source_id, "_id", f"maps to '{entity_id}' as another id does"
-            )
+        entity_id = _own_id(mapped_entity_id, doc.source_id, taken, src / CORPUS_FILE, doc.line)
         entity = _entity(doc, entity_id, src)
         data = entity.model_dump(mode="json", exclude_defaults=True)
         text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
         (entities_dir / f"{entity_id}.yaml").write_text(text, encoding="utf-8")
         ids[doc.source_id] = entity_id
-        taken.add(entity_id)
         counts.documents += 1
         counts.mapped_documents += entity_id != doc.source_id
     if not ids:
@@ -195,16 +200,7 @@ def _tests(src: Path, split: str, judged: dict[str, _Judged], counts: ImportCoun
         if not any(entry.gains.values()):
             counts.unrelevant_queries += 1
             continue
-        test_id = mapped_test_id(query.source_id)
-        if test_id in taken:
-            raise BeirError(
-                src / QUERIES_FILE,
-                query.line,
-                query.source_id,
-                "_id",
-                f"maps to '{test_id}' as another id does",
-            )
-        taken.add(test_id)
+        test_id = _own_id(mapped_test_id, query.source_id, taken, src / QUERIES_FILE, query.line)
         counts.mapped_queries += test_id != query.source_id
         data = {
             "test_id": test_id,
@@ -215,20 +211,12 @@ def _tests(src: Path, split: str, judged: dict[str, _Judged], counts: ImportCoun
         }
         _checked(SemanticTest, data, src / QUERIES_FILE, query.line, query.source_id)
         tests.append(data)
-    unknown = sorted((e.first_line, q) for q, e in judged.items() if q not in seen)
-    if unknown:
-        line, query_id = unknown[0]
-        raise BeirError(
-            qrels_path(src, split), line, query_id, "query-id", f"unknown query (not in {QUERIES_FILE})"
-        )
+    qrels = qrels_path(src, split)
+    unknown = min(((e.first_line, q) for q, e in judged.items() if q not in seen), default=None)
+    if unknown is not None:
+        raise BeirError(qrels, *unknown, "query-id", f"unknown query (not in {QUERIES_FILE})")
     if not tests:
-        raise BeirError(
-            qrels_path(src, split),
-            None,
-            "-",
-            "-",
-            "no query has a judgment with gain > 0: nothing to evaluate",
-        )
+        raise BeirError(qrels, None, "-", "-", "no query has a judgment with gain > 0: nothing to evaluate")
     counts.tests = len(tests)
     return tests
 
