@@ -218,11 +218,8 @@ def judgements_from(
             )
             if item.decision == "pending" or not item.reviewable:
                 continue
-            human = {
-                "accepted": item.diff.proposed,
-                "rejected": item.diff.previous,
-                "edited": item.applied_expectations,
-            }[item.decision]
+            # What is applied for an acceptance or an edit; a rejection keeps what was in force.
+            human = item.diff.previous if item.decision == "rejected" else item.applied_expectations
             out.append(
                 Judgement(
                     test_id=item.test_id,

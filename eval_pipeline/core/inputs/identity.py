@@ -1,6 +1,5 @@
-"""What an evaluation evaluated: the project (KB + banks) it belongs to, the KB and each entity
-by digest, each bank by hash and test ids, the expectation version, and which mechanisms the
-system under test answered.
+"""What an evaluation evaluated: its project, the KB and its entities by digest, the banks, the
+expectation version, and which mechanisms the system under test answered.
 
 Which project a KB belongs to: its declared `name` (the manifest's) when both sides declare
 one; otherwise two KBs are one project when each shares at least half of its entity ids with

@@ -1,10 +1,6 @@
-"""Cross-checks between the KB, the banks, the rules and the history.
-
-Schema problems are found while loading; these are the problems only visible across files:
-unknown entity ids, entities in the wrong load mode for a mechanism, duplicate ids, regexes
-that do not compile or can backtrack catastrophically, contradictions (an entity both expected
-and not, circular rank checks, a rank check on a forbidden entity, conditions no state can
-meet), values outside a declared vocabulary, history naming unknown tests.
+"""Cross-checks between the KB, the banks, the rules and the history: the problems only visible
+across files (schema problems are found while loading), such as unknown entities or ones in the
+wrong load mode, duplicate ids, unsafe regexes, contradictions and values outside a vocabulary.
 
 Warnings are what is legal but probably not meant: a check that can never fire for the built-in
 models, a user type no entity serves, history dated in the future. They print; they never fail.
