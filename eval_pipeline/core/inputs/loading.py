@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar, cast, get_args
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -159,31 +159,21 @@ def parse_collection(
     # apart, to report every item's problems.
     with contextlib.suppress(ValidationError):
         return model.model_validate(data)
-    item_model = model.model_fields[items_key].annotation
-    items = data[items_key]
+    (item_model,) = get_args(model.model_fields[items_key].annotation)  # list[Item]
     header = parse_model(model, {**data, items_key: []}, shown, problems, id_key)
     valid: list[Any] = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(data[items_key]):
         before = len(problems)
-        parsed = parse_model(_list_item_type(item_model), item, shown, problems, id_key)
-        if parsed is None:
-            # Re-key the problems to the item's id (or its index when it has none).
-            fallback = f"{items_key}[{i}]"
-            for k in range(before, len(problems)):
-                p = problems[k]
-                problems[k] = Problem(
-                    p.file, p.item if p.item != "-" else fallback, p.field, p.message, p.line
-                )
-        else:
+        parsed = parse_model(item_model, item, shown, problems, id_key)
+        if parsed is not None:
             valid.append(parsed)
+        # Problems naming no item name the item's index.
+        for k in range(before, len(problems)):
+            if problems[k].item == "-":
+                problems[k] = replace(problems[k], item=f"{items_key}[{i}]")
     if header is None:
         return None
     return header.model_copy(update={items_key: valid})
-
-
-def _list_item_type(annotation: Any) -> type[BaseModel]:
-    (inner,) = getattr(annotation, "__args__", (annotation,))
-    return cast(type[BaseModel], inner)
 
 
 def _file_hash(path: Path) -> str:
