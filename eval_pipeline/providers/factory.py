@@ -91,12 +91,9 @@ def build_pipeline(
     batch: bool = False,
 ) -> RetrievalPipeline:
     """The pipeline `cfg` describes. Raises `ConfigError` (one line) when an API key is unset and
-    `PricingError` when a stage's price is unknown, before any call is made.
-
-    `environ` holds the API keys and base URLs (default: the process environment); the Dagster
-    resource passes the values it received through `EnvVar`. `batch`: rerank through the
-    Message Batches API where the reranker can (Claude); the other rerankers ignore it.
-    """
+    `PricingError` when a stage's price is unknown, before any call is made. `environ` holds the
+    API keys and base URLs (default: the process environment; the Dagster resource passes what it
+    received through `EnvVar`). `batch`: rerank through Message Batches where the reranker can."""
     env = os.environ if environ is None else environ
     require_keys(cfg, env)
     if cfg.system is not None and cfg.system.runs(Mechanism.SEMANTIC):

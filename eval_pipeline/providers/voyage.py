@@ -1,11 +1,9 @@
 """Voyage AI embeddings and rerank, through the `voyageai` SDK's AsyncClient.
 
 The SDK's own retries are off (`max_retries=1` is one attempt in voyageai 0.5.0): it ignores
-`retry-after` and does not retry 500, so `ratelimit.call_with_retry` does it. The base URL includes
-`/v1` (`http://127.0.0.1:8765/v1`), from the argument or `VOYAGE_BASE_URL`.
-
-Embedding requests respect the API's two per-request caps: 1000 texts, and a per-model total of
-tokens. Voyage's tokenizer downloads from the Hugging Face hub, so tokens are estimated offline,
+`retry-after` and does not retry 500, so the shared policy retries. The base URL includes `/v1`.
+Embedding requests respect the API's per-request caps (1000 texts, a per-model total of tokens);
+Voyage's tokenizer downloads from the Hugging Face hub, so tokens are estimated offline,
 conservatively, as characters / 3 (English runs about 4 characters a token).
 """
 
