@@ -159,14 +159,12 @@ def decide(
 
 
 def stale_reasons(review: ReviewFile, kb_hash: str, tests_hash: str) -> list[str]:
-    reasons = []
-    if review.kb_hash != kb_hash:
-        reasons.append(f"the KB changed since the dry run ({review.kb_hash[:12]} -> {kb_hash[:12]})")
-    if review.bank_hash != tests_hash:
-        reasons.append(
-            f"the semantic bank changed since the dry run ({review.bank_hash[:12]} -> {tests_hash[:12]})"
-        )
-    return reasons
+    hashes = (("the KB", review.kb_hash, kb_hash), ("the semantic bank", review.bank_hash, tests_hash))
+    return [
+        f"{what} changed since the dry run ({was[:12]} -> {now[:12]})"
+        for what, was, now in hashes
+        if was != now
+    ]
 
 
 def reviewed_history(review: ReviewFile, *, by: str, version: datetime) -> HistoryFile:

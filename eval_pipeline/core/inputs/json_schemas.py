@@ -28,10 +28,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
 
 def json_schemas() -> dict[str, dict[str, Any]]:
     """File name (without `.schema.json`) -> JSON Schema (draft 2020-12)."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, model in SCHEMA_MODELS.items():
-        schema = model.model_json_schema()
-        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        schema["$id"] = f"eval_pipeline/{name}.schema.json"
-        out[name] = schema
-    return out
+    draft = "https://json-schema.org/draft/2020-12/schema"
+    return {
+        name: {**model.model_json_schema(), "$schema": draft, "$id": f"eval_pipeline/{name}.schema.json"}
+        for name, model in SCHEMA_MODELS.items()
+    }
