@@ -19,22 +19,22 @@ from eval_pipeline.cli.console import command_console
 from eval_pipeline.cli.gc_pause import cyclic_gc_paused, hold_long_lived
 from eval_pipeline.core.errors import EXIT_ERROR, EXIT_INPUT, EvalPipelineError
 
-# Each command's module and the function that adds its parser, in `--help`'s order. Heavy imports
-# (dagster, onnxruntime) stay inside the commands that need them.
-_COMMANDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("run", "add_run_commands", ("run",)),
-    ("backfill", "add_backfill_command", ("backfill",)),
-    ("show", "add_show_command", ("show",)),
-    ("models", "add_models_command", ("models",)),
-    ("diff", "add_diff_commands", ("diff",)),
-    ("calibrate", "add_calibrate_commands", ("calibrate",)),
-    ("override", "add_override_command", ("override",)),
-    ("agreement", "add_agreement_commands", ("agreement",)),
-    ("validate", "add_validate_commands", ("validate", "schemas")),
-    ("init", "add_init_command", ("init",)),
-    ("report", "add_report_command", ("report",)),
-    ("import_beir", "add_import_beir_command", ("import-beir",)),
-    ("export_trec", "add_export_trec_command", ("export-trec",)),
+# Each command's module, in `--help`'s order, and the commands it adds (`add_commands`) and runs
+# (`cmd_<command>`). Heavy imports (dagster, onnxruntime) stay inside the commands that need them.
+_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("run", ("run",)),
+    ("backfill", ("backfill",)),
+    ("show", ("show",)),
+    ("models", ("models",)),
+    ("diff", ("diff",)),
+    ("calibrate", ("calibrate",)),
+    ("override", ("override",)),
+    ("agreement", ("agreement",)),
+    ("validate", ("validate", "schemas")),
+    ("init", ("init",)),
+    ("report", ("report",)),
+    ("import_beir", ("import-beir",)),
+    ("export_trec", ("export-trec",)),
 )
 
 
@@ -91,9 +91,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
-    for module, add, names in _COMMANDS:
+    for module, names in _COMMANDS:
         if command is None or command in names:
-            getattr(importlib.import_module(f"eval_pipeline.cli.{module}"), add)(sub)
+            commands = importlib.import_module(f"eval_pipeline.cli.{module}")
+            commands.add_commands(sub)
+            for name in names:
+                sub.choices[name].set_defaults(func=getattr(commands, f"cmd_{name.replace('-', '_')}"))
     return parser
 
 
@@ -102,7 +105,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     is parsed by its own parser, which imports no other command's module. Any error is
     left to the whole parser, whose messages (the usage listing every command) it prints as ever."""
     named = argv[1:2] if argv[:1] == ["--debug"] else argv[:1]
-    if named and any(named[0] in names for _, _, names in _COMMANDS):
+    if named and any(named[0] in names for _, names in _COMMANDS):
         with contextlib.suppress(_Unsaid):
             return build_parser(named[0]).parse_args(argv)
     return build_parser().parse_args(argv)

@@ -15,7 +15,7 @@ from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.flags import add_flags, path_arg
 
 
-def add_agreement_commands(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "agreement",
         help="calibrator vs human decisions: percent, Cohen's kappa, disagreements",
@@ -35,7 +35,6 @@ def add_agreement_commands(sub: Any) -> None:
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples [%(default)s]")
     p.add_argument("--min-topic-tests", type=int, default=5, help="judged tests a topic needs [%(default)s]")
     add_flags(p, "--kb", "--banks-dir")
-    p.set_defaults(func=cmd_agreement)
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ MAX_DATES = 366
 POLL_S = 2.0
 
 
-def add_backfill_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "backfill",
         help="evaluate a date range (reports, diffs, comparisons) as one backfill",
@@ -40,7 +40,6 @@ def add_backfill_command(sub: Any) -> None:
     p.add_argument("--to", dest="end", help="last date YYYY-MM-DD (UTC); default: the first")
     add_flags(p, "--model")
     p.add_argument("--timeout", type=float, default=120.0, help="minutes to wait (default 120)")
-    p.set_defaults(func=cmd_backfill)
 
 
 def _dates(start: str, end: str | None) -> list[str]:
@@ -75,6 +74,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.orchestration.daemon import daemon_alive
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.stages import QUIET_LOGS
+    from eval_pipeline.providers.object_store import output_path
     from eval_pipeline.runtime.run_monitor import end_orphaned_runs, owner_tags
 
     with project_instance() as instance, ExitStack() as stack:
@@ -128,12 +128,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     for run in state.failed_runs:
         print(f"error: run {run} failed (details in the UI)", file=sys.stderr)
         code = EXIT_ERROR
-    from eval_pipeline.providers.object_store import output_path
-
+    results = output_path(paths.results_root)
     if state.ended:
-        code = max(code, _follow_later_dates(dates[-1], models, output_path(paths.results_root)))
-
-    return max(code, _verdicts(dates, models, output_path(paths.results_root)))
+        code = max(code, _follow_later_dates(dates[-1], models, results))
+    return max(code, _verdicts(dates, models, results))
 
 
 def _follow_later_dates(last: str, models: list[str], results_root: UPath) -> int:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the SDK and the models are imported only by the commands th
     from eval_pipeline.providers.calibrator import Progress
 
 
-def add_calibrate_commands(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "calibrate",
         help="propose expectations with Claude (dry run unless --apply)",
@@ -66,7 +66,6 @@ def add_calibrate_commands(sub: Any) -> None:
     add_review_arguments(p)
     expectation_args(p)
     add_flags(p, "--kb", "--banks-dir")
-    p.set_defaults(func=cmd_calibrate)
 
 
 def _retrieved(args: argparse.Namespace) -> dict[str, set[str]]:

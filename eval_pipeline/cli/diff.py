@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the parser imports this module: the result models load with
     from eval_pipeline.core.verdicts.regression_gate import DiffGate
 
 
-def add_diff_commands(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
         help="per-test diff of two runs (exit 1 when the diff gate fails)",
@@ -58,7 +58,6 @@ def add_diff_commands(sub: Any) -> None:
         "(gate.json beside HEAD) with this diff's coverage and regressions; see docs/ci.md",
     )
     junit_arg(p, "one test case per test of HEAD, failing on the regressions the gate counts")
-    p.set_defaults(func=cmd_diff)
 
 
 def resolve(ref: str, results_dir: Path) -> Path:

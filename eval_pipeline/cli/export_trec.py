@@ -17,13 +17,12 @@ from eval_pipeline.cli.flags import add_flags, model_key_arg, path_arg, results_
 from eval_pipeline.cli.run import parse_date
 
 if TYPE_CHECKING:  # the parser imports this module: the models load with the command
-    from eval_pipeline.core.inputs.external_ids import OriginalIds
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
     from eval_pipeline.core.scoring.run_document import RunDocument
 
 
-def add_export_trec_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "export-trec",
         help="write an evaluation's rankings and judgments as TREC run and qrels files",
@@ -34,7 +33,6 @@ def add_export_trec_command(sub: Any) -> None:
     p.add_argument("--date", required=True, help="date of the evaluation (YYYY-MM-DD)")
     p.add_argument("--out", type=path_arg, required=True, help="folder for run.trec and qrels.trec")
     add_flags(p, "--results-dir", "--kb", "--banks-dir")
-    p.set_defaults(func=cmd_export_trec)
 
 
 def _evaluation(args: argparse.Namespace) -> RunDocument:
@@ -62,17 +60,9 @@ def _same_inputs(doc: RunDocument, kb: KnowledgeBase, banks: Banks, kb_path: Pat
         )
 
 
-def original_ids(kb: KnowledgeBase, banks: Banks) -> OriginalIds:
-    from eval_pipeline.core.inputs.external_ids import OriginalIds
-
-    return OriginalIds(
-        documents={e.entity_id: e.source_id for e in kb.entities if e.source_id is not None},
-        queries={t.test_id: t.source_id for t in banks.semantic_tests if t.source_id is not None},
-    )
-
-
 def cmd_export_trec(args: argparse.Namespace) -> int:
     from eval_pipeline.core.fileio import atomic_write_text
+    from eval_pipeline.core.inputs.external_ids import OriginalIds, recorded_original_ids
     from eval_pipeline.core.inputs.validation import load_validated
     from eval_pipeline.core.report.trec import (
         QRELS_FILE,
@@ -87,7 +77,7 @@ def cmd_export_trec(args: argparse.Namespace) -> int:
     doc = _evaluation(args)
     kb, banks = load_validated(args.kb, args.banks_dir)
     _same_inputs(doc, kb, banks, args.kb)
-    ids = original_ids(kb, banks)
+    ids = recorded_original_ids(kb.entities, banks.semantic_tests) or OriginalIds()
     run, qrels = run_rows(doc.semantic, ids), qrel_rows(doc.semantic, ids)
     texts = {RUN_FILE: run_text(run, doc.provenance.model), QRELS_FILE: qrels_text(qrels)}
     out: Path = args.out

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the parser imports this module: the import's models load wi
 IMPORTED_CANDIDATE_DEPTH = 100
 
 
-def add_import_beir_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "import-beir",
         help="turn a BEIR folder into a KB, a semantic bank and a models file",
@@ -39,7 +39,6 @@ def add_import_beir_command(sub: Any) -> None:
         "--split", type=split_arg, default="test", help="which qrels/<split>.tsv to import (default: test)"
     )
     p.add_argument("--name", help="the project's name (default: the BEIR folder's name)")
-    p.set_defaults(func=cmd_import_beir)
 
 
 def split_arg(text: str) -> str:

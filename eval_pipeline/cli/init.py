@@ -155,7 +155,7 @@ def with_new_gates(models: str) -> str:
     return f"{models}\n{gates_section(NEW_PROJECT_GATES)}"
 
 
-def add_init_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "init",
         help="scaffold a new project (KB, banks, models, results, storage)",
@@ -165,7 +165,6 @@ def add_init_command(sub: Any) -> None:
     )
     p.add_argument("dir", type=path_arg, help="a new or empty folder")
     p.add_argument("--name", help="the project's name (default: the folder's name)")
-    p.set_defaults(func=cmd_init)
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from eval_pipeline.cli.exit_status import EXIT_OK
 from eval_pipeline.cli.flags import add_flags
 
 
-def add_models_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "models",
         help="list the configured models",
@@ -17,7 +17,6 @@ def add_models_command(sub: Any) -> None:
         "and reranker (or the team's system), rate limits, and the API key variables still unset.",
     )
     add_flags(p, "--models-file", "--results-dir")
-    p.set_defaults(func=cmd_models)
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the parser imports this module: the models load with the co
     from eval_pipeline.core.inputs.history_file import HumanOverride
 
 
-def add_override_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     o = sub.add_parser(
         "override",
         help="record (or --withdraw) a human override of a test's expectations",
@@ -37,7 +37,6 @@ def add_override_command(sub: Any) -> None:
     o.add_argument("--by", required=True, help="who decides (recorded)")
     o.add_argument("--reason", required=True, help="why (recorded)")
     add_flags(o, "--kb", "--banks-dir")
-    o.set_defaults(func=cmd_override)
 
 
 def _override(args: argparse.Namespace, current: ResolvedExpectation) -> HumanOverride:

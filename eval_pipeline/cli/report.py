@@ -10,7 +10,7 @@ from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.flags import add_flags, iso_date, model_key_arg, path_arg, results_dir
 
 
-def add_report_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "report",
         help="write stored evaluations as one self-contained HTML report",
@@ -30,7 +30,6 @@ def add_report_command(sub: Any) -> None:
     )
     p.add_argument("--from", dest="date_from", metavar="YYYY-MM-DD", help="first date to include (UTC)")
     p.add_argument("--to", dest="date_to", metavar="YYYY-MM-DD", help="last date to include (UTC)")
-    p.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from eval_pipeline.providers.models import ModelConfig, ModelsFile
 
 
-def add_run_commands(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "run",
         help="evaluate through the Dagster graph and write reports",
@@ -93,7 +93,6 @@ def add_run_commands(sub: Any) -> None:
     )
     add_flags(p, "--models-file", "--results-dir", "--allow-removed")
     junit_arg(p, "every model's tests (narrowed runs too)")
-    p.set_defaults(func=cmd_run)
 
 
 def _parse_banks(text: str) -> list[str]:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # the parser imports this module: the result models load with
     from eval_pipeline.core.scoring.run_document import RunDocument
 
 
-def add_show_command(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "show",
         help="print a stored run's summary, or one test in full",
@@ -24,7 +24,6 @@ def add_show_command(sub: Any) -> None:
     p.add_argument("--date", help="default: the latest date with results")
     p.add_argument("--test", help="print this test's full result")
     add_flags(p, "--models-file", "--results-dir")
-    p.set_defaults(func=cmd_show)
 
 
 def _documents(args: argparse.Namespace) -> list[RunDocument]:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the parser imports this module: the input models load with 
     from eval_pipeline.core.inputs.loading import Problem
 
 
-def add_validate_commands(sub: Any) -> None:
+def add_commands(sub: Any) -> None:
     p = sub.add_parser(
         "validate",
         help="load the KB and banks and cross-check them",
@@ -22,7 +22,6 @@ def add_validate_commands(sub: Any) -> None:
         "problem on one line naming file, id and field (exit 2), or one OK line (exit 0).",
     )
     add_flags(p, "--kb", "--banks-dir")
-    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(
         "schemas",
@@ -34,7 +33,6 @@ def add_validate_commands(sub: Any) -> None:
     p.add_argument(
         "--out", type=path_arg, default=Path("schemas"), help="folder to write them into [schemas]"
     )
-    p.set_defaults(func=cmd_schemas)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
