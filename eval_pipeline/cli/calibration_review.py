@@ -137,34 +137,20 @@ def _item_lines(item: ReviewItem) -> list[str]:
     return [one_line(line) for line in lines]  # a note or the model's reasoning stays in its line
 
 
-def _ids(text: str) -> list[str]:
-    return [part for part in text.replace(",", " ").split() if part]
-
-
 def _ask_edit(item: ReviewItem, ask: Ask) -> Expectations:
     """Each list typed anew; an empty answer keeps the proposal's list."""
     from eval_pipeline.core.inputs.banks import Expectations
 
     proposed = item.diff.proposed
-    fields = {
-        "expected_primary": proposed.expected_primary,
-        "expected_secondary": proposed.expected_secondary,
-        "not_expected": proposed.not_expected,
-    }
     values: dict[str, object] = {}
-    for name, current in fields.items():
+    for name in ("expected_primary", "expected_secondary", "not_expected"):
+        current = getattr(proposed, name)
         answer = ask(f"  {name} [{' '.join(current) or '-'}] (ids, '-' for none): ").strip()
-        values[name] = current if not answer else [] if answer == "-" else _ids(answer)
+        values[name] = current if not answer else [] if answer == "-" else answer.replace(",", " ").split()
     ranks = " ".join(f"{rc.higher}>{rc.lower}" for rc in proposed.rank_check)
     answer = ask(f"  rank_check [{ranks or '-'}] (HIGHER>LOWER ..., '-' for none): ").strip()
-    checks = (
-        proposed.rank_check
-        if not answer
-        else []
-        if answer == "-"
-        else [parse_rank(r) for r in answer.split()]
-    )
-    return Expectations.model_validate({**values, "rank_check": checks})
+    checks = [] if answer == "-" else [parse_rank(r) for r in answer.split()]
+    return Expectations.model_validate({**values, "rank_check": checks if answer else proposed.rank_check})
 
 
 def walk(review: ReviewFile, ask: Ask, say: Say, check: Check, by: str | None) -> ReviewFile:
