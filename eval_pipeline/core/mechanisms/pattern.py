@@ -15,10 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import PatternRules
+from eval_pipeline.core.inputs.frozen import FrozenModel
 
 if TYPE_CHECKING:
     import regex
@@ -27,10 +26,8 @@ if TYPE_CHECKING:
 MATCH_TIMEOUT_S = 1.0
 
 
-class PatternMatch(BaseModel):
+class PatternMatch(FrozenModel):
     """Why an entity matched: the rule, the text it matched, and the keyword if a boost."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kind: Literal["crisis", "keyword"]
     entities: list[str]

@@ -16,6 +16,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 
+from eval_pipeline.core.inputs.frozen import FrozenModel
+
 
 @with_config(ConfigDict(defer_build=True, extra="forbid"))
 @dataclass(frozen=True, slots=True)
@@ -36,11 +38,9 @@ class Selection:
     reason: str | None = None
 
 
-class Usage(BaseModel):
+class Usage(FrozenModel):
     # Frozen: usages are added into new ones, never changed in place, so one empty usage
     # (`NO_USAGE`) serves every record that used nothing instead of a new model each.
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0

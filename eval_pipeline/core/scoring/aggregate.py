@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.expectations.resolution import source_summary
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, distribution
 from eval_pipeline.core.scoring.registry import MECHANISMS, PATTERN, SEMANTIC, STATE, BankResults
@@ -54,11 +55,7 @@ class Health(StrEnum):
 HEALTH_FLOORS: dict[Health, float] = {Health.EXCELLENT: 90.0, Health.GOOD: 80.0, Health.FAIR: 70.0}
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-
-class GroupScore(_Frozen):
+class GroupScore(FrozenModel):
     tests: int
     scored: int
     errored: int
@@ -81,7 +78,7 @@ class PatternTypeScore(GroupScore):
     critical_failures: int
 
 
-class HandlerScore(_Frozen):
+class HandlerScore(FrozenModel):
     """A handler's own record: tests that expect it and tests that must not fire it."""
 
     handler: str
@@ -92,13 +89,13 @@ class HandlerScore(_Frozen):
     average_of_involved_tests: float | None
 
 
-class CriticalFailure(_Frozen):
+class CriticalFailure(FrozenModel):
     test_id: str
     reason: str
     prompt: str
 
 
-class Aggregate(_Frozen):
+class Aggregate(FrozenModel):
     banks: dict[Mechanism, BankSummary]
     implementations: dict[Mechanism, str] = Field(
         default_factory=dict,

@@ -9,10 +9,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
 from eval_pipeline.core.inputs.banks import AnyTest, Mechanism, SemanticTest
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
@@ -24,10 +25,8 @@ T = TypeVar("T", bound=AnyTest)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 
-class Scope(BaseModel):
+class Scope(FrozenModel):
     """Which tests a run covers. Empty `test_ids` and no `topic` mean every test of the banks."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     banks: frozenset[Mechanism] = Field(default_factory=lambda: frozenset(Mechanism))
     test_ids: frozenset[str] = frozenset()
@@ -82,10 +81,8 @@ def scope_problems(scope: Scope, banks: Banks) -> list[str]:
     return problems
 
 
-class MechanismOutput(BaseModel):
+class MechanismOutput(FrozenModel):
     """What a mechanism (built in, or the team's system) loaded for one test, before any judging."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     mechanism: Mechanism | None = None  # set when one table holds several mechanisms' outputs

@@ -19,9 +19,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.inputs.banks import Expectations
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.core.mechanisms.retrieval import ranking_of
 from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
@@ -34,11 +35,7 @@ IR_MEASURES = tuple(f"{measure}@{depth}" for measure, depth in STANDARD_CUTOFFS)
 GRADED_CUTOFF = 10  # a graded test's points come from the standard nDCG@10
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
-
-class RetrievalMetrics(_Frozen):
+class RetrievalMetrics(FrozenModel):
     ndcg_6: float
     recall_6: float
     mrr_primary: float
@@ -56,12 +53,12 @@ class Stage(StrEnum):
     ERROR = "error"  # the retrieval errored: there is nothing to attribute
 
 
-class MissedPrimary(_Frozen):
+class MissedPrimary(FrozenModel):
     entity_id: str
     candidate_rank: int | None  # 1-based place among the top 15, None when absent
 
 
-class BestRelevant(_Frozen):
+class BestRelevant(FrozenModel):
     """A graded test's best judged entity among the candidates, when it selected none."""
 
     entity_id: str
@@ -69,7 +66,7 @@ class BestRelevant(_Frozen):
     candidate_rank: int
 
 
-class StageAttribution(_Frozen):
+class StageAttribution(FrozenModel):
     test_id: str
     trial: int
     stage: Stage

@@ -15,7 +15,9 @@ import math
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from eval_pipeline.core.inputs.frozen import FrozenModel
 
 PERFECT = 100
 DEFAULT_PASS_THRESHOLD = 60
@@ -39,19 +41,15 @@ PENALTY_POINTS: dict[PenaltyKind, int] = {
 }
 
 
-class RankViolation(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class RankViolation(FrozenModel):
     expected_higher: str
     expected_lower: str
     actual_higher_rank: int
     actual_lower_rank: int
 
 
-class Penalty(BaseModel):
+class Penalty(FrozenModel):
     """One deduction, named so reports and diffs can say exactly what cost points."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kind: PenaltyKind
     entity_id: str
@@ -78,9 +76,7 @@ class Penalty(BaseModel):
         return f"{self.points} {self.rule}: {what}"
 
 
-class ScoreOutcome(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class ScoreOutcome(FrozenModel):
     score: int = Field(ge=0, le=100)
     label: str
     hard_fail: bool

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 
 
 class Why(StrEnum):
@@ -27,10 +28,8 @@ class Decision(StrEnum):
     DISMISSED = "dismissed"  # the re-trials' mean passes: the regression was noise
 
 
-class Confirmation(BaseModel):
+class Confirmation(FrozenModel):
     """One semantic regression re-tried against its base."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     test_id: str
     base_score: float
@@ -40,10 +39,8 @@ class Confirmation(BaseModel):
     decision: Decision
 
 
-class Reevaluation(BaseModel):
+class Reevaluation(FrozenModel):
     """One re-evaluation merged into a document."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     why: Why
     at: datetime

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Expectations, PatternType, UserState
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, Usage
@@ -59,10 +60,8 @@ class ResultBase(BaseModel):
         return self.outcome is not None and self.outcome.no_relevant_selected
 
 
-class SemanticEvaluation(BaseModel):
+class SemanticEvaluation(FrozenModel):
     """How an ordered selection compares to the expectations, before scoring."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     primary_pass: bool  # exact primaries and an any-of set selected, and something relevant if graded
     missing_primary: list[str]

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import MechanismOutput
 from eval_pipeline.core.scoring.reevaluation import Reevaluation
 
 
-class StoredReevaluation(BaseModel):
+class StoredReevaluation(FrozenModel):
     """A re-evaluation with what it observed, as kept beside a run, so the report asset re-scores
     it (against the date's expectations) every time it rebuilds the document: the semantic
     retrievals, and the team's system's answers for state, pattern and always tests."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     record: Reevaluation
     retrievals: list[SemanticRetrieval]

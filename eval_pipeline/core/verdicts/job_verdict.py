@@ -4,18 +4,15 @@ leads with it, so it can never show a green tick on a job that fails."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.errors import EXIT_GATE, EXIT_OK
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.verdicts.regression_gate import DiffGate
 from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
 
 CRITICAL_NAMED = 5  # critical failures named in the verdict
 
 
-class JobVerdict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class JobVerdict(FrozenModel):
     status: GateStatus
     reasons: list[str]  # each part that failed, the release gate first
 

@@ -22,18 +22,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
-class DiffGate(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class DiffGate(FrozenModel):
     status: GateStatus
     strict: bool
     reasons: list[str]  # why it failed, most serious first

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.fileio import TextFile, read_json_model
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.aggregate import Health
 from eval_pipeline.core.scoring.run_document import DocumentError, RunDocument
@@ -28,19 +29,15 @@ class GateStatus(StrEnum):
     UNEVALUABLE = "unevaluable"  # could not evaluate: the verdict is unknown
 
 
-class Gates(BaseModel):
+class Gates(FrozenModel):
     """What a run must meet: a combined score of at least `fail_under` (None: any score), and at
     most `max_errored` errored tests."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     fail_under: float | None = None
     max_errored: int = DEFAULT_MAX_ERRORED
 
 
-class GateDecision(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class GateDecision(FrozenModel):
     model: str
     date: str
     status: GateStatus

@@ -8,17 +8,14 @@ stored regression diff, and gates the run only when asked (`--fail-on-regression
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from eval_pipeline.core.diff.baseline import RegressionDiff
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate, incomparable_reasons
 from eval_pipeline.core.verdicts.run_gate import GateStatus
 
 
-class SinceVerdict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class SinceVerdict(FrozenModel):
     status: GateStatus
     reasons: list[str]
 
