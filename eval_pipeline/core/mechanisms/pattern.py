@@ -12,15 +12,11 @@ whitespace.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 from eval_pipeline.core.inputs.banks import PatternRules
 from eval_pipeline.core.inputs.frozen import FrozenModel
-
-if TYPE_CHECKING:
-    import regex
 
 # Far above any sane pattern on a chat message (microseconds), far below a hang.
 MATCH_TIMEOUT_S = 1.0
@@ -46,70 +42,51 @@ def keyword_regex(keyword: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class _CompiledCrisis:
-    regex: regex.Pattern[str]
-    entities: list[str]
-    is_critical: bool
-
-
-@dataclass(frozen=True)
-class _CompiledKeyword:
-    keyword: str
-    regex: re.Pattern[str]
-    entity: str
-
-
 class PatternMatcher:
     """Compiled rules. Construct from validated rules (regexes are checked by validation)."""
 
     def __init__(self, rules: PatternRules) -> None:
         import regex  # here: a run without pattern tests never compiles a crisis pattern
 
-        self._crisis = [
-            _CompiledCrisis(regex.compile(p.pattern, regex.IGNORECASE), p.entities, p.is_critical)
-            for p in rules.crisis_patterns
-        ]
+        self._crisis = [(regex.compile(p.pattern, regex.IGNORECASE), p) for p in rules.crisis_patterns]
         self._keywords = [
-            _CompiledKeyword(kw, keyword_regex(kw), boost.entity)
-            for boost in rules.keyword_boosts
-            for kw in boost.keywords
+            (kw, keyword_regex(kw), boost.entity) for boost in rules.keyword_boosts for kw in boost.keywords
         ]
 
     def match(self, message: str) -> list[PatternMatch]:
         """Every crisis and keyword match; raises PatternTimeout for a pattern that runs away."""
         found: list[PatternMatch] = []
-        for rule in self._crisis:
+        for compiled, rule in self._crisis:
             try:
-                hit = rule.regex.search(message, timeout=MATCH_TIMEOUT_S)
+                hit = compiled.search(message, timeout=MATCH_TIMEOUT_S)
             except TimeoutError:
                 raise PatternTimeout(
-                    f"crisis pattern /{rule.regex.pattern}/ timed out after {MATCH_TIMEOUT_S:g} s"
+                    f"crisis pattern /{compiled.pattern}/ timed out after {MATCH_TIMEOUT_S:g} s"
                 ) from None
             if hit:
                 found.append(
                     PatternMatch(
                         kind="crisis",
                         entities=rule.entities,
-                        pattern=rule.regex.pattern,
+                        pattern=compiled.pattern,
                         matched_text=hit.group(0),
                         is_critical=rule.is_critical,
                     )
                 )
         boosted: set[str] = set()
-        for kw in self._keywords:
-            if kw.entity in boosted:
+        for keyword, compiled_kw, entity in self._keywords:
+            if entity in boosted:
                 continue  # one reason per boosted entity is enough
-            found_kw = kw.regex.search(message)
+            found_kw = compiled_kw.search(message)
             if found_kw:
-                boosted.add(kw.entity)
+                boosted.add(entity)
                 found.append(
                     PatternMatch(
                         kind="keyword",
-                        entities=[kw.entity],
-                        pattern=kw.regex.pattern,
+                        entities=[entity],
+                        pattern=compiled_kw.pattern,
                         matched_text=found_kw.group(0),
-                        keyword=kw.keyword,
+                        keyword=keyword,
                     )
                 )
         return found

@@ -10,7 +10,7 @@ from a file (a retrieval or a result read back from JSON).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -59,15 +59,6 @@ class Usage(FrozenModel):
         """Whether anything was used: asked several times a test, so it reads the counts (every
         field is one) straight from the instance, not each by name."""
         return any(self.__dict__.values())
-
-    @classmethod
-    def total(cls, usages: Iterable[Usage]) -> Usage:
-        """The sum of `usages` as one model, not one per addition (a run adds one per test)."""
-        sums = dict.fromkeys(cls.model_fields, 0)
-        for usage in usages:
-            for name in sums:
-                sums[name] += getattr(usage, name)
-        return cls.model_validate(sums)
 
 
 NO_USAGE = Usage()
