@@ -41,10 +41,11 @@ from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     AnyResult,
     PatternResult,
-    ResultBase,
     ResultStatus,
     SemanticResult,
     StateResult,
+    errored_result,
+    result_of,
 )
 
 # The contract's models load with a request to the team's system: scoring builds none.
@@ -53,33 +54,15 @@ if TYPE_CHECKING:
 
 TestT = TypeVar("TestT", bound=AnyTest)
 ResultT = TypeVar("ResultT", bound=AnyResult)
-RowT = TypeVar("RowT", bound=ResultBase)
 # Each bank's scored tests, keyed by mechanism, in bank order; a bank that did not run is absent.
 BankResults = Mapping[Mechanism, Sequence[AnyResult]]
-
-
-def _result(kind: type[RowT], test: AnyTest, **found: Any) -> RowT:
-    """A `kind` row of `test`: the test's own fields (id, name, what it expects) copied, beside
-    what the mechanism `found`."""
-    given = {f: getattr(test, f) for f in kind.model_fields if f in type(test).model_fields}
-    return kind(**given, **found)
-
-
-def errored_result(kind: type[RowT], test: AnyTest, reason: str) -> RowT:
-    """A test whose output could not be learned (a pattern timed out, the system under test
-    failed): the reason kept, no score, nothing found."""
-    ours = type(test).model_fields
-    empty: dict[str, list[str]] = {
-        f: [] for f, info in kind.model_fields.items() if info.is_required() and f not in ours
-    }
-    return _result(kind, test, **{**empty, "status": ResultStatus.ERRORED, "error": reason})
 
 
 def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResult:
     """The handlers triggered against those expected and not expected."""
     missing = [h for h in test.expected_handlers if h not in triggered]
     wrong = [h for h in test.not_expected_handlers if h in triggered]
-    return _result(
+    return result_of(
         StateResult,
         test,
         status=ResultStatus.SCORED,
@@ -111,7 +94,7 @@ def evaluate_pattern_test(test: PatternTest, matches: list[PatternMatch]) -> Pat
         PenaltyKind.FALSE_POSITIVE, false_pos
     )
     reason = critical_reason(test, missing, false_pos)
-    return _result(
+    return result_of(
         PatternResult,
         test,
         status=ResultStatus.SCORED,
@@ -128,7 +111,7 @@ def evaluate_pattern_test(test: PatternTest, matches: list[PatternMatch]) -> Pat
 def evaluate_always_test(test: AlwaysTest, loaded: Sequence[str]) -> AlwaysResult:
     """100 when every expected entity loaded, else a hard fail."""
     missing = [e for e in test.expected_always if e not in loaded]
-    return _result(
+    return result_of(
         AlwaysResult,
         test,
         status=ResultStatus.SCORED,

@@ -7,11 +7,11 @@ is counted apart and never averaged as 0 or 100.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_pipeline.core.inputs.banks import Expectations, PatternType, UserState
+from eval_pipeline.core.inputs.banks import AnyTest, Expectations, PatternType, UserState
 from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.mechanisms.pattern import PatternMatch
@@ -129,3 +129,21 @@ class AlwaysResult(ResultBase):
 
 
 AnyResult = SemanticResult | StateResult | PatternResult | AlwaysResult
+RowT = TypeVar("RowT", bound=ResultBase)
+
+
+def result_of(kind: type[RowT], test: AnyTest, **found: Any) -> RowT:
+    """A `kind` row of `test`: the test's own fields (id, name, what it expects) copied, beside
+    what the mechanism `found`."""
+    given = {f: getattr(test, f) for f in kind.model_fields if f in type(test).model_fields}
+    return kind(**given, **found)
+
+
+def errored_result(kind: type[RowT], test: AnyTest, reason: str) -> RowT:
+    """A test whose output could not be learned (a pattern timed out, the system under test
+    failed): the reason kept, no score, nothing found."""
+    ours = type(test).model_fields
+    empty: dict[str, list[str]] = {
+        f: [] for f, info in kind.model_fields.items() if info.is_required() and f not in ours
+    }
+    return result_of(kind, test, **{**empty, "status": ResultStatus.ERRORED, "error": reason})

@@ -20,7 +20,7 @@ from eval_pipeline.core.scoring.points import (
     rank_penalties,
     score,
 )
-from eval_pipeline.core.scoring.results import ResultStatus, SemanticEvaluation, SemanticResult
+from eval_pipeline.core.scoring.results import ResultStatus, SemanticEvaluation, SemanticResult, result_of
 
 
 def rank_violations(selected: Sequence[str], checks: Sequence[RankCheck]) -> list[RankViolation]:
@@ -98,18 +98,15 @@ def evaluate_semantic_test(
             missing_any=ev.missing_any,
             no_relevant_selected=ev.no_relevant_selected,
         )
-    return SemanticResult(
-        test_id=test.test_id,
-        name=test.name,
+    return result_of(
+        SemanticResult,
+        test,
         status=ResultStatus.SCORED if outcome is not None else ResultStatus.ERRORED,
         error=retrieval.error if outcome is None else None,
         outcome=outcome,
         evaluation=ev,
         model=retrieval.model,
         trial=retrieval.trial,
-        category=test.category,
-        topics=test.topics,
-        prompt=test.prompt,
         expectations=resolved.expectations,
         expectation_source=resolved.source,
         expectation_conflict=resolved.conflict is not None,

@@ -127,26 +127,21 @@ def diff_gate(diff: RunDiff, strict: bool = False, allow_removed: bool = False) 
     if r.dismissed:
         dismissed = f"{len(r.dismissed)} semantic regression(s) dismissed by re-trials as noise"
         notes.append(f"{dismissed}: {', '.join(r.dismissed)}")
-    stats = diff.statistics
-    semantic = r.semantic
-    if strict and semantic:
-        reasons.append(f"{len(semantic)} semantic regression(s) (--strict): {_ids(semantic)}")
-    elif semantic:
-        stable = [d for d in semantic if _stable(d)]
-        if stable:
-            reasons.append(f"{len(stable)} stable semantic regression(s): {_ids(stable)}")
-        if r.declined:
-            reasons.append(
-                f"semantic scores fell significantly ({stats.mean_difference:+.1f} points per test)"
-            )
-        excused = [d for d in semantic if not _stable(d)]
-        if excused and not r.declined:
-            notes.append(
-                f"{len(excused)} semantic regression(s) flaky across trials and no significant decline: "
-                f"within noise ({_ids(excused)})"
-            )
-    elif r.declined:
-        notes.append(f"semantic scores fell significantly ({stats.mean_difference:+.1f} points per test)")
+    stable = [d for d in r.semantic if strict or _stable(d)]
+    excused = [d for d in r.semantic if not (strict or _stable(d))]
+    if stable:
+        kind = "semantic regression(s) (--strict)" if strict else "stable semantic regression(s)"
+        reasons.append(f"{len(stable)} {kind}: {_ids(stable)}")
+    fell = f"semantic scores fell significantly ({diff.statistics.mean_difference:+.1f} points per test)"
+    if r.declined and r.semantic and not strict:
+        reasons.append(fell)
+    elif r.declined and not r.semantic:
+        notes.append(fell)
+    elif excused:
+        notes.append(
+            f"{len(excused)} semantic regression(s) flaky across trials and no significant decline: "
+            f"within noise ({_ids(excused)})"
+        )
     if diff.head_unevaluable:
         status = GateStatus.UNEVALUABLE
         reasons.insert(0, "head could not be evaluated: " + "; ".join(diff.head_unevaluable))
