@@ -1,8 +1,5 @@
-"""`eval-pipeline agreement`: the calibrator's proposals against the clinicians' decisions.
-
-Reads the review files under `--calibration-dir` and the expectation history, prints the summary,
-the confusion matrix and the disagreements, and writes the markdown report (core/agreement.py).
-"""
+"""`agreement`: the calibrator's proposals against the clinicians' review decisions, printed and
+written as a markdown report (core/calibration/agreement.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
-
-The backfill runs on the project's instance and code location (paths from `EVAL_PIPELINE_*`,
-see `eval_pipeline.location`); a running `dg dev` or daemon carries it out (orchestration/daemon.py
-tells a live daemon from a killed one's heartbeat), otherwise this command does, in its own process
-(orchestration/backfill_driver.py). A killed command's backfill is ended first.
-"""
+A running `dg dev` or daemon carries it out (orchestration/daemon.py tells a live one from a killed
+one's heartbeat), else this command does, in its own process; a killed command's backfill is ended
+first."""
 
 from __future__ import annotations
 

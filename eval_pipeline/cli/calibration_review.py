@@ -1,11 +1,7 @@
-"""`calibrate --review FILE` and `calibrate --apply-from FILE`: a human between proposal and history.
-
-`--review` shows a dry run's proposals (previous -> proposed, reasoning) and records decisions in
-the review file: per test on a terminal (accept / reject / edit / skip), or for scripts with
-`--accept-all`, `--accept TEST...`, `--reject TEST...` and `--edit TEST --primary ...`.
-`--apply-from FILE --by NAME` writes the accepted and edited proposals as one history file, once,
-without calling the API. Both refuse bad input with one line (exit 2) and write nothing then.
-"""
+"""`calibrate --review FILE` and `--apply-from FILE`: a human between proposal and history.
+`--review` records decisions in the review file, per test on a terminal or by flags for scripts;
+`--apply-from` writes the accepted and edited proposals as one history file, once, without calling
+the API. Bad input is one line (exit 2) and writes nothing."""
 
 from __future__ import annotations
 

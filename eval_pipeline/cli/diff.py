@@ -77,36 +77,27 @@ def resolve(ref: str, results_dir: Path) -> Path:
     )
 
 
-def _load(ref: str, results_dir: Path) -> RunDocument:
-    from eval_pipeline.core.diff.compare import load_for_diff
-
-    return load_for_diff(resolve(ref, results_dir))
-
-
-def _shown(base: RunDocument, head: RunDocument) -> tuple[RunDocument, RunDocument]:
-    """Both sides with the user's own ids where an imported collection's were mapped (either
-    side's record, the head's first), so every output of the diff names them."""
-    from eval_pipeline.core.diff.compare import recorded_ids
-    from eval_pipeline.core.report.shown_ids import with_original_ids
-
-    ids = recorded_ids(base, head)
-    return with_original_ids(base, ids), with_original_ids(head, ids)
-
-
 def cmd_diff(args: argparse.Namespace) -> int:
-    from eval_pipeline.core.diff.compare import diff_documents
+    from eval_pipeline.core.diff.compare import diff_documents, load_for_diff, recorded_ids
     from eval_pipeline.core.report.diff_comment import render_diff_comment
     from eval_pipeline.core.report.diff_junit import render_diff_junit
     from eval_pipeline.core.report.diff_text import render_diff_text
+    from eval_pipeline.core.report.shown_ids import with_original_ids
     from eval_pipeline.core.verdicts.regression_gate import diff_gate
 
     check_junit(args.junit)
     allow_removed = project_gates(args).allow_removed
     root = results_dir(args)
-    base, head = _shown(_load(args.base, root), _load(args.head, root))
+    base = load_for_diff(resolve(args.base, root))
+    head_file = resolve(args.head, root)
+    head = load_for_diff(head_file)
+    # Both sides with the user's own ids where an imported collection's were mapped (either
+    # side's record, the head's first), so every output of the diff names them.
+    ids = recorded_ids(base, head)
+    base, head = with_original_ids(base, ids), with_original_ids(head, ids)
     diff = diff_documents(base, head)
     gate = diff_gate(diff, strict=args.strict, allow_removed=allow_removed)
-    job = None if args.run_exit is None else _job(args.run_exit, resolve(args.head, root), head, gate)
+    job = None if args.run_exit is None else _job(args.run_exit, head_file, head, gate)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: render_diff_text(diff, gate),
         "markdown": lambda: render_diff_comment(diff, gate, job),

@@ -1,10 +1,7 @@
-"""`export-trec --model M --date D [--results-dir R] --out DIR`: an evaluation's semantic
-rankings and judgments as TREC run and qrels files, in the imported collection's own ids
-(core/report/trec.py).
-
-The results store entity and test ids only; the original ids are read from the KB and the
-semantic bank the evaluation was made from, which must still be those files: a KB or bank whose
-hash differs from the one the evaluation recorded is refused, not guessed at."""
+"""`export-trec`: an evaluation's semantic rankings and judgments as TREC run and qrels files, in
+the imported collection's own ids (core/report/trec.py). The results keep only our ids: the originals
+are read from the KB and semantic bank, refused rather than guessed at when their hash is not the one
+the evaluation recorded."""
 
 from __future__ import annotations
 
