@@ -23,7 +23,7 @@ def report_runs(request: EvaluationRequest, outcome: Outcome, junit: Path | None
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. The evaluations a narrowed run has
     just written are used as they are (`outcome.evaluated`), not read back."""
-    from eval_pipeline.core.report.failure_lines import failure_lines
+    from eval_pipeline.core.report.failures import failure_lines
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.reading import reading_of
     from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit

@@ -14,8 +14,7 @@ from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline
 from eval_pipeline.core.inputs.banks import Expectations, Mechanism
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.conclusion import Observed, RunSetup, evaluate
-from eval_pipeline.core.report.failure_lines import failure_lines, fold
-from eval_pipeline.core.report.failures import ERRORED, PRIMARY_MISSING, failing_tests
+from eval_pipeline.core.report.failures import ERRORED, PRIMARY_MISSING, failing_tests, failure_lines, fold
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_output import since_lines, since_markdown
 from eval_pipeline.core.scoring.evaluation import Scope

@@ -18,8 +18,7 @@ from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import Candidate, Selection, SemanticRetrieval
 from eval_pipeline.core.report.conclusion import Evaluation, Observed, RunSetup, evaluate
-from eval_pipeline.core.report.failure_lines import failure_lines
-from eval_pipeline.core.report.failures import failing_tests
+from eval_pipeline.core.report.failures import failing_tests, failure_lines
 from eval_pipeline.core.report.markdown import render_markdown
 from eval_pipeline.core.report.run_junit import ModelRun, render_run_junit
 from eval_pipeline.core.scoring.aggregate import REFERENCE, aggregate

@@ -108,10 +108,6 @@ def _side(t: TrialResults[AnyResult]) -> Side:
     )
 
 
-def _difference(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else round(after - before, 2)
-
-
 def _kind(base: Side, head: Side, moved: bool, cosmetic: bool, collapse: bool) -> DeltaKind:
     if head.critical_failure and not base.critical_failure:
         return DeltaKind.CRITICAL
@@ -186,7 +182,7 @@ def _delta(
         causes=causes,
         base=base,
         head=head,
-        score_delta=_difference(base.score, head.score),
+        score_delta=None if base.score is None or head.score is None else round(head.score - base.score, 2),
         penalties_added=[p for p in after if p not in before],
         penalties_removed=[p for p in before if p not in after],
         system_changes=explained.system,

@@ -4,14 +4,21 @@ A test fails when it errored (no outcome, which is no pass), hard-failed (an exp
 missing), is a graded test that selected nothing relevant, or scored under the run's pass
 threshold; a critical pattern failure fails whatever its score. Each failure names the scoring
 rule that failed and a one-line reason, so a reader of `run`'s output or report.md sees what
-broke in every bank without opening results.json.
+broke in every bank without opening results.json. They end `run`'s output per model (narrowed runs
+included), apart from the "since" block (run_output.py) so that a narrowed run, which is never
+compared, does not import the diff models; long lists fold so that a terminal or CI log stays
+readable, and the file named holds them in full.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.points import PenaltyKind
 from eval_pipeline.core.scoring.registry import MECHANISMS
@@ -23,6 +30,7 @@ ERRORED = "errored"
 PRIMARY_MISSING = "primary missing"
 ANY_OF_MISSING = "any-of missing"
 NO_RELEVANT = "no relevant entity selected"  # the rule, hard fail (before 1.10) or penalty
+FOLD_AFTER = 40
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,10 @@ class Failure:
     rule: str
     reason: str  # one line
     critical: bool = False
+
+    @property
+    def errored(self) -> bool:
+        return self.rule == ERRORED
 
 
 def _produced(r: AnyResult) -> list[str]:
@@ -102,3 +114,35 @@ def failing_tests(doc: RunDocument, grouped: GroupedResults | None = None) -> li
             if _fails(t, critical):
                 found.append(_failure(bank, t, critical))
     return sorted(found, key=_severity)
+
+
+def fold(lines: Sequence[str], what: str, where: str, limit: int = FOLD_AFTER) -> list[str]:
+    """At most `limit` lines: a longer list keeps its first `limit - 1` and says how many more
+    there are, and which file holds them."""
+    if len(lines) <= limit:
+        return list(lines)
+    kept = limit - 1
+    return [*lines[:kept], f"… {len(lines) - kept} more {what} in {where}"]
+
+
+def _failure_line(f: Failure, shared: set[str]) -> str:
+    # An errored test whose reason many share (an outage, a KB that could not be indexed) points
+    # at the summary's ERRORED line instead of repeating one cause per test.
+    reason = (
+        "(the reason is in the ERRORED line above)" if f.score is None and f.reason in shared else f.reason
+    )
+    return one_line(f"{f.test_id} [{f.bank.value}] {fmt_score(f.score)} {f.rule}: {reason}")
+
+
+def failure_lines(doc: RunDocument, details: str, failures: Sequence[Failure] | None = None) -> list[str]:
+    """Every failing test that is not a critical failure (those are listed above), worst first.
+    `failures`: `doc`'s failing tests, when the caller has found them already."""
+    failures = failing_tests(doc) if failures is None else failures
+    others = [f for f in failures if not f.critical]
+    if not others:
+        return ["  failing tests: none" + (" besides the critical failures above" if failures else "")]
+    head = f"  failing tests ({len(others)}, worst first): test [bank] score rule: reason"
+    errored = Counter(f.reason for f in others if f.score is None)
+    shared = {reason for reason, n in errored.items() if n > 1}
+    lines = [_failure_line(f, shared) for f in others]
+    return [head, *(f"    {line}" for line in fold(lines, "failing tests", details))]

@@ -20,26 +20,18 @@ import markupsafe
 
 from eval_pipeline.core.control_chars import visible
 from eval_pipeline.core.diff.baseline import RegressionDiff, against_baseline, baseline_label
-from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diff_text import detail_lines, headline, health_line, kind_title, span_lines
-from eval_pipeline.core.report.failures import ERRORED, failing_tests
-from eval_pipeline.core.report.run_output import LISTED_KINDS, SINCE_KINDS
+from eval_pipeline.core.report.failures import Failure, failing_tests
+from eval_pipeline.core.report.run_output import LISTED_KINDS, since_counts
 from eval_pipeline.core.report.test_detail import TrialDetail, details_by_test
 from eval_pipeline.core.report.trend_chart import TrendChart, trend_chart
 from eval_pipeline.core.rounding import fmt_score
+from eval_pipeline.core.scoring.aggregate import BankSummary, GroupScore
+from eval_pipeline.core.scoring.results import AnyResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.trials import by_test
+from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.verdicts.since import regression_gate
-
-
-@dataclass(frozen=True)
-class BankRow:
-    bank: str
-    score: str
-    tests: int
-    hard_fails: int
-    errored: int
 
 
 @dataclass(frozen=True)
@@ -65,48 +57,18 @@ class SinceView:
 
 
 @dataclass(frozen=True)
-class FailureRow:
-    test_id: str
-    bank: str
-    score: str
-    rule: str
-    reason: str
-    critical: bool
-    errored: bool
-
-
-@dataclass(frozen=True)
-class ReportRow:
-    test_id: str
-    bank: str
-    score: str
-    outcome: str  # pass, fail or error (no score)
-    trials: int
-
-
-@dataclass(frozen=True)
-class TopicRow:
-    topic: str
-    score: str
-    width: float  # the score bar's width in percent; 0 when unknown
-    tests: int
-    hard_fails: int
-    errored: int
-
-
-@dataclass(frozen=True)
 class ModelView:
     model: str
     date: str
     health: str
     combined: str
-    banks: list[BankRow]
+    banks: list[tuple[Mechanism, BankSummary]]
     critical: list[str]
     chart: TrendChart
     since: SinceView
-    failures: list[FailureRow]
-    topics: list[TopicRow]
-    tests: list[ReportRow]  # every test of the evaluation, in bank order
+    failures: list[Failure]
+    topics: list[tuple[str, GroupScore]]  # worst first
+    tests: list[TrialResults[AnyResult]]  # every test of the evaluation, in bank order
     details: dict[str, list[TrialDetail]]
 
 
@@ -138,15 +100,12 @@ def _since(regression: RegressionDiff) -> SinceView:
         for k in LISTED_KINDS
         for d in diff.of_kind(k)
     ]
-    counts = [
-        ("new critical" if k is DeltaKind.CRITICAL else kind_title(k), diff.counts[k]) for k in SINCE_KINDS
-    ]
     return SinceView(
         baseline_date=regression.baseline_date,
         baseline=baseline_label(regression),
         verdict=regression.verdict,
         health=health_line(diff),
-        counts=counts,
+        counts=since_counts(diff),
         warnings=[*diff.warnings, *span_lines(diff)],
         changes=changes,
         gate_status=gate.status.value.upper(),
@@ -155,49 +114,28 @@ def _since(regression: RegressionDiff) -> SinceView:
     )
 
 
-def _topics(doc: RunDocument) -> list[TopicRow]:
-    # Worst first; a topic with no scored test is an unknown, which ranks before any score.
-    ordered = sorted(
-        doc.aggregate.topic_scores.items(),
-        key=lambda kv: (kv[1].average is not None, kv[1].average or 0.0, kv[0]),
-    )
-    return [
-        TopicRow(name, fmt_score(g.average), g.average or 0.0, g.tests, g.hard_fails, g.errored)
-        for name, g in ordered
-    ]
-
-
 def _model_view(docs: Sequence[RunDocument], regression: RegressionDiff, dates: Sequence[str]) -> ModelView:
     doc = max(docs, key=lambda d: d.provenance.date)
     agg, threshold = doc.aggregate, doc.provenance.pass_threshold
     details: dict[str, list[TrialDetail]] = {}
-    tests: list[ReportRow] = []
+    tests: list[TrialResults[AnyResult]] = []
     for bank in Mechanism:
-        rows = doc.results(bank)
-        details.update(details_by_test(rows, threshold))
-        tests += [
-            ReportRow(t.test_id, bank.value, fmt_score(t.score), t.outcome.value, t.trials)
-            for t in by_test(rows, threshold)
-        ]
+        details.update(details_by_test(doc.results(bank), threshold))
+        tests += by_test(doc.results(bank), threshold)
     return ModelView(
         model=doc.provenance.model,
         date=doc.provenance.date,
         health=agg.health.value,
         combined=fmt_score(agg.combined_score),
-        banks=[
-            BankRow(m.value, fmt_score(b.average), b.tests, b.hard_fails, b.errored)
-            for m, b in agg.banks.items()
-        ],
+        banks=list(agg.banks.items()),
         critical=[f"{c.test_id}: {c.reason}" for c in agg.critical_failures],
         chart=trend_chart(doc.provenance.model, docs, dates),
         since=_since(regression),
-        failures=[
-            FailureRow(
-                f.test_id, f.bank.value, fmt_score(f.score), f.rule, f.reason, f.critical, f.rule == ERRORED
-            )
-            for f in failing_tests(doc)
-        ],
-        topics=_topics(doc),
+        failures=failing_tests(doc),
+        # A topic with no scored test is an unknown, which ranks before any score.
+        topics=sorted(
+            agg.topic_scores.items(), key=lambda kv: (kv[1].average is not None, kv[1].average or 0.0, kv[0])
+        ),
         tests=tests,
         details=details,
     )
@@ -234,6 +172,7 @@ _ENV = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+_ENV.filters["score"] = fmt_score
 
 
 def render_html(

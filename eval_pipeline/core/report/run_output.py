@@ -4,7 +4,7 @@ the "since last run" section of report.md.
 The comparison is the stored regression diff of the model and date (the same one `diff` would
 make against the latest earlier evaluation), judged by the same gate as `diff`; `run` prints the
 gate's verdict and fails on it only under `--fail-on-regression`. Long lists fold so that a
-terminal or CI log stays readable (core/report/failure_lines.py); the file named holds them in full.
+terminal or CI log stays readable (core/report/failures.py); the file named holds them in full.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from eval_pipeline.core.report.diff_text import (
     kind_title,
     span_lines,
 )
-from eval_pipeline.core.report.failure_lines import fold
+from eval_pipeline.core.report.failures import fold
 from eval_pipeline.core.scoring.run_document import REGRESSION_DIFF_FILE
 from eval_pipeline.core.verdicts.since import regression_gate
 
@@ -35,10 +35,13 @@ WHY_LINES = 3
 REGRESSION_DIFF_MD = REGRESSION_DIFF_FILE.removesuffix(".json") + ".md"
 
 
+def since_counts(diff: RunDiff) -> list[tuple[str, int]]:
+    """How many tests of each kind the since block counts."""
+    return [("new critical" if k is DeltaKind.CRITICAL else k.value, diff.counts[k]) for k in SINCE_KINDS]
+
+
 def _counts(diff: RunDiff) -> str:
-    return ", ".join(
-        f"{diff.counts[k]} {'new critical' if k is DeltaKind.CRITICAL else k.value}" for k in SINCE_KINDS
-    )
+    return ", ".join(f"{n} {kind}" for kind, n in since_counts(diff))
 
 
 def _changes(diff: RunDiff) -> list[tuple[str, list[str]]]:
