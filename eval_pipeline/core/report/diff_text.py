@@ -116,9 +116,6 @@ def _statistics_rows(s: PairedComparison, tests: str = "Paired semantic tests") 
     ]
 
 
-# --- console -----------------------------------------------------------------------------------
-
-
 def implementation_lines(diff: RunDiff) -> list[str]:
     """What produced each bank, when the team's system produced any (else nothing: the default)."""
     both = {*diff.base.implementations.values(), *diff.head.implementations.values()}
@@ -170,9 +167,6 @@ def render_diff_text(diff: RunDiff, gate: DiffGate | None = None) -> str:
         *([f"{GRADED_STATISTICS}: {diff.graded_statistics.verdict}"] if diff.graded_statistics else []),
     ]
     return "\n".join(one_line(line) for line in lines)  # a newline in data stays in its line
-
-
-# --- markdown ----------------------------------------------------------------------------------
 
 
 def _diff_body(diff: RunDiff, level: int) -> list[str]:

@@ -2,12 +2,11 @@
 lead can open from disk, attach to a pull request or publish, and read offline. For each model: its
 trend chart over the report's dates and, for its latest evaluation, the summary, what changed since
 the run before (the stored regression diff, judged by `diff`'s gate), every failing test worst
-first, topics worst first and every test, each in full for the rows a reader opens.
+first, topics worst first and every test, each in full for the rows a reader opens: what report.md
+and `run` already say, arranged for one page.
 
-The content is what report.md and `run` already say (failures.py, the since section's kinds and
-gate), arranged here as plain data for one page. It is rendered with Jinja2 with autoescaping on:
-test ids, prompts and reasons are data and never markup; their control characters are shown
-escaped (`\\x1b`), so the file holds no raw escape sequence.
+Rendered with Jinja2 with autoescaping on: test ids, prompts and reasons are data and never markup;
+their control characters are shown escaped (`\\x1b`), so the file holds no raw escape sequence.
 """
 
 from __future__ import annotations

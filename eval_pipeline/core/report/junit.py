@@ -59,10 +59,6 @@ class Suite:
         return sum(c.time or 0.0 for c in self.cases)
 
 
-def _seconds(value: float) -> str:
-    return f"{value:.3f}"
-
-
 def _totals(element: ET.Element, suites: Sequence[Suite]) -> None:
     element.set("tests", str(sum(len(s.cases) for s in suites)))
     element.set("failures", str(sum(s.count(Verdict.FAILURE) for s in suites)))
@@ -72,7 +68,7 @@ def _totals(element: ET.Element, suites: Sequence[Suite]) -> None:
 def _case(parent: ET.Element, case: Case) -> None:
     element = ET.SubElement(parent, "testcase", name=xml_safe(case.name), classname=xml_safe(case.classname))
     if case.time is not None:
-        element.set("time", _seconds(case.time))
+        element.set("time", f"{case.time:.3f}")
     if case.verdict is Verdict.PASSED:
         return
     outcome = ET.SubElement(element, case.verdict.value, message=xml_safe(case.message))
@@ -86,7 +82,7 @@ def _suite(parent: ET.Element, suite: Suite) -> None:
     element = ET.SubElement(parent, "testsuite", name=xml_safe(suite.name))
     _totals(element, [suite])
     element.set("skipped", str(suite.count(Verdict.SKIPPED)))
-    element.set("time", _seconds(suite.time))
+    element.set("time", f"{suite.time:.3f}")
     if suite.timestamp:
         element.set("timestamp", suite.timestamp)
     if suite.properties:
@@ -101,7 +97,7 @@ def render_junit(name: str, suites: Sequence[Suite]) -> str:
     """One `<testsuites>` document holding every suite, UTF-8, with its XML declaration."""
     root = ET.Element("testsuites", name=xml_safe(name))
     _totals(root, suites)
-    root.set("time", _seconds(sum(s.time for s in suites)))
+    root.set("time", f"{sum(s.time for s in suites):.3f}")
     for suite in suites:
         _suite(root, suite)
     ET.indent(root)

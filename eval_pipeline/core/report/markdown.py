@@ -53,17 +53,9 @@ def _summary(agg: Aggregate) -> list[str]:
         )
         for m, b in agg.banks.items()
     ]
+    combined = f"**{fmt_score(agg.combined_score)}**"
     rows.append(
-        (
-            "**combined**",
-            f"**{fmt_score(agg.combined_score)}**",
-            agg.total_tests,
-            "",
-            agg.hard_fail_count,
-            agg.errored_count,
-            "",
-            "",
-        )
+        ("**combined**", combined, agg.total_tests, "", agg.hard_fail_count, agg.errored_count, "", "")
     )
     header = ("Bank", "Score", "Tests", "Scored", "Hard fails", "Errored", "Weight", "Implementation")
     return [
