@@ -95,22 +95,6 @@ def add_commands(sub: Any) -> None:
     junit_arg(p, "every model's tests (narrowed runs too)")
 
 
-def _parse_banks(text: str) -> list[str]:
-    from eval_pipeline.core.inputs.banks import Mechanism
-
-    if text == "all":
-        return [m.value for m in Mechanism]
-    names = [b.strip() for b in text.split(",") if b.strip()]
-    valid = {m.value for m in Mechanism}
-    wrong = [n for n in names if n not in valid]
-    if not names or wrong:
-        from eval_pipeline.core.suggest import did_you_mean
-
-        hint = did_you_mean(wrong[0], valid) if wrong else ""
-        raise UsageError(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}{hint}")
-    return names
-
-
 def parse_date(text: str | None, flag: str = "--date") -> str:
     """A date to evaluate, today (UTC) when None: up to MAX_DAYS_BACK days before today."""
     today = today_utc()
@@ -160,14 +144,19 @@ def default_parallel(configs: Mapping[str, ModelConfig]) -> int:
 
 
 def _scope(args: argparse.Namespace, banks: Banks) -> Scope:
+    """The banks, tests and topic the flags narrow the run to, checked against the banks."""
     from eval_pipeline.core.inputs.banks import Mechanism
     from eval_pipeline.core.scoring.evaluation import Scope, scope_problems
 
-    scope = Scope(
-        banks=frozenset(Mechanism(b) for b in _parse_banks(args.banks)),
-        test_ids=frozenset(args.tests),
-        topic=args.topic,
-    )
+    valid = {m.value for m in Mechanism}
+    names = valid if args.banks == "all" else [b.strip() for b in args.banks.split(",") if b.strip()]
+    wrong = [n for n in names if n not in valid]
+    if not names or wrong:
+        from eval_pipeline.core.suggest import did_you_mean
+
+        hint = did_you_mean(wrong[0], valid) if wrong else ""
+        raise UsageError(f"--banks: expected 'all' or a comma list of {', '.join(sorted(valid))}{hint}")
+    scope = Scope(banks=frozenset(map(Mechanism, names)), test_ids=frozenset(args.tests), topic=args.topic)
     problems = scope_problems(scope, banks)
     if problems:
         raise UsageError("; ".join(problems))
