@@ -297,17 +297,13 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     manifest_path = path / KB_MANIFEST
     shown_manifest = str(manifest_path)
     manifest = read_structured(manifest_path, shown_manifest, problems)
-    version = manifest.get("kb_version") if isinstance(manifest, dict) else None
+    fields = manifest if isinstance(manifest, dict) else {}
+    version = fields.get("kb_version")
     if manifest is not None and not isinstance(manifest, dict):
         problems.append(Problem(shown_manifest, "-", "-", "a manifest is a mapping (kb_version, vocabulary)"))
     elif manifest is not None and not isinstance(version, str | int | float):
         problems.append(Problem(shown_manifest, "-", "kb_version", "missing kb_version label"))
-    vocabulary = parse_model(
-        Vocabulary,
-        manifest.get("vocabulary") or {} if isinstance(manifest, dict) else {},
-        shown_manifest,
-        problems,
-    )
+    vocabulary = parse_model(Vocabulary, fields.get("vocabulary") or {}, shown_manifest, problems)
     listing = entity_folder(path)
     entity_files = [path / KB_ENTITIES_DIR / name for name in listing.names]
     if not entity_files:
@@ -328,7 +324,7 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         entities.append(entity)
     if version is None or not entities or vocabulary is None:
         return None
-    name = manifest.get("name") if isinstance(manifest, dict) else None
+    name = fields.get("name")
     return KnowledgeBase(
         kb_version=str(version), name=str(name) if name else None, vocabulary=vocabulary, entities=entities
     )
