@@ -35,9 +35,6 @@ class BankLayout(FrozenModel):
             raise ValueError("must be a relative path inside the banks directory")
         return value
 
-    def bank(self, mechanism: Mechanism) -> str:
-        path: str = getattr(self, mechanism.value)
-        return path
-
     def banks(self) -> dict[Mechanism, str]:
-        return {m: self.bank(m) for m in Mechanism}
+        """Each mechanism's bank file (each field is named for its mechanism)."""
+        return {m: getattr(self, m.value) for m in Mechanism}
