@@ -190,12 +190,7 @@ def diff_proposals(
 
 
 def build_history(
-    diffs: Sequence[ProposalDiff],
-    *,
-    version: datetime,
-    trigger: Trigger,
-    kb: KnowledgeBase,
-    model: str,
+    diffs: Sequence[ProposalDiff], *, version: datetime, trigger: Trigger, kb: KnowledgeBase, model: str
 ) -> HistoryFile:
     """Changed proposals become changes (conflicting ones included, see the module docstring), and
     so do agreements with a standing override whose conflict they clear: without them the flag

@@ -1,9 +1,5 @@
-"""Expectation history files (specification §4.4 plus provenance): the schema of the files
-calibrations and human overrides write, as read from disk.
-
-A history file is written once and never changed (expectations/history.py writes them);
-resolution (expectations/resolution.py) replays them in order.
-"""
+"""Expectation history files (specification §4.4 plus provenance), as calibrations and human
+overrides write them once (expectations/history.py) and resolution replays them in order."""
 
 from __future__ import annotations
 
