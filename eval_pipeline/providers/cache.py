@@ -37,21 +37,6 @@ _MATRICES_DIR = "matrices"
 # KBs in turn) without growing with every edit.
 _MATRICES_KEPT = 4
 
-_RESPONSES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL,
-    created_at REAL NOT NULL
-)"""
-
-_EMBEDDINGS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS embeddings (
-    embedder TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (embedder, content_hash)
-)"""
-
 
 class _SqliteCache:
     """One cache file with its mode, and how many look-ups it answered. Its connection is opened
@@ -116,7 +101,9 @@ class ResponseCache(_SqliteCache):
     """Successful provider responses keyed by what determined them. Errors are never stored."""
 
     FILENAME = "responses.sqlite3"
-    SCHEMA = _RESPONSES_SCHEMA
+    SCHEMA = """CREATE TABLE IF NOT EXISTS responses (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL, created_at REAL NOT NULL
+    )"""
 
     @staticmethod
     def key(
@@ -127,17 +114,8 @@ class ResponseCache(_SqliteCache):
         trial: int = 0,
     ) -> str:
         """Content address: any change to the request, prompt version or trial is a new key."""
-        return sha256_text(
-            canonical_json(
-                {
-                    "provider": provider,
-                    "model": model,
-                    "request": dict(request),
-                    "prompt_version": prompt_version,
-                    "trial": trial,
-                }
-            )
-        )
+        asked = {"provider": provider, "model": model, "request": dict(request), "trial": trial}
+        return sha256_text(canonical_json({**asked, "prompt_version": prompt_version}))
 
     def get(self, key: str) -> dict[str, Any] | None:
         row = None
@@ -182,7 +160,10 @@ class EmbeddingStore(_SqliteCache):
     """
 
     FILENAME = "embeddings.sqlite3"
-    SCHEMA = _EMBEDDINGS_SCHEMA
+    SCHEMA = """CREATE TABLE IF NOT EXISTS embeddings (
+        embedder TEXT NOT NULL, content_hash TEXT NOT NULL, vector BLOB NOT NULL,
+        PRIMARY KEY (embedder, content_hash)
+    )"""
 
     @staticmethod
     def query_key(input_type: InputType, text: str) -> str:
@@ -210,17 +191,11 @@ class EmbeddingStore(_SqliteCache):
         if self.mode == "off" or not vectors:
             return
         rows = [(embedder, h, np.ascontiguousarray(v, dtype="<f4").tobytes()) for h, v in vectors.items()]
-        with self._connection() as conn:
+        with self._connection() as conn, conn:  # one transaction: committed, or rolled back
             conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO embeddings (embedder, content_hash, vector) VALUES (?, ?, ?)",
-                    rows,
-                )
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            conn.executemany(
+                "INSERT OR REPLACE INTO embeddings (embedder, content_hash, vector) VALUES (?, ?, ?)", rows
+            )
 
     def get_matrix(self, embedder: str, hashes: Sequence[str]) -> Vectors | None:
         """The vectors of `hashes`, row by row, from the one file a run stored for exactly these

@@ -251,8 +251,7 @@ class ModelConfig(_Strict):
     def waits_on_network(self) -> bool:
         """Whether its runs mostly wait on a remote service (an API, the team's HTTP system) rather
         than on this machine's CPU: what makes running it beside another model pay."""
-        remote_system = self.system is not None and self.system.kind == "http"
-        return remote_system or bool(self.kinds & _API_KINDS)
+        return self.uses_api or (self.system is not None and self.system.kind == "http")
 
     def implementation(self, mechanism: Mechanism) -> str:
         """What produces `mechanism`'s bank: the team's system kind, or the reference."""
@@ -319,12 +318,8 @@ class ModelConfig(_Strict):
 def missing_keys(cfg: ModelConfig, environ: Mapping[str, str] | None = None) -> list[str]:
     """Names of the API-key environment variables `cfg` needs that are unset or empty."""
     env = os.environ if environ is None else environ
-    needed = []
-    if "claude" in cfg.kinds:
-        needed.append(cfg.anthropic_api_key_env)
-    if "voyage" in cfg.kinds:
-        needed.append(cfg.voyage_api_key_env)
-    return [name for name in needed if not env.get(name)]
+    needed = {"claude": cfg.anthropic_api_key_env, "voyage": cfg.voyage_api_key_env}
+    return [name for kind, name in needed.items() if kind in cfg.kinds and not env.get(name)]
 
 
 def require_keys(cfg: ModelConfig, environ: Mapping[str, str] | None = None) -> None:

@@ -151,9 +151,6 @@ class PythonTarget:
         self._breaker = breaker or BreakerSettings()
         self._workers = LoopLocal(lambda: _Workers(json.dumps(start), label), close=lambda w: w.aclose())
 
-    def _name(self, mechanism: Mechanism) -> str:
-        return self._spec if isinstance(self._spec, str) else self._spec[mechanism]
-
     async def aclose(self) -> None:
         """Stop this loop's worker processes (they are stopped when the loop ends anyway)."""
         await self._workers.aclose()
@@ -161,7 +158,7 @@ class PythonTarget:
     async def ask(self, request: SystemRequest) -> SystemAnswer:
         """One request; raises ProviderError when the code fails or is too slow, and
         ContractViolation for an answer that breaks the contract."""
-        name = self._name(request.mechanism)
+        name = self._spec if isinstance(self._spec, str) else self._spec[request.mechanism]
         workers = self._workers.get()
         async with breaker_for(
             f"python:{name}", self._breaker, self.clock, per_round=True

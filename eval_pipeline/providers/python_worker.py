@@ -25,7 +25,7 @@ import queue
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from eval_pipeline.core.errors import BadInput
@@ -86,15 +86,11 @@ def _lines(source: IO[str], into: queue.Queue[str]) -> None:
     os._exit(0)  # the parent has gone or closed us: end now, whatever call is still running
 
 
-async def _awaited(value: Awaitable[Any]) -> Any:
-    return await value
-
-
 def _outcome(handler: Any, loop: asyncio.AbstractEventLoop, request: SystemRequest) -> dict[str, Any]:
     try:
         payload = handler(request)
         if inspect.isawaitable(payload):
-            payload = loop.run_until_complete(_awaited(payload))
+            payload = loop.run_until_complete(payload)
     except Exception as exc:  # the team's failure is the test's outcome
         return {"raised": type(exc).__name__, "detail": " ".join(str(exc).split())[:MAX_REASON]}
     try:
