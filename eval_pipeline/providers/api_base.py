@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
+from eval_pipeline.providers.call_guard import CallGuard
+from eval_pipeline.providers.models import FaultSettings
 from eval_pipeline.providers.ratelimit import REAL_CLOCK, Clock, Failure, LoopLocal, RateLimiter, RetryPolicy
 
 T = TypeVar("T")

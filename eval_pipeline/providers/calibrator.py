@@ -32,10 +32,9 @@ from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.providers.anthropic_client import AnthropicProvider, BatchProgress, cache_marker, usage_of
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.call_guard import FaultSettings
+from eval_pipeline.providers.models import FaultSettings, WaitLimits
 from eval_pipeline.providers.pricing import Price, cost_usd, load_price_overrides, lookup_price, prefix_usage
 from eval_pipeline.providers.ratelimit import RateLimiter
-from eval_pipeline.providers.waits import WaitLimits
 
 # A calibration batch may take up to the API's 24 hours to end: its run deadline allows that.
 CALIBRATION_FAULTS = FaultSettings(waits=WaitLimits(run_deadline_s=25 * 3600))

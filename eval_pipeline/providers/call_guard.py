@@ -10,31 +10,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
 from eval_pipeline.core.errors import CouldNotEvaluate
-from eval_pipeline.providers.circuit import BreakerSettings, CircuitBreaker, breaker_for
+from eval_pipeline.providers.circuit import CircuitBreaker, breaker_for
+from eval_pipeline.providers.models import FaultSettings
 from eval_pipeline.providers.ratelimit import (
     Clock,
     Failure,
     RateLimiter,
     RetryPolicy,
+    WaitBudget,
     call_with_retry,
     unreachable,
 )
-from eval_pipeline.providers.waits import WaitBudget, WaitLimits
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class FaultSettings:
-    """A model's `waits:` and `breaker:` from models.yaml (defaults when absent)."""
-
-    waits: WaitLimits = field(default_factory=WaitLimits)
-    breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
 class AttemptDeadline(CouldNotEvaluate):

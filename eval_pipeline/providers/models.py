@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
@@ -41,10 +41,8 @@ from eval_pipeline.providers.local_rerank import HybridWeights
 from eval_pipeline.providers.model_keys import MODEL_KEY_MAX, MODEL_KEY_PATTERN
 from eval_pipeline.providers.pricing import Price, PricingError, load_price_overrides, lookup_price
 from eval_pipeline.providers.url_redaction import redact_url
-from eval_pipeline.providers.waits import WaitLimits
 
 if TYPE_CHECKING:
-    from eval_pipeline.providers.call_guard import FaultSettings
     from eval_pipeline.providers.ratelimit import RetryPolicy
 
 EmbedderKind = Literal["local", "voyage"]
@@ -122,6 +120,27 @@ class RetryConfig(_Strict):
 
     max_attempts: int = Field(default=5, ge=1, le=20)
     backoff_s: float = Field(default=1.0, ge=0, le=60)
+
+
+class WaitLimits(BaseModel):
+    """`waits:`: caps on every wait a provider may start (see `ratelimit.WaitBudget`)."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+
+    max_wait_s: float = Field(
+        default=120.0, gt=0, le=86_400, description="Longest single wait (retry-after, backoff, slot, poll)"
+    )
+    run_deadline_s: float = Field(
+        default=7200.0, gt=0, le=7 * 86_400, description="No wait may end after this long into the run"
+    )
+
+
+@dataclass(frozen=True)
+class FaultSettings:
+    """A model's `waits:` and `breaker:` (defaults when absent)."""
+
+    waits: WaitLimits = field(default_factory=WaitLimits)
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
 _ENTRYPOINT = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
@@ -230,13 +249,11 @@ class ModelConfig(_Strict):
             del data["candidate_depth"]
         return data
 
-    # Imported here: only a model that calls a remote service needs the retry machinery (tenacity).
     @property
     def faults(self) -> FaultSettings:
-        from eval_pipeline.providers.call_guard import FaultSettings
-
         return FaultSettings(self.waits, self.breaker)
 
+    # Imported here: only a model that calls a remote service needs the retry machinery (tenacity).
     @property
     def retry_policy(self) -> RetryPolicy:
         from eval_pipeline.providers.ratelimit import RetryPolicy

@@ -5,8 +5,14 @@ and a concurrency cap. `call_with_retry` is the one retry policy (tenacity): 429
 timeouts and connection errors, with exponential backoff and jitter, honouring `retry-after`,
 bounded in attempts and total time; the final failure is a `ProviderError` with a short reason
 such as "HTTP 503 after 5 attempts". Retries go back through the limiter, so they are paced and
-counted like first attempts. Every wait is capped (`waits`); a service that cannot be reached
-stops being called after a few tries (`circuit`).
+counted like first attempts. A service that cannot be reached stops being called after a few
+tries (`circuit`).
+
+Every wait, whether a server demands it (a 429's `retry-after`) or a provider chooses it (backoff,
+a rate-limit slot, polling a message batch), is capped (`WaitBudget`): one longer than `max_wait_s`
+or than what is left before the run deadline is never started, and the call fails at once naming
+the demand, e.g. "provider asked to wait 86400 s (retry-after), more than the 120 s cap". The
+deadline counts from when the model's providers are built for a run step.
 
 Time is read through a `Clock`, so that tests can run waits fast (`ScaledClock`).
 """
@@ -23,14 +29,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from aiolimiter import AsyncLimiter
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.circuit import CircuitBreaker, Outcome
-from eval_pipeline.providers.waits import WaitBudget, WaitRefused
+
+if TYPE_CHECKING:
+    from eval_pipeline.providers.models import WaitLimits
 
 T = TypeVar("T")
 
@@ -79,6 +87,52 @@ class ScaledClock:
 
 
 REAL_CLOCK = RealClock()
+
+
+class WaitRefused(ProviderError):
+    """A wait that was not started: longer than the cap or than the time left."""
+
+
+class WaitBudget:
+    """The caps of one model's providers in one run step, on their clock."""
+
+    def __init__(self, limits: WaitLimits, clock: Clock) -> None:
+        self.limits = limits
+        self.clock = clock
+        self._deadline = clock.now() + limits.run_deadline_s
+
+    def time_left(self) -> float:
+        return max(0.0, self._deadline - self.clock.now())
+
+    def longest(self) -> float:
+        """The longest wait that may start now."""
+        return min(self.limits.max_wait_s, self.time_left())
+
+    def refusal(self, seconds: float, demand: str) -> str | None:
+        """Why a wait of `seconds` (described by `demand`) may not start, or None."""
+        if seconds > self.limits.max_wait_s:
+            return f"{demand}, more than the {self.limits.max_wait_s:g} s cap"
+        left = self.time_left()
+        if seconds > left:
+            return (
+                f"{demand}, more than the {left:.0f} s left before the run deadline "
+                f"({self.limits.run_deadline_s:g} s)"
+            )
+        return None
+
+    def check_deadline(self) -> None:
+        """No call starts once the run deadline has passed."""
+        if self.time_left() <= 0:
+            raise WaitRefused(f"the run deadline ({self.limits.run_deadline_s:g} s) has passed")
+
+    def check(self, seconds: float, demand: str) -> None:
+        reason = self.refusal(seconds, demand)
+        if reason is not None:
+            raise WaitRefused(reason)
+
+    async def sleep(self, seconds: float, demand: str) -> None:
+        self.check(seconds, demand)
+        await self.clock.sleep(seconds)
 
 
 _CLOSERS: set[asyncio.Task[None]] = set()

@@ -17,13 +17,13 @@ from eval_pipeline.core.inputs.contract import SystemRequest
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.call_guard import CallGuard, FaultSettings
+from eval_pipeline.providers.call_guard import CallGuard
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
+from eval_pipeline.providers.models import FaultSettings, WaitLimits
 from eval_pipeline.providers.ratelimit import RetryPolicy
 from eval_pipeline.providers.system_target import HttpTarget
 from eval_pipeline.providers.voyage import VoyageEmbedder
-from eval_pipeline.providers.waits import WaitLimits
 from eval_pipeline.testing.hanging import Behaviour, hanging_server
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, LoopClock, run_virtual
 from tests.providers.fakes import classify

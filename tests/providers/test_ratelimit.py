@@ -13,12 +13,12 @@ from eval_pipeline.providers.ratelimit import (
     RateLimiter,
     RetryPolicy,
     ScaledClock,
+    WaitBudget,
     call_with_retry,
     failure_for_status,
     parse_retry_after,
     redact,
 )
-from eval_pipeline.providers.waits import WaitBudget
 from tests.providers.conftest import LoopClock, RecordingClock, run_virtual
 from tests.providers.fakes import Fault, classify
 

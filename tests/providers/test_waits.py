@@ -11,11 +11,16 @@ from eval_pipeline.core.inputs.stage_depths import SELECTION_K
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import RerankCandidate, RerankRequest
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.call_guard import FaultSettings
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
-from eval_pipeline.providers.models import ConfigError, load_models
-from eval_pipeline.providers.ratelimit import Failure, RateLimiter, RetryPolicy, call_with_retry
-from eval_pipeline.providers.waits import WaitBudget, WaitLimits, WaitRefused
+from eval_pipeline.providers.models import ConfigError, FaultSettings, WaitLimits, load_models
+from eval_pipeline.providers.ratelimit import (
+    Failure,
+    RateLimiter,
+    RetryPolicy,
+    WaitBudget,
+    WaitRefused,
+    call_with_retry,
+)
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, LoopClock, RecordingClock, run_virtual
 from tests.providers.fakes import Service, classify
