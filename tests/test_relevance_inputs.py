@@ -20,7 +20,7 @@ from eval_pipeline.core.inputs.contract import SystemAnswer, SystemRequest
 from eval_pipeline.core.inputs.validation import load_validated
 from eval_pipeline.core.report.diff_text import render_comparison_markdown
 from eval_pipeline.core.report.failures import failing_tests
-from eval_pipeline.providers.ratelimit import Clock, RealClock
+from eval_pipeline.providers.ratelimit import REAL_CLOCK, Clock
 from eval_pipeline.providers.system_target import SystemPipeline
 from tests.run_docs import doc, sem
 
@@ -121,7 +121,7 @@ class _Recording:
     """A team system that records what it is asked and offers every candidate it may."""
 
     def __init__(self) -> None:
-        self.clock: Clock = RealClock()
+        self.clock: Clock = REAL_CLOCK
         self.asked: list[SystemRequest] = []
 
     async def ask(self, request: SystemRequest) -> SystemAnswer:

@@ -60,18 +60,8 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
-class RealClock:
-    speed = 1.0
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
 class ScaledClock:
-    """A clock running `factor` times faster than real time (for benchmarks and tests)."""
+    """A clock running `factor` times real time: 1 in a run, faster in benchmarks and tests."""
 
     def __init__(self, factor: float) -> None:
         if factor <= 0:
@@ -86,7 +76,7 @@ class ScaledClock:
         await asyncio.sleep(seconds / self.speed)
 
 
-REAL_CLOCK = RealClock()
+REAL_CLOCK = ScaledClock(1.0)
 
 
 class WaitRefused(ProviderError):

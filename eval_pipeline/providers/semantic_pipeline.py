@@ -61,18 +61,16 @@ class _Tally:
     api_calls: int = 0
     cache_hits: int = 0
 
-    def add(self, usage: Usage, api_calls: int, cache_hits: int, cost_fn: CostFn) -> None:
-        if usage.any_tokens:  # no tokens cost nothing at any price
-            self.cost_usd += cost_fn(usage)
-            self.usage = self.usage + usage
+    def add(
+        self, cost_fn: CostFn, usage: Usage, api_calls: int, cache_hits: int = 0, batch: Usage = NO_USAGE
+    ) -> None:
+        """`batch` is usage billed through a message batch, at its discount."""
+        for used, rate in ((usage, 1.0), (batch, BATCH_DISCOUNT)):
+            if used.any_tokens:  # no tokens cost nothing at any price
+                self.cost_usd += cost_fn(used) * rate
+                self.usage = self.usage + used
         self.api_calls += api_calls
         self.cache_hits += cache_hits
-
-    def add_batch(self, usage: Usage, cost_fn: CostFn) -> None:
-        """Usage billed through a message batch (its calls are already counted)."""
-        if usage.any_tokens:
-            self.cost_usd += cost_fn(usage) * BATCH_DISCOUNT
-            self.usage = self.usage + usage
 
 
 @dataclass
@@ -310,7 +308,7 @@ class SemanticPipeline:
             raise ProviderError(
                 f"{self.embedder.name}: {result.vectors.shape[0]} vectors for {len(todo)} texts"
             )
-        tally.add(result.usage, result.api_calls, result.cache_hits, self._embed_cost)
+        tally.add(self._embed_cost, result.usage, result.api_calls, result.cache_hits)
         fresh = {e.content_hash: result.vectors[i] for i, e in enumerate(todo)}
         self._put(fresh)
         return fresh
@@ -355,7 +353,7 @@ class SemanticPipeline:
             tally.cache_hits += prefetched.stored
             if prefetched.bill is not None:  # billed to the first test asking, once
                 usage, calls = prefetched.bill
-                tally.add(usage, calls, 0, self._embed_cost)
+                tally.add(self._embed_cost, usage, calls)
                 prefetched.bill = None
             return prefetched.vector
         key = EmbeddingStore.query_key("query", query)
@@ -363,7 +361,7 @@ class SemanticPipeline:
             tally.cache_hits += 1
             return stored
         result = await self.embedder.embed([query], "query")
-        tally.add(result.usage, result.api_calls, result.cache_hits, self._embed_cost)
+        tally.add(self._embed_cost, result.usage, result.api_calls, result.cache_hits)
         if result.vectors.shape[0] != 1:
             raise ProviderError(f"{self.embedder.name}: {result.vectors.shape[0]} vectors for 1")
         vector: Vector = result.vectors[0]
@@ -375,11 +373,11 @@ class SemanticPipeline:
         tally = staged.tally
         if isinstance(outcome, Exception):
             if isinstance(outcome, ProviderError):  # billed even though it failed
-                tally.add(outcome.usage, outcome.api_calls, 0, self._rerank_cost)
-                tally.add_batch(outcome.batch_usage, self._rerank_cost)
+                tally.add(self._rerank_cost, outcome.usage, outcome.api_calls, batch=outcome.batch_usage)
             raise outcome
-        tally.add(outcome.usage, outcome.api_calls, outcome.cache_hits, self._rerank_cost)
-        tally.add_batch(outcome.batch_usage, self._rerank_cost)
+        tally.add(
+            self._rerank_cost, outcome.usage, outcome.api_calls, outcome.cache_hits, outcome.batch_usage
+        )
         _check_selections(outcome.selections, staged.candidates)
         return sorted(outcome.selections, key=lambda s: s.rank)
 
