@@ -29,7 +29,7 @@ from eval_pipeline.providers.base import EmbedResult, InputType, Vectors
 # onnxruntime and the tokenizer load with the model, on the first text to embed: a run whose
 # texts are all in the embedding cache imports neither (tests/test_import_sets.py).
 if TYPE_CHECKING:
-    from tokenizers import Encoding, Tokenizer
+    from tokenizers import Tokenizer
 
 NAME = "local-minilm-l6-int8"
 DIM = 384
@@ -130,17 +130,6 @@ def runtime(model_path: Path, tokenizer_path: Path) -> _Runtime:
         return _RUNTIMES[key]
 
 
-def _feeds(rt: _Runtime, encoding: Encoding) -> dict[str, Int64s]:
-    """One text's inputs: a single row, so no padding and an attention mask of ones."""
-    feeds = {
-        "input_ids": np.asarray([encoding.ids], dtype=np.int64),
-        "attention_mask": np.ones((1, len(encoding.ids)), dtype=np.int64),
-    }
-    if "token_type_ids" in rt.input_names:
-        feeds["token_type_ids"] = np.asarray([encoding.type_ids], dtype=np.int64)
-    return feeds
-
-
 def mean_pool_normalised(hidden: npt.NDArray[np.float32], mask: Int64s) -> Vectors:
     weights = mask.astype(np.float32)
     # One batched matrix product sums each row's token vectors, instead of a (rows x tokens x
@@ -151,6 +140,16 @@ def mean_pool_normalised(hidden: npt.NDArray[np.float32], mask: Int64s) -> Vecto
     return pooled
 
 
+def embed_ids(rt: _Runtime, ids: Int64s) -> Vectors:
+    """Rows of token ids of one segment and one length (no padding) through the model: their
+    vectors, mean pooled and unit length."""
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    if "token_type_ids" in rt.input_names:
+        feeds["token_type_ids"] = np.zeros_like(ids)
+    hidden = np.asarray(rt.session.run(None, feeds)[0], dtype=np.float32)
+    return mean_pool_normalised(hidden, feeds["attention_mask"])
+
+
 def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
     """Each text through the model on its own. In a padded batch a text's vector changes in its
     last bits with its companions, and the numeric contract (`core.mechanisms.similarity`) needs a
@@ -159,9 +158,7 @@ def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
     with rt.lock:
         # The fast variant skips the character offsets, which only position tokens in the text.
         for row, encoding in enumerate(rt.tokenizer.encode_batch_fast(list(texts))):
-            feeds = _feeds(rt, encoding)
-            hidden = np.asarray(rt.session.run(None, feeds)[0], dtype=np.float32)
-            out[row] = mean_pool_normalised(hidden, feeds["attention_mask"])[0]
+            out[row] = embed_ids(rt, np.asarray([encoding.ids], dtype=np.int64))[0]
     return out
 
 

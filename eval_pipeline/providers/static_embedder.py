@@ -29,8 +29,8 @@ from eval_pipeline.providers.local_embedder import (
     MODEL_SHA256,
     TOKENIZER_SHA256,
     VENDORED_TOKENIZER,
+    embed_ids,
     installed_model_path,
-    mean_pool_normalised,
     runtime,
 )
 
@@ -57,14 +57,8 @@ def distil(model_path: Path, tokenizer_path: Path, vocab: int | None = None) -> 
     with rt.lock:
         for start in range(0, vocab, _DISTIL_BATCH):
             ids = np.arange(start, min(start + _DISTIL_BATCH, vocab), dtype=np.int64)
-            feeds = {
-                "input_ids": np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1),
-                "attention_mask": np.ones((len(ids), 3), dtype=np.int64),
-            }
-            if "token_type_ids" in rt.input_names:
-                feeds["token_type_ids"] = np.zeros((len(ids), 3), dtype=np.int64)
-            hidden = np.asarray(rt.session.run(None, feeds)[0], dtype=np.float32)
-            out[start : start + len(ids)] = mean_pool_normalised(hidden, feeds["attention_mask"])
+            rows = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], axis=1)
+            out[start : start + len(ids)] = embed_ids(rt, rows)
     return out
 
 
