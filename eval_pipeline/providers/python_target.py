@@ -1,19 +1,17 @@
 """The team's system as a Python entry point (`system: {kind: python, entrypoint: pkg.mod:attr}`).
 
-The entry point is imported from the environment eval-pipeline runs in (the working directory
-first, as `python -m` would). It is either one callable that answers every mechanism, or an
-object (a class is instantiated without arguments) with one method per mechanism named after it
-(`semantic`, `state`, `pattern`, `always`); `entrypoint` may also map each mechanism to its own
-callable. Each receives a `SystemRequest` and returns a `SystemAnswer` or a dict of the same
-shape, synchronously or as a coroutine. The answer is validated exactly like an HTTP answer.
+It is imported from the environment eval-pipeline runs in (the working directory first, as
+`python -m` would): one callable answering every mechanism, an object (a class is instantiated
+without arguments) with a method per mechanism (`semantic`, `state`, `pattern`, `always`), or one
+callable per mechanism. Each takes a `SystemRequest` and returns a `SystemAnswer` or a dict of its
+shape, plainly or as a coroutine; the answer is validated like an HTTP answer.
 
-Calls run in worker processes (`python_worker`), one call at a time each and up to the model's
-`concurrency` at once; each worker imports the entry point once and answers call after call. A
-call that does not return within `timeout_s` is abandoned: its worker is killed (a thread could
-not be) and the next call starts a fresh one. Calls that time out count towards the entry
-point's circuit breaker like an unreachable service's, a round at a time: once every call in
-flight has timed out (or `breaker.failures` in a row), the remaining calls fail at once. Here
-the entry point is imported once more, to fail before any run when it cannot be.
+Calls run in worker processes (`python_worker`) that import the entry point once, one call at a
+time each and up to the model's `concurrency` at once. A call not returned within `timeout_s` is
+abandoned: its worker is killed (a thread could not be) and the next call starts a fresh one.
+Timed-out calls count towards the entry point's circuit breaker a round at a time: once every
+call in flight has timed out (or `breaker.failures` in a row), the remaining calls fail at once.
+Here the entry point is imported once more, to fail before any run when it cannot be.
 """
 
 from __future__ import annotations

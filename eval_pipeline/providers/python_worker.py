@@ -2,16 +2,15 @@
 (`python -m eval_pipeline.providers.python_worker`; see `python_target` for what an entry point is).
 
 The team's code runs here, not in eval-pipeline's process, so that a call that never returns can
-be abandoned: the worker is killed and the process running the evaluation exits on time (a
-thread inside such a call would keep it alive). The protocol is one JSON object a line: the
-first line in names the entry point and the module path, the worker answers `{"ready": true}` or
-`{"error": reason}`; then each line in is a request, each line out its outcome: `{"answer":
-...}` (validated here, by the contract), `{"violation": reason}` or `{"raised": type, "detail":
-message}`. The team's own prints go to stderr: stdout carries the protocol.
+be abandoned (a thread inside it would keep the evaluation's process alive). The protocol is one
+JSON object a line: the first line in names the entry point and the module path, answered by
+`{"ready": true}` or `{"error": reason}`; then each request in is answered by `{"answer": ...}`
+(validated here), `{"violation": reason}` or `{"raised": type, "detail": message}`. The team's
+prints go to stderr: stdout carries the protocol.
 
-The worker ends when its input ends, even inside a call that never returns: a thread watches
-stdin, so a killed parent (SIGKILL runs no cleanup) leaves no worker behind. It ignores SIGINT,
-which a terminal sends to the whole process group: the parent decides when it stops.
+The worker ends when its input ends, even inside a call that never returns (a thread watches
+stdin), so a killed parent leaves no worker behind. It ignores SIGINT, which a terminal sends to
+the whole process group: the parent decides when it stops.
 """
 
 from __future__ import annotations

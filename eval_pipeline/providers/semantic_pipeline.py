@@ -204,14 +204,10 @@ def _check_selections(selections: Sequence[Selection], candidates: Sequence[Cand
 class SemanticPipeline:
     """Embedding top-15 then rerank top-6 for one model. Call `prepare` once, then `retrieve`.
 
-    Entity vectors (document input type) and query vectors are kept in `store` under the
-    embedder's name, so only new or edited entities and new queries are ever embedded. Each
-    stage's usage is priced by its own cost function; a stage left without one must report no
-    usage (true of the local models), so a missing price can never read as $0.
-
-    With `batch_queries`, `retrieve_many` embeds a run's uncached queries in one call and ranks
-    them all in one pass (`_prefetch_queries`) before the tests run; without it each test embeds
-    and ranks its own query.
+    Entity and query vectors are kept in `store` under the embedder's name: only new or edited
+    entities and new queries are embedded. Each stage's usage is priced by its own cost function;
+    a stage without one must report no usage, so a missing price never reads as $0. With
+    `batch_queries`, `retrieve_many` embeds and ranks a run's queries up front in one pass.
     """
 
     def __init__(

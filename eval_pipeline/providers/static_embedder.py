@@ -2,13 +2,12 @@
 MiniLM.
 
 Each vocabulary token's vector is what the bundled model gives for that token alone
-(`[CLS] token [SEP]`, mean pooled, unit length): the distillation model2vec made popular. The table
-(30,522 × 384) is computed once per machine and kept in the cache folder under a name that holds
-the model and tokenizer hashes and the onnxruntime version, so a different runtime never reuses
-another's table. A text's vector is the mean of its tokens' vectors, L2-normalised: no transformer
-at query time. It is its own model, with its own name and embedding-cache entries, never a silent
-stand-in for the contextual one; it retrieves worse (docs/models.md says by how much on
-the sample) and is offered for KBs where the contextual model's time is the bottleneck.
+(`[CLS] token [SEP]`, mean pooled, unit length), as model2vec distils. The table (30,522 × 384) is
+computed once per machine, kept in the cache folder under a name holding the model and tokenizer
+hashes and the onnxruntime version (another runtime never reuses it). A text's vector is the unit
+mean of its tokens' vectors: no transformer at query time. It is its own model with its own cache
+entries, never a silent stand-in for the contextual one; it retrieves worse (docs/models.md) and
+suits KBs where the contextual model's time is the bottleneck.
 """
 
 from __future__ import annotations
