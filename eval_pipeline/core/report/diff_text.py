@@ -189,16 +189,12 @@ def _diff_body(diff: RunDiff, level: int) -> list[str]:
         lines += [f"{h} {title.capitalize()} ({len(deltas)})", ""]
         if dropped:
             lines += [*(f"- {text(dropped_line(d))}" for d in deltas), ""]
-        for d in [] if dropped else deltas:
-            lines += [f"{h}# {text(headline(d))}", *(f"- {text(line)}" for line in detail_lines(d)), ""]
-    cosmetic = diff.counts[DeltaKind.COSMETIC]
-    lines += [
-        f"{h} Unchanged",
-        "",
-        f"{diff.counts[DeltaKind.UNCHANGED]} tests unchanged; {cosmetic} cosmetic.",
-        "",
-    ]
-    return lines
+        else:
+            for d in deltas:
+                lines += [f"{h}# {text(headline(d))}", *(f"- {text(line)}" for line in detail_lines(d)), ""]
+    counts = diff.counts
+    unchanged = f"{counts[DeltaKind.UNCHANGED]} tests unchanged; {counts[DeltaKind.COSMETIC]} cosmetic."
+    return [*lines, f"{h} Unchanged", "", unchanged, ""]
 
 
 def render_regression_markdown(result: RegressionDiff) -> str:
@@ -206,15 +202,8 @@ def render_regression_markdown(result: RegressionDiff) -> str:
     skipped = [f"- ⚠️ passed over as a baseline: {text(line)}" for line in result.passed_over]
     if result.diff is None:
         return "\n".join([title, "", f"{text(result.verdict)}.", "", *skipped]).rstrip() + "\n"
-    lines = [
-        title,
-        "",
-        f"Baseline (the latest earlier usable evaluation): {text(baseline_label(result))}.",
-        "",
-        *skipped,
-    ]
-    lines += _diff_body(result.diff, 2)
-    return "\n".join(lines).rstrip() + "\n"
+    baseline = f"Baseline (the latest earlier usable evaluation): {text(baseline_label(result))}."
+    return "\n".join([title, "", baseline, "", *skipped, *_diff_body(result.diff, 2)]).rstrip() + "\n"
 
 
 def _standard_names(comparison: ModelComparison) -> list[str]:
