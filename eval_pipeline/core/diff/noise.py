@@ -84,13 +84,10 @@ def confirm_regressions(
     """The re-trials of `head`'s regressions against `base`, each test decided, ready to merge
     into `head` (`reevaluate`)."""
     retrials = score_semantic(tests, resolved, retrievals)
-    record = record_of(Why.NOISE_CONFIRMATION, at, retrievals, base=_label(base))
+    label = f"{base.provenance.model}@{base.provenance.date}"  # the base's RunRef label
+    record = record_of(Why.NOISE_CONFIRMATION, at, retrievals, base=label)
     decided = record.model_copy(update={"confirmations": confirmations(base, head, retrials)})
     return StoredReevaluation(record=decided, retrievals=list(retrievals))
-
-
-def _label(doc: RunDocument) -> str:
-    return f"{doc.provenance.model}@{doc.provenance.date}"
 
 
 def disagreeing_tests(docs: Sequence[RunDocument]) -> list[str]:

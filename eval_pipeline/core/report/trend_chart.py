@@ -49,20 +49,14 @@ class Band:
 
 
 @dataclass(frozen=True)
-class Tick:
-    pos: float
-    label: str
-
-
-@dataclass(frozen=True)
 class TrendChart:
     model: str
     width: int
     height: int
     plot: tuple[float, float, float, float]  # left, top, right, bottom
     bands: list[Band]
-    y_ticks: list[Tick]
-    x_ticks: list[Tick]
+    y_ticks: list[tuple[float, str]]  # position, label
+    x_ticks: list[tuple[float, str]]
     series: list[Series]
     health: list[tuple[float, str, str]]  # x, date, the health of that date's evaluation
     cell: float  # the width of a date's health mark
@@ -129,8 +123,8 @@ def trend_chart(model: str, docs: Sequence[RunDocument], dates: Sequence[str]) -
         height=HEIGHT,
         plot=(left, top, right, bottom),
         bands=_bands(floor, y),
-        y_ticks=[Tick(y(v), f"{v:.0f}") for v in marks],
-        x_ticks=[Tick(x_of[d], d[5:]) for d in dates],
+        y_ticks=[(y(v), f"{v:.0f}") for v in marks],
+        x_ticks=[(x_of[d], d[5:]) for d in dates],
         series=series,
         health=[(x_of[d], d, by_date[d].aggregate.health.value) for d in dates if d in by_date],
         cell=round(min(step * 0.9, 64.0), 1),
