@@ -38,9 +38,8 @@ MODEL_RUNTIME = {"onnxruntime", "tokenizers"}
 # calibration log to read (no calibration records), a run without pattern tests matches no crisis
 # pattern (no regex) and one without --junit writes no JUnit file. `run` parses with its own
 # parser (no other command's module), and a model without the team's system sends it no
-# request (no contract models); nor does it keep re-evaluation records or cache a reranker's
-# prompt. Its one query's score product is small enough for numpy's OpenBLAS to run on one
-# thread by itself (no threadpoolctl).
+# request (no contract models); nor does it cache a reranker's prompt. Its one query's score
+# product is small enough for numpy's OpenBLAS to run on one thread by itself (no threadpoolctl).
 NOT_ASKED = {
     "eval_pipeline.core.diff.model",
     "eval_pipeline.core.calibration.records",
@@ -49,7 +48,6 @@ NOT_ASKED = {
     "eval_pipeline.cli.backfill",
     "eval_pipeline.cli.calibrate",
     "eval_pipeline.core.inputs.contract",
-    "eval_pipeline.core.scoring.stored_reevaluations",
     "eval_pipeline.providers.prompt_cache",
     "threadpoolctl",
 }
@@ -73,8 +71,8 @@ watched = {"numpy", "onnxruntime", "tokenizers", "pandas", "dagster", "pydantic"
            "rich", "jinja2", "filelock", "tenacity", "eval_pipeline.core.diff.model",
            "eval_pipeline.core.calibration.records", "regex", "eval_pipeline.core.report.junit",
            "eval_pipeline.cli.backfill", "eval_pipeline.cli.calibrate",
-           "eval_pipeline.core.inputs.contract", "eval_pipeline.core.scoring.stored_reevaluations",
-           "eval_pipeline.providers.prompt_cache", "threadpoolctl", "anthropic", "voyageai"}
+           "eval_pipeline.core.inputs.contract", "eval_pipeline.providers.prompt_cache", "threadpoolctl",
+           "anthropic", "voyageai"}
 print(json.dumps({"code": code, "out": out.getvalue(), "imported": sorted(watched & set(sys.modules))}))
 """
 

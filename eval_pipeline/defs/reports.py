@@ -21,6 +21,7 @@ from eval_pipeline.core.report.conclusion import Reevaluations, RunSetup, Scored
 from eval_pipeline.core.scoring.aggregate import Aggregate
 from eval_pipeline.core.scoring.evaluation import Scope
 from eval_pipeline.core.scoring.implementations import SystemResults
+from eval_pipeline.core.scoring.reevaluation import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.scoring.run_document import (
     GATE_FILE,
     REEVALUATIONS_FILE,
@@ -28,7 +29,6 @@ from eval_pipeline.core.scoring.run_document import (
     RESULTS_FILE,
     RunDocument,
 )
-from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.verdicts.run_gate import GateDecision, read_gate
 from eval_pipeline.defs.automation_conditions import EAGER
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet

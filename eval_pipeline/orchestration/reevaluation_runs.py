@@ -30,7 +30,7 @@ from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.reevaluate import errored_answers, errored_tests, retry_of
-from eval_pipeline.core.scoring.reevaluation import Decision
+from eval_pipeline.core.scoring.reevaluation import Decision, StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.scoring.run_document import (
     REEVALUATIONS_FILE,
     REGRESSION_DIFF_FILE,
@@ -38,7 +38,6 @@ from eval_pipeline.core.scoring.run_document import (
     RunDocument,
     read_document,
 )
-from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
 from eval_pipeline.defs.automation import comparison_job, reevaluation_job
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.stages import evaluation_definitions, run_stage

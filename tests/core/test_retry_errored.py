@@ -29,10 +29,9 @@ from eval_pipeline.core.scoring.reevaluate import (
     reevaluate,
     retry_of,
 )
-from eval_pipeline.core.scoring.reevaluation import Why
+from eval_pipeline.core.scoring.reevaluation import StoredReevaluation, StoredReevaluations, Why
 from eval_pipeline.core.scoring.registry import DETERMINISTIC, PATTERN, STATE
 from eval_pipeline.core.scoring.run_document import RunDocument, parse_document
-from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation, StoredReevaluations
 from eval_pipeline.core.verdicts.run_gate import Gates, GateStatus
 from tests.conftest import REPO, TENANT
 

@@ -24,10 +24,9 @@ from eval_pipeline.core.inputs.banks import Mechanism, SemanticTest
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.evaluation import score_semantic
 from eval_pipeline.core.scoring.reevaluate import record_of
-from eval_pipeline.core.scoring.reevaluation import Confirmation, Decision, Why
+from eval_pipeline.core.scoring.reevaluation import Confirmation, Decision, StoredReevaluation, Why
 from eval_pipeline.core.scoring.results import SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation
 from eval_pipeline.core.scoring.trials import Outcome, by_test
 
 DEFAULT_RETRIALS = 3

@@ -35,7 +35,7 @@ from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
 
 if TYPE_CHECKING:  # only an evaluation re-evaluated after its run loads them
-    from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation
+    from eval_pipeline.core.scoring.reevaluation import StoredReevaluation
 
 ADHOC_SNAPSHOT = "current files (ad-hoc check, not snapshotted)"
 

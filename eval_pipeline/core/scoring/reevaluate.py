@@ -22,11 +22,10 @@ from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.aggregate import REFERENCE, aggregate
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, score_semantic
 from eval_pipeline.core.scoring.implementations import score_system
-from eval_pipeline.core.scoring.reevaluation import Reevaluation, Why
+from eval_pipeline.core.scoring.reevaluation import Reevaluation, StoredReevaluation, Why
 from eval_pipeline.core.scoring.registry import DETERMINISTIC
 from eval_pipeline.core.scoring.results import AnyResult, ResultBase, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
-from eval_pipeline.core.scoring.stored_reevaluations import StoredReevaluation
 
 R = TypeVar("R", bound=ResultBase)
 

@@ -3,7 +3,9 @@ tests retried, or semantic regressions re-tried to tell noise from change), whic
 banks, when, how many trials and what it cost, and for a noise confirmation each test's decision.
 
 The document keeps every re-evaluation it received, in order, so a reader (and `diff`) can see
-which rows were replaced or added after the day's evaluation, and why.
+which rows were replaced or added after the day's evaluation, and why. What a re-evaluation
+observed is kept beside the run it went into (`StoredReevaluations`), so the report asset re-scores
+it every time it rebuilds the document.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.frozen import FrozenModel
+from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
+from eval_pipeline.core.scoring.evaluation import MechanismOutput
 
 
 class Why(StrEnum):
@@ -66,3 +70,28 @@ def decisions_against(records: Sequence[Reevaluation], base: str) -> dict[str, D
         if record.why is Why.NOISE_CONFIRMATION and record.base == base:
             out.update({c.test_id: c.decision for c in record.confirmations})
     return out
+
+
+class StoredReevaluation(FrozenModel):
+    """A re-evaluation with what it observed, as kept beside a run, so the report asset re-scores
+    it (against the date's expectations) every time it rebuilds the document: the semantic
+    retrievals, and the team's system's answers for state, pattern and always tests."""
+
+    record: Reevaluation
+    retrievals: list[SemanticRetrieval]
+    system_outputs: list[MechanismOutput] = Field(
+        default_factory=list, description="The team's system's answers, each naming its mechanism"
+    )
+
+
+class StoredReevaluations(BaseModel):
+    """Every re-evaluation into one evaluation: the run that made its retrievals, since a fresh
+    evaluation of the same model and date starts without them."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid")
+
+    evaluation_id: str
+    reevaluations: list[StoredReevaluation] = Field(default_factory=list)
+
+    def for_evaluation(self, evaluation_id: str | None) -> list[StoredReevaluation]:
+        return self.reevaluations if evaluation_id == self.evaluation_id else []
