@@ -19,7 +19,6 @@ from pathlib import Path
 
 from eval_pipeline.core.errors import CouldNotEvaluate
 
-EXHAUSTED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, errno.ENFILE})
 # Files SQLite opens for one database (itself, its WAL and shared-memory files) and a margin: a
 # process this close to its open-file limit could not open one.
 _SQLITE_FILES = 8

@@ -162,12 +162,11 @@ def group_score(results: Sequence[Scored]) -> GroupScore:
 def bank_summary(
     mechanism: Mechanism, results: Sequence[Scored], threshold: int = DEFAULT_PASS_THRESHOLD
 ) -> BankSummary:
-    scores = [r.score for r in results if r.score is not None]
     return BankSummary(
         **group_score(results).model_dump(),
         mechanism=mechanism,
         passed=sum(outcome_of(r.score, threshold, r.no_relevant_selected) is Outcome.PASS for r in results),
-        distribution=distribution(_whole_points(s) for s in scores),
+        distribution=distribution(_whole_points(r.score) for r in results if r.score is not None),
     )
 
 

@@ -1,9 +1,8 @@
 """Which implementation produced each bank: eval_pipeline's built-in reference, or the team's
 system (over HTTP or a Python entry point), and how the system's answers become results.
 
-A model assigns each mechanism to one or the other. The reference outputs are computed once per
-date and shared by every model; the system's are the model's own, and replace the reference
-for exactly the banks the model assigns to it.
+The reference outputs are computed once per date and shared by every model; the system's are
+the model's own, and replace the reference for exactly the banks the model assigns to it.
 """
 
 from __future__ import annotations

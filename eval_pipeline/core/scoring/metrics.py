@@ -6,11 +6,10 @@ pytrec_eval in tests):
 - recall@6 of primary + secondary entities in the final selection;
 - MRR of the first primary entity (reciprocal rank over primaries only);
 - candidate-stage recall@15: primary + secondary entities among the embedding stage's top 15.
-Every metric reads the test's qrels from `judgments` (graded gains as given, primaries 2,
-secondaries 1), the one mapping TREC qrels exports use too. Beside them, `ir_metrics` gives the
-field's standard cutoffs (nDCG@10, R@100, MRR@10) on each test's `final_ranking`, each at the depth
-the rankings have when that is less (`recall@15` of 15 candidates, never under the deeper name).
-Errored trials have no retrieval to measure; they are attributed to the "error" stage instead.
+Every metric reads the test's qrels from `judgments`, the one mapping TREC qrels exports use too.
+Beside them, the field's standard cutoffs (nDCG@10, R@100, MRR@10) on each test's `final_ranking`,
+at the depth the rankings have when that is less (`recall@15` of 15 candidates). Errored trials
+have no retrieval to measure; they are attributed to the "error" stage instead.
 """
 
 from __future__ import annotations

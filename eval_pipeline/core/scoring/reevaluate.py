@@ -2,10 +2,8 @@
 `run --retry-errored` and the noise confirmation of regressions go through.
 
 Rows of the same test and trial are replaced (a retried errored test); rows of new trials are
-added (re-trials of a regressed test). Semantic retrievals are scored like the day's
-(`score_semantic`), and the team's system's answers for state, pattern and always tests like the
-day's (`score_system`). The aggregate and the derived metrics are recomputed from the merged rows,
-and the re-evaluation is recorded in the provenance.
+added (re-trials of a regressed test). Everything is scored like the day's, the aggregate and the
+derived metrics recomputed from the merged rows, and the re-evaluation recorded in the provenance.
 """
 
 from __future__ import annotations

@@ -39,11 +39,8 @@ def trial_of(result: ResultBase) -> int:
 
 @dataclass(frozen=True)
 class TrialResults(Generic[R]):
-    """A test's result rows, in trial order, judged against one pass threshold.
-
-    What the aggregate, the failing tests and every report ask of each test, several times a run,
-    is found once, when it is made (`cached_property` found it on first use at a higher cost: it
-    takes a lock each time)."""
+    """A test's result rows, in trial order, judged against one pass threshold. What every report
+    asks of each test, several times a run, is found once, when it is made."""
 
     rows: tuple[R, ...]
     threshold: int = DEFAULT_PASS_THRESHOLD

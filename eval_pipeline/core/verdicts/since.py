@@ -46,12 +46,11 @@ def since_verdict(
 ) -> SinceVerdict:
     """The run's verdict on the comparison with its baseline; a baseline older than the project's
     maximum age fails it whatever the comparison says."""
-    if regression is not None and (old := baseline_too_old(regression, max_baseline_age_days)):
-        return SinceVerdict(status=GateStatus.FAILED, reasons=old)
     if regression is None:
-        if fail_on_regression:
-            return SinceVerdict(status=GateStatus.UNEVALUABLE, reasons=["no regression diff was written"])
-        return SinceVerdict(status=GateStatus.PASSED, reasons=[])
+        unknown = ["no regression diff was written"] if fail_on_regression else []
+        return SinceVerdict(status=GateStatus.UNEVALUABLE if unknown else GateStatus.PASSED, reasons=unknown)
+    if old := baseline_too_old(regression, max_baseline_age_days):
+        return SinceVerdict(status=GateStatus.FAILED, reasons=old)
     if regression.diff is None:
         return SinceVerdict(status=GateStatus.PASSED, reasons=[])
     if fail_on_regression:
