@@ -149,7 +149,7 @@ async def test_94_requests_with_20_percent_faults() -> None:
     assert errored and len(errored) < 94
     assert all(
         (r.error or "").startswith("target: ") and "after 2 attempts" in (r.error or "") for r in errored
-    )
+    ), {r.error for r in errored}
 
 
 class _BrokenService(BaseHTTPRequestHandler):
