@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.flags import path_arg
-from eval_pipeline.cli.init import MODELS, with_new_gates
+from eval_pipeline.cli.init import EXAMPLE_MODELS, with_new_gates
 
 if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
     from eval_pipeline.core.inputs.beir_project import ImportCounts
@@ -55,7 +55,7 @@ def imported_models() -> str:
     """The offline models of `init`, each retrieving IMPORTED_CANDIDATE_DEPTH candidates."""
     import yaml
 
-    data = yaml.safe_load(MODELS)
+    data = yaml.safe_load(EXAMPLE_MODELS.read_text(encoding="utf-8"))
     for entry in data["models"].values():
         entry["candidate_depth"] = IMPORTED_CANDIDATE_DEPTH
     header = "# The imported project's retrieval configurations; see `eval-pipeline models` and the docs.\n"
