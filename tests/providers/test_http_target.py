@@ -17,8 +17,9 @@ from eval_pipeline.core.inputs.contract import ContractViolation, SystemRequest,
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
+from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.factory import build_pipeline
-from eval_pipeline.providers.models import ModelConfig
+from eval_pipeline.providers.models import FaultSettings, ModelConfig
 from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
 from eval_pipeline.providers.system_target import HttpTarget, SystemPipeline
 from eval_pipeline.providers.target import RetrievalItem
@@ -134,6 +135,9 @@ async def test_94_requests_with_20_percent_faults() -> None:
             clock=ScaledClock(50.0),
             policy=RetryPolicy(max_attempts=2),
             timeout_s=CLIENT_TIMEOUT_S,
+            # Every fault is retried here: on a loaded machine the first wave's faults could
+            # otherwise arrive in a row and open the breaker (tested on its own elsewhere).
+            faults=FaultSettings(breaker=BreakerSettings(failures=100)),
         )
         flaky = HttpTarget(access)
         pipeline = SystemPipeline("svc", flaky, concurrency=16)
