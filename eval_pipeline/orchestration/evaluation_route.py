@@ -119,27 +119,14 @@ def evaluate(request: EvaluationRequest, before_dagster: Callable[[], None] = la
         return _narrowed(request)
     from eval_pipeline.orchestration.standing import standing_of
 
-    where = request.location
-    # --cache refresh/off ask for answers computed afresh: a stored result would not be one.
-    fresh = request.force or request.cache_mode != "use"
-    standing = standing_of(
-        request.kb,
-        request.banks,
-        request.configs,
-        request.date,
-        request.run_gates,
-        where.results,
-        where.storage_dir,
-        where.paths,
-        fresh,
-    )
+    standing = standing_of(request)
     # Decided first from what was recorded when it last stood: no Dagster, no code location loaded.
     pending = request.models if request.retry_errored else standing.as_recorded()
     errors = []
     if pending:
         before_dagster()
         errors = _through_the_graph(request, standing, pending)
-    return Outcome(output_location(where.results), errors)
+    return Outcome(output_location(request.location.results), errors)
 
 
 _SAY = threading.Lock()

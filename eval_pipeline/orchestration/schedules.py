@@ -126,39 +126,6 @@ def still_running(instance: dg.DagsterInstance, name: str, dates: Sequence[str])
     return None
 
 
-def _request(
-    context: dg.ScheduleEvaluationContext,
-    name: str,
-    listed: Sequence[str] | None,
-    dates: list[str],
-    budget: float,
-    inputs: InputsResource,
-    providers: ProvidersResource,
-) -> dg.RunRequest | dg.SkipReason:
-    waiting = still_running(context.instance, name, dates)
-    if waiting is not None:
-        return dg.SkipReason(waiting)
-    models = scheduled_models(listed, providers.models(), name)
-    if not models:
-        return dg.SkipReason(
-            f"no model to evaluate: none listed and no enabled free model in {providers.models_file}"
-        )
-    reason = over_budget(models, dates, budget, inputs, providers)
-    if reason is not None:
-        return dg.SkipReason(reason)
-    config = BackfillRequest(dates=dates, models=models, schedule=name)
-    return dg.RunRequest(
-        run_key=f"{name}:{dates[-1]}",
-        run_config=dg.RunConfig(ops={LAUNCH_OP: config}),
-        tags={SCHEDULE_TAG: name},
-    )
-
-
-def _day(context: dg.ScheduleEvaluationContext) -> date:
-    when = context.scheduled_execution_time or datetime.now()
-    return when.date()
-
-
 def _schedule(
     name: str,
     spec: DailySchedule | BackfillSchedule,
@@ -177,7 +144,25 @@ def _schedule(
     def tick(
         context: dg.ScheduleEvaluationContext, inputs: InputsResource, providers: ProvidersResource
     ) -> dg.RunRequest | dg.SkipReason:
-        return _request(context, name, spec.models, dates_of(_day(context)), budget, inputs, providers)
+        dates = dates_of((context.scheduled_execution_time or datetime.now()).date())
+        waiting = still_running(context.instance, name, dates)
+        if waiting is not None:
+            return dg.SkipReason(waiting)
+        models = scheduled_models(spec.models, providers.models(), name)
+        if not models:
+            return dg.SkipReason(
+                f"no model to evaluate: none listed and no enabled free model in {providers.models_file}"
+            )
+        reason = over_budget(models, dates, budget, inputs, providers)
+        if reason is not None:
+            return dg.SkipReason(reason)
+        return dg.RunRequest(
+            run_key=f"{name}:{dates[-1]}",
+            run_config=dg.RunConfig(
+                ops={LAUNCH_OP: BackfillRequest(dates=dates, models=models, schedule=name)}
+            ),
+            tags={SCHEDULE_TAG: name},
+        )
 
     return tick
 

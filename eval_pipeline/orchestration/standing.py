@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from eval_pipeline.core.inputs.kb import KnowledgeBase
     from eval_pipeline.core.inputs.loading import Banks
     from eval_pipeline.core.verdicts.run_gate import Gates
-    from eval_pipeline.location import LocationPaths
+    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest
     from eval_pipeline.providers.models import ModelConfig
 
 FINGERPRINT_TAG = "eval_pipeline/inputs"  # JSON: model -> ModelInputs.digests()
@@ -121,33 +121,28 @@ def model_inputs(
     return {m: ModelInputs(model=cfg.model_dump(mode="json"), **common) for m, cfg in configs.items()}
 
 
-def standing_of(
-    kb: KnowledgeBase,
-    banks: Banks,
-    configs: Mapping[str, ModelConfig],
-    date: str,
-    gates: Gates,
-    results: str,
-    storage_dir: Path,
-    paths: LocationPaths,
-    fresh: bool,
-) -> Standing:
-    """Which models' stored evaluations of `date` may answer for a run with these inputs into
-    `results` and `storage_dir` (`fresh`: a run asking for answers computed afresh)."""
+def standing_of(request: EvaluationRequest) -> Standing:
+    """Which models' stored evaluations of the request's date may answer for it."""
     from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.providers.object_store import output_location
 
+    where, date, configs = request.location, request.date, request.configs
     location = {
-        "storage": str(storage_dir.resolve()),
-        "results": results if "://" in results else str(Path(results).resolve()),
-        "outputs": paths.outputs_uri,
+        "storage": str(where.storage_dir.resolve()),
+        "results": where.results if "://" in where.results else str(Path(where.results).resolve()),
+        "outputs": where.paths.outputs_uri,
     }
-    cost = calibration_cost(paths.calibration_dir, date)
-    inputs = model_inputs(kb, banks, configs, date, gates, DEFAULT_PASS_THRESHOLD, location, cost)
-    # A model that is not reproducible (an API, the team's system) may answer otherwise today.
+    cost = calibration_cost(where.paths.calibration_dir, date)
+    gates = request.run_gates
+    inputs = model_inputs(
+        request.kb, request.banks, configs, date, gates, DEFAULT_PASS_THRESHOLD, location, cost
+    )
+    # --force, and --cache refresh/off, ask for answers computed afresh; a model that is not
+    # reproducible (an API, the team's system) may answer otherwise today.
+    fresh = request.force or request.cache_mode != "use"
     may_stand = [] if fresh else [m for m, cfg in configs.items() if cfg.reproducible]
-    return Standing(inputs, output_location(results), may_stand)
+    return Standing(inputs, output_location(where.results), may_stand)
 
 
 def changes(before: Mapping[str, str], now: Mapping[str, str], model: str, date: str) -> str | None:
