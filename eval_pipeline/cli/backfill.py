@@ -1,5 +1,5 @@
 """`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
-A running `dg dev` or daemon carries it out (orchestration/daemon.py tells a live one from a killed
+A running `dg dev` or daemon carries it out (orchestration/backfill.py tells a live one from a killed
 one's heartbeat), else this command does, in its own process; a killed command's backfill is ended
 first."""
 
@@ -62,13 +62,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.orchestration.backfill import (
         backfill_targets,
         cancel_backfill,
+        daemon_alive,
         end_abandoned_backfills,
         progress,
         submit_backfill,
         tag_backfill,
     )
     from eval_pipeline.orchestration.backfill_driver import backfill_driver
-    from eval_pipeline.orchestration.daemon import daemon_alive
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.stages import QUIET_LOGS
     from eval_pipeline.providers.object_store import output_path

@@ -32,7 +32,6 @@ from eval_pipeline.core.verdicts.regression_gate import diff_gate
 from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
 from eval_pipeline.defs.inputs import JSON_IO
 from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata, readable
-from eval_pipeline.defs.overview import keep_latest_date_in_view
 from eval_pipeline.defs.partitions import (
     DATE_DIM,
     DATE_OF_MODEL_DATE,
@@ -45,8 +44,10 @@ from eval_pipeline.defs.resources import ProvidersResource, StorageResource
 from eval_pipeline.providers.evaluation_files import write_report
 from eval_pipeline.providers.evaluation_index import find_baseline, read_history
 from eval_pipeline.providers.object_store import write_text
+from eval_pipeline.runtime.instance_queries import latest_materialization
 
 GROUP = "diffs"
+SHOWN_AGAIN_AFTER = "shown_again_after"
 # How many dates of a model's history the report.html beside each evaluation draws.
 HTML_HISTORY_DATES = 30
 # The date's report, and the day before's only so that a backfill over consecutive days diffs each
@@ -171,6 +172,29 @@ def regression_diff(
             "compared_with": result.baseline_date or "nothing earlier",
             "new_hard_fails": ", ".join(new) or "none",
         },
+    )
+
+
+def keep_latest_date_in_view(context: dg.AssetExecutionContext) -> None:
+    """After the step's output, when its date is earlier than the latest stored, record the
+    latest date's materialisation again (naming the date that ran): Dagster's overview and plots
+    show an asset's latest event, whichever partition, so a backfill would leave them on its date."""
+    date, key = context.partition_key, context.asset_key
+    later = [p for p in context.instance.get_materialized_partitions(key) if p > date]
+    if not later:
+        return
+    latest = max(later)
+    record = latest_materialization(context.instance, key, latest)
+    shown = record.asset_materialization if record is not None else None
+    if shown is None:
+        return
+    context.log_event(
+        dg.AssetMaterialization(
+            asset_key=key,
+            partition=latest,
+            description=f"{latest} recorded again: {date} was evaluated later; nothing of {latest} changed",
+            metadata={**shown.metadata, SHOWN_AGAIN_AFTER: date},
+        )
     )
 
 

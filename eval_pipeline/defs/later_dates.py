@@ -18,12 +18,6 @@ REGRESSION_DIFF = dg.AssetKey("regression_diff")
 BATCH = 200  # reports read per tick; the cursor carries on from the last one
 
 
-def _diffed_since(instance: dg.DagsterInstance, key: str, storage_id: int) -> bool:
-    """Whether `key`'s regression diff was made after the event at `storage_id`."""
-    found = latest_materialization(instance, REGRESSION_DIFF, key)
-    return found is not None and found.storage_id > storage_id
-
-
 @dg.sensor(
     job=rediff_job,
     minimum_interval_seconds=30,
@@ -44,7 +38,8 @@ def later_date_diffs(context: dg.SensorEvaluationContext, storage: StorageResour
         if later is None:
             continue
         key = model_date_key(model, later)
-        if not _diffed_since(context.instance, key, record.storage_id):
+        diffed = latest_materialization(context.instance, REGRESSION_DIFF, str(key))
+        if diffed is None or diffed.storage_id < record.storage_id:  # not made since the report
             requests[key] = dg.RunRequest(run_key=f"{key}@{record.storage_id}", partition_key=str(key))
     cursor = str(reports[-1].storage_id) if reports else context.cursor
     return dg.SensorResult(run_requests=list(requests.values()), cursor=cursor)

@@ -93,10 +93,6 @@ def semantic_results(
     )
 
 
-def _outputs(frame: pd.DataFrame) -> list[MechanismOutput]:
-    return from_frame(frame, MechanismOutput)
-
-
 def results_name(d: Deterministic[Any, Any]) -> str:
     return f"{d.mechanism.value}_results"
 
@@ -127,7 +123,7 @@ def _reference_results(d: Deterministic[Any, Any]) -> dg.AssetsDefinition:
     def results(
         test_banks: Banks, **outputs: pd.DataFrame
     ) -> Iterator[dg.Output[pd.DataFrame] | dg.AssetCheckResult]:
-        rows = d.score(d.tests(test_banks), _outputs(outputs[d.outputs_name]))
+        rows = d.score(d.tests(test_banks), from_frame(outputs[d.outputs_name], MechanismOutput))
         out = _results_output(rows)
         if d is PATTERN:
             critical = [r.test_id for r in rows if r.critical_failure]
@@ -166,7 +162,7 @@ def system_results(
     outputs scored (the banks it leaves to the reference are scored once per date)."""
     model, _ = split_key(context)
     implementations = providers.model(model).implementations
-    result = score_system(test_banks, implementations, _outputs(system_outputs))
+    result = score_system(test_banks, implementations, from_frame(system_outputs, MechanismOutput))
     return dg.Output(
         result,
         metadata=readable(

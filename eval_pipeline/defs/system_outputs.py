@@ -4,7 +4,7 @@ outputs per date, and per model the team's own system's outputs for the banks it
 These are kept apart from scoring so a recalibration re-scores without a single retrieval call.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 import dagster as dg
@@ -12,7 +12,6 @@ import pandas as pd
 
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks
-from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.tables import retrieval_columns, to_frame
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.registry import DETERMINISTIC, Deterministic
@@ -28,22 +27,6 @@ from eval_pipeline.providers.target import PrepareReport, retrieval_items, seman
 
 GROUP = "retrieval"
 PARQUET_IO = "parquet_io"
-
-
-def _retrieve(
-    context: dg.AssetExecutionContext,
-    providers: ProvidersResource,
-    scope: RunScopeResource,
-    kb: KnowledgeBase,
-    banks: Banks,
-    on_prepared: Callable[[PrepareReport], None],
-) -> list[SemanticRetrieval]:
-    model, _ = split_key(context)
-    cfg = providers.model(model)
-    items = retrieval_items(banks.semantic_tests, cfg.trials)
-    boosts = banks.rules.boosts_by_entity() if banks.rules else {}
-    with semantic_bar(scope.progress_fd, model, len(items)) as on_done:
-        return providers.retrieve(cfg, kb.entities, items, boosts, on_done, on_prepared)
 
 
 def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersResource) -> ModelConfig | None:
@@ -81,8 +64,10 @@ def semantic_retrievals(
     if cfg is None:
         return
     prepared: list[PrepareReport] = []
-    with provider_slots(context, cfg):
-        rows = _retrieve(context, providers, scope, knowledge_base, test_banks, prepared.append)
+    items = retrieval_items(test_banks.semantic_tests, cfg.trials)
+    boosts = test_banks.rules.boosts_by_entity() if test_banks.rules else {}
+    with provider_slots(context, cfg), semantic_bar(scope.progress_fd, cfg.key, len(items)) as on_done:
+        rows = providers.retrieve(cfg, knowledge_base.entities, items, boosts, on_done, prepared.append)
     errored = sum(r.status == "errored" for r in rows)
     cache_status = prepared[0].prompt_cache if prepared else None
     if cache_status is not None:

@@ -27,6 +27,15 @@ BACKFILL_TAG = "eval_pipeline/backfill"
 # Every status but those of a backfill still going on (FAILING: its runs are being canceled).
 ENDED = set(BulkActionStatus) - {BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING}
 BACKFILL_ID_TAG = "dagster/backfill"  # Dagster's, on each run of a backfill
+# Dagster counts a daemon alive for 30 minutes after its last heartbeat (one every 30 s); here
+# for three, so a command relying on a killed one carries its backfill on a minute and a half on.
+FRESH_S = 90.0
+
+
+def daemon_alive(instance: dg.DagsterInstance) -> bool:
+    """Whether a daemon that runs backfills (`dg dev`, a deployment's) beat within `FRESH_S`."""
+    heartbeat = instance.get_daemon_heartbeats().get("BACKFILL")
+    return heartbeat is not None and time.time() - heartbeat.timestamp < FRESH_S
 
 
 def backfill_targets(dates: Sequence[str], models: Sequence[str]) -> set[AssetKeyPartitionKey]:

@@ -69,17 +69,16 @@ def _without_home(text: str) -> object:
     return found
 
 
-def _ours(text: str) -> bool:
-    """Whether dagster.yaml holds the project's settings, for any home (a moved one too)."""
-    return text in EARLIER_DEFAULTS or _without_home(text) == _without_home(dagster_yaml(Path()))
-
-
 def _write_config(home: Path) -> None:
     """The project's dagster.yaml in `home` (made if missing, or moved with its home), unless a
     team's own is there; call under the instance lock."""
-    config = home / "dagster.yaml"
-    wanted = dagster_yaml(home)
-    if not config.exists() or (config.read_text() != wanted and _ours(config.read_text())):
+    config, wanted = home / "dagster.yaml", dagster_yaml(home)
+    text = config.read_text() if config.exists() else None
+    # Ours, for any home (a moved one too), or an earlier default.
+    if text is None or (
+        text != wanted
+        and (text in EARLIER_DEFAULTS or _without_home(text) == _without_home(dagster_yaml(Path())))
+    ):
         atomic_write_text(config, wanted)
 
 

@@ -102,13 +102,7 @@ def _end(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
         instance.report_run_canceled(run, reason)
     else:
         instance.report_run_failed(run, reason)
-    free_slots(instance, run.run_id)
     return f"{run_label(run)}: {reason}, its pool slots freed"
-
-
-def free_slots(instance: dg.DagsterInstance, run_id: str) -> None:
-    if instance.event_log_storage.supports_global_concurrency_limits:
-        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
 
 
 def end_orphaned_runs(instance: dg.DagsterInstance, run_ids: Collection[str] | None = None) -> list[str]:
@@ -120,7 +114,7 @@ def end_orphaned_runs(instance: dg.DagsterInstance, run_ids: Collection[str] | N
         return []
     runs = instance.get_runs(dg.RunsFilter(run_ids=ids, statuses=UNFINISHED))
     ended = [_end(instance, run) for run in runs if owner_gone(run.tags)]
-    storage = instance.event_log_storage
+    storage = instance.event_log_storage  # the slots of those ended now too: they are finished
     if storage.supports_global_concurrency_limits:
         for run_id in storage.get_concurrency_run_ids() if ids is None else ids:
             held = instance.get_run_by_id(run_id)

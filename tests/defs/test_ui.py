@@ -14,9 +14,9 @@ import pytest
 from eval_pipeline.core.rounding import fmt_score, shown_score
 from eval_pipeline.core.scoring.run_document import COMPARISON_DIR, RESULTS_FILE, read_document
 from eval_pipeline.definitions import location
+from eval_pipeline.defs.diffs import SHOWN_AGAIN_AFTER
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.metadata import readable, rounded
-from eval_pipeline.defs.overview import SHOWN_AGAIN_AFTER
 from eval_pipeline.defs.partitions import model_date_key, model_date_partitions
 from eval_pipeline.orchestration.execution import run_all
 from tests.defs.conftest import REPO, Env

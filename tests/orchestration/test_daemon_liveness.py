@@ -16,8 +16,13 @@ from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteRepo
 from dagster._core.test_utils import create_run_for_test
 from dagster._daemon.types import DaemonHeartbeat
 
-from eval_pipeline.orchestration.backfill import BACKFILL_ID_TAG, BACKFILL_TAG, end_abandoned_backfills
-from eval_pipeline.orchestration.daemon import FRESH_S, daemon_alive
+from eval_pipeline.orchestration.backfill import (
+    BACKFILL_ID_TAG,
+    BACKFILL_TAG,
+    FRESH_S,
+    daemon_alive,
+    end_abandoned_backfills,
+)
 from eval_pipeline.runtime.run_monitor import owner_tags
 
 
