@@ -19,7 +19,7 @@ import dagster as dg
 
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.runtime.dagster_private import InstanceConcurrencyContext
-from eval_pipeline.runtime.slot_wait import wait_for_slot
+from eval_pipeline.runtime.run_monitor import wait_for_slot
 
 # Which pool each API kind draws on; local kinds and http targets (the team's own service) none.
 POOL_OF_KIND = {"voyage": "voyage", "claude": "anthropic"}

@@ -1,4 +1,6 @@
-"""Runs whose process is gone: marked failed, their pool slots freed.
+"""Runs whose process is gone: marked failed, their pool slots freed; a run waiting for a slot
+says which run holds it and how to free it (stderr, as the CLI's console logger is quiet, and
+its event log), ending holders whose process is gone, so a killed run never blocks the next.
 
 A run executed in process (the CLI, a parallel worker) and killed with SIGKILL stays STARTED
 with its pool slots claimed, and every later run on that provider would wait forever; Dagster's
@@ -12,10 +14,14 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import dagster as dg
+
+from eval_pipeline.runtime.dagster_private import InstanceConcurrencyContext
 
 OWNER_PID_TAG = "eval_pipeline/owner_pid"
 OWNER_HOST_TAG = "eval_pipeline/owner_host"
@@ -30,6 +36,8 @@ RUN_MONITORING_YAML = """run_monitoring:
   poll_interval_seconds: 30
   free_slots_after_run_end_seconds: 30
 """
+POLL_S = 0.25
+CHECK_HOLDERS_EVERY = 8  # polls: a liveness check costs a few queries, a claim one
 # NOT_STARTED too: a process killed between creating its run and starting it leaves that.
 UNFINISHED = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -121,3 +129,45 @@ def end_orphaned_runs(instance: dg.DagsterInstance, run_ids: Collection[str] | N
             if held is None or held.is_finished:
                 storage.free_concurrency_slots_for_run(run_id)
     return ended
+
+
+def holder_notice(instance: dg.DagsterInstance, pool: str, run_id: str) -> str:
+    """What a waiting run says about the run holding a slot of `pool`."""
+    run = instance.get_run_by_id(run_id)
+    if run is None:
+        return f"waiting for a slot of the '{pool}' pool, held by run {run_id[:8]} (no longer recorded)"
+    how = (
+        f"stop its process (kill {run.tags[OWNER_PID_TAG]}) and this run takes the slot"
+        if OWNER_PID_TAG in run.tags
+        else f"terminate it in the UI (Runs > {run.run_id[:8]} > Terminate)"
+    )
+    return (
+        f"waiting for a slot of the '{pool}' pool: {run_label(run)}, {owner_label(run.tags)}, holds it. "
+        f"It is freed when that run ends; to free it now, {how}; "
+        f"to let more runs in at once: dagster instance concurrency set {pool} N"
+    )
+
+
+def wait_for_slot(
+    context: dg.AssetExecutionContext, slots: InstanceConcurrencyContext, pool: str, claim: str
+) -> None:
+    """Claim a slot of `pool` for step `claim`, waiting as long as it takes, never silently."""
+    instance = context.instance
+    own_run(instance, context.run)  # before holding a slot, so whoever waits for it can name us
+    told: set[str] = set()
+    polls = 0
+    while not slots.claim(pool, claim):
+        if polls % CHECK_HOLDERS_EVERY == 0:
+            holders = instance.event_log_storage.get_concurrency_info(pool).active_run_ids - {context.run_id}
+            for line in end_orphaned_runs(instance, holders):
+                _say(context, line)
+            for run_id in sorted(holders - told):
+                _say(context, holder_notice(instance, pool, run_id))
+            told |= holders
+        polls += 1
+        time.sleep(POLL_S)
+
+
+def _say(context: dg.AssetExecutionContext, line: str) -> None:
+    context.log.info(line)
+    print(f"  {line}", file=sys.stderr, flush=True)

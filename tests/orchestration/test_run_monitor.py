@@ -19,9 +19,10 @@ from eval_pipeline.runtime.run_monitor import (
     OWNER_PID_TAG,
     OWNER_START_TAG,
     end_orphaned_runs,
+    holder_notice,
     owner_tags,
+    wait_for_slot,
 )
-from eval_pipeline.runtime.slot_wait import holder_notice, wait_for_slot
 
 POOL = "provider"
 
