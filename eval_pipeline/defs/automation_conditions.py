@@ -6,6 +6,9 @@ diffs and comparisons: they depend on partitions that may never exist (a new mod
 a paid model nobody runs), so they run when a report they read changed.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import dagster as dg
 
 OBSERVE_CRON = "*/5 * * * *"
@@ -20,3 +23,22 @@ WHEN_A_REPORT_CHANGES = (
     & ~dg.AutomationCondition.any_deps_in_progress()
     & ~dg.AutomationCondition.in_progress()
 )
+
+
+def evaluation_asset(
+    group: str,
+    partitions: dg.PartitionsDefinition,
+    io_manager_key: str,
+    automation: dg.AutomationCondition[Any] = EAGER,
+    **asset: Any,
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """`dg.asset` for an asset of the evaluation graph: grouped, partitioned, stored by an IO
+    manager, and automated (`EAGER` unless said)."""
+    decorator: Callable[[Callable[..., Any]], dg.AssetsDefinition] = dg.asset(
+        group_name=group,
+        partitions_def=partitions,
+        io_manager_key=io_manager_key,
+        automation_condition=automation,
+        **asset,
+    )
+    return decorator

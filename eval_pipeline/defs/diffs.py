@@ -29,7 +29,7 @@ from eval_pipeline.core.scoring.run_document import (
     RunDocument,
 )
 from eval_pipeline.core.verdicts.regression_gate import diff_gate
-from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES
+from eval_pipeline.defs.automation_conditions import WHEN_A_REPORT_CHANGES, evaluation_asset
 from eval_pipeline.defs.inputs import JSON_IO
 from eval_pipeline.defs.metadata import markdown_metadata, per_model_metadata, readable
 from eval_pipeline.defs.partitions import (
@@ -109,12 +109,12 @@ def _html_report(storage: StorageResource, head: RunDocument, result: Regression
     return render_html(*shown_history([*earlier, head], {p.model: result}), history.unreadable)
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=JSON_IO,
+@evaluation_asset(
+    GROUP,
+    model_date_partitions,
+    JSON_IO,
+    automation=WHEN_A_REPORT_CHANGES,
     ins={"reports": REPORTS_OF_THE_DATE_AND_DAY_BEFORE},
-    automation_condition=WHEN_A_REPORT_CHANGES,
     output_required=False,  # nothing to diff until the date's own report exists
     check_specs=[
         dg.AssetCheckSpec(
@@ -198,12 +198,8 @@ def keep_latest_date_in_view(context: dg.AssetExecutionContext) -> None:
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=date_partitions,
-    io_manager_key=JSON_IO,
-    ins={"reports": REPORTS_OF_THE_DATE},
-    automation_condition=WHEN_A_REPORT_CHANGES,
+@evaluation_asset(
+    GROUP, date_partitions, JSON_IO, automation=WHEN_A_REPORT_CHANGES, ins={"reports": REPORTS_OF_THE_DATE}
 )
 def model_comparison(
     context: dg.AssetExecutionContext,

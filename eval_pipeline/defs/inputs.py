@@ -25,7 +25,7 @@ from eval_pipeline.core.inputs.snapshots import (
 )
 from eval_pipeline.core.inputs.validation import cross_check
 from eval_pipeline.core.markdown_text import text
-from eval_pipeline.defs.automation_conditions import EAGER, OBSERVE
+from eval_pipeline.defs.automation_conditions import OBSERVE, evaluation_asset
 from eval_pipeline.defs.partitions import date_partitions
 from eval_pipeline.defs.resources import InputsResource, StorageResource
 from eval_pipeline.runtime.instance_queries import observations_before
@@ -63,13 +63,7 @@ def history_files(inputs: InputsResource) -> dg.DataVersion:
     return dg.DataVersion(inputs.history_hash())
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=date_partitions,
-    deps=[input_files],
-    io_manager_key=JSON_IO,
-    automation_condition=EAGER,
-)
+@evaluation_asset(GROUP, date_partitions, JSON_IO, deps=[input_files])
 def input_snapshot(
     context: dg.AssetExecutionContext, inputs: InputsResource, storage: StorageResource
 ) -> dg.Output[SnapshotRef]:
@@ -94,9 +88,7 @@ def input_snapshot(
     )
 
 
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=JSON_IO, automation_condition=EAGER
-)
+@evaluation_asset(GROUP, date_partitions, JSON_IO)
 def knowledge_base(inputs: InputsResource, input_snapshot: SnapshotRef) -> dg.Output[KnowledgeBase]:
     """The parsed KB of the date. Its data version is the content hash every result carries."""
     try:
@@ -117,11 +109,10 @@ def knowledge_base(inputs: InputsResource, input_snapshot: SnapshotRef) -> dg.Ou
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=date_partitions,
-    io_manager_key=JSON_IO,
-    automation_condition=EAGER,
+@evaluation_asset(
+    GROUP,
+    date_partitions,
+    JSON_IO,
     check_specs=[
         dg.AssetCheckSpec(
             "banks_reference_known_entities",
@@ -148,13 +139,7 @@ def test_banks(
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=date_partitions,
-    deps=[history_files],
-    io_manager_key=JSON_IO,
-    automation_condition=EAGER,
-)
+@evaluation_asset(GROUP, date_partitions, JSON_IO, deps=[history_files])
 def expectation_history(inputs: InputsResource) -> dg.Output[HistorySet]:
     """Every calibration and human override, in the order they were written (the snapshot of
     expectations for the date is taken from these, as of the date's end)."""

@@ -30,7 +30,7 @@ from eval_pipeline.core.scoring.run_document import (
     RunDocument,
 )
 from eval_pipeline.core.verdicts.run_gate import GateDecision, read_gate
-from eval_pipeline.defs.automation_conditions import EAGER
+from eval_pipeline.defs.automation_conditions import evaluation_asset
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import PROMPT_CACHE, RERANK_MODE, markdown_metadata, readable
 from eval_pipeline.defs.partitions import model_date_partitions, split_key
@@ -59,12 +59,11 @@ def _stored_reevaluations(context: dg.AssetExecutionContext, run_dir: UPath) -> 
     return stored.for_evaluation(evaluation_id(context.instance, context.partition_key))
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=JSON_IO,
+@evaluation_asset(
+    GROUP,
+    model_date_partitions,
+    JSON_IO,
     ins={name: BY_DATE for name in (*REFERENCE_TABLES, "resolved_expectations", "input_snapshot")},
-    automation_condition=EAGER,
 )
 def run_report(
     context: dg.AssetExecutionContext,
@@ -134,11 +133,10 @@ def run_report(
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=JSON_IO,
-    automation_condition=EAGER,
+@evaluation_asset(
+    GROUP,
+    model_date_partitions,
+    JSON_IO,
     check_specs=[
         dg.AssetCheckSpec(
             "no_critical_failures",

@@ -25,7 +25,7 @@ from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope, score_
 from eval_pipeline.core.scoring.implementations import SystemResults, score_system
 from eval_pipeline.core.scoring.registry import ALWAYS, DETERMINISTIC, PATTERN, BankResults, Deterministic
 from eval_pipeline.core.scoring.results import ResultBase, SemanticResult
-from eval_pipeline.defs.automation_conditions import EAGER
+from eval_pipeline.defs.automation_conditions import evaluation_asset
 from eval_pipeline.defs.inputs import JSON_IO, HistorySet
 from eval_pipeline.defs.metadata import aggregate_metadata, bank_metadata, readable
 from eval_pipeline.defs.partitions import (
@@ -52,9 +52,7 @@ class ResolvedSet(BaseModel):
     conflicts: list[ExpectationConflict]
 
 
-@dg.asset(
-    group_name=GROUP, partitions_def=date_partitions, io_manager_key=JSON_IO, automation_condition=EAGER
-)
+@evaluation_asset(GROUP, date_partitions, JSON_IO)
 def resolved_expectations(
     context: dg.AssetExecutionContext, test_banks: Banks, expectation_history: HistorySet
 ) -> dg.Output[ResolvedSet]:
@@ -76,12 +74,8 @@ def _results_output(results: Sequence[ResultBase], *, plotted: bool = True) -> d
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=PARQUET_IO,
-    ins={"resolved_expectations": BY_DATE, "test_banks": BY_DATE},
-    automation_condition=EAGER,
+@evaluation_asset(
+    GROUP, model_date_partitions, PARQUET_IO, ins={"resolved_expectations": BY_DATE, "test_banks": BY_DATE}
 )
 def semantic_results(
     semantic_retrievals: pd.DataFrame, resolved_expectations: ResolvedSet, test_banks: Banks
@@ -110,15 +104,14 @@ def _reference_results(d: Deterministic[Any, Any]) -> dg.AssetsDefinition:
         description="Every always test loads all its expected entities (ERROR).",
     )
 
-    @dg.asset(
+    @evaluation_asset(
+        GROUP,
+        date_partitions,
+        PARQUET_IO,
         name=results_name(d),
         description=f"The reference {d.outputs_name} scored against the {d.mechanism.value} bank.",
         ins={d.outputs_name: dg.AssetIn(), "test_banks": dg.AssetIn()},
         check_specs=[always_check] if d is ALWAYS else None,
-        group_name=GROUP,
-        partitions_def=date_partitions,
-        io_manager_key=PARQUET_IO,
-        automation_condition=EAGER,
     )
     def results(
         test_banks: Banks, **outputs: pd.DataFrame
@@ -145,13 +138,7 @@ REFERENCE_RESULTS = [_reference_results(d) for d in DETERMINISTIC]
 REFERENCE_TABLES = [results_name(d) for d in DETERMINISTIC]
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=JSON_IO,
-    ins={"test_banks": BY_DATE},
-    automation_condition=EAGER,
-)
+@evaluation_asset(GROUP, model_date_partitions, JSON_IO, ins={"test_banks": BY_DATE})
 def system_results(
     context: dg.AssetExecutionContext,
     providers: ProvidersResource,
@@ -184,13 +171,7 @@ def bank_results(
     return system.judged({Mechanism.SEMANTIC: from_frame(semantic, SemanticResult), **tables})
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=JSON_IO,
-    ins=dict.fromkeys(REFERENCE_TABLES, BY_DATE),
-    automation_condition=EAGER,
-)
+@evaluation_asset(GROUP, model_date_partitions, JSON_IO, ins=dict.fromkeys(REFERENCE_TABLES, BY_DATE))
 def scored_aggregate(
     scope: RunScopeResource,
     semantic_results: pd.DataFrame,

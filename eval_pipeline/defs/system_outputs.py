@@ -15,7 +15,7 @@ from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.report.tables import retrieval_columns, to_frame
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope
 from eval_pipeline.core.scoring.registry import DETERMINISTIC, Deterministic
-from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, EAGER
+from eval_pipeline.defs.automation_conditions import AUTOMATION_RUN_TAG, evaluation_asset
 from eval_pipeline.defs.metadata import prompt_cache_metadata, readable
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.pools import provider_slots
@@ -39,11 +39,10 @@ def _model_to_evaluate(context: dg.AssetExecutionContext, providers: ProvidersRe
     return cfg
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=PARQUET_IO,
-    automation_condition=EAGER,
+@evaluation_asset(
+    GROUP,
+    model_date_partitions,
+    PARQUET_IO,
     output_required=False,  # nothing when automation may not evaluate this model (see below)
 )
 def semantic_retrievals(
@@ -103,11 +102,10 @@ def _outputs_frame(outputs: list[MechanismOutput], *, plotted: bool = True) -> d
     return dg.Output(frame, metadata=readable(counts, plotted=plotted))
 
 
-@dg.asset(
-    group_name=GROUP,
-    partitions_def=model_date_partitions,
-    io_manager_key=PARQUET_IO,
-    automation_condition=EAGER,
+@evaluation_asset(
+    GROUP,
+    model_date_partitions,
+    PARQUET_IO,
     output_required=False,  # skipped with the model's semantic retrievals (see there)
 )
 def system_outputs(
@@ -131,14 +129,13 @@ def _reference_outputs(d: Deterministic[Any, Any]) -> dg.AssetsDefinition:
     """The built-in mechanism's outputs for every test of its bank, per date."""
     reads = {"knowledge_base": dg.AssetIn(dagster_type=KnowledgeBase)} if d.reads_kb else {}
 
-    @dg.asset(
+    @evaluation_asset(
+        GROUP,
+        date_partitions,
+        PARQUET_IO,
         name=d.outputs_name,
         description=d.outputs_doc,
         ins={"test_banks": dg.AssetIn(), **reads},
-        group_name=GROUP,
-        partitions_def=date_partitions,
-        io_manager_key=PARQUET_IO,
-        automation_condition=EAGER,
     )
     def outputs(test_banks: Banks, **kb: KnowledgeBase) -> dg.Output[pd.DataFrame]:
         # Absent only for a reference that reads no KB (`reads_kb`): its table does not depend on it.
