@@ -15,15 +15,13 @@ date_job = dg.define_asset_job("evaluate_date", selection=sorted(DATE_STAGE), pa
 model_job = dg.define_asset_job(
     "evaluate_model", selection=sorted(PER_MODEL), partitions_def=model_date_partitions
 )
-# A model's report rebuilt with what was evaluated again into it (`run --retry-errored`, and the
-# re-trials of a model that is not reproducible), then its gate and regression diff.
+# A model's report, gate and diff rebuilt with what was evaluated again (orchestration/reevaluation_runs.py).
 reevaluation_job = dg.define_asset_job(
     "reevaluate_model",
     selection=["run_report", "release_gate", "regression_diff"],
     partitions_def=model_date_partitions,
 )
-# A later date's regression diff made again once an earlier date was evaluated after it (a
-# backfill): its baseline may now be that date.
+# A later date's regression diff made again, its baseline maybe an earlier date evaluated since.
 rediff_job = dg.define_asset_job(
     "rediff_later_date", selection=["regression_diff"], partitions_def=model_date_partitions
 )
@@ -52,8 +50,7 @@ def model_partitions(
     new = [key for key, cfg in providers.models().items() if cfg.enabled and key not in existing]
     if not new:
         return dg.SkipReason("every enabled model has its partition")
-    # Dagster records a tick that launches no run as skipped, whatever else it did: its reason
-    # says what was added (the tick also lists the partitions).
+    # A tick that launches no run is recorded as skipped: its reason says what was added.
     return dg.SensorResult(
         skip_reason=f"added model partition(s) {', '.join(new)}: evaluation_automation evaluates them",
         dynamic_partitions_requests=[

@@ -168,8 +168,7 @@ def opus_calibration(
 
     kept = keep(run, plan, config.apply, inputs.banks, Path(config.calibration_dir))
     if config.apply:
-        # What it changed is the history source: record its new version there at once, so the
-        # re-score follows without waiting for the next observation.
+        # The history source's new version, recorded now: the re-score needs no next observation.
         version = {DATA_VERSION_TAG: inputs.history_hash()}
         context.log_event(dg.AssetObservation(asset_key=history_files.key, tags=version))
     return dg.Output(None, metadata=_metadata(run, plan.why, config.apply, kept.history, kept.review))

@@ -50,8 +50,8 @@ GROUP = "diffs"
 SHOWN_AGAIN_AFTER = "shown_again_after"
 # How many dates of a model's history the report.html beside each evaluation draws.
 HTML_HISTORY_DATES = 30
-# The date's report, and the day before's only so that a backfill over consecutive days diffs each
-# date after the one before it is reported: the baseline itself comes from the evaluation index.
+# The day before's too, only so a backfill diffs each date after the one before it (the baseline
+# comes from the evaluation index).
 REPORTS_OF_THE_DATE_AND_DAY_BEFORE = dg.AssetIn(
     key="run_report",
     partition_mapping=dg.MultiPartitionMapping(
@@ -134,8 +134,7 @@ def regression_diff(
     model, date = split_key(context)
     head = next((doc for doc in reports.values() if doc.provenance.date == date), None)
     if head is None:
-        # Launched because the day before was reported (a past date evaluated): there is nothing
-        # to compare yet, which is no failure; the check says so instead of leaving a red run.
+        # Launched as the day before was reported: nothing to compare yet, which is no failure.
         context.log.info(f"{model}@{date} has no report yet: nothing to diff")
         yield dg.AssetCheckResult(
             check_name="no_new_hard_fails",
@@ -149,8 +148,7 @@ def regression_diff(
     shown = with_original_ids(result, head.provenance.original_ids)  # the user's own ids
     markdown = render_regression_markdown(shown)
     report = _write(storage.run_dir(model, date), REGRESSION_DIFF_FILE, result, markdown)
-    # The run's report gains its "since last run" section now that the comparison exists, and its
-    # HTML twin the model's trend over its stored history.
+    # The run's report gains its "since last run" section, its HTML twin the model's trend.
     write_report(storage.run_dir(model, date), reading_of(head), since_markdown(shown))
     write_text(storage.run_dir(model, date) / REPORT_HTML_FILE, _html_report(storage, head, result))
     extra: dict[str, dg.RawMetadataValue] = {

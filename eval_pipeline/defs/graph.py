@@ -44,8 +44,7 @@ MATERIALIZABLE: list[dg.AssetsDefinition] = [
 ]
 ALL_ASSETS: list[dg.AssetsDefinition | dg.SourceAsset] = [*SOURCES, *MATERIALIZABLE]
 # A run holds one partitions definition, so the command line runs three stages in order: the
-# date's inputs and deterministic mechanisms, each model (report, gate and regression diff),
-# then the comparison of the date's models. Asset backfills and automation need no stages.
+# date's inputs and deterministic mechanisms, each model, then the comparison of the date's models.
 COMPARISON = frozenset({model_comparison.key})
 DATE_STAGE = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == date_partitions) - COMPARISON
 PER_MODEL = frozenset(a.key for a in MATERIALIZABLE if a.partitions_def == model_date_partitions)

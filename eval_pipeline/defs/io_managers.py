@@ -30,9 +30,8 @@ class _StoreIOManager(dg.UPathIOManager):
             super().make_directory(path)
 
     def _handle_transition_to_partitioned_asset(self, context: dg.OutputContext, path: UPath) -> None:
-        # Dagster's looks for a file at a partitioned output's folder, one an unpartitioned value
-        # written by an IO manager without a file extension would be: these have one, so it is
-        # never there, and asking costs two requests per output on an object store.
+        # Dagster's looks for an unpartitioned value written without a file extension: never
+        # there (these have one), and asking costs two requests per output on an object store.
         return
 
 

@@ -21,8 +21,7 @@ from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 MAX_ROWS = 200
 RERANK_MODE = "rerank_mode"
 PROMPT_CACHE = "prompt_cache"
-# Every materialisation's metadata is stored in the event log and sent to each UI page that shows
-# it: a 10,000-test report or comparison (megabytes) belongs in its file, not there.
+# Metadata is stored in the event log and sent to each UI page: a 10,000-test report belongs in its file.
 MAX_MARKDOWN_CHARS = 64_000
 
 

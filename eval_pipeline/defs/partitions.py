@@ -11,8 +11,8 @@ from eval_pipeline.core.dates import first_evaluation_date
 
 MODEL_DIM, DATE_DIM = "model", "date"
 
-# The same window in every process, whatever the project or where its results live: a date a
-# command accepts is a partition of the code location any other process loads that day.
+# The same window in every process, whatever the project: a date a command accepts is a
+# partition of the code location any other process loads that day.
 date_partitions = dg.DailyPartitionsDefinition(
     start_date=first_evaluation_date(), end_offset=1, timezone="UTC"
 )

@@ -103,8 +103,7 @@ def run_report(
         bank_results(system_results, semantic_results, reference), resolved_expectations.conflicts
     )
     run_dir = storage.run_dir(model, date)
-    # Retried errored tests (semantic, and the team's system's answers) and re-tried regressions
-    # of this evaluation (`run`), merged in before the verdict.
+    # Retried errored tests and re-tried regressions of this evaluation, merged in before the verdict.
     again = Reevaluations(_stored_reevaluations(context, run_dir), resolved_expectations.resolved)
     evaluation = conclude(
         setup,

@@ -189,9 +189,8 @@ class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     # None: the project's gate (the models file's `gates:`), as a run from the UI applies it.
     fail_under: float | None = None
     max_errored: int | None = None
-    # A duplicate of the terminal's stderr, opened by the CLI before the run, for the progress
-    # bar: Dagster points fds 1 and 2 at each step's compute log, so the step's own stderr is
-    # never the terminal. None: no bar (piped output, the UI, models at once).
+    # The progress bar's terminal (a step's own stderr goes to its compute log), opened by the CLI
+    # (orchestration/terminal.py); None: no bar (piped output, the UI, models at once).
     progress_fd: int | None = None
 
     def gates(self, models_file: str) -> Gates:

@@ -31,8 +31,7 @@ from eval_pipeline.runtime.dagster_private import (
 )
 
 CODE_LOCATION = "eval_pipeline.definitions"
-# The name `dg dev` shows it under ([tool.dg.project] code_location_name), so the UI finds the
-# location of the runs (re-execution).
+# `dg dev`'s name for it ([tool.dg.project] code_location_name): the UI re-executes runs there.
 LOCATION_NAME = "eval_pipeline"
 LOGGER = logging.getLogger(__name__)
 # The iteration's log lines are the backfill's (the UI shows them); errors come back as values.

@@ -101,8 +101,7 @@ class EvaluationRequest:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Where the evaluations are, the errors that kept any from being made, and the evaluations
-    this process holds in memory (a narrowed run's)."""
+    """Where the evaluations are, the errors, and a narrowed run's evaluations (in memory)."""
 
     results: Path | UPath
     errors: list[str] = field(default_factory=list)
@@ -204,8 +203,7 @@ def _narrowed_model(
 
 
 def _through_the_graph(request: EvaluationRequest, standing: Standing, pending: list[str]) -> list[str]:
-    """The models that do not stand evaluated (or their errored tests retried) on the project's
-    instance; the errors."""
+    """The models that do not stand evaluated (or retried) on the project's instance; the errors."""
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.terminal import progress_terminal
 

@@ -1,7 +1,5 @@
-"""Materialise the graph for the CLI, in process, on the project's Dagster instance.
-
-Runs go through the same instance `dg dev` uses, so every CLI run shows in the UI.
-"""
+"""Materialise the graph for the CLI, in process, on the project's Dagster instance (the one
+`dg dev` uses, so every CLI run shows in the UI)."""
 
 from __future__ import annotations
 
@@ -34,8 +32,7 @@ _SETTINGS = (
     + "concurrency:\n  pools:\n    default_limit: 1\n"
     + RUN_MONITORING_YAML
 )
-# The storage's folder is written out, so the instance opens without $DAGSTER_HOME in the
-# environment. Earlier versions read it from there: their files are brought up to date.
+# Earlier forms (the storage's folder read from $DAGSTER_HOME, ...) are brought up to date.
 _ENV_STORAGE = (
     f"storage:\n  custom:\n    module: {STORAGE_MODULE}\n    class: {STORAGE_CLASS}\n"
     "    config:\n      base_dir:\n        env: DAGSTER_HOME\n"

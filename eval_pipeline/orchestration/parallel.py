@@ -37,8 +37,7 @@ CONTEXT.set_forkserver_preload(
 # A worker has sent its outcome and is only closing down: long enough for that, then stopped.
 EXIT_GRACE_S = 30.0
 
-# A resource by its class and field values: Dagster's resource objects do not survive pickling,
-# their fields (an EnvVar included) do.
+# A resource by its class and fields: Dagster's resource objects do not survive pickling.
 ResourceRecipe = tuple[type[Any], dict[str, Any]]
 
 

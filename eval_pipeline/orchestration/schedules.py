@@ -48,8 +48,7 @@ class BackfillRequest(dg.Config):
 @dg.op(name=LAUNCH_OP)
 def launch_backfill_op(context: dg.OpExecutionContext, config: BackfillRequest) -> None:
     """Submit the tick's asset backfill; the backfill daemon runs it."""
-    # The evaluation assets' graph, what the backfill's subset is drawn from: the code location's
-    # own is not at hand in a step.
+    # The graph the backfill's subset is drawn from (the code location's is not at hand in a step).
     graph = AssetGraph.from_assets(ALL_ASSETS)
     tags = {SCHEDULE_TAG: config.schedule, "launched_by": f"schedule {config.schedule}"}
     backfill_id = submit_backfill(context.instance, graph, config.dates, config.models, tags)
@@ -100,8 +99,7 @@ def over_budget(
     unpriced = [s.model for s in spends if s.unpriced]
     if unpriced:
         return f"{', '.join(unpriced)}: no price known, so no spend estimate against the budget per tick"
-    # Each date calls again what the response cache does not hold: at most the first date's
-    # estimate, each date.
+    # Each date calls again at most what the first date's estimate does (the cache holds the rest).
     total = sum(s.cost_usd for s in spends) * len(dates)
     if total <= budget:
         return None
@@ -190,6 +188,5 @@ def build_schedules(settings: ScheduleSettings) -> list[dg.ScheduleDefinition]:
 
 
 def project_schedules() -> list[dg.ScheduleDefinition]:
-    """The schedules of the project the code location serves (`schedules.yaml` beside its models
-    file)."""
+    """The code location's project's schedules (`schedules.yaml` beside its models file)."""
     return build_schedules(load_schedules(location_paths().models_file.with_name(SCHEDULES_FILE)))

@@ -114,8 +114,7 @@ def run_stage(
         tags={"launched_by": "eval-pipeline run", **owner_tags(), **(tags or {})},
     )
     if interrupted(result.all_events):
-        # Dagster ended the run (it is not left STARTED) and swallowed the signal: the command
-        # stops too, rather than go on to its next run.
+        # Dagster ended the run and swallowed the signal: the command stops too.
         raise KeyboardInterrupt
     checks = _failed_checks(result)
     # A failed blocking check fails its asset's step too; that alone is a gate, not an error.

@@ -203,8 +203,7 @@ def _read_record(home: Path, date: str) -> _Record | None:
 
 
 class Standing:
-    """Which of a command's models stand on their stored evaluation of its date (each decision
-    printed, in the user's terms)."""
+    """Which of a command's models stand on their stored evaluation of its date (each said)."""
 
     def __init__(
         self, inputs: Mapping[str, ModelInputs], results: Path | UPath, may_stand: Iterable[str]
