@@ -117,8 +117,7 @@ def aggregate_metadata(agg: Aggregate) -> dict[str, dg.RawMetadataValue]:
 
 
 def per_model_metadata(docs: Sequence[RunDocument]) -> dict[str, dg.RawMetadataValue]:
-    """One numeric key per model on a date-partitioned asset, so the UI plots one line per model
-    across dates (a model x date asset's plot would zig-zag between models)."""
+    """One numeric key per model on a date-partitioned asset: the UI plots a line per model."""
     out: dict[str, dg.RawMetadataValue] = {}
     for doc in docs:
         model, agg = doc.provenance.model, doc.aggregate

@@ -165,8 +165,7 @@ def system_results(
 def bank_results(
     system: SystemResults, semantic: pd.DataFrame, reference: Mapping[str, pd.DataFrame]
 ) -> BankResults:
-    """The results the model is judged on (core's rule), from its semantic results and the
-    date's reference tables (keyed by asset name)."""
+    """The results the model is judged on, from its semantic results and the date's reference tables."""
     tables = {d.mechanism: from_frame(reference[results_name(d)], d.result) for d in DETERMINISTIC}
     return system.judged({Mechanism.SEMANTIC: from_frame(semantic, SemanticResult), **tables})
 

@@ -86,8 +86,7 @@ def instance_lock(home: Path) -> FileLock:
 
 
 def prepare_home(home: Path) -> None:
-    """The instance settings in `home` before anything else starts Dagster there (`make ui`):
-    `dg dev` and its daemon read dagster.yaml once, when they start."""
+    """The instance settings in `home` before `dg dev` (`make ui`) reads them, once, at start."""
     home.mkdir(parents=True, exist_ok=True)
     with instance_lock(home):
         _write_config(home)

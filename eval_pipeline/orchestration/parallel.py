@@ -55,8 +55,7 @@ class _Job:
 
 
 def uses_workers(models: Sequence[str], parallel: int, instance: dg.DagsterInstance) -> bool:
-    """Worker processes only when two models may run at once, on an instance other processes can
-    open (an ephemeral one lives in this process's memory)."""
+    """Worker processes only when two models may run at once, on an instance they can open."""
     return parallel > 1 and len(models) > 1 and not instance.is_ephemeral
 
 

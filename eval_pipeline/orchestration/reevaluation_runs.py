@@ -138,8 +138,8 @@ def _retryable(ev: StoredDate, model: str) -> tuple[RunDocument, ModelConfig]:
 
 
 def retry_errored(ev: StoredDate, models: Sequence[str]) -> list[str]:
-    """Each model's errored tests evaluated again and merged into its evaluation: semantic trials
-    through the model's pipeline, state/pattern/always tests through the team's system."""
+    """Each model's errored tests (semantic trials, the team's system's answers) evaluated again
+    and merged into its evaluation."""
     retryable = {model: _retryable(ev, model) for model in models}  # every model, before any call
     errors: list[str] = []
     merged = False

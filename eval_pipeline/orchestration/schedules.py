@@ -66,8 +66,7 @@ def launch_evaluation_backfill() -> None:
 def scheduled_models(
     listed: Sequence[str] | None, models: dict[str, ModelConfig], schedule: str
 ) -> list[str]:
-    """The models a schedule evaluates: those listed (each must be in the models file and
-    enabled), else every enabled free model."""
+    """The models a schedule evaluates: those listed (each an enabled model), else the enabled free ones."""
     if listed is None:
         return [key for key, cfg in models.items() if cfg.enabled and not cfg.cost_incurring]
     unknown = [key for key in listed if key not in models or not models[key].enabled]
