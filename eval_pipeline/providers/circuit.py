@@ -99,12 +99,9 @@ class CircuitBreaker:
     @property
     def state(self) -> BreakerState:
         with self._lock:
-            return self._state()
-
-    def _state(self) -> BreakerState:
-        if self._opened_at is not None:
-            return BreakerState.OPEN
-        return BreakerState.SUSPECT if self._failures else BreakerState.CLOSED
+            if self._opened_at is not None:
+                return BreakerState.OPEN
+            return BreakerState.SUSPECT if self._failures else BreakerState.CLOSED
 
     @property
     def is_open(self) -> bool:

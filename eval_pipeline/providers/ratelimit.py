@@ -116,8 +116,7 @@ class WaitBudget:
             raise WaitRefused(f"the run deadline ({self.limits.run_deadline_s:g} s) has passed")
 
     def check(self, seconds: float, demand: str) -> None:
-        reason = self.refusal(seconds, demand)
-        if reason is not None:
+        if (reason := self.refusal(seconds, demand)) is not None:
             raise WaitRefused(reason)
 
     async def sleep(self, seconds: float, demand: str) -> None:
@@ -132,12 +131,10 @@ class LoopLocal(Generic[T]):
     """One value per running event loop, made on first use in that loop.
 
     asyncio primitives and pooled HTTP clients belong to the loop they were first used in, and
-    Dagster steps or scripts may each run their own loop (`asyncio.run`), so a long-lived provider
-    keeps its loop-bound parts here instead of making them in `__init__`.
-
-    With `close`, the value is closed inside its loop when that loop's runner cancels leftover
-    tasks at exit (`asyncio.run` does), or earlier by `aclose()`: a pooled client is never left
-    for the garbage collector to close from a dead loop.
+    Dagster steps or scripts may each run their own loop, so a long-lived provider keeps its
+    loop-bound parts here. With `close`, the value is closed inside its loop when the loop's runner
+    cancels leftover tasks at exit (`asyncio.run` does), or earlier by `aclose()`: a pooled client
+    is never left for the garbage collector to close from a dead loop.
     """
 
     def __init__(
