@@ -239,14 +239,6 @@ def health_status(combined: float | None, critical: int, hard_fails: int, errore
     return Health.FAIR if combined >= HEALTH_FLOORS[Health.FAIR] else Health.POOR
 
 
-def critical_failures(results: Iterable[PatternResult]) -> list[CriticalFailure]:
-    return [
-        CriticalFailure(test_id=r.test_id, reason=r.critical_reason or "", prompt=r.prompt)
-        for r in results
-        if r.critical_failure
-    ]
-
-
 def aggregate(
     results: BankResults,
     threshold: int = DEFAULT_PASS_THRESHOLD,
@@ -268,7 +260,11 @@ def aggregate(
     }
     banks = {m: bank_summary(m, rs, threshold) for m, rs in by_bank.items()}
     combined, weights = combined_score(banks)
-    crit = critical_failures(pattern)
+    crit = [
+        CriticalFailure(test_id=r.test_id, reason=r.critical_reason or "", prompt=r.prompt)
+        for r in pattern
+        if r.critical_failure
+    ]
     hard = sum(b.hard_fails for b in banks.values())
     errored = sum(b.errored for b in banks.values())
     made_by = implementations or {}
