@@ -190,24 +190,19 @@ def _present(path: Path) -> bool:
 
 # Input files stay inside their folders, links included: a link that leads elsewhere (to
 # /etc/passwd, to another project) is refused before it is opened, naming where it leads.
-def real_folder(folder: Path) -> str:
-    """`folder` with every link resolved, to compare files against (see `outside`)."""
-    return os.path.realpath(folder)
-
-
-def outside(file: Path, folder: str) -> str | None:
-    """Where `file` really is, if that is outside the resolved `folder`; else None."""
+def _escapes(file: Path, folder: str, what: str, problems: list[Problem]) -> bool:
+    """Whether `file` resolves outside `folder` (resolved by os.path.realpath; then a problem)."""
     target = os.path.realpath(file)
-    return None if target == folder or target.startswith(folder.rstrip(os.sep) + os.sep) else target
-
-
-def outside_problem(target: str, what: str) -> str:
-    return f"leads to {target}, outside {what}: input files must be inside their folder"
+    if target == folder or target.startswith(folder.rstrip(os.sep) + os.sep):
+        return False
+    message = f"leads to {target}, outside {what}: input files must be inside their folder"
+    problems.append(Problem(str(file), "-", "-", message))
+    return True
 
 
 def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
     file = root / LAYOUT_FILE
-    if not _present(file) or not _inside_banks(file, real_folder(root), root, problems):
+    if not _present(file) or _escapes(file, os.path.realpath(root), f"the banks folder {root}", problems):
         return BankLayout()
     data = read_structured(file, str(file), problems)
     return parse_model(BankLayout, data, str(file), problems, "-") or BankLayout()
@@ -333,28 +328,10 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
 def _escaping(path: Path, listing: EntityFolder, problems: list[Problem]) -> set[str]:
     """The entity files (by name) that resolve outside the KB folder, each a problem. Only links
     can: unless the entities folder itself leads elsewhere, then every file does."""
-    kb_real = real_folder(path)
-    folder = path / KB_ENTITIES_DIR
-    target = outside(folder, kb_real)
-    if target is not None and listing.names:
-        problems.append(Problem(str(folder), "-", "-", outside_problem(target, f"the KB {path}")))
+    kb_real, folder, what = os.path.realpath(path), path / KB_ENTITIES_DIR, f"the KB {path}"
+    if listing.names and _escapes(folder, kb_real, what, problems):
         return set(listing.names)
-    out = set()
-    for name in listing.links:
-        target = outside(folder / name, kb_real)
-        if target is not None:
-            problems.append(Problem(str(folder / name), "-", "-", outside_problem(target, f"the KB {path}")))
-            out.add(name)
-    return out
-
-
-def _inside_banks(file: Path, root_real: str, root: Path, problems: list[Problem]) -> bool:
-    """Whether `file` resolves inside the banks folder (else a problem, and it is not read)."""
-    target = outside(file, root_real)
-    if target is None:
-        return True
-    problems.append(Problem(str(file), "-", "-", outside_problem(target, f"the banks folder {root}")))
-    return False
+    return {name for name in listing.links if _escapes(folder / name, kb_real, what, problems)}
 
 
 def load_banks(root: Path, problems: list[Problem]) -> Banks:
@@ -363,11 +340,11 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
         problems.append(Problem(str(root), "-", "-", f"banks directory {what}"))
         return Banks(root=root)
     banks = Banks(root=root, layout=read_layout(root, problems))
-    root_real = real_folder(root)
+    root_real, what = os.path.realpath(root), f"the banks folder {root}"
     for mechanism, rel in banks.layout.banks().items():
         file = root / rel
         if _present(file):
-            if not _inside_banks(file, root_real, root, problems):
+            if _escapes(file, root_real, what, problems):
                 banks.file_hashes[rel] = "outside"
                 continue
             banks.file_hashes[rel] = _file_hash(file)
@@ -378,7 +355,7 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
     rules_file = root / banks.layout.rules
     if _present(rules_file):
-        if _inside_banks(rules_file, root_real, root, problems):
+        if not _escapes(rules_file, root_real, what, problems):
             banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
             shown = str(rules_file)
             banks.rules = parse_model(
@@ -396,7 +373,7 @@ def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory
         if _present(directory):  # absent is no history yet; anything else there is a mistake
             problems.append(Problem(str(directory), "-", "-", "history folder is not a directory"))
         return out
-    folder = real_folder(directory)
+    folder, what = os.path.realpath(directory), f"the history folder {directory}"
     # Every visible entry is a history file: a misnamed one must not be silently left out.
     # Hidden ones are the writers' lock and temp files.
     for file in sorted(p for p in directory.iterdir() if not p.name.startswith(".")):
@@ -404,11 +381,7 @@ def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory
         if misnamed:
             problems.append(Problem(str(file), "-", "-", misnamed))
             continue
-        target = outside(file, folder)
-        if target is not None:
-            problems.append(
-                Problem(str(file), "-", "-", outside_problem(target, f"the history folder {directory}"))
-            )
+        if _escapes(file, folder, what, problems):
             continue
         entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)
         if entry is None:

@@ -70,8 +70,9 @@ def take_snapshot(store: Path, kb: Path, banks: Path, now: datetime) -> Snapshot
     """Snapshot the KB and banks as they are now; an identical snapshot already stored is reused."""
     snapshot_id = inputs_hash(kb, banks)
     final = store / snapshot_id
-    if (final / MANIFEST).is_file():
-        return read_json_model(final / MANIFEST, SnapshotManifest, SnapshotError, "snapshot manifest")
+    stored = _stored(store, snapshot_id)
+    if stored is not None:
+        return stored
     store.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=store))
     try:
@@ -97,50 +98,43 @@ def take_snapshot(store: Path, kb: Path, banks: Path, now: datetime) -> Snapshot
     return manifest
 
 
-def stored_snapshot(store: Path, snapshot_id: str) -> SnapshotManifest | None:
+def _stored(store: Path, snapshot_id: str) -> SnapshotManifest | None:
     path = store / snapshot_id / MANIFEST
     if not path.is_file():
         return None
     return read_json_model(path, SnapshotManifest, SnapshotError, "snapshot manifest")
 
 
-def observed(store: Path, manifest: SnapshotManifest, observed_at: datetime) -> SnapshotRef:
-    """A past date's inputs: the snapshot an observation stored, read from the store."""
+def _ref(
+    store: Path, manifest: SnapshotManifest, kb_path: Path, banks_dir: Path, chosen_by: str
+) -> SnapshotRef:
     directory = store / manifest.snapshot_id
     return SnapshotRef(
         snapshot_id=manifest.snapshot_id,
         directory=str(directory),
-        kb_path=str(directory / manifest.kb_entry),
-        banks_dir=str(directory / "banks"),
-        chosen_by=f"observation at {observed_at.isoformat(timespec='seconds')}",
+        kb_path=str(kb_path),
+        banks_dir=str(banks_dir),
+        chosen_by=chosen_by,
     )
 
 
 def current(store: Path, manifest: SnapshotManifest, kb: Path, banks: Path) -> SnapshotRef:
     """Today's inputs: the files themselves (so problems name the user's files), with the
     snapshot of them that makes this evaluation reproducible later."""
-    return SnapshotRef(
-        snapshot_id=manifest.snapshot_id,
-        directory=str(store / manifest.snapshot_id),
-        kb_path=str(kb),
-        banks_dir=str(banks),
-        chosen_by="current files",
-    )
-
-
-def same_sources(manifest: SnapshotManifest, kb: Path, banks: Path) -> bool:
-    """Whether a snapshot was taken of these KB and banks paths (a run on another KB must not
-    pick up the default KB's observations)."""
-    return manifest.kb_source == str(kb.resolve()) and manifest.banks_source == str(banks.resolve())
+    return _ref(store, manifest, kb, banks, "current files")
 
 
 def newest_observed(
     store: Path, kb: Path, banks: Path, observations: Iterable[tuple[str | None, datetime]]
 ) -> SnapshotRef | None:
     """The first of `observations` (data version, when; newest first) whose snapshot is stored
-    and was taken of these KB and banks paths."""
+    and was taken of these KB and banks paths (a run on another KB must not pick up the default
+    KB's observations), read from the store."""
+    sources = (str(kb.resolve()), str(banks.resolve()))
     for version, when in observations:
-        manifest = stored_snapshot(store, version) if version else None
-        if manifest is not None and same_sources(manifest, kb, banks):
-            return observed(store, manifest, when)
+        manifest = _stored(store, version) if version else None
+        if manifest is not None and (manifest.kb_source, manifest.banks_source) == sources:
+            directory = store / manifest.snapshot_id
+            chosen_by = f"observation at {when.isoformat(timespec='seconds')}"
+            return _ref(store, manifest, directory / manifest.kb_entry, directory / "banks", chosen_by)
     return None

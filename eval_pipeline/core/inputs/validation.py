@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from eval_pipeline.core.inputs.banks import Expectations, PatternType, SemanticTest
@@ -205,49 +206,28 @@ def _roles(exp: Expectations | SemanticTest) -> dict[str, list[str]]:
     }
 
 
-# Banks written before any-of and graded relevance stay valid as they were: among the older roles
-# only "expected and not expected" is an error, reported on its own above.
-_NEW_ROLES = frozenset({"expected_any", "relevant"})
-
-
 def _check_one_role(c: _Checker, file: str, item: str, prefix: str, roles: dict[str, list[str]]) -> None:
-    """An entity plays one role: a gain, an any-of member and a primary at once is ambiguous."""
-    if not any(roles[role] for role in _NEW_ROLES):
-        return  # the usual case: without a newer role, no second role is an error
-    seen: dict[str, list[str]] = {}
-    for role, ids in roles.items():
-        for eid in dict.fromkeys(ids):
-            seen.setdefault(eid, []).append(role)
-    shared = sorted((eid, where) for eid, where in seen.items() if len(where) > 1)
-    for eid, where in shared:
-        if not _NEW_ROLES.isdisjoint(where):
-            c.add(
-                file,
-                item,
-                f"{prefix}{where[-1]}",
-                f"'{eid}' is in {' and '.join(where)}: an entity has one role",
-            )
+    """An entity plays one role: a gain, an any-of member and a primary at once is ambiguous. Banks
+    written before any-of and graded relevance stay valid as they were: among the older roles only
+    "expected and not expected" is an error, reported on its own."""
+    for eid in sorted({*roles["expected_any"], *roles["relevant"]}):
+        where = [role for role, ids in roles.items() if eid in ids]
+        if len(where) > 1:
+            message = f"'{eid}' is in {' and '.join(where)}: an entity has one role"
+            c.add(file, item, f"{prefix}{where[-1]}", message)
 
 
 def _rank_cycle(edges: list[tuple[str, str]]) -> list[str]:
-    """A cycle in "ranks above" (a > b > a), as the path around it, or [] when there is none."""
-    above: dict[str, list[str]] = {}
+    """A cycle in "ranks above" (a > b > a), as the path around it from its first id, or []."""
+    above: dict[str, set[str]] = {}  # each entity -> those ranked above it
     for higher, lower in edges:
-        above.setdefault(higher, []).append(lower)
-
-    def walk(node: str, path: list[str]) -> list[str]:
-        if node in path:
-            return [*path[path.index(node) :], node]
-        for nxt in above.get(node, []):
-            found = walk(nxt, [*path, node])
-            if found:
-                return found
-        return []
-
-    for start in sorted(above):
-        cycle = walk(start, [])
-        if cycle:
-            return cycle
+        above.setdefault(lower, set()).add(higher)
+    try:
+        TopologicalSorter(above).prepare()
+    except CycleError as exc:
+        cycle = exc.args[1][:-1]  # each a predecessor (ranked above) of the next; first == last
+        start = cycle.index(min(cycle))
+        return [*cycle[start:], *cycle[:start], cycle[start]]
     return []
 
 
