@@ -32,21 +32,18 @@ MAX_GAIN = 1000  # as the banks' `relevant` gains allow
 class BeirError(BadInput):
     """Bad BEIR input: one line naming the file, the line, the id and the field where they apply."""
 
-    def __init__(self, file: Path, line: int | None, item: str, field: str, message: str) -> None:
+    def __init__(
+        self, file: Path, message: str, line: int | None = None, item: str = "-", field: str = "-"
+    ) -> None:
         super().__init__(str(Problem(str(file), item, field, message, line)))
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
+class Record:
+    """One line of corpus.jsonl or queries.jsonl (a query has no title)."""
+
     source_id: str
     title: str
-    text: str
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    source_id: str
     text: str
     line: int
 
@@ -73,14 +70,14 @@ def split_problem(split: str) -> str | None:
 def qrels_path(src: Path, split: str) -> Path:
     problem = split_problem(split)
     if problem:
-        raise BeirError(src / QRELS_DIR, None, "-", "-", problem)
+        raise BeirError(src / QRELS_DIR, problem)
     return src / QRELS_DIR / f"{split}.tsv"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of each non-blank line, read lazily."""
     if not path.is_file():
-        raise BeirError(path, None, "-", "-", "file not found" if not path.exists() else "not a regular file")
+        raise BeirError(path, "file not found" if not path.exists() else "not a regular file")
     number = 0
     try:
         with path.open(encoding="utf-8-sig") as handle:  # a leading BOM is not data
@@ -88,9 +85,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 if text.strip():
                     yield number, text
     except UnicodeDecodeError:
-        raise BeirError(path, number + 1, "-", "-", "not UTF-8 text: save it as UTF-8") from None
+        raise BeirError(path, "not UTF-8 text: save it as UTF-8", number + 1) from None
     except OSError as exc:
-        raise BeirError(path, None, "-", "-", f"cannot read file: {exc.strerror or exc}") from None
+        raise BeirError(path, f"cannot read file: {exc.strerror or exc}") from None
 
 
 def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -99,58 +96,49 @@ def _objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             check_json_depth(text)
             value = json.loads(text)
         except BadFile as exc:
-            raise BeirError(path, number, "-", "-", exc.message) from None
+            raise BeirError(path, exc.message, number) from None
         except json.JSONDecodeError as exc:
-            raise BeirError(path, number, "-", "-", f"not JSON ({exc.msg})") from None
+            raise BeirError(path, f"not JSON ({exc.msg})", number) from None
         if not isinstance(value, dict):
-            raise BeirError(path, number, "-", "-", "not a JSON object")
+            raise BeirError(path, "not a JSON object", number)
         yield number, value
 
 
-def _source_id(path: Path, number: int, record: dict[str, Any]) -> str:
-    value = record.get("_id")
-    # Numeric ids are common in BEIR sets; a JSON number keeps its decimal spelling.
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise BeirError(path, number, "-", "_id", "missing, or not a string")
-    problem = carriage_problem(value)
-    if problem:
-        raise BeirError(path, number, "-", "_id", problem)
-    return value
-
-
-def _text(path: Path, number: int, item: str, record: dict[str, Any], key: str) -> str:
-    value = record.get(key, "")
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BeirError(path, number, item, key, "not a string")
-    return value
-
-
-def read_corpus(src: Path) -> Iterator[Document]:
-    path = src / CORPUS_FILE
+def _records(path: Path, titled: bool) -> Iterator[Record]:
     for number, record in _objects(path):
-        sid = _source_id(path, number, record)
-        title = _text(path, number, sid, record, "title")
-        yield Document(sid, title, _text(path, number, sid, record, "text"), number)
+        sid = record.get("_id")
+        # Numeric ids are common in BEIR sets; a JSON number keeps its decimal spelling.
+        if isinstance(sid, int) and not isinstance(sid, bool):
+            sid = str(sid)
+        if not isinstance(sid, str):
+            raise BeirError(path, "missing, or not a string", number, field="_id")
+        problem = carriage_problem(sid)
+        if problem:
+            raise BeirError(path, problem, number, field="_id")
+        texts = []
+        for key in ("title", "text") if titled else ("text",):
+            value = record.get(key, "")
+            if value is not None and not isinstance(value, str):
+                raise BeirError(path, "not a string", number, sid, key)
+            texts.append(value or "")
+        yield Record(sid, texts[0] if titled else "", texts[-1], number)
 
 
-def read_queries(src: Path) -> Iterator[Query]:
-    path = src / QUERIES_FILE
-    for number, record in _objects(path):
-        sid = _source_id(path, number, record)
-        yield Query(sid, _text(path, number, sid, record, "text"), number)
+def read_corpus(src: Path) -> Iterator[Record]:
+    return _records(src / CORPUS_FILE, titled=True)
+
+
+def read_queries(src: Path) -> Iterator[Record]:
+    return _records(src / QUERIES_FILE, titled=False)
 
 
 def _gain(path: Path, number: int, item: str, text: str) -> int:
     try:
         gain = int(text)
     except ValueError:
-        raise BeirError(path, number, item, "score", f"'{text}' is not a whole number") from None
+        raise BeirError(path, f"'{text}' is not a whole number", number, item, "score") from None
     if not 0 <= gain <= MAX_GAIN:
-        raise BeirError(path, number, item, "score", f"{gain} is outside 0..{MAX_GAIN}")
+        raise BeirError(path, f"{gain} is outside 0..{MAX_GAIN}", number, item, "score")
     return gain
 
 
@@ -164,12 +152,10 @@ def read_qrels(src: Path, split: str) -> Iterator[Judgment]:
         if index == 0 and tuple(fields) == QRELS_HEADER:
             continue
         if len(fields) != 3:
-            raise BeirError(
-                path, number, "-", "-", f"{len(fields)} columns, expected 3 (query-id corpus-id score)"
-            )
+            raise BeirError(path, f"{len(fields)} columns, expected 3 (query-id corpus-id score)", number)
         query_id, doc_id, score = fields
         for name, value in (("query-id", query_id), ("corpus-id", doc_id)):
             problem = carriage_problem(value)
             if problem:
-                raise BeirError(path, number, "-", name, problem)
+                raise BeirError(path, problem, number, field=name)
         yield Judgment(query_id, doc_id, _gain(path, number, query_id, score.strip()), number)

@@ -31,7 +31,7 @@ from eval_pipeline.core.inputs.beir import (
     CORPUS_FILE,
     QUERIES_FILE,
     BeirError,
-    Document,
+    Record,
     qrels_path,
     read_corpus,
     read_qrels,
@@ -74,20 +74,13 @@ class ImportTargets:
     def refuse_existing(self) -> None:
         for folder in (self.kb_dir, self.banks_dir):
             if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-                raise BeirError(
-                    folder, None, "-", "-", "exists and is not an empty folder; import writes new ones"
-                )
+                raise BeirError(folder, "exists and is not an empty folder; import writes new ones")
         if self.models_file.exists():
-            raise BeirError(
-                self.models_file,
-                None,
-                "-",
-                "-",
-                "exists; import writes a new project: give --kb a folder inside a new one (NEW/kb)",
-            )
+            message = "exists; import writes a new project: give --kb a folder inside a new one (NEW/kb)"
+            raise BeirError(self.models_file, message)
         kb, banks = self.kb_dir.resolve(), self.banks_dir.resolve()
         if kb == banks or kb in banks.parents or banks in kb.parents:
-            raise BeirError(self.banks_dir, None, "-", "-", "the KB and banks folders must be apart")
+            raise BeirError(self.banks_dir, "the KB and banks folders must be apart")
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -106,13 +99,13 @@ def _checked(model: type[M], data: dict[str, Any], file: Path, line: int, item: 
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "-"
-        raise BeirError(file, line, item, field, err["msg"]) from None
+        raise BeirError(file, err["msg"], line, item, field) from None
 
 
-def _entity(doc: Document, entity_id: str, src: Path) -> Entity:
+def _entity(doc: Record, entity_id: str, src: Path) -> Entity:
     title, text = doc.title.strip(), doc.text.strip()
     if not title and not text:
-        raise BeirError(src / CORPUS_FILE, doc.line, doc.source_id, "text", "title and text are both blank")
+        raise BeirError(src / CORPUS_FILE, "title and text are both blank", doc.line, doc.source_id, "text")
     data = {
         "entity_id": entity_id,
         "entity_type": EntityType.KNOWLEDGE.value,
@@ -130,7 +123,7 @@ def _own_id(to_ours: Callable[[str], str], original: str, taken: set[str], file:
     48-bit hashes coincide)."""
     ours = to_ours(original)
     if ours in taken:
-        raise BeirError(file, line, original, "_id", f"maps to '{ours}' as another id does")
+        raise BeirError(file, f"maps to '{ours}' as another id does", line, original, "_id")
     taken.add(ours)
     return ours
 
@@ -142,7 +135,7 @@ def _write_entities(src: Path, entities_dir: Path, counts: ImportCounts) -> dict
     taken: set[str] = set()
     for doc in read_corpus(src):
         if doc.source_id in ids:
-            raise BeirError(src / CORPUS_FILE, doc.line, doc.source_id, "_id", "duplicate document id")
+            raise BeirError(src / CORPUS_FILE, "duplicate document id", doc.line, doc.source_id, "_id")
         entity_id = _own_id(mapped_entity_id, doc.source_id, taken, src / CORPUS_FILE, doc.line)
         entity = _entity(doc, entity_id, src)
         data = entity.model_dump(mode="json", exclude_defaults=True)
@@ -152,7 +145,7 @@ def _write_entities(src: Path, entities_dir: Path, counts: ImportCounts) -> dict
         counts.documents += 1
         counts.mapped_documents += entity_id != doc.source_id
     if not ids:
-        raise BeirError(src / CORPUS_FILE, None, "-", "-", "no documents")
+        raise BeirError(src / CORPUS_FILE, "no documents")
     return ids
 
 
@@ -168,15 +161,13 @@ def _judgments(src: Path, split: str, doc_ids: dict[str, str], counts: ImportCou
     for j in read_qrels(src, split):
         entity_id = doc_ids.get(j.doc_id)
         if entity_id is None:
-            raise BeirError(
-                path, j.line, j.query_id, "corpus-id", f"unknown document '{j.doc_id}' (not in {CORPUS_FILE})"
-            )
+            message = f"unknown document '{j.doc_id}' (not in {CORPUS_FILE})"
+            raise BeirError(path, message, j.line, j.query_id, "corpus-id")
         entry = judged.setdefault(j.query_id, _Judged(j.line, {}))
         earlier = entry.gains.get(entity_id)
         if earlier is not None and earlier != j.gain:
-            raise BeirError(
-                path, j.line, j.query_id, "score", f"'{j.doc_id}' judged again: {earlier}, then {j.gain}"
-            )
+            message = f"'{j.doc_id}' judged again: {earlier}, then {j.gain}"
+            raise BeirError(path, message, j.line, j.query_id, "score")
         if earlier is None:
             counts.judgments += 1
             counts.zero_gain_judgments += j.gain == 0
@@ -191,7 +182,7 @@ def _tests(src: Path, split: str, judged: dict[str, _Judged], counts: ImportCoun
     taken: set[str] = set()
     for query in read_queries(src):
         if query.source_id in seen:
-            raise BeirError(src / QUERIES_FILE, query.line, query.source_id, "_id", "duplicate query id")
+            raise BeirError(src / QUERIES_FILE, "duplicate query id", query.line, query.source_id, "_id")
         seen.add(query.source_id)
         entry = judged.get(query.source_id)
         if entry is None:
@@ -214,9 +205,9 @@ def _tests(src: Path, split: str, judged: dict[str, _Judged], counts: ImportCoun
     qrels = qrels_path(src, split)
     unknown = min(((e.first_line, q) for q, e in judged.items() if q not in seen), default=None)
     if unknown is not None:
-        raise BeirError(qrels, *unknown, "query-id", f"unknown query (not in {QUERIES_FILE})")
+        raise BeirError(qrels, f"unknown query (not in {QUERIES_FILE})", *unknown, "query-id")
     if not tests:
-        raise BeirError(qrels, None, "-", "-", "no query has a judgment with gain > 0: nothing to evaluate")
+        raise BeirError(qrels, "no query has a judgment with gain > 0: nothing to evaluate")
     counts.tests = len(tests)
     return tests
 
@@ -226,13 +217,8 @@ def _bank_text(tests: list[dict[str, Any]], description: str, qrels: Path) -> st
     text = json.dumps(bank, indent=1, ensure_ascii=False) + "\n"
     size = len(text.encode("utf-8"))
     if size > MAX_INPUT_BYTES:
-        raise BeirError(
-            qrels,
-            None,
-            "-",
-            "-",
-            f"the bank would be {size:,} bytes, over the {MAX_INPUT_BYTES:,}-byte input limit",
-        )
+        message = f"the bank would be {size:,} bytes, over the {MAX_INPUT_BYTES:,}-byte input limit"
+        raise BeirError(qrels, message)
     return text
 
 
@@ -307,7 +293,7 @@ def _publish(moves: list[tuple[Path, Path]]) -> None:
 def import_beir(src: Path, split: str, name: str, targets: ImportTargets, models_text: str) -> ImportCounts:
     """Write the project; raise BeirError (nothing written) on bad input."""
     if not src.is_dir():
-        raise BeirError(src, None, "-", "-", "BEIR folder not found")
+        raise BeirError(src, "BEIR folder not found")
     removed = sweep_leftovers(targets)
     targets.refuse_existing()
     counts = ImportCounts(leftovers_removed=len(removed))
