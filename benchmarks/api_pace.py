@@ -66,7 +66,7 @@ from voyageai.client_async import AsyncClient as VoyageClient
 from benchmarks.emulator_process import EmulatorProcess
 from benchmarks.table import Row, cpu_hogs, load_average, machine, render
 from eval_pipeline.core.inputs.banks import SemanticBank
-from eval_pipeline.core.inputs.kb import Entity
+from eval_pipeline.core.inputs.kb import Entity, LoadMode
 from eval_pipeline.core.inputs.loading import Problem, load_kb
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.providers.api_base import ApiAccess
@@ -300,7 +300,7 @@ def load_items(count: int) -> tuple[list[Entity], list[RetrievalItem]]:
     if kb is None or problems:
         raise SystemExit(f"cannot load {KB_DIR}: {'; '.join(map(str, problems))}")
     bank = SemanticBank.model_validate_json(BANK.read_text(encoding="utf-8"))
-    return kb.semantic_entities, [RetrievalItem(t.test_id, t.prompt) for t in bank.tests[:count]]
+    return kb.with_mode(LoadMode.SEMANTIC), [RetrievalItem(t.test_id, t.prompt) for t in bank.tests[:count]]
 
 
 def tier_row(tier: Tier, ours: Run, seq: Run, latency_s: float) -> tuple[Row, float]:

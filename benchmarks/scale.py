@@ -77,12 +77,13 @@ def _in_process(argv: list[str]) -> None:
 def export_vectors(kb: Path, banks_dir: Path, cache: Path, out: Path) -> None:
     """The floor's inputs, written once untimed: the entity and query vectors the cold run stored,
     as plain .npy files (entity rows in entity_id order, query rows in bank order)."""
+    from eval_pipeline.core.inputs.kb import LoadMode
     from eval_pipeline.core.inputs.validation import load_validated
     from eval_pipeline.providers.cache import EmbeddingStore
     from eval_pipeline.providers.local_embedder import LocalMiniLMEmbedder
 
     loaded, banks = load_validated(kb, banks_dir)
-    entities = sorted(loaded.semantic_entities, key=lambda e: e.entity_id)
+    entities = sorted(loaded.with_mode(LoadMode.SEMANTIC), key=lambda e: e.entity_id)
     store, name = EmbeddingStore(cache), LocalMiniLMEmbedder().name
     found = store.get_many(name, [e.content_hash for e in entities])
     np.save(out / "entities.npy", np.stack([found[e.content_hash] for e in entities]))

@@ -49,7 +49,7 @@ def test_every_semantic_entity_is_some_tests_primary(data: tuple[KnowledgeBase, 
     kb, banks = data
     assert banks.semantic is not None
     primaries = {e for t in banks.semantic.tests for e in t.expected_primary}
-    assert {e.entity_id for e in kb.semantic_entities} <= primaries
+    assert {e.entity_id for e in kb.with_mode(LoadMode.SEMANTIC)} <= primaries
 
 
 def test_semantic_bank_breadth(data: tuple[KnowledgeBase, Banks]) -> None:

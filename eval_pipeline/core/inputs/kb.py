@@ -111,7 +111,3 @@ class KnowledgeBase(FrozenModel):
 
     def with_mode(self, mode: LoadMode) -> list[Entity]:
         return [e for e in self.entities if e.load_mode is mode]
-
-    @property
-    def semantic_entities(self) -> list[Entity]:
-        return self.with_mode(LoadMode.SEMANTIC)

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -169,31 +170,23 @@ class KbCache:
             return Loaded(kb)
         if racy(stats, self.clock()):  # the next run stores it (see above)
             return Loaded(kb)
-        return Loaded(kb, store=StoreLater(self, kb_path, kb, stats))
+        return Loaded(kb, store=partial(self._store, kb_path, kb, stats))
+
+    def _store(self, kb_path: Path, kb: KnowledgeBase, stats: list[Stat]) -> None:
+        # The files may have changed while they were read: store only what is still current.
+        if _stats(kb_path) != stats:
+            return
+        body = _body(kb)
+        if body is None:
+            return
+        header = {**self._header(kb_path, stats), "sha256": hashlib.sha256(body).hexdigest()}
+        # A cache that cannot be written is a slower next run, not a failed one.
+        with contextlib.suppress(OSError):
+            atomic_write_bytes(self.file_for(kb_path), json.dumps(header).encode() + b"\n" + body)
 
 
 class Loaded(NamedTuple):
     kb: KnowledgeBase | None
     # Read from the store: the KB passed its own checks (`cross_check`'s KB part) when stored.
     from_store: bool = False
-    store: StoreLater | None = None
-
-
-@dataclass(frozen=True)
-class StoreLater:
-    cache: KbCache
-    kb_path: Path
-    kb: KnowledgeBase
-    stats: list[Stat]
-
-    def __call__(self) -> None:
-        # The files may have changed while they were read: store only what is still current.
-        if _stats(self.kb_path) != self.stats:
-            return
-        body = _body(self.kb)
-        if body is None:
-            return
-        header = {**self.cache._header(self.kb_path, self.stats), "sha256": hashlib.sha256(body).hexdigest()}
-        # A cache that cannot be written is a slower next run, not a failed one.
-        with contextlib.suppress(OSError):
-            atomic_write_bytes(self.cache.file_for(self.kb_path), json.dumps(header).encode() + b"\n" + body)
+    store: Callable[[], None] | None = None
