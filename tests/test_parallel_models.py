@@ -111,7 +111,7 @@ def test_models_sharing_a_pool_call_the_provider_one_after_the_other(
         specs["models"][model]["rate_limit_per_min"] = RATE
     (workdir / "models.yaml").write_text(yaml.safe_dump(specs))
     assert _run("--model", "team-haiku", "--model", "team-sonnet", "--cache", "off") == 0
-    haiku, sonnet = emulator.emulator.stats.span(HAIKU), emulator.emulator.stats.span(SONNET)
+    haiku, sonnet = emulator.counts.span(HAIKU), emulator.counts.span(SONNET)
     assert haiku[1] < sonnet[0] or sonnet[1] < haiku[0], (haiku, sonnet)
     assert emulator.stats["requests"]["POST /v1/messages"] == 2 * 8 * 3
     assert emulator.stats["statuses"].get("429", 0) == 0

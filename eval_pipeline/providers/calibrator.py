@@ -29,7 +29,7 @@ from eval_pipeline.core.calibration.proposals import CallRecord
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.mechanisms.retrieval import Usage
-from eval_pipeline.providers.anthropic_client import AnthropicProvider, BatchProgress, cache_marker, usage_of
+from eval_pipeline.providers.anthropic_client import AnthropicProvider, BatchProgress, cached_system, usage_of
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.models import FaultSettings, WaitLimits
@@ -108,8 +108,7 @@ class CostEstimate:
 
 
 def estimate_cost(count: TokenCount, price: Price, batch: bool) -> CostEstimate:
-    """The first call writes the KB prefix to the cache (a batch with the 1-hour TTL, see
-    `system_blocks`), every later call reads it."""
+    """The first call writes the KB prefix to the cache, every later call reads it."""
     if count.tests == 0:
         return CostEstimate(0.0, 0.0, 0.0)
     prompt = prefix_usage(count.prefix_tokens, count.turn_tokens, count.tests, batch)
@@ -127,17 +126,8 @@ def calls_cost(calls: Iterable[CallRecord], price: Price, batch: bool) -> float:
 
 
 def system_blocks(kb: KnowledgeBase, long_ttl: bool = False) -> list[TextBlockParam]:
-    """Instructions, then the KB as the cached prefix.
-
-    A batch's requests run over minutes to hours in no set order, so a 5-minute entry would
-    expire and be written again (at the write rate) many times; the 1-hour TTL costs 2x input to
-    write instead of 1.25x and is written about once. Sequential calls follow one another within
-    seconds, so they keep the cheaper 5-minute writes.
-    """
-    return [
-        {"type": "text", "text": SYSTEM_INSTRUCTIONS},
-        {"type": "text", "text": kb_text(kb), "cache_control": cache_marker(long_ttl)},
-    ]
+    """Instructions, then the KB as the cached prefix."""
+    return cached_system(SYSTEM_INSTRUCTIONS, kb_text(kb), long_ttl)
 
 
 def _user(text: str) -> list[MessageParam]:

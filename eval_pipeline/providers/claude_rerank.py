@@ -1,19 +1,14 @@
 """Claude as the reranker, through `anthropic.AsyncAnthropic` and forced tool use.
 
 Prompt layout (rerank-v2 and later): the tool, the instructions and a catalogue of the KB's
-rerankable entities (`[entity_id] title: summary`, sorted by id) form one stable prefix marked
-`cache_control`; the candidates and the user's message go in the user turn. The API caches a
-prefix only from a per-model minimum length (`prompt_cache`), so the catalogue is what can make
-caching pay: `prepare` counts the prefix once per run (free) and says whether it meets the
-minimum. rerank-v1 (instructions only, below every minimum) stays for reproducing older runs.
+rerankable entities form one stable prefix marked `cache_control`; the candidates and the user's
+message go in the user turn. The API caches a prefix only from a per-model minimum length
+(`prompt_cache`), so the catalogue is what can make caching pay. rerank-v1 (instructions only,
+below every minimum) stays for reproducing older runs.
 
-The answer must be a subset of the candidates, without duplicates, 1..top_k long. An invalid
-answer gets ONE repair call that shows the model its validation error; a second invalid answer
-errors the test (`InvalidSelectionError`).
-
-`rerank_batch` sends the same requests as one Message Batch (half price, the prefix with the
-1-hour TTL) and validates, repairs and caches the answers as the online path does. A request the
-batch did not answer (errored, expired) is retried online: a flaky batch costs money, never a test.
+An invalid answer gets ONE repair call that shows the model its validation error; a second
+invalid answer errors the test. A request a message batch did not answer is retried online: a
+flaky batch costs money, never a test.
 """
 
 from __future__ import annotations
@@ -38,7 +33,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from eval_pipeline.core.mechanisms.retrieval import Selection, Usage
-from eval_pipeline.providers.anthropic_client import AnthropicProvider, cache_marker, usage_of
+from eval_pipeline.providers.anthropic_client import AnthropicProvider, cached_system, usage_of
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate, RerankRequest, RerankResult
 from eval_pipeline.providers.cache import ResponseCache
@@ -207,7 +202,7 @@ class ClaudeReranker(AnthropicProvider):
         probe: list[MessageParam] = [{"role": "user", "content": COUNT_PROBE}]
         try:
             with_prefix = await self._count_tokens(
-                system=self._system(long_ttl=False),
+                system=self._system(),
                 tools=[SELECT_TOOL],
                 tool_choice={"type": "tool", "name": TOOL_NAME},
                 messages=probe,
@@ -230,23 +225,15 @@ class ClaudeReranker(AnthropicProvider):
     def prompt_texts(self, query: str, candidates: Sequence[RerankCandidate], top_k: int) -> tuple[str, str]:
         """(the cacheable prefix: tool, instructions, catalogue; the request's own turn) as text,
         for estimates that call nothing."""
-        prefix = json.dumps(SELECT_TOOL) + "".join(block["text"] for block in self._system(long_ttl=False))
+        prefix = json.dumps(SELECT_TOOL) + "".join(block["text"] for block in self._system())
         return prefix, render_candidates(query, candidates, min(top_k, len(candidates)))
 
     def cached(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0) -> bool:
         """Whether a rerank of this request would call nothing (its answer is in the response cache)."""
         return self._lookup(RerankRequest(query, candidates, top_k, trial))[2] is not None
 
-    def _system(self, long_ttl: bool) -> list[TextBlockParam]:
-        """The instructions, then the catalogue when there is one; the last block ends the cached
-        prefix (1-hour TTL in batches: their requests run over minutes to hours)."""
-        cache = cache_marker(long_ttl)
-        if self._catalogue is None:
-            return [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": cache}]
-        return [
-            {"type": "text", "text": SYSTEM_PROMPT},
-            {"type": "text", "text": self._catalogue, "cache_control": cache},
-        ]
+    def _system(self, long_ttl: bool = False) -> list[TextBlockParam]:
+        return cached_system(SYSTEM_PROMPT, self._catalogue, long_ttl)
 
     def _params(
         self, messages: list[MessageParam], long_ttl: bool = False

@@ -22,7 +22,7 @@ from eval_pipeline.testing.emulator.config import (
 )
 
 if TYPE_CHECKING:
-    from eval_pipeline.testing.emulator.server import Emulator
+    from eval_pipeline.testing.emulator.server import EmulatorHandle
 
 _CANDIDATE_LINE = re.compile(r"^\[([a-z][a-z0-9_]*)\]", re.MULTILINE)
 
@@ -36,7 +36,7 @@ FALLBACK_CACHE_MIN_TOKENS = 1024
 class AnthropicApi:
     """Messages, token counting, prompt-cache accounting and message batches."""
 
-    def __init__(self, emulator: Emulator) -> None:
+    def __init__(self, emulator: EmulatorHandle) -> None:
         self._emu = emulator
         self._lock = threading.Lock()
         self._cached_prefixes: set[str] = set()

@@ -101,9 +101,9 @@ class Stats:
             self.statuses: Counter[str] = Counter()
             self.faults: Counter[str] = Counter()
             self.embed_batches: list[dict[str, int]] = []
-            self.bodies: deque[tuple[str, Json]] = deque(maxlen=KEPT_BODIES)
+            # (route, body, monotonic seconds) of the recent JSON requests
+            self.bodies: deque[tuple[str, Json, float]] = deque(maxlen=KEPT_BODIES)
             self.arrivals: list[tuple[str, float]] = []  # (route, monotonic seconds) of each request
-            self.model_arrivals: list[tuple[str, float]] = []  # (request `model`, monotonic seconds)
 
     def request(self, route: str) -> None:
         with self._lock:
@@ -132,18 +132,17 @@ class Stats:
 
     def body(self, route: str, request: Json) -> None:
         with self._lock:
-            self.bodies.append((route, request))
-            self.model_arrivals.append((str(request.get("model")), time.monotonic()))
+            self.bodies.append((route, request, time.monotonic()))
 
     def span(self, model: str) -> tuple[float, float]:
-        """When the first and the last request naming `model` arrived (monotonic seconds)."""
+        """When the first and the last recent request naming `model` arrived (monotonic seconds)."""
         with self._lock:
-            times = [t for m, t in self.model_arrivals if m == model]
+            times = [t for _, body, t in self.bodies if body.get("model") == model]
         return times[0], times[-1]
 
     def bodies_for(self, route: str) -> list[Json]:
         with self._lock:
-            return [body for r, body in self.bodies if r == route]
+            return [body for r, body, _ in self.bodies if r == route]
 
     def embed_batch(self, texts: int, tokens: int) -> None:
         with self._lock:

@@ -52,18 +52,132 @@ from eval_pipeline.testing.emulator.config import (
     unit_hash,
 )
 from eval_pipeline.testing.emulator.system_wire import target_response
-from eval_pipeline.testing.emulator.voyage_wire import VoyageApi
+from eval_pipeline.testing.emulator.voyage_wire import embeddings, rerank
+
+Route = Callable[["_Handler", Json], Reply]
 
 
-class Emulator:
-    """State shared by the server's handler threads: config, stats, fault plan, rate window."""
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' pooled clients expect
+    # Headers and body leave in two writes; with Nagle on, the body waits for the client's
+    # delayed ACK on every keep-alive request.
+    disable_nagle_algorithm = True
+    server: EmulatorHandle
 
-    def __init__(self, config: EmulatorConfig) -> None:
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: request lines would only clutter test output."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/_stats":
+            self._send(json_reply(200, self.server.stats))
+            return
+        match = re.fullmatch(r"/v1/messages/batches/([\w-]+)(/results)?", path)
+        if match is None:
+            self._send(error_reply("anthropic", 404, f"no route GET {path}"))
+            return
+        label = f"GET /v1/messages/batches{match[2] or ''}"
+        self.server.counts.request(label)
+        self._send(self.server.anthropic.get_batch(match[1], bool(match[2])), label)
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if path == "/_reset":
+            self.server.reset()
+            self._send(json_reply(200, {"reset": True}))
+            return
+        route = _ROUTES.get(path)
+        if route is None:
+            self._send(error_reply("anthropic", 404, f"no route POST {path}"))
+            return
+        family, handler = route
+        self.server.counts.request(f"POST {path}")
+        self._send(self._serve(path, family, handler, body), f"POST {path}")
+
+    def _serve(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
+        arrived = time.monotonic()
+        if family != "target" and not (self.headers.get("x-api-key") or self.headers.get("authorization")):
+            return error_reply(family, 401, "missing API key")
+        wait = self.server.rate_limited()
+        if wait is not None:
+            headers = {"retry-after": str(max(1, math.ceil(wait)))}
+            return error_reply(family, 429, "requests per minute exceeded", headers)
+        reply = self._answer(path, family, handler, body)
+        # The latency runs from arrival to answer: the emulator's own work (parsing, hashing,
+        # building the reply) happens within it, as a real API's does, not on top of it.
+        self.server.pause(self.server.config.latency_ms / 1000.0 - (time.monotonic() - arrived))
+        return reply
+
+    def _answer(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
+        emu = self.server
+        try:
+            request = json.loads(body or b"{}")
+        except json.JSONDecodeError:
+            return error_reply(family, 400, "body is not JSON")
+        emu.counts.body(path, request)
+        missing = emu.barrier_missing(request)
+        if missing:  # 400: the SDKs do not retry it, so a missed barrier fails at once
+            return error_reply(family, 400, f"emulated barrier: no request for {', '.join(missing)} came")
+        if absent := emu.gather_missing(path):
+            return error_reply(family, 400, f"emulated gather: {absent} request(s) to {path} never came")
+        fault = emu.plan_fault(path, body)
+        if fault is None:
+            return handler(self, request)
+        if fault == "timeout":
+            emu.pause(emu.config.stall_s)
+            return error_reply(family, 504, "emulated stall")
+        if fault == "429":
+            return error_reply(
+                family, 429, "emulated rate limit", {"retry-after": str(emu.config.retry_after_s)}
+            )
+        if fault in ("cut_short", "drop"):
+            return replace(handler(self, request), wire=fault)
+        if fault == "malformed":
+            if path == "/v1/messages":
+                return json_reply(200, emu.anthropic.message(request, malformed=True))
+            return Reply(200, b'{"data": [{"index": 0, ')
+        return error_reply(family, int(fault), f"emulated {fault}")
+
+    def _send(self, reply: Reply, label: str | None = None) -> None:
+        if label is not None:
+            self.server.counts.status(label, reply.status)
+        if reply.wire == "drop":
+            self.close_connection = True
+            return
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(reply.body)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if reply.wire == "cut_short":
+                self.wfile.write(reply.body[: len(reply.body) // 2])
+                self.close_connection = True
+            else:
+                self.wfile.write(reply.body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout fired during a stall): nothing to deliver
+
+
+class EmulatorHandle(ThreadingHTTPServer):
+    """A running emulator, serving on 127.0.0.1 from a background thread, and the state its
+    handler threads share (config, counts, fault plan, rate window): `.base_url` (Anthropic
+    style, no /v1), `.voyage_base_url` (with /v1), `.target_url`, `.stats`, `.peak()`,
+    `.reset()`, `.stop()`; also a context manager."""
+
+    daemon_threads = True
+    # socketserver's default listen backlog of 5 drops concurrent connects, which the client
+    # retries a second later: a 16-way burst would stall on it.
+    request_queue_size = 128
+
+    def __init__(self, port: int, config: EmulatorConfig) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
         self.config = config
-        self.stats = Stats()
+        self.counts = Stats()
         self.stopping = threading.Event()
         self.anthropic = AnthropicApi(self)
-        self.voyage = VoyageApi(self)
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
         self._arrivals: Counter[str] = Counter()  # requests per path, for `fault_at`
@@ -71,9 +185,36 @@ class Emulator:
         self._arrived = threading.Condition()
         self._models_seen: set[str] = set()
         self._gathered = 0  # requests to the `gather` path so far
+        self.port = int(self.server_address[1])
+        self.base_url: str = f"http://127.0.0.1:{self.port}"
+        self.voyage_base_url = f"{self.base_url}/v1"
+        self.target_url = f"{self.base_url}/target"
+        self._thread = threading.Thread(
+            target=self.serve_forever,
+            kwargs={"poll_interval": 0.02},  # how long stop() waits for the serving loop to notice
+            name="api-emulator",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def stats(self) -> Json:
+        return self.counts.snapshot()
+
+    def requests(self, path: str) -> list[Json]:
+        """Recent JSON bodies POSTed to `path` (e.g. "/v1/messages"), oldest first."""
+        return self.counts.bodies_for(path)
+
+    def peak(self, route: str, window_s: float = 60.0) -> int:
+        """Most requests to `route` (e.g. "POST /v1/messages") within any `window_s` seconds."""
+        return self.counts.peak(route, window_s)
+
+    def reconfigure(self, **changes: Any) -> None:
+        """Change behaviour knobs between test phases (e.g. turn faults on)."""
+        self.config = replace(self.config, **changes)
 
     def reset(self) -> None:
-        self.stats.reset()
+        self.counts.reset()
         self.anthropic.reset()
         with self._lock:
             self._seen.clear()
@@ -90,7 +231,7 @@ class Emulator:
             nth = self._arrivals[route]
         placed = [kind for path, n, kind in config.fault_at if (path, n) == (route, nth)]
         if placed:
-            self.stats.fault(placed[0])
+            self.counts.fault(placed[0])
             return placed[0]
         if config.fault_rate <= 0 or not config.faults:
             return None
@@ -104,7 +245,7 @@ class Emulator:
         if draw >= config.fault_rate:
             return None
         kind = config.faults[pick % len(config.faults)]
-        self.stats.fault(kind)
+        self.counts.fault(kind)
         return kind
 
     def rate_limited(self) -> float | None:
@@ -157,186 +298,8 @@ class Emulator:
         if seconds > 0:
             self.stopping.wait(seconds)
 
-
-Route = Callable[["_Handler", Json], Reply]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' pooled clients expect
-    # Headers and body leave in two writes; with Nagle on, the body waits for the client's
-    # delayed ACK on every keep-alive request.
-    disable_nagle_algorithm = True
-    server: EmulatorHandle
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silent: request lines would only clutter test output."""
-
-    @property
-    def emu(self) -> Emulator:
-        return self.server.emulator
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/_stats":
-            self._send(json_reply(200, self.emu.stats.snapshot()))
-            return
-        match = re.fullmatch(r"/v1/messages/batches/([\w-]+)(/results)?", path)
-        if match is None:
-            self._send(error_reply("anthropic", 404, f"no route GET {path}"))
-            return
-        label = f"GET /v1/messages/batches{match[2] or ''}"
-        self.emu.stats.request(label)
-        self._send(self.emu.anthropic.get_batch(match[1], bool(match[2])), label)
-
-    def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if path == "/_reset":
-            self.emu.reset()
-            self._send(json_reply(200, {"reset": True}))
-            return
-        route = _ROUTES.get(path)
-        if route is None:
-            self._send(error_reply("anthropic", 404, f"no route POST {path}"))
-            return
-        family, handler = route
-        self.emu.stats.request(f"POST {path}")
-        self._send(self._serve(path, family, handler, body), f"POST {path}")
-
-    def _serve(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
-        arrived = time.monotonic()
-        if family != "target" and not self._has_key():
-            return error_reply(family, 401, "missing API key")
-        wait = self.emu.rate_limited()
-        if wait is not None:
-            headers = {"retry-after": str(max(1, math.ceil(wait)))}
-            return error_reply(family, 429, "requests per minute exceeded", headers)
-        reply = self._answer(path, family, handler, body)
-        # The latency runs from arrival to answer: the emulator's own work (parsing, hashing,
-        # building the reply) happens within it, as a real API's does, not on top of it.
-        self.emu.pause(self.emu.config.latency_ms / 1000.0 - (time.monotonic() - arrived))
-        return reply
-
-    def _answer(self, path: str, family: str, handler: Route, body: bytes) -> Reply:
-        try:
-            request = json.loads(body or b"{}")
-        except json.JSONDecodeError:
-            return error_reply(family, 400, "body is not JSON")
-        self.emu.stats.body(path, request)
-        missing = self.emu.barrier_missing(request)
-        if missing:  # 400: the SDKs do not retry it, so a missed barrier fails at once
-            return error_reply(family, 400, f"emulated barrier: no request for {', '.join(missing)} came")
-        if absent := self.emu.gather_missing(path):
-            return error_reply(family, 400, f"emulated gather: {absent} request(s) to {path} never came")
-        fault = self.emu.plan_fault(path, body)
-        if fault is None:
-            return handler(self, request)
-        return self._fault(fault, path, family, handler, request)
-
-    def _fault(self, fault: FaultKind, path: str, family: str, handler: Route, request: Json) -> Reply:
-        if fault == "timeout":
-            self.emu.pause(self.emu.config.stall_s)
-            return error_reply(family, 504, "emulated stall")
-        if fault == "429":
-            headers = {"retry-after": str(self.emu.config.retry_after_s)}
-            return error_reply(family, 429, "emulated rate limit", headers)
-        if fault in ("cut_short", "drop"):
-            return replace(handler(self, request), wire=fault)
-        if fault == "malformed":
-            if path == "/v1/messages":
-                return json_reply(200, self.emu.anthropic.message(request, malformed=True))
-            return Reply(200, b'{"data": [{"index": 0, ')
-        return error_reply(family, int(fault), f"emulated {fault}")
-
-    def _has_key(self) -> bool:
-        return bool(self.headers.get("x-api-key") or self.headers.get("authorization"))
-
-    def _send(self, reply: Reply, label: str | None = None) -> None:
-        if label is not None:
-            self.emu.stats.status(label, reply.status)
-        if reply.wire == "drop":
-            self.close_connection = True
-            return
-        try:
-            self.send_response(reply.status)
-            self.send_header("Content-Type", reply.content_type)
-            self.send_header("Content-Length", str(len(reply.body)))
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if reply.wire == "cut_short":
-                self.wfile.write(reply.body[: len(reply.body) // 2])
-                self.close_connection = True
-            else:
-                self.wfile.write(reply.body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (its timeout fired during a stall): nothing to deliver
-
-
-def _target(handler: _Handler, request: Json) -> Reply:
-    config = handler.emu.config
-    return json_reply(200, target_response(request, config.target_entities, config.embed_dim))
-
-
-_ROUTES: dict[str, tuple[str, Route]] = {
-    "/v1/messages": ("anthropic", lambda h, r: json_reply(200, h.emu.anthropic.message(r))),
-    "/v1/messages/count_tokens": ("anthropic", lambda h, r: json_reply(200, h.emu.anthropic.count_tokens(r))),
-    "/v1/messages/batches": (
-        "anthropic",
-        lambda h, r: json_reply(200, h.emu.anthropic.create_batch(r, h.server.base_url)),
-    ),
-    "/v1/embeddings": ("voyage", lambda h, r: h.emu.voyage.embeddings(r)),
-    "/v1/rerank": ("voyage", lambda h, r: h.emu.voyage.rerank(r)),
-    "/target": ("target", _target),
-}
-
-
-class EmulatorHandle(ThreadingHTTPServer):
-    """A running emulator, serving on 127.0.0.1 from a background thread: `.base_url` (Anthropic
-    style, no /v1), `.voyage_base_url` (with /v1), `.target_url`, `.stats`, `.peak()`, `.reset()`,
-    `.stop()`; also a context manager."""
-
-    daemon_threads = True
-    # socketserver's default listen backlog of 5 drops concurrent connects, which the client
-    # retries a second later: a 16-way burst would stall on it.
-    request_queue_size = 128
-
-    def __init__(self, port: int, emulator: Emulator) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
-        self.emulator = emulator
-        self.port = int(self.server_address[1])
-        self.base_url: str = f"http://127.0.0.1:{self.port}"
-        self.voyage_base_url = f"{self.base_url}/v1"
-        self.target_url = f"{self.base_url}/target"
-        self._thread = threading.Thread(
-            target=self.serve_forever,
-            kwargs={"poll_interval": 0.02},  # how long stop() waits for the serving loop to notice
-            name="api-emulator",
-            daemon=True,
-        )
-        self._thread.start()
-
-    @property
-    def stats(self) -> Json:
-        return self.emulator.stats.snapshot()
-
-    def requests(self, path: str) -> list[Json]:
-        """Recent JSON bodies POSTed to `path` (e.g. "/v1/messages"), oldest first."""
-        return self.emulator.stats.bodies_for(path)
-
-    def peak(self, route: str, window_s: float = 60.0) -> int:
-        """Most requests to `route` (e.g. "POST /v1/messages") within any `window_s` seconds."""
-        return self.emulator.stats.peak(route, window_s)
-
-    def reconfigure(self, **changes: Any) -> None:
-        """Change behaviour knobs between test phases (e.g. turn faults on)."""
-        self.emulator.config = replace(self.emulator.config, **changes)
-
-    def reset(self) -> None:
-        self.emulator.reset()
-
     def stop(self) -> None:
-        self.emulator.stopping.set()
+        self.stopping.set()
         self.shutdown()
         self.server_close()
         self._thread.join(timeout=5)
@@ -345,6 +308,27 @@ class EmulatorHandle(ThreadingHTTPServer):
         self.stop()
 
 
+def _target(handler: _Handler, request: Json) -> Reply:
+    config = handler.server.config
+    return json_reply(200, target_response(request, config.target_entities, config.embed_dim))
+
+
+_ROUTES: dict[str, tuple[str, Route]] = {
+    "/v1/messages": ("anthropic", lambda h, r: json_reply(200, h.server.anthropic.message(r))),
+    "/v1/messages/count_tokens": (
+        "anthropic",
+        lambda h, r: json_reply(200, h.server.anthropic.count_tokens(r)),
+    ),
+    "/v1/messages/batches": (
+        "anthropic",
+        lambda h, r: json_reply(200, h.server.anthropic.create_batch(r, h.server.base_url)),
+    ),
+    "/v1/embeddings": ("voyage", lambda h, r: embeddings(r, h.server.config, h.server.counts)),
+    "/v1/rerank": ("voyage", lambda h, r: rerank(r, h.server.config)),
+    "/target": ("target", _target),
+}
+
+
 def start_emulator(port: int = 0, **config: Any) -> EmulatorHandle:
     """Serve on 127.0.0.1 (`port=0`: any free port) from a background thread."""
-    return EmulatorHandle(port, Emulator(EmulatorConfig(**config)))
+    return EmulatorHandle(port, EmulatorConfig(**config))

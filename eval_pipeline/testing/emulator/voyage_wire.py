@@ -3,57 +3,57 @@
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from eval_pipeline.testing.emulator.config import Json, Reply, estimate_tokens, hash_vector, json_reply
+from eval_pipeline.testing.emulator.config import (
+    EmulatorConfig,
+    Json,
+    Reply,
+    Stats,
+    estimate_tokens,
+    hash_vector,
+    json_reply,
+)
 
-if TYPE_CHECKING:
-    from eval_pipeline.testing.emulator.server import Emulator
+
+def embeddings(request: Json, config: EmulatorConfig, stats: Stats) -> Reply:
+    texts = request.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return json_reply(400, {"detail": "input must be a string or a list of strings"})
+    tokens = sum(estimate_tokens(t) for t in texts)
+    if len(texts) > config.embed_max_texts:
+        return json_reply(400, {"detail": f"at most {config.embed_max_texts} texts"})
+    if tokens > config.embed_max_tokens:
+        return json_reply(400, {"detail": f"at most {config.embed_max_tokens} tokens"})
+    stats.embed_batch(len(texts), tokens)
+    dim = int(request.get("output_dimension") or config.embed_dim)
+    as_base64 = request.get("encoding_format") == "base64"
+    data = [
+        {"object": "embedding", "index": i, "embedding": _encode(hash_vector(t, dim), as_base64)}
+        for i, t in enumerate(texts)
+    ]
+    return _list_reply(request, data, tokens)
 
 
-class VoyageApi:
-    def __init__(self, emulator: Emulator) -> None:
-        self._emu = emulator
-
-    def embeddings(self, request: Json) -> Reply:
-        texts = request.get("input")
-        if isinstance(texts, str):
-            texts = [texts]
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            return json_reply(400, {"detail": "input must be a string or a list of strings"})
-        config = self._emu.config
-        tokens = sum(estimate_tokens(t) for t in texts)
-        if len(texts) > config.embed_max_texts:
-            return json_reply(400, {"detail": f"at most {config.embed_max_texts} texts"})
-        if tokens > config.embed_max_tokens:
-            return json_reply(400, {"detail": f"at most {config.embed_max_tokens} tokens"})
-        self._emu.stats.embed_batch(len(texts), tokens)
-        dim = int(request.get("output_dimension") or config.embed_dim)
-        as_base64 = request.get("encoding_format") == "base64"
-        data = [
-            {"object": "embedding", "index": i, "embedding": _encode(hash_vector(t, dim), as_base64)}
-            for i, t in enumerate(texts)
-        ]
-        return _list_reply(request, data, tokens)
-
-    def rerank(self, request: Json) -> Reply:
-        query = str(request.get("query", ""))
-        documents = [str(d) for d in request.get("documents", [])]
-        dim = self._emu.config.embed_dim
-        q = hash_vector(query, dim)
-        scores = [(1.0 + float(q @ hash_vector(d, dim))) / 2.0 for d in documents]
-        order = sorted(range(len(documents)), key=lambda i: -scores[i])
-        top_k = request.get("top_k") or len(documents)
-        tokens = estimate_tokens(query) * len(documents) + sum(map(estimate_tokens, documents))
-        bad = self._emu.config.rerank_bad_answer
-        stray_index = len(documents) if bad == "out_of_range" else order[0] if bad == "repeated" else None
-        data = [{"index": i, "relevance_score": scores[i]} for i in order[:top_k]]
-        if stray_index is not None:
-            data[-1] = {"index": stray_index, "relevance_score": 0.0}
-        return _list_reply(request, data, tokens)
+def rerank(request: Json, config: EmulatorConfig) -> Reply:
+    query = str(request.get("query", ""))
+    documents = [str(d) for d in request.get("documents", [])]
+    dim = config.embed_dim
+    q = hash_vector(query, dim)
+    scores = [(1.0 + float(q @ hash_vector(d, dim))) / 2.0 for d in documents]
+    order = sorted(range(len(documents)), key=lambda i: -scores[i])
+    top_k = request.get("top_k") or len(documents)
+    tokens = estimate_tokens(query) * len(documents) + sum(map(estimate_tokens, documents))
+    bad = config.rerank_bad_answer
+    stray_index = len(documents) if bad == "out_of_range" else order[0] if bad == "repeated" else None
+    data = [{"index": i, "relevance_score": scores[i]} for i in order[:top_k]]
+    if stray_index is not None:
+        data[-1] = {"index": stray_index, "relevance_score": 0.0}
+    return _list_reply(request, data, tokens)
 
 
 def _encode(vector: npt.NDArray[np.float32], as_base64: bool) -> object:
