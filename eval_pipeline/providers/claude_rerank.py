@@ -222,11 +222,9 @@ class ClaudeReranker(AnthropicProvider):
         if self.prompt_version != LEGACY_PROMPT_VERSION:
             self._catalogue = render_catalogue(catalogue)
 
-    def prompt_texts(self, query: str, candidates: Sequence[RerankCandidate], top_k: int) -> tuple[str, str]:
-        """(the cacheable prefix: tool, instructions, catalogue; the request's own turn) as text,
-        for estimates that call nothing."""
-        prefix = json.dumps(SELECT_TOOL) + "".join(block["text"] for block in self._system())
-        return prefix, render_candidates(query, candidates, min(top_k, len(candidates)))
+    def prefix_text(self) -> str:
+        """The cacheable prefix (tool, instructions, catalogue) as text, for estimates that call nothing."""
+        return json.dumps(SELECT_TOOL) + "".join(block["text"] for block in self._system())
 
     def cached(self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0) -> bool:
         """Whether a rerank of this request would call nothing (its answer is in the response cache)."""

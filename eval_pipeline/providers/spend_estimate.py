@@ -153,35 +153,30 @@ def _embeddings(
     items: Sequence[RetrievalItem],
     embedded: set[tuple[str, str, str]],
 ) -> list[StageSpend]:
-    from eval_pipeline.providers.voyage import MAX_TEXTS_PER_REQUEST, VoyageEmbedder, plan_batches
+    from eval_pipeline.providers.voyage import VoyageEmbedder, plan_batches
 
     embedder = pipeline.embedder
-    model_id = cfg.stages()[0].model_id
-    queries = list(dict.fromkeys(item.query for item in items))
     if not isinstance(embedder, VoyageEmbedder):  # local: free, and no call
         return []
-    name = embedder.name
+    queries = list(dict.fromkeys(item.query for item in items))
     wanted: list[tuple[InputType, str]] = [
         ("document", t) for t in dict.fromkeys(e.embedding_text() for e in view.to_embed)
     ]
     wanted += [("query", q) for q in queries if q not in view.stored_queries]
-    earlier = [(kind, t) for kind, t in wanted if (name, kind, t) in embedded]
-    todo = [
-        (kind, t) for kind, t in wanted if (name, kind, t) not in embedded and not embedder.cached(t, kind)
-    ]
-    embedded.update((name, kind, t) for kind, t in todo)
-    documents = [t for kind, t in todo if kind == "document"]
-    fresh = [t for kind, t in todo if kind == "query"]
-    batches = len(plan_batches(documents, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens))
-    query_batches = len(plan_batches(fresh, MAX_TEXTS_PER_REQUEST, embedder.max_batch_tokens))
+    earlier = {(kind, t) for kind, t in wanted if (embedder.name, kind, t) in embedded}
+    todo = [(kind, t) for kind, t in wanted if (kind, t) not in earlier and not embedder.cached(t, kind)]
+    embedded.update((embedder.name, kind, t) for kind, t in todo)
     usage = Usage(input_tokens=sum(estimate_tokens(t) for _, t in todo))
-    cost = cost_usd(usage, cfg.price(model_id))
-    cached = len(view.catalogue) + len(queries) - len(todo)
-    parts = [f"{len(documents)} KB entities in {batches} call(s)"] if documents else []
-    parts += [f"{len(fresh)} queries in {query_batches} call(s)"] if fresh else []
+    cost = cost_usd(usage, cfg.price(embedder.model_id))
+    calls, parts = 0, []
+    for kind, what in (("document", "KB entities"), ("query", "queries")):
+        texts = [t for k, t in todo if k == kind]
+        batches = len(plan_batches(texts, max_tokens=embedder.max_batch_tokens))
+        calls += batches
+        parts += [f"{len(texts)} {what} in {batches} call(s)"] if texts else []
     parts += [f"{len(earlier)} of the cached embedded by an earlier model of this run"] if earlier else []
-    note = "; ".join(parts)
-    return [StageSpend("embeddings", model_id, batches + query_batches, cached, usage, cost, cost, note)]
+    cached = len(view.catalogue) + len(queries) - len(todo)
+    return [StageSpend("embeddings", embedder.model_id, calls, cached, usage, cost, cost, "; ".join(parts))]
 
 
 def _typical(catalogue: Sequence[RerankCandidate], k: int) -> list[RerankCandidate]:
@@ -200,25 +195,23 @@ def _reranks(
     items: Sequence[RetrievalItem],
     batch: bool,
 ) -> list[StageSpend]:
-    from eval_pipeline.providers.claude_rerank import MAX_OUTPUT_TOKENS, ClaudeReranker
+    from eval_pipeline.providers.claude_rerank import MAX_OUTPUT_TOKENS, ClaudeReranker, render_candidates
     from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
     from eval_pipeline.providers.voyage import VoyageReranker, rerank_documents
 
     reranker = pipeline.reranker
-    model_id = cfg.stages()[1].model_id
     if isinstance(reranker, ClaudeReranker):
         reranker.use_catalogue(view.catalogue)
     elif not isinstance(reranker, VoyageReranker):  # local: free, and no call
         return []
-    stand_in = _typical(view.catalogue, cfg.candidate_depth)
-    todo: list[tuple[RetrievalItem, list[RerankCandidate]]] = []
-    for item in items:
-        known = view.candidates.get(item.query)
-        if known is not None and reranker.cached(item.query, known, SELECTION_K, item.trial):
-            continue
-        todo.append((item, stand_in if known is None else known))
-    cached = len(items) - len(todo)
-    price = cfg.price(model_id)
+    model_id, stand_in = reranker.model_id, _typical(view.catalogue, cfg.candidate_depth)
+    todo = [
+        (item, stand_in if known is None else known)
+        for item in items
+        if (known := view.candidates.get(item.query)) is None
+        or not reranker.cached(item.query, known, SELECTION_K, item.trial)
+    ]
+    cached, price = len(items) - len(todo), cfg.price(model_id)
     if isinstance(reranker, VoyageReranker):
         tokens = 0
         for item, shown in todo:
@@ -233,8 +226,10 @@ def _reranks(
     if not todo:
         return [StageSpend("rerank", model_id, 0, cached), counting]
     # The first call writes the cacheable prefix when it is long enough, the others read it.
-    prefix = estimate_tokens(reranker.prompt_texts("", [], SELECTION_K)[0])
-    turns = sum(estimate_tokens(reranker.prompt_texts(i.query, shown, SELECTION_K)[1]) for i, shown in todo)
+    prefix = estimate_tokens(reranker.prefix_text())
+    turns = sum(
+        estimate_tokens(render_candidates(i.query, shown, min(SELECTION_K, len(shown)))) for i, shown in todo
+    )
     picks = sum(min(SELECTION_K, len(shown)) for _, shown in todo)
     minimum = minimum_cacheable_tokens(model_id)
     if minimum is not None and prefix >= minimum:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import psycopg2
 
@@ -44,12 +43,7 @@ def postgres_server() -> Iterator[str]:
 
 def new_database(admin_url: str, name: str) -> str:
     """A fresh database on the server; its SQLAlchemy URL with the psycopg2 driver."""
-    conn = psycopg2.connect(admin_url)
-    try:
+    with closing(psycopg2.connect(admin_url)) as conn:
         conn.autocommit = True  # CREATE DATABASE cannot run inside a transaction
-        with conn.cursor() as cur:
-            cur.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        conn.close()
-    socket_dir = parse_qs(urlparse(admin_url).query)["host"][0]
-    return f"postgresql+psycopg2://postgres@/{name}?host={socket_dir}"
+        conn.cursor().execute(f'CREATE DATABASE "{name}"')
+    return admin_url.replace("postgresql://", "postgresql+psycopg2://").replace("@/postgres?", f"@/{name}?")

@@ -5,44 +5,41 @@ from __future__ import annotations
 
 import argparse
 import threading
-from typing import cast
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, cast
 
-from eval_pipeline.testing.emulator.config import ALL_FAULTS, FaultKind
+from eval_pipeline.testing.emulator.config import ALL_FAULTS, EmulatorConfig, FaultKind
 from eval_pipeline.testing.emulator.server import start_emulator
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def _parse_faults(text: str) -> tuple[FaultKind, ...]:
-    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in ALL_FAULTS]
+    unknown = [k for k in _names(text) if k not in ALL_FAULTS]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown fault kinds {unknown}; choose from {ALL_FAULTS}")
-    return cast(tuple[FaultKind, ...], kinds)
+    return cast(tuple[FaultKind, ...], _names(text))
+
+
+# How a flag reads the config field it sets, by the field's type (None: unset); lists are comma-separated.
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "float": float,
+    "int": int,
+    "tuple[str, ...]": _names,
+    "tuple[FaultKind, ...]": _parse_faults,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The API emulator as a standalone loopback server.")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--rpm", type=float, default=None)
-    parser.add_argument("--fault-rate", type=float, default=0.0)
-    parser.add_argument("--faults", type=_parse_faults, default=ALL_FAULTS)
-    parser.add_argument(
-        "--fault-routes",
-        type=lambda text: tuple(r.strip() for r in text.split(",") if r.strip()),
-        default=(),
-        help="inject faults only on these paths, comma-separated (default: every path)",
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--stall-s", type=float, default=5.0)
-    parser.add_argument("--embed-dim", type=int, default=256)
-    parser.add_argument(
-        "--cache-min-tokens",
-        type=int,
-        default=None,
-        help="minimum cacheable prompt prefix for every model (default: the per-model table)",
-    )
-    args = parser.parse_args(argv)
-    handle = start_emulator(**vars(args))  # the options are named as the config's fields
+    for field in fields(EmulatorConfig):  # a flag for each number or list of the config, named as it
+        if parse := _PARSERS.get(str(field.type).removesuffix(" | None")):
+            parser.add_argument(f"--{field.name.replace('_', '-')}", type=parse, default=field.default)
+    handle = start_emulator(**vars(parser.parse_args(argv)))
     print(f"api emulator listening on {handle.base_url}", flush=True)
     try:
         threading.Event().wait()
