@@ -1,19 +1,14 @@
 """How far the calibrator agrees with the clinicians: percent agreement, Cohen's kappa, a CI.
 
-A **judgement** is one human decision about one calibrator proposal for one test:
-- a review decision (`calibrate --review`): accepted (the human's view is the proposal), rejected
-  (the human keeps the expectations in force when the proposal was made) or edited (the edit);
-- a human override, set against the latest calibrator proposal for that test (from history or
-  from a review file, unchanged proposals included); overrides with no proposal are skipped.
-
-Each judgement is compared entity by entity: every entity either side names gets a role from each
-side — primary, secondary, not_expected or absent (rank checks are not compared). Agreement is
-measured over these (test, entity) pairs. Cohen's kappa corrects percent agreement for the
-agreement two raters would reach by chance with the same role frequencies: 1 is perfect, 0 is
-chance level, below 0 worse than chance. Kappa is computed here with numpy (no statistics library
-in the lock offers it; scikit-learn's `cohen_kappa_score` is the same formula). Pairs of one test
-are not independent, so the confidence interval is a percentile bootstrap over tests (all pairs of
-a resampled test move together), seeded so a report is reproducible.
+A **judgement** is one human decision about one calibrator proposal for one test: a review
+decision (`calibrate --review`: accepted, rejected — the expectations in force stand — or edited),
+or a human override set against the latest proposal for that test (from history or a review file);
+an override with no proposal is skipped. Every entity either side names gets a role from each side
+(primary, secondary, not_expected or absent; rank checks are not compared), and agreement is
+measured over these (test, entity) pairs. Kappa corrects for chance agreement at the same role
+frequencies (1 perfect, 0 chance level); numpy computes it (no library in the lock offers it;
+scikit-learn's `cohen_kappa_score` is the same formula). Pairs of one test are not independent, so
+the CI is a seeded percentile bootstrap over tests.
 """
 
 from __future__ import annotations

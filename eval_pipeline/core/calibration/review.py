@@ -1,15 +1,11 @@
 """A dry run's proposals as a review file: decided per test by a human, then applied once.
 
-A dry run pays for every proposal; the review file keeps them (with the raw responses) so a
-reviewer can accept, reject or edit each one and apply exactly the accepted ones later without
-calling the model again. The file lives under `calibration/reviews/`, is published under a fresh
-name, and is then updated in place (atomic replace, under a lock) as decisions are recorded and
-when it is applied. Rejected proposals stay in it as rejected: they are the human's "no", which
-the agreement report counts.
-
-A review is applied at most once (`applied` is set, and the history file carries the review id),
-and only against the KB and semantic bank it was made for unless forced: proposals judged
-against another KB or other tests are not the proposals the reviewer saw.
+A dry run pays for every proposal; its review file keeps them (with the raw responses) so a
+reviewer can accept, reject or edit each and later apply exactly the accepted ones without calling
+the model again. It is published under `calibration/reviews/` with a fresh name, then replaced
+atomically, under a lock, as decisions are recorded. Rejections stay: they are the human's "no",
+which the agreement report counts. A review is applied at most once (`applied`; the history file
+carries its id), and only against the KB and semantic bank it was made for unless forced.
 """
 
 from __future__ import annotations
@@ -123,12 +119,7 @@ def review_from_run(run: CalibrationRun, tests: Sequence[SemanticTest]) -> Revie
     return ReviewFile(
         review_id=run.calibration_id,
         created_at=run.started,
-        scope=run.scope,
-        trigger=run.trigger,
-        model=run.model,
-        prompt_version=record.prompt_version,
-        kb_version=run.kb.kb_version,
-        kb_hash=run.kb.content_hash,
+        **record.model_dump(include={"scope", "trigger", "model", "prompt_version", "kb_version", "kb_hash"}),
         bank_hash=bank_hash(tests),
         record=record,
         items=[ReviewItem(diff=d, topics=topics.get(d.test_id, [])) for d in run.diffs],

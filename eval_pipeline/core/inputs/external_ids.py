@@ -1,15 +1,12 @@
 """Ids of an imported collection (BEIR, TREC) as KB entity ids and test ids, and back.
 
-A collection's ids may hold any characters (`<ns:Some_Page>`, `a/b`, unicode, `12345`), but an
-entity id is snake_case (it names the entity's file) and a test id is a short token. An id that
-already fits, and holds no `__`, is kept as it is; any other becomes a readable slug, `__`, and
-a hash of the original, so the mapping is deterministic and two originals never share a mapped
-id (kept ids hold no `__`; mapped ids differ in their hash). The original is recorded in the
-entity's or test's `source_id`, which is what every exported file uses: that makes it reversible.
-
-An id holding whitespace or a control character cannot be carried by TREC files (whitespace
-separates their columns), so it is refused rather than mapped: a mapped id would come back out
-of an export as something the user never wrote.
+A collection's ids may hold any characters (`<ns:Some_Page>`, `a/b`, `12345`), but an entity id is
+snake_case (it names a file) and a test id a short token. An id that fits and holds no `__` is
+kept; any other becomes a readable slug, `__` and a hash of the original: deterministic, and two
+originals never share one. The original stays in the entity's or test's `source_id`, which every
+exported file uses. An id holding whitespace or a control character is refused, not mapped: TREC
+columns are whitespace-separated, and a mapped id would come back out of an export as something
+the user never wrote.
 """
 
 from __future__ import annotations

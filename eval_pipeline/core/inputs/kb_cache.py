@@ -1,21 +1,13 @@
-"""The validated KB, stored: a warm run reads one file instead of parsing and validating every
-entity file again.
+"""The validated KB, stored: a warm run reads one file instead of parsing every entity file again.
 
-The stored KB is trusted only while every file the KB loads from is the same file it was: same
-name, size, mtime_ns, ctime_ns, inode and device (what git and make trust, plus ctime, which no
-user can set: restoring an edited file's mtime still moves its ctime), and while the code that
-validated it is the same (`code_version`). Anything else, a file added, edited, deleted or
-renamed, or a stored file that is unreadable, truncated or does not match its own checksum, is
-ignored and the KB is loaded from its files again, never half-trusted.
-
-A file changed within `RACY_NS` of when it was read could change again within the same tick of
-the filesystem's clock and keep its size and times, so a KB holding one is not stored (git's
-"racy" rule); the next run stores it. The limit: a change that keeps a file's size, mtime, ctime
-and inode (a clock set back, a disk edited underneath the filesystem) goes unseen;
-`--cache refresh` reloads from the files.
-
-One file per KB path, under the cache folder (`<cache>/kb/`), written atomically, and only after
-the whole input loaded without a problem, so bad input writes nothing.
+It is trusted only while each file the KB loads from keeps its name, size, mtime_ns, ctime_ns,
+inode and device (what git and make trust, plus ctime, which no user can set) and the validating
+code is the same (`code_version`); anything else, or a stored file that is unreadable or fails its
+checksum, means loading from the files again, never half-trusting. A KB holding a file changed
+within `RACY_NS` of being read is not stored (git's "racy" rule: it could change again within one
+clock tick keeping its size and times); the next run stores it. A change keeping size, times and
+inode (a clock set back) goes unseen: `--cache refresh` reloads. One file per KB path under
+`<cache>/kb/`, written atomically, and only after the whole input loaded without a problem.
 """
 
 from __future__ import annotations

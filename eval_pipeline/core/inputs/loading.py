@@ -99,17 +99,17 @@ class Banks(BaseModel):
         return {m: len(bank.tests) for m in Mechanism if (bank := self.bank(m)) is not None}
 
 
-def read_structured(path: Path, shown: str, problems: list[Problem]) -> Any:
+def read_structured(path: Path, problems: list[Problem]) -> Any:
     """Parse JSON or YAML by extension (strictly: see file_reader.py); on failure record one problem,
     return None. An empty (or `null`) file is a problem too: a file that is there means to say
     something."""
     try:
         data = load_input(path)
     except BadFile as exc:
-        problems.append(Problem(shown, exc.item, exc.field, exc.message, exc.line))
+        problems.append(Problem(str(path), exc.item, exc.field, exc.message, exc.line))
         return None
     if data is None:
-        problems.append(Problem(shown, "-", "-", "file is empty (or null)"))
+        problems.append(Problem(str(path), "-", "-", "file is empty (or null)"))
     return data
 
 
@@ -204,8 +204,7 @@ def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
     file = root / LAYOUT_FILE
     if not _present(file) or _escapes(file, os.path.realpath(root), f"the banks folder {root}", problems):
         return BankLayout()
-    data = read_structured(file, str(file), problems)
-    return parse_model(BankLayout, data, str(file), problems, "-") or BankLayout()
+    return parse_model(BankLayout, read_structured(file, problems), str(file), problems, "-") or BankLayout()
 
 
 def history_dir(root: Path) -> Path:
@@ -219,7 +218,7 @@ def load_kb(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         problems.append(Problem(str(path), "-", "-", "knowledge base not found"))
         return None
     if not path.is_dir():
-        data = read_structured(path, str(path), problems)
+        data = read_structured(path, problems)
         return parse_collection(KnowledgeBase, data, str(path), problems, "entities", "entity_id")
     return _load_kb_dir(path, problems)
 
@@ -291,7 +290,7 @@ def unread_entities(kb_path: Path, problems: Sequence[Problem]) -> frozenset[str
 def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     manifest_path = path / KB_MANIFEST
     shown_manifest = str(manifest_path)
-    manifest = read_structured(manifest_path, shown_manifest, problems)
+    manifest = read_structured(manifest_path, problems)
     fields = manifest if isinstance(manifest, dict) else {}
     version = fields.get("kb_version")
     if manifest is not None and not isinstance(manifest, dict):
@@ -309,7 +308,7 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         shown = str(file)
         if file.name in escaping:
             continue
-        entity = parse_model(Entity, read_structured(file, shown, problems), shown, problems, "entity_id")
+        entity = parse_model(Entity, read_structured(file, problems), shown, problems, "entity_id")
         if entity is None:
             continue
         if entity.entity_id != file.stem:
@@ -349,7 +348,7 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
                 continue
             banks.file_hashes[rel] = _file_hash(file)
             model = get_args(Banks.model_fields[mechanism.value].annotation)[0]  # of `Bank | None`
-            loaded = parse_collection(model, read_structured(file, str(file), problems), str(file), problems)
+            loaded = parse_collection(model, read_structured(file, problems), str(file), problems)
             setattr(banks, mechanism.value, loaded)
     if not banks.file_hashes:
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
@@ -357,10 +356,8 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
     if _present(rules_file):
         if not _escapes(rules_file, root_real, what, problems):
             banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
-            shown = str(rules_file)
-            banks.rules = parse_model(
-                PatternRules, read_structured(rules_file, shown, problems), shown, problems
-            )
+            rules = read_structured(rules_file, problems)
+            banks.rules = parse_model(PatternRules, rules, str(rules_file), problems)
     elif _present(root / banks.layout.pattern):
         problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))
     return banks
@@ -383,7 +380,7 @@ def load_history(directory: Path, problems: list[Problem]) -> list[LoadedHistory
             continue
         if _escapes(file, folder, what, problems):
             continue
-        entry = parse_model(HistoryFile, read_structured(file, str(file), problems), str(file), problems)
+        entry = parse_model(HistoryFile, read_structured(file, problems), str(file), problems)
         if entry is None:
             continue
         out_of_order = name_problem(file.name, entry)

@@ -1,14 +1,11 @@
 """How deep a JSON or YAML document nests, checked before a parser builds it.
 
-libyaml's composer recurses in C for each level (a document 30,000 levels deep overflows the
-stack: the process dies with no message), its scanner slows quadratically with nested flow
-collections, and Python's `json` raises RecursionError past ~1,000. No input this tool reads
-nests anywhere near MAX_NESTING_DEPTH, so a deeper document is refused with one line before any
-of them runs.
-
-Each check starts with a count that bounds the depth from above (a level needs an opening
-bracket, or in YAML a `-`, `?` or `:`), so a typical file costs one pass of `str.count` per
-character class and nothing more.
+libyaml's composer recurses in C per level (30,000 levels overflow the stack: the process dies
+with no message), its scanner slows quadratically with nested flow collections, and Python's
+`json` raises RecursionError past ~1,000. No input nests anywhere near MAX_NESTING_DEPTH, so a
+deeper one is refused with one line first. Each check starts with a count bounding the depth from
+above (a level needs a bracket, or in YAML a `-`, `?` or `:`): a typical file costs one `str.count`
+per character class.
 """
 
 from __future__ import annotations

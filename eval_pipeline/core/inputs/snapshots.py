@@ -1,12 +1,11 @@
-"""Content-addressed snapshots of the KB and the banks, so a past date can be evaluated on the
-inputs the system had then.
+"""Content-addressed snapshots of the KB and the banks, so a past date is evaluated on the inputs
+the system had then.
 
-A snapshot is a directory named by the content hash of the files it holds
-(`<store>/<hash>/kb/...`, `<store>/<hash>/banks/...`) plus a `snapshot.json` manifest saying
-where the files came from. Taking the same snapshot twice is free (the directory exists), and a
-snapshot is written to a temporary directory and renamed into place, so a reader never sees a
-partial one. The expectation history is not snapshotted: it is append-only and dated, and
-resolution already reads it "as of" a date.
+A snapshot is `<store>/<hash>/kb/...` and `<store>/<hash>/banks/...`, named by the content hash of
+its files, plus a `snapshot.json` manifest saying where they came from. Taking one twice is free,
+and it is written to a temporary directory renamed into place, so no reader sees a partial one.
+The expectation history is not snapshotted: it is append-only and dated, and resolution reads it
+"as of" a date.
 """
 
 from __future__ import annotations
