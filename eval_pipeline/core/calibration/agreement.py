@@ -79,10 +79,9 @@ def role_pairs(j: Judgement) -> list[tuple[str, Role, Role]]:
 
 def confusion(pairs: Iterable[tuple[Role, Role]]) -> np.ndarray:
     """Rows: the calibrator's role; columns: the human's; in ROLES order."""
-    index = {r: i for i, r in enumerate(ROLES)}
     matrix = np.zeros((len(ROLES), len(ROLES)), dtype=np.int64)
     for a, b in pairs:
-        matrix[index[a], index[b]] += 1
+        matrix[ROLES.index(a), ROLES.index(b)] += 1
     return matrix
 
 

@@ -70,13 +70,14 @@ class NoAnswer(CouldNotEvaluate):
     """The response holds no answer to parse (truncated, refused, or no text block)."""
 
 
+_STOPS: dict[object, str] = {"max_tokens": "output truncated at max_tokens", "refusal": "the model refused"}
+
+
 def response_text(response: Mapping[str, Any]) -> str:
     """The answer's JSON text. Thinking blocks, when present, come before the text block."""
-    stop = response.get("stop_reason")
-    if stop == "max_tokens":
-        raise NoAnswer("output truncated at max_tokens")
-    if stop == "refusal":
-        raise NoAnswer("the model refused")
+    stopped = _STOPS.get(response.get("stop_reason"))
+    if stopped:
+        raise NoAnswer(stopped)
     texts = [b.get("text") for b in response.get("content", []) if b.get("type") == "text"]
     texts = [t for t in texts if isinstance(t, str) and t.strip()]
     if not texts:

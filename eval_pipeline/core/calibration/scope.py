@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from eval_pipeline.core.calibration.proposals import Scope
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation
-from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
+from eval_pipeline.core.inputs.banks import SemanticTest
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.scoring.run_document import RunDocument
 
@@ -87,14 +87,11 @@ def scoped_tests(
         chosen = [t for t in tests if t.test_id in why]
     else:
         chosen = list(tests)
-    judged = [t.test_id for t in chosen if states_judgments(resolved[t.test_id].expectations)]
+    in_force = {t.test_id: resolved[t.test_id].expectations for t in chosen}
+    judged = [test_id for test_id, e in in_force.items() if e.expected_any or e.relevant]
     for test_id in judged:
         why[test_id] = [JUDGED_NOT_CALIBRATED]
     return [t for t in chosen if t.test_id not in judged], why
 
 
 JUDGED_NOT_CALIBRATED = "not calibrated: its any-of or graded relevance is kept as judged"
-
-
-def states_judgments(exp: Expectations) -> bool:
-    return bool(exp.expected_any or exp.relevant)

@@ -14,20 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.file_reader import load_input
+from eval_pipeline.core.inputs.frozen import FrozenModel
 
 SCHEDULES_FILE = "schedules.yaml"
 MAX_WINDOW_DAYS = 366
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", allow_inf_nan=False, frozen=True)
-
-
-class _Schedule(_Strict):
+class _Schedule(FrozenModel):
     enabled: bool = True
     cron: str
     models: list[str] | None = Field(default=None, description="unset: every enabled free model")
@@ -50,7 +47,7 @@ class BackfillSchedule(_Schedule):
     window_days: int = Field(default=7, ge=1, le=MAX_WINDOW_DAYS)
 
 
-class ScheduleSettings(_Strict):
+class ScheduleSettings(FrozenModel):
     schema_version: Literal[1] = 1
     daily: DailySchedule = DailySchedule()
     comparison_backfill: BackfillSchedule = BackfillSchedule()
