@@ -1,13 +1,10 @@
 """Opus calibration's proposals: each call's record, its checked proposal, and the history entry.
 
-Each proposal is checked on its own: an invalid one is rejected with its reason and the other
-tests go on. Valid proposals are diffed against the resolved expectations; the changed ones
-become one history file. A proposal that disagrees with a standing human override is written too:
-the resolver keeps the override in force and reports the calibration as a conflict for review, so
-the model's view is on record without overriding a clinician.
-
-Nothing in `core/calibration/` does network I/O or imports the SDK; `providers/calibrator.py`
-makes the calls and `files.py` writes the results.
+Each proposal is checked on its own (an invalid one is rejected with its reason; the other tests
+go on), then diffed against the resolved expectations; the changed ones become one history file.
+One that disagrees with a standing human override is written too: the resolver keeps the override
+and reports a conflict for review, so the model's view is on record without overriding a
+clinician. Nothing in `core/calibration/` does network I/O: `providers/calibrator.py` calls.
 """
 
 from __future__ import annotations

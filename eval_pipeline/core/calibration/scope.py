@@ -64,11 +64,8 @@ def scoped_tests(
     retrieved: Mapping[str, set[str]] | None = None,
 ) -> tuple[list[SemanticTest], dict[str, list[str]]]:
     """The tests a calibration covers, in bank order, and for `affected` why each is included.
-
-    Tests whose expectations state any-of primaries or graded judgments are left as they are,
-    and `why` says so: their relevance was judged passage by passage, and a proposal of exact
-    primaries would coarsen it back into the one-primary model they were written to escape.
-    """
+    Tests stating any-of primaries or graded judgments are left as judged (`why` says so): a
+    proposal of exact primaries would coarsen them back into the one-primary model."""
     if test_ids and scope != "single":
         raise ScopeError("test ids go with the single scope")
     if added_entities and scope != "affected":

@@ -1,11 +1,10 @@
-"""A BEIR folder as a project of this tool: a KB directory (one KNOWLEDGE entity a passage), a
-semantic bank (one test a judged query, its graded judgments as `relevant` gains) and a models
-file, written all at once or not at all.
+"""A BEIR folder as a project of this tool, written all at once or not at all: a KB directory (one
+KNOWLEDGE entity a passage), a semantic bank (one test a judged query, its graded judgments as
+`relevant` gains) and a models file.
 
-The corpus is streamed: each passage is checked and written as it is read, and only its id
-mapping is kept (the qrels must be checked against it). Judgments and the judged queries are
-small and kept. Everything is written into temporary folders beside the targets and renamed
-into place at the end, so a failed import leaves nothing behind.
+The corpus is streamed (each passage checked and written as read; only its id mapping is kept, for
+the qrels); judgments and judged queries are small and kept. Everything is written into temporary
+folders beside the targets and renamed into place at the end: a failed import leaves nothing.
 """
 
 from __future__ import annotations

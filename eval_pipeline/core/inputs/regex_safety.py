@@ -23,11 +23,8 @@ _PROBE = "import re, sys\np = re.compile(sys.argv[1], re.IGNORECASE)\nfor s in s
 def backtracking_risk(pattern: str) -> str | None:
     """Why `pattern` can hang a matcher, or None. Our own matching is time-bounded anyway, but the
     team's production detector may use Python's `re`, where such a pattern hangs on one message.
-
-    Two shapes are probed: a quantified group holding a quantifier, and a quantified group holding
-    alternatives, which backtracks the same way when two alternatives can match the same text,
-    e.g. (x|x)*y. The probes are the fixed ones plus the literal runs of those groups repeated,
-    so an ambiguity over any word (say (ab|a?b)*c) meets text it can match."""
+    Besides the fixed probes, the literal runs of the risky groups are repeated, so an ambiguity
+    over any word (say (ab|a?b)*c) meets text it can match."""
     groups = [m.group(0) for shape in (_NESTED_QUANTIFIER, _ALTERNATION) for m in shape.finditer(pattern)]
     if not groups:
         return None
