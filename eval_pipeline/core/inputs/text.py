@@ -10,16 +10,6 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-# A user message to the assistant; ample for a long chat turn or a BEIR query.
-MAX_PROMPT_CHARS = 10_000
-# An entity's title and one-line summary (shown to rerankers in every call).
-MAX_TITLE_CHARS = 300
-MAX_SUMMARY_CHARS = 2_000
-# An entity's content: embedded and shown to calibrators; a book chapter, not a book.
-MAX_CONTENT_CHARS = 200_000
-# Who made a human decision and why, recorded in the history.
-MAX_NOTE_CHARS = 10_000
-
 
 def _not_blank(value: str) -> str:
     if not value.strip():
@@ -27,8 +17,12 @@ def _not_blank(value: str) -> str:
     return value
 
 
-Prompt = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_not_blank)]
-Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS), AfterValidator(_not_blank)]
-Summary = Annotated[str, Field(min_length=1, max_length=MAX_SUMMARY_CHARS), AfterValidator(_not_blank)]
-Note = Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS), AfterValidator(_not_blank)]
-Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS), AfterValidator(_not_blank)]
+# A user message to the assistant; ample for a long chat turn or a BEIR query.
+Prompt = Annotated[str, Field(min_length=1, max_length=10_000), AfterValidator(_not_blank)]
+# An entity's title and one-line summary, shown to rerankers in every call.
+Title = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_not_blank)]
+Summary = Annotated[str, Field(min_length=1, max_length=2_000), AfterValidator(_not_blank)]
+# Who made a human decision and why, recorded in the history.
+Note = Annotated[str, Field(min_length=1, max_length=10_000), AfterValidator(_not_blank)]
+# An entity's content: embedded and shown to calibrators; a book chapter, not a book.
+Content = Annotated[str, Field(min_length=1, max_length=200_000), AfterValidator(_not_blank)]
