@@ -119,12 +119,9 @@ def _item_for(data: Any, loc: tuple[int | str, ...], id_key: str) -> tuple[str, 
         items = data.get(loc[0]) if isinstance(data, dict) else None
         item = items[loc[1]] if isinstance(items, list) and loc[1] < len(items) else None
         key = item.get(id_key) if isinstance(item, dict) else None
-        name = str(key) if key else f"{loc[0]}[{loc[1]}]"
-        rest = ".".join(str(p) for p in loc[2:]) or "-"
-        return name, rest
-    if isinstance(data, dict) and id_key in data and data[id_key]:
-        return str(data[id_key]), ".".join(str(p) for p in loc) or "-"
-    return "-", ".".join(str(p) for p in loc) or "-"
+        return str(key) if key else f"{loc[0]}[{loc[1]}]", ".".join(str(p) for p in loc[2:]) or "-"
+    key = data.get(id_key) if isinstance(data, dict) else None
+    return str(key) if key else "-", ".".join(str(p) for p in loc) or "-"
 
 
 def parse_model(
