@@ -1,10 +1,6 @@
 """What the Claude reranker and the calibrator share about the Anthropic API: how a failure
-looks to the retry policy, a message's usage, the first call that writes the cached prefix,
-token counting and Message Batches.
-
-Batches: submit requests keyed by custom id (at most 10,000 per batch, split above), poll until
-each batch ends, hand back the results by custom id. A batch bills input and output at half
-price and ends within 24 hours; the emulator ends one at once or after its `batch_ready_s`.
+looks to the retry policy, a message's usage, the cached prefix and the first call that writes
+it, token counting and Message Batches (half price, ended within 24 hours).
 """
 
 from __future__ import annotations

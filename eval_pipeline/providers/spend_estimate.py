@@ -39,6 +39,7 @@ TOKEN_COUNT_CALLS = 2  # a Claude reranker counts its prefix once per run: free
 
 
 def estimate_tokens(text: str) -> int:
+    """Also the API emulator's token count: real tokenizers count somewhat more."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 

@@ -1,5 +1,7 @@
-"""The Anthropic Messages wire format: forced tool use, prompt-cache accounting, count_tokens,
-batches, and calibration proposals built from the KB block of the prompt."""
+"""The Anthropic Messages wire format: forced tool use (the first N candidate ids listed in the
+prompt, N from "at most N"), prompt-cache accounting, count_tokens, batches (results as JSONL),
+and for a calibration request (JSON output whose schema has `expected_primary`) a thinking block
+and a valid proposal from the SEMANTIC ids of the prompt's KB block."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
+from eval_pipeline.providers.spend_estimate import estimate_tokens
 from eval_pipeline.testing.emulator.config import (
     Json,
     Reply,
     error_reply,
-    estimate_tokens,
     json_reply,
     unit_hash,
 )
@@ -106,10 +108,9 @@ class AnthropicApi:
 
     def _cache_minimum(self, model: str) -> int:
         configured = self._emu.config.cache_min_tokens
-        if configured is not None:
-            return configured
-        known = minimum_cacheable_tokens(model)
-        return FALLBACK_CACHE_MIN_TOKENS if known is None else known
+        return (
+            minimum_cacheable_tokens(model) or FALLBACK_CACHE_MIN_TOKENS if configured is None else configured
+        )
 
     def count_tokens(self, request: Json) -> Json:
         prefix, rest, _ = _split_cached_prefix(request)

@@ -1,11 +1,11 @@
 """The emulator's knobs (latency, rate limit, seeded faults), its reply type, request statistics,
-and the deterministic stand-ins (token estimates, hash vectors) every route shares."""
+and the deterministic stand-ins every route shares (hash vectors; tokens are counted as the dry
+run estimates them)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import threading
 import time
 from collections import Counter, deque
@@ -71,12 +71,6 @@ class Reply:
 
 def json_reply(status: int, payload: object, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status, json.dumps(payload).encode(), headers=headers or {})
-
-
-def estimate_tokens(text: str) -> int:
-    """A deterministic stand-in for a tokenizer: one token per 4 characters, rounded up. Real
-    Claude tokenizers give somewhat more tokens for the same text; sizes here are estimates."""
-    return math.ceil(len(text) / 4)
 
 
 def hash_vector(text: str, dim: int) -> npt.NDArray[np.float32]:

@@ -4,18 +4,9 @@ Tests and benchmarks point the real SDK clients at it (`base_url`); nothing is m
 Its selections, vectors and scores are deterministic stand-ins derived from hashes of the input,
 never model quality.
 
-Routes
-  Anthropic  POST /v1/messages             forced tool use: selects the first N candidate ids listed
-                                           in the prompt (N from "at most N"), with prompt-cache
-                                           accounting; a calibration request (JSON output whose
-                                           schema has `expected_primary`) gets a thinking block and
-                                           a valid proposal from the SEMANTIC ids of the KB block
-             POST /v1/messages/count_tokens
-             POST /v1/messages/batches, GET /v1/messages/batches/{id}, GET .../{id}/results (JSONL)
-  Voyage     POST /v1/embeddings           unit vectors from a hash of each text (base64 or float)
-             POST /v1/rerank               relevance = (1 + cosine of hash vectors) / 2
-  Target     POST /target                  the HTTP-target contract (docs/http_target.md)
-  Control    GET /_stats, POST /_reset
+Routes (`_ROUTES`; what each answers is in its wire module): Anthropic messages, token counting
+and message batches, Voyage embeddings and rerank, the HTTP-target contract at /target
+(docs/http_target.md); GET /_stats and POST /_reset control the emulator.
 
 Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + retry-after),
 seeded or placed faults (`FaultKind`), a barrier over model names and a gather over one path's

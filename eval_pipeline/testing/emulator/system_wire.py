@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from eval_pipeline.providers.spend_estimate import estimate_tokens
 from eval_pipeline.testing.emulator.anthropic_wire import DEFAULT_TOP_K
-from eval_pipeline.testing.emulator.config import Json, estimate_tokens, hash_vector
+from eval_pipeline.testing.emulator.config import Json, hash_vector
 
 
 def target_response(request: Json, entities: tuple[str, ...], dim: int) -> Json:

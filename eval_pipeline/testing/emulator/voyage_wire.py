@@ -1,4 +1,5 @@
-"""The Voyage wire format: embeddings (hash vectors, float or base64) and rerank."""
+"""The Voyage wire format: embeddings (hash vectors, float or base64) and rerank (relevance =
+(1 + cosine of hash vectors) / 2)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import base64
 import numpy as np
 import numpy.typing as npt
 
+from eval_pipeline.providers.spend_estimate import estimate_tokens
 from eval_pipeline.testing.emulator.config import (
     EmulatorConfig,
     Json,
     Reply,
     Stats,
-    estimate_tokens,
     hash_vector,
     json_reply,
 )
