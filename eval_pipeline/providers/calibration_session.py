@@ -31,11 +31,10 @@ from eval_pipeline.providers.calibrator import (
     Progress,
     TokenCount,
     calibrator_access,
-    calibrator_price,
     calls_cost,
     estimate_cost,
 )
-from eval_pipeline.providers.pricing import Price
+from eval_pipeline.providers.pricing import Price, load_price_overrides, lookup_price
 from eval_pipeline.providers.ratelimit import RateLimiter
 
 
@@ -73,18 +72,10 @@ def plan_calibration(
     """Raises ScopeError (bad ids for the scope) and PricingError (a model without a price)."""
     resolved = resolve(bank, history)
     chosen, why = scoped_tests(scope, bank, kb, resolved, list(test_ids), list(added_entities), retrieved)
+    trigger = trigger or DEFAULT_TRIGGERS[scope]
+    price = lookup_price(model, load_price_overrides())
     return CalibrationPlan(
-        kb=kb,
-        bank=bank,
-        tests=chosen,
-        resolved=resolved,
-        why=why,
-        scope=scope,
-        trigger=trigger or DEFAULT_TRIGGERS[scope],
-        added_entities=list(added_entities),
-        model=model,
-        batch=batch,
-        price=calibrator_price(model),
+        kb, bank, chosen, resolved, why, scope, trigger, list(added_entities), model, batch, price
     )
 
 

@@ -1,14 +1,10 @@
 """Claude as the expectation calibrator, through `anthropic.AsyncAnthropic`.
 
-Every request is the same two system blocks — the instructions, then the whole KB marked
-`cache_control` — followed by one test's user turn, so the KB is one cached prefix: written by the
-first call (which runs alone), read by every later one.
-
-The answer is structured output (`output_config.format` with a JSON schema), not forced tool use:
-Claude Opus 5.5, the default calibrator, rejects a forced `tool_choice` with a 400 and always
-thinks, so responses hold thinking blocks before the JSON text. Bulk scopes can go through the
-Message Batches API (half price). Token counting (free) prices a calibration before anything is
-spent. The key comes from $ANTHROPIC_API_KEY only and is never printed.
+Every request is the instructions, then the whole KB as the cached prefix, then one test's user
+turn. The answer is structured output (`output_config.format` with a JSON schema), not forced
+tool use: Claude Opus 5.5, the default calibrator, rejects a forced `tool_choice` with a 400 and
+always thinks, so responses hold thinking blocks before the JSON text. The key comes from
+$ANTHROPIC_API_KEY only and is never printed.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ from eval_pipeline.providers.anthropic_client import AnthropicProvider, BatchPro
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError
 from eval_pipeline.providers.models import FaultSettings, WaitLimits
-from eval_pipeline.providers.pricing import Price, cost_usd, load_price_overrides, lookup_price, prefix_usage
+from eval_pipeline.providers.pricing import Price, cost_usd, prefix_usage
 from eval_pipeline.providers.ratelimit import RateLimiter
 
 # A calibration batch may take up to the API's 24 hours to end: its run deadline allows that.
@@ -73,10 +69,6 @@ def api_key_from_env(environ: Mapping[str, str] | None = None) -> str:
             f"calibration calls the Anthropic API: set {API_KEY_ENV} in the environment"
         )
     return key
-
-
-def calibrator_price(model_id: str) -> Price:
-    return lookup_price(model_id, load_price_overrides())
 
 
 @dataclass(frozen=True)

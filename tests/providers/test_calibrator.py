@@ -29,12 +29,11 @@ from eval_pipeline.providers.calibrator import (
     TokenCount,
     api_key_from_env,
     calibrator_access,
-    calibrator_price,
     calls_cost,
     estimate_cost,
     newest_opus,
 )
-from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd
+from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd, lookup_price
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
 from eval_pipeline.testing.emulator.server import EmulatorHandle
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY
@@ -108,7 +107,7 @@ def test_default_model_is_the_newest_opus_alias_of_the_pinned_sdk() -> None:
 
 
 def test_default_model_is_priced() -> None:
-    price = calibrator_price(DEFAULT_MODEL)
+    price = lookup_price(DEFAULT_MODEL)
     assert (price.input, price.output, price.cache_write, price.cache_read) == (4.0, 20.0, 5.0, 0.2)
     assert price.cache_write_1h == 8.0  # 1-hour TTL writes: 2x input (5-minute writes are 1.25x)
 
@@ -134,7 +133,7 @@ def test_cost_estimate_writes_the_prefix_once_and_reads_it_after() -> None:
 
 
 def test_batch_estimate_writes_the_prefix_at_the_one_hour_rate() -> None:
-    price = calibrator_price(DEFAULT_MODEL)
+    price = lookup_price(DEFAULT_MODEL)
     count = TokenCount(prefix_tokens=10_000, turn_tokens=0, tests=1)
     sequential = estimate_cost(count, price, batch=False).input_usd
     batch = estimate_cost(count, price, batch=True).input_usd
@@ -202,7 +201,7 @@ async def test_batch_matches_sequential_results(emulator: EmulatorHandle, make: 
     batch_outcomes, batch_diffs = judge(batched, kb, resolved)
     assert batch_outcomes == seq_outcomes and batch_diffs == seq_diffs
     assert progress[0][1] == 0 and progress[-1][1:] == (94, 94) and len(progress) >= 2
-    price = calibrator_price(DEFAULT_MODEL)
+    price = lookup_price(DEFAULT_MODEL)
     assert calls_cost(batched, price, batch=True) < calls_cost(sequential, price, batch=False)
 
 
@@ -218,7 +217,7 @@ async def test_a_batch_caches_the_kb_for_an_hour_and_pays_the_one_hour_write_rat
     assert write.cache_creation_1h_input_tokens == write.cache_creation_input_tokens > 0
     as_five_minute = write.model_copy(update={"cache_creation_1h_input_tokens": 0})
     premium = write.cache_creation_input_tokens * (8.0 - 5.0) / 1e6  # Opus 5.5: $8 vs $5 per MTok
-    price = calibrator_price(DEFAULT_MODEL)
+    price = lookup_price(DEFAULT_MODEL)
     assert cost_usd(write, price) == pytest.approx(cost_usd(as_five_minute, price) + premium)
     sequential = await make().calibrate(kb, prompts)
     assert "ttl" not in emulator.requests("/v1/messages")[0]["system"][1]["cache_control"]
