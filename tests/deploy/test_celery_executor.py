@@ -228,7 +228,7 @@ def test_a_backfill_on_celery_workers_stores_what_an_in_process_run_stores(
         assert emulator.stats["requests"][RERANK] == in_process_calls > 0
         # The provider saw one model's allowance at most: its bucket plus a second's share of the
         # rate in any second (two more: arrival jitter at either edge).
-        assert emulator.peak(RERANK, window_s=1.0) <= RATE // 60 + RATE // 60 + 2
+        assert emulator.counts.peak(RERANK, window_s=1.0) <= RATE // 60 + RATE // 60 + 2
 
     monkeypatch.setenv("DAGSTER_POSTGRES_URL", env["DAGSTER_POSTGRES_URL"])
     with dg.DagsterInstance.from_config(str(home)) as instance:

@@ -69,7 +69,7 @@ def _queries(n: int, prefix: str = "question") -> list[str]:
 
 def _query_batches(emu: EmulatorHandle) -> list[int]:
     """The number of texts in each query request the emulator received (faulted ones too)."""
-    return [len(r["input"]) for r in emu.requests("/v1/embeddings") if r["input_type"] == "query"]
+    return [len(r["input"]) for r in emu.counts.requests("/v1/embeddings") if r["input_type"] == "query"]
 
 
 def test_n_queries_take_ceil_n_over_the_cap_calls_and_the_tests_add_up_to_them(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_a_warm_rerun_is_free_and_new_queries_alone_are_sent(tmp_path: Path) -> 
         assert emu.stats["total_requests"] == 0
         assert all(r.cache_hits == 1 and r.api_calls == 0 and r.cost_usd == 0 for r in warm)
         mixed = _run(_pipeline(emu, tmp_path), _queries(50) + _queries(7, "fresh"))
-        sent = [r["input"] for r in emu.requests("/v1/embeddings")]
+        sent = [r["input"] for r in emu.counts.requests("/v1/embeddings")]
     assert sent == [_queries(7, "fresh")]  # one call holding only the missing texts
     assert sum(r.api_calls for r in mixed) == 1 and sum(r.cache_hits for r in mixed) == 50
 

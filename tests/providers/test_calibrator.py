@@ -150,7 +150,7 @@ async def test_requests_cache_the_kb_prefix_and_ask_for_structured_output(
     kb, tests, prompts = tenant()
     calls = await make().calibrate(kb, prompts)
     assert [c.test_id for c in calls] == [t.test_id for t in tests]
-    sent = emulator.requests("/v1/messages")
+    sent = emulator.counts.requests("/v1/messages")
     assert len(sent) == len(tests)
     first = sent[0]
     assert first["model"] == DEFAULT_MODEL
@@ -194,7 +194,7 @@ async def test_batch_matches_sequential_results(emulator: EmulatorHandle, make: 
     sequential = await make().calibrate(kb, prompts)
     progress: list[tuple[str, int, int]] = []
     batched = await make(poll_interval_s=50.0).calibrate_batch(kb, prompts, lambda *p: progress.append(p))
-    assert len(emulator.requests("/v1/messages/batches")) == 1
+    assert len(emulator.counts.requests("/v1/messages/batches")) == 1
     assert [c.test_id for c in batched] == [t.test_id for t in tests]
     assert {c.custom_id for c in batched} == {f"test-{i:05d}" for i in range(len(tests))}
     seq_outcomes, seq_diffs = judge(sequential, kb, resolved)
@@ -210,7 +210,7 @@ async def test_a_batch_caches_the_kb_for_an_hour_and_pays_the_one_hour_write_rat
 ) -> None:
     kb, _, prompts = tenant()
     batched = await make().calibrate_batch(kb, prompts)
-    (batch_request,) = emulator.requests("/v1/messages/batches")
+    (batch_request,) = emulator.counts.requests("/v1/messages/batches")
     ttls = {r["params"]["system"][1]["cache_control"].get("ttl") for r in batch_request["requests"]}
     assert ttls == {"1h"}  # batch requests run over minutes to hours, in no set order
     (write,) = [c.usage for c in batched if c.usage.cache_creation_input_tokens]
@@ -220,7 +220,7 @@ async def test_a_batch_caches_the_kb_for_an_hour_and_pays_the_one_hour_write_rat
     price = lookup_price(DEFAULT_MODEL)
     assert cost_usd(write, price) == pytest.approx(cost_usd(as_five_minute, price) + premium)
     sequential = await make().calibrate(kb, prompts)
-    assert "ttl" not in emulator.requests("/v1/messages")[0]["system"][1]["cache_control"]
+    assert "ttl" not in emulator.counts.requests("/v1/messages")[0]["system"][1]["cache_control"]
     assert all(c.usage.cache_creation_1h_input_tokens == 0 for c in sequential)
 
 

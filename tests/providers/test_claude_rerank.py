@@ -136,7 +136,7 @@ async def test_selects_with_forced_tool_use_and_a_marked_prefix_too_short_to_cac
             (usage.input_tokens * 1.0 + usage.output_tokens * 5.0) / 1e6
         )
 
-    sent = emulator.requests("/v1/messages")[0]
+    sent = emulator.counts.requests("/v1/messages")[0]
     assert sent["system"] == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
     assert sent["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
     assert sent["tools"][0]["name"] == TOOL_NAME and sent["tools"][0]["strict"] is True
@@ -178,7 +178,7 @@ async def test_repair_shows_the_error_then_gives_up(
         reranker = make_reranker(emu, clock)
         with pytest.raises(InvalidSelectionError) as info:
             await reranker.rerank("question", _candidates(), SELECTION_K)
-        sent = emu.requests("/v1/messages")
+        sent = emu.counts.requests("/v1/messages")
     assert len(sent) == 2 and info.value.api_calls == 2
     assert info.value.usage.output_tokens > 0  # what the failed attempt cost is kept
     assert str(info.value).startswith("invalid selection after repair: ")

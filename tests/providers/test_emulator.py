@@ -223,7 +223,7 @@ def test_stats_and_reset_over_http(emulator: EmulatorHandle, http: httpx.Client)
     _post(http, emulator, "/v1/rerank", {"query": "q", "documents": ["d"]})
     stats = http.get(emulator.base_url + "/_stats").json()
     assert stats["requests"]["POST /v1/rerank"] == 1 and stats["statuses"]["200"] == 1
-    assert emulator.requests("/v1/rerank") == [{"query": "q", "documents": ["d"]}]
+    assert emulator.counts.requests("/v1/rerank") == [{"query": "q", "documents": ["d"]}]
     http.post(emulator.base_url + "/_reset")
     assert emulator.stats["total_requests"] == 0
 

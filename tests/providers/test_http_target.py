@@ -92,7 +92,7 @@ async def test_ask_sends_the_contract_request(emulator: EmulatorHandle, target: 
     )
     response = await target.ask(request)
     assert len(response.candidates or []) == CANDIDATE_K and len(response.selections or []) == SELECTION_K
-    assert emulator.requests("/target") == [
+    assert emulator.counts.requests("/target") == [
         {
             "contract_version": 2,
             "mechanism": "semantic",
@@ -112,7 +112,7 @@ async def test_each_test_is_sent_as_its_own_user(emulator: EmulatorHandle, targe
         RetrievalItem("t2", "who do i call", 0),
     ]
     await pipeline.retrieve_many(items)
-    sent = [(r["user_type"], r["user_state"]) for r in emulator.requests("/target")]
+    sent = [(r["user_type"], r["user_state"]) for r in emulator.counts.requests("/target")]
     assert sent == [("TENANT", {"months_behind": 2}), (None, {})]  # no sample default is made up
 
 

@@ -269,7 +269,7 @@ async def test_batch_gives_the_online_selections_at_half_the_price(
     _, batched = await _run(make(batch=True, cache_dir=tmp_path / "batch"), kb, items)
     assert [r.selected_ids for r in batched] == [r.selected_ids for r in online_results]
     assert all(r.status == "ok" and r.api_calls == 2 for r in batched)  # an embedding, a rerank
-    (sent,) = emulator.requests("/v1/messages/batches")
+    (sent,) = emulator.counts.requests("/v1/messages/batches")
     assert len(sent["requests"]) == 94 and "POST /v1/messages" not in emulator.stats["requests"]
     assert {r["params"]["system"][-1]["cache_control"]["ttl"] for r in sent["requests"]} == {"1h"}
 
@@ -292,7 +292,7 @@ async def test_batch_gives_the_online_selections_at_half_the_price(
     assert [r.selected_ids for r in again] == [r.selected_ids for r in online_results]
     assert sum(r.cost_usd for r in again) == 0
     assert all((r.api_calls, r.cache_hits) == (0, 2) for r in again)  # query vector, answer
-    assert len(emulator.requests("/v1/messages/batches")) == 1
+    assert len(emulator.counts.requests("/v1/messages/batches")) == 1
 
 
 async def test_batch_requests_that_error_are_answered_online(make: Make, emulator: EmulatorHandle) -> None:
@@ -303,7 +303,7 @@ async def test_batch_requests_that_error_are_answered_online(make: Make, emulato
     _, batched = await _run(make(batch=True), entities, items)
     assert [r.selected_ids for r in batched] == [r.selected_ids for r in online]
     assert all(r.status == "ok" for r in batched)
-    (sent,) = emulator.requests("/v1/messages/batches")
+    (sent,) = emulator.counts.requests("/v1/messages/batches")
     retried = emulator.stats["statuses"].get("POST /v1/messages 200", 0)
     assert 0 < retried < len(sent["requests"])  # only the errored ones went online
 
@@ -317,7 +317,7 @@ async def test_more_requests_than_a_batch_holds_go_out_as_several_batches(
     monkeypatch.setattr(anthropic_client, "MAX_BATCH_REQUESTS", 3)  # the API's cap is 10,000
     _, batched = await _run(make(batch=True), entities, items)
     assert [r.selected_ids for r in batched] == [r.selected_ids for r in online]
-    sizes = [len(b["requests"]) for b in emulator.requests("/v1/messages/batches")]
+    sizes = [len(b["requests"]) for b in emulator.counts.requests("/v1/messages/batches")]
     assert sizes == [3, 3, len(items) - 6]
 
 

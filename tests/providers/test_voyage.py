@@ -63,7 +63,7 @@ async def test_embeds_unit_vectors_with_usage(
     np.testing.assert_allclose(result.vectors[0], hash_vector("alpha", 256), rtol=1e-6)
     np.testing.assert_allclose(result.vectors[0], result.vectors[2])
     assert result.api_calls == 1 and result.usage.input_tokens > 0
-    assert emulator.requests("/v1/embeddings")[0]["input_type"] == "document"
+    assert emulator.counts.requests("/v1/embeddings")[0]["input_type"] == "document"
 
 
 async def test_batches_stay_within_text_and_token_caps(
@@ -93,7 +93,7 @@ async def test_warm_cache_makes_no_calls(
     np.testing.assert_allclose(warm.vectors[1], cold.vectors[0])
     mixed = await embedder.embed(["a", "new"], "query")
     assert mixed.api_calls == 1 and mixed.cache_hits == 1
-    assert emulator.requests("/v1/embeddings")[-1]["input"] == ["new"]
+    assert emulator.counts.requests("/v1/embeddings")[-1]["input"] == ["new"]
     other_type = await embedder.embed(["a"], "document")  # input type is part of the key
     assert other_type.api_calls == 1
 
@@ -157,7 +157,7 @@ async def test_rerank_returns_relevance_order_and_caches(
     assert [s.rank for s in result.selections] == [1, 2, 3, 4, 5, 6]
     assert (result.selections[0].reason or "").startswith("relevance ")
     assert result.api_calls == 1 and result.usage.input_tokens > 0
-    sent = emulator.requests("/v1/rerank")[0]
+    sent = emulator.counts.requests("/v1/rerank")[0]
     assert sent["documents"][3] == "Title 3: Summary 3" and sent["top_k"] == 6
     again = await reranker.rerank("Title 7: Summary 7", candidates, 6)
     assert again.selections == result.selections and again.cache_hits == 1

@@ -134,7 +134,8 @@ class Stats:
             times = [t for _, body, t in self.bodies if body.get("model") == model]
         return times[0], times[-1]
 
-    def bodies_for(self, route: str) -> list[Json]:
+    def requests(self, route: str) -> list[Json]:
+        """Recent JSON bodies POSTed to `route` (e.g. "/v1/messages"), oldest first."""
         with self._lock:
             return [body for r, body, _ in self.bodies if r == route]
 

@@ -155,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
 class EmulatorHandle(ThreadingHTTPServer):
     """A running emulator, serving on 127.0.0.1 from a background thread, and the state its
     handler threads share (config, counts, fault plan, rate window): `.base_url` (Anthropic
-    style, no /v1), `.voyage_base_url` (with /v1), `.target_url`, `.stats`, `.peak()`,
+    style, no /v1), `.voyage_base_url` (with /v1), `.target_url`, `.stats`, `.counts`,
     `.reset()`, `.stop()`; also a context manager."""
 
     daemon_threads = True
@@ -191,14 +191,6 @@ class EmulatorHandle(ThreadingHTTPServer):
     @property
     def stats(self) -> Json:
         return self.counts.snapshot()
-
-    def requests(self, path: str) -> list[Json]:
-        """Recent JSON bodies POSTed to `path` (e.g. "/v1/messages"), oldest first."""
-        return self.counts.bodies_for(path)
-
-    def peak(self, route: str, window_s: float = 60.0) -> int:
-        """Most requests to `route` (e.g. "POST /v1/messages") within any `window_s` seconds."""
-        return self.counts.peak(route, window_s)
 
     def reconfigure(self, **changes: Any) -> None:
         """Change behaviour knobs between test phases (e.g. turn faults on)."""
