@@ -33,7 +33,7 @@ from eval_pipeline.providers.circuit import BreakerSettings, breaker_for
 from eval_pipeline.providers.ratelimit import REAL_CLOCK
 from eval_pipeline.runtime.run_monitor import UNFINISHED, process_start
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
-from eval_pipeline.testing.hanging import Behaviour, hanging_server
+from eval_pipeline.testing.hanging import Behaviour, HangingServer
 from tests.conftest import REPO
 from tests.providers.conftest import FAKE_VOYAGE_KEY
 from tests.quiet_instance import quiet_home
@@ -106,7 +106,7 @@ def test_a_team_service_on_a_closed_port_is_declared_down_after_five_calls(
 
 
 def test_a_team_service_that_never_answers_is_declared_down_after_five_timeouts(project: Project) -> None:
-    with hanging_server() as hung:
+    with HangingServer() as hung:
         system = {"kind": "http", "url": hung.url, "timeout_s": 0.2}
         code, doc = _evaluate(project, {"system": system})
         assert hung.requests == 5
@@ -126,7 +126,7 @@ def test_a_team_service_that_stalls_or_drips_after_its_headers_is_cut_off(
     # over the whole attempt ends it. Each call is cut after 0.5 s, so five such calls declare
     # the service down and the run ends with the outage verdict; without the deadline the
     # dripped body (a megabyte) would take days.
-    with hanging_server(behaviour, drip_s=0.05) as hung:
+    with HangingServer(behaviour, drip_s=0.05) as hung:
         system = {"kind": "http", "url": hung.url, "timeout_s": 0.5}
         code, doc = _evaluate(project, {"system": system, "retry": {"max_attempts": 2, "backoff_s": 0}})
         assert hung.requests == 5

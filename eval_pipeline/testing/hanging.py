@@ -1,7 +1,7 @@
 """A service that accepts connections and never finishes answering: what a hung team system
 looks like.
 
-`hanging_server()` listens on 127.0.0.1, accepts every connection and reads what arrives. What it
+`HangingServer()` listens on 127.0.0.1, accepts every connection and reads what arrives. What it
 sends back depends on `behaviour`: nothing (`silent`); the headers of a 200 and then nothing
 (`headers`); or those headers and then the promised body one byte every `drip_s` seconds
 (`drip`), so that no single read ever waits long and only an overall deadline ends the call. It
@@ -13,8 +13,6 @@ from __future__ import annotations
 import socket
 import socketserver
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Literal
 
 Behaviour = Literal["silent", "headers", "drip"]
@@ -43,7 +41,7 @@ class HangingServer(socketserver.ThreadingTCPServer):
         )
         self._thread.start()
 
-    def stop(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stopping.set()
         self.shutdown()
         self.server_close()
@@ -76,12 +74,3 @@ class _Hang(socketserver.BaseRequestHandler):
                 pass
         except OSError:
             return
-
-
-@contextmanager
-def hanging_server(behaviour: Behaviour = "silent", drip_s: float = 1.0) -> Iterator[HangingServer]:
-    server = HangingServer(behaviour, drip_s)
-    try:
-        yield server
-    finally:
-        server.stop()

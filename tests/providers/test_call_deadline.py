@@ -24,7 +24,7 @@ from eval_pipeline.providers.models import FaultSettings, WaitLimits
 from eval_pipeline.providers.ratelimit import RetryPolicy
 from eval_pipeline.providers.system_target import HttpTarget
 from eval_pipeline.providers.voyage import VoyageEmbedder
-from eval_pipeline.testing.hanging import Behaviour, hanging_server
+from eval_pipeline.testing.hanging import Behaviour, HangingServer
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, LoopClock, run_virtual
 from tests.providers.fakes import classify
 
@@ -98,7 +98,7 @@ def test_a_service_that_stalls_or_drips_after_its_headers_is_timed_out(behaviour
     # Each byte of the drip comes well within the client's per-read timeout: only the attempt's
     # overall deadline can end it. Hang guard: the test's own timeout (pytest-timeout).
     request = SystemRequest(mechanism=Mechanism.STATE, message="m", user_type=None, user_state={})
-    with hanging_server(behaviour, drip_s=0.05) as server:
+    with HangingServer(behaviour, drip_s=0.05) as server:
         target = HttpTarget(ApiAccess(base_url=server.url, policy=NO_BACKOFF, timeout_s=0.5, faults=PATIENT))
 
         async def main() -> None:
@@ -145,7 +145,7 @@ def _claude_reranks(url: str, cache: ResponseCache) -> Callable[[], Coroutine[An
 def test_every_api_call_is_timed_out_by_a_dripping_server(
     api: Callable[[str, ResponseCache], Callable[[], Coroutine[Any, Any, object]]], tmp_path: Path
 ) -> None:
-    with hanging_server("drip", drip_s=0.05) as server:
+    with HangingServer("drip", drip_s=0.05) as server:
         # The service's root: each SDK adds its own path.
         call = api(server.url.removesuffix("/retrieve"), ResponseCache(tmp_path / "cache", "use"))
         with pytest.raises(ProviderError, match=r"after 3 attempts$"):
