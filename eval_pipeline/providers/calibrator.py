@@ -172,11 +172,10 @@ class Calibrator(AnthropicProvider):
         async def one(prompt: CalibrationPrompt) -> CallRecord:
             nonlocal done
             try:
-                record = _record(
-                    prompt.test_id, None, await self._messages_create(self.params(system, prompt))
-                )
+                outcome: Message | str = await self._messages_create(self.params(system, prompt))
             except ProviderError as exc:
-                record = CallRecord(test_id=prompt.test_id, error=str(exc))
+                outcome = str(exc)
+            record = _record(prompt.test_id, None, outcome)
             done += 1
             if on_done is not None:
                 on_done(done, len(prompts))
@@ -199,20 +198,13 @@ class Calibrator(AnthropicProvider):
         results = await self._run_batch(
             {cid: self.params(system, p) for cid, p in by_custom_id.items()}, on_progress
         )
-        records = []
-        for cid, p in by_custom_id.items():
-            outcome = results.get(cid, "the batch returned no result for it")
-            if isinstance(outcome, str):
-                records.append(CallRecord(test_id=p.test_id, custom_id=cid, error=outcome))
-            else:
-                records.append(_record(p.test_id, cid, outcome))
-        return records
+        missing = "the batch returned no result for it"
+        return [_record(p.test_id, cid, results.get(cid, missing)) for cid, p in by_custom_id.items()]
 
 
-def _record(test_id: str, custom_id: str | None, message: Message) -> CallRecord:
-    return CallRecord(
-        test_id=test_id,
-        custom_id=custom_id,
-        usage=usage_of(message),
-        response=message.model_dump(mode="json", exclude_none=True),
-    )
+def _record(test_id: str, custom_id: str | None, outcome: Message | str) -> CallRecord:
+    """The call's message, or (a string) why it has none."""
+    if isinstance(outcome, str):
+        return CallRecord(test_id=test_id, custom_id=custom_id, error=outcome)
+    response = outcome.model_dump(mode="json", exclude_none=True)
+    return CallRecord(test_id=test_id, custom_id=custom_id, usage=usage_of(outcome), response=response)

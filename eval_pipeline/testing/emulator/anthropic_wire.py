@@ -146,16 +146,12 @@ class AnthropicApi:
         """The batch, or (`results`) its results as JSONL once it has ended."""
         with self._lock:
             batch = self._batches.get(batch_id)
-        if results:
-            if batch is None or datetime.now(UTC) < batch["ready"]:
-                return error_reply("anthropic", 404, "batch unknown or not ended")
-            body = "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
-            return Reply(200, body, content_type="application/binary")
-        return (
-            error_reply("anthropic", 404, "unknown batch")
-            if batch is None
-            else json_reply(200, _batch_view(batch))
-        )
+        if batch is None or (results and datetime.now(UTC) < batch["ready"]):
+            return error_reply("anthropic", 404, "batch unknown or not ended" if results else "unknown batch")
+        if not results:
+            return json_reply(200, _batch_view(batch))
+        body = "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
+        return Reply(200, body, content_type="application/binary")
 
 
 def _batch_view(batch: Json) -> Json:
