@@ -3,9 +3,8 @@
 The API caches a prefix (tools, then system, up to the last `cache_control` marker) only when it
 holds at least the model's minimum number of tokens; below it, it silently bills everything as
 plain input (`usage.cache_*` stay 0; the symptom is reported in anthropic-sdk-python#1085).
-Minimums from the prompt-caching docs (platform.claude.com, "Cache limitations"): 4096 for
-Haiku 4.5 and Opus 4.5/4.6, 2048 for Opus 4.7 and Haiku 3.5, 1024 for Sonnet 4/4.5/4.6/5 and
-Opus 4/4.1/4.8, 512 for the Opus 5 family. The emulator enforces the same table.
+Minimums from the prompt-caching docs (platform.claude.com, "Cache limitations"); the emulator
+enforces the same table.
 """
 
 from __future__ import annotations

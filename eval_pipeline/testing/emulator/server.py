@@ -8,13 +8,9 @@ Routes (`_ROUTES`; what each answers is in its wire module): Anthropic messages,
 and message batches, Voyage embeddings and rerank, the HTTP-target contract at /target
 (docs/http_target.md); GET /_stats and POST /_reset control the emulator.
 
-Behaviour knobs (`EmulatorConfig`): latency, a requests-per-minute limit (429 + retry-after),
-seeded or placed faults (`FaultKind`), a barrier over model names and a gather over one path's
-first requests (proof that requests were in flight at once). A seeded fault is drawn from a hash
-of (seed, route, request body, how many times that body was seen), so a run's faults do not
-depend on arrival order and a retry gets a fresh draw.
-
-Run standalone: `python -m eval_pipeline.testing.emulator --port 8765 --latency-ms 300`.
+Behaviour knobs: `EmulatorConfig`. A seeded fault is drawn from a hash of (seed, route, request
+body, how many times that body was seen), so a run's faults do not depend on arrival order and a
+retry gets a fresh draw.
 """
 
 from __future__ import annotations
