@@ -2,11 +2,10 @@
 
 The counts come from the objects a run uses (the model's pipeline, its response cache and
 embedding store), only read: a stored vector or a cached answer is counted as cached and costs
-nothing. Tokens are estimated offline as characters / 4 (no API, no tokenizer download); real
-tokenizers count somewhat more for the same text. A rerank answer's output is a planning figure
-(an id and a one-line reason per pick), bounded by the reranker's output cap. Not included:
-repair calls after an invalid answer, retried failures, and the re-trials a non-reproducible
-model makes of a regressed test.
+nothing. Tokens are estimated offline (no API, no tokenizer download). A rerank answer's output
+is a planning figure, bounded by the reranker's output cap. Not included: repair calls after an
+invalid answer, retried failures, and the re-trials a non-reproducible model makes of a regressed
+test.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ TOKEN_COUNT_CALLS = 2  # a Claude reranker counts its prefix once per run: free
 
 
 def estimate_tokens(text: str) -> int:
-    """Also the API emulator's token count: real tokenizers count somewhat more."""
+    """Characters / 4, also the API emulator's token count: real tokenizers count somewhat more."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 

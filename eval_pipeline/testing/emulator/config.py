@@ -43,8 +43,7 @@ class EmulatorConfig:
     embed_max_texts: int = 1000
     embed_max_tokens: int = 120_000  # tokens estimated as chars / 4
     # The real API silently skips caching a prefix below the model's minimum. None: the per-model
-    # table (`providers.prompt_cache`, FALLBACK_CACHE_MIN_TOKENS for models it does not know);
-    # a number: that minimum for every model.
+    # table (`providers.prompt_cache`, else FALLBACK_CACHE_MIN_TOKENS); a number: for every model.
     cache_min_tokens: int | None = None
     batch_ready_s: float = 0.0  # a message batch stays in_progress this long
     target_entities: tuple[str, ...] = tuple(f"entity_{i:03d}" for i in range(60))
