@@ -114,15 +114,11 @@ def validate_answer(tool_input: object, candidate_ids: Sequence[str], top_k: int
             "the input must be {selections: [{entity_id, reason}, ...]} with string values"
         ) from None
     ids = [p.entity_id for p in picks]
-    problems = []
     unknown = [i for i in ids if i not in set(candidate_ids)]
-    if unknown:
-        problems.append(f"not among the candidates: {', '.join(unknown)}")
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        problems.append(f"chosen more than once: {', '.join(duplicates)}")
-    if not 1 <= len(ids) <= top_k:
-        problems.append(f"{len(ids)} entities chosen, allowed 1 to {top_k}")
+    problems = [f"not among the candidates: {', '.join(unknown)}"] if unknown else []
+    problems += [f"chosen more than once: {', '.join(duplicates)}"] if duplicates else []
+    problems += [] if 1 <= len(ids) <= top_k else [f"{len(ids)} entities chosen, allowed 1 to {top_k}"]
     if problems:
         raise _Invalid("; ".join(problems)[:400])
     return picks

@@ -177,13 +177,10 @@ class VoyageEmbedder(_VoyageBase):
         return self._cache.get(self._key(text, input_type)) is not None
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult:
-        vectors: dict[str, Vector] = {}
-        for text in dict.fromkeys(texts):
-            hit = self._cache.get(self._key(text, input_type))
-            if hit is not None:
-                vectors[text] = _decode(hit["vector"])
+        hits = {text: self._cache.get(self._key(text, input_type)) for text in dict.fromkeys(texts)}
+        vectors = {text: _decode(hit["vector"]) for text, hit in hits.items() if hit is not None}
         cache_hits = len(vectors)
-        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        missing = [text for text, hit in hits.items() if hit is None]
         batches = plan_batches(missing, MAX_TEXTS_PER_REQUEST, self.max_batch_tokens)
         jobs = [self._embed_batch([missing[i] for i in b], input_type) for b in batches]
         usage = Usage()
