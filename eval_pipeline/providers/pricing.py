@@ -58,28 +58,19 @@ def claude_price(input: float, output: float) -> Price:
 
 
 # List prices at time of writing; override with EVAL_PIPELINE_PRICES (or `prices:` in models.yaml).
-_HAIKU_4_5 = claude_price(1.0, 5.0)
-_SONNET_4_5 = claude_price(3.0, 15.0)
-_OPUS_4_5 = claude_price(5.0, 25.0)
-
+# A dated snapshot id costs what its alias costs.
 BUILTIN_PRICES: dict[str, Price] = {
-    "claude-haiku-4-5": _HAIKU_4_5,
-    "claude-haiku-4-5-20251001": _HAIKU_4_5,
-    "claude-sonnet-4-5": _SONNET_4_5,
-    "claude-sonnet-4-5-20250929": _SONNET_4_5,
+    **dict.fromkeys(("claude-haiku-4-5", "claude-haiku-4-5-20251001"), claude_price(1.0, 5.0)),
+    **dict.fromkeys(("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"), claude_price(3.0, 15.0)),
     # Opus 5.5 lists its cache reads at 0.05x input, not 0.1x.
     "claude-opus-5-5": claude_price(4.0, 20.0).model_copy(update={"cache_read": 0.20}),
-    "claude-opus-4-5": _OPUS_4_5,
-    "claude-opus-4-5-20251101": _OPUS_4_5,
+    **dict.fromkeys(("claude-opus-4-5", "claude-opus-4-5-20251101"), claude_price(5.0, 25.0)),
     "voyage-3.5": Price(input=0.06),
     "voyage-3.5-lite": Price(input=0.02),
     "rerank-2.5": Price(input=0.05),
     "rerank-2.5-lite": Price(input=0.02),
     # Local models: free by construction, stated explicitly.
-    "local-minilm-l6-int8": FREE,
-    "static-minilm-l6": FREE,
-    "cosine": FREE,
-    "hybrid": FREE,
+    **dict.fromkeys(("local-minilm-l6-int8", "static-minilm-l6", "cosine", "hybrid"), FREE),
 }
 
 
