@@ -249,11 +249,7 @@ class EmulatorHandle(ThreadingHTTPServer):
             return []
         with self._arrived:
             self._models_seen.add(str(model))
-            self._arrived.notify_all()
-            self._arrived.wait_for(
-                lambda: self._models_seen >= set(parties) or self.stopping.is_set(),
-                timeout=self.config.barrier_timeout_s,
-            )
+            self._meet(lambda: self._models_seen >= set(parties))
             return sorted(set(parties) - self._models_seen)
 
     def gather_missing(self, route: str) -> int:
@@ -266,11 +262,13 @@ class EmulatorHandle(ThreadingHTTPServer):
             self._gathered += 1
             if self._gathered > n:
                 return 0
-            self._arrived.notify_all()
-            self._arrived.wait_for(
-                lambda: self._gathered >= n or self.stopping.is_set(), timeout=self.config.barrier_timeout_s
-            )
+            self._meet(lambda: self._gathered >= n)
             return max(0, n - self._gathered)
+
+    def _meet(self, met: Callable[[], bool]) -> None:
+        """(Holding `_arrived`) wake the other waiters, then wait until `met`, a timeout or the stop."""
+        self._arrived.notify_all()
+        self._arrived.wait_for(lambda: met() or self.stopping.is_set(), timeout=self.config.barrier_timeout_s)
 
     def pause(self, seconds: float) -> None:
         """Sleep, but wake at once when the server stops."""
