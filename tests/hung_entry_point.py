@@ -4,6 +4,7 @@ call has begun and which process holds it."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from pathlib import Path
@@ -17,3 +18,13 @@ def never_returns(request: SystemRequest) -> None:
     if folder:
         (Path(folder) / str(os.getpid())).touch()
     threading.Event().wait()
+
+
+_COOLDOWNS = itertools.count(600)
+
+
+def own_breaker_cooldown() -> float:
+    """A breaker cooldown no other test in this process uses. A breaker is one per entry point
+    and settings in a process, so a test that opened one would leave it open for the next test
+    asking the same entry point with the same settings."""
+    return float(next(_COOLDOWNS))

@@ -7,7 +7,6 @@ counted, never timed."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
@@ -35,6 +34,7 @@ from eval_pipeline.runtime.run_monitor import UNFINISHED, process_start
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from eval_pipeline.testing.hanging import Behaviour, HangingServer
 from tests.conftest import REPO
+from tests.hung_entry_point import own_breaker_cooldown
 from tests.providers.conftest import FAKE_VOYAGE_KEY
 from tests.quiet_instance import quiet_home
 
@@ -137,7 +137,6 @@ def test_a_team_service_that_stalls_or_drips_after_its_headers_is_cut_off(
 
 
 HUNG = "tests.hung_entry_point:never_returns"
-_BREAKERS = itertools.count()
 
 
 def _unfinished_runs() -> list[str]:
@@ -157,17 +156,15 @@ def test_a_team_entry_point_that_never_returns_is_cut_off(
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("HUNG_MARK_DIR", str(marks))
-    # Long enough that a starved machine still lets the first call reach the entry point.
-    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 2}
-    # A breaker is one per entry point and settings in a process: each project its own here.
-    breaker = {"cooldown_s": 600 + next(_BREAKERS)}
+    system = {"kind": "python", "entrypoint": HUNG, "timeout_s": 0.5}
+    breaker = {"cooldown_s": own_breaker_cooldown()}
     code, doc = _evaluate(project, {"system": system, "breaker": breaker})
     assert code == 3
     assert doc is not None
     late = re.compile(
         rf"target: service down: python:{re.escape(HUNG)} \(([1-4]) calls? in a row unreachable\)"
     )
-    cut = f"target: the entry point '{HUNG}' gave no answer within 2 s"
+    cut = f"target: the entry point '{HUNG}' gave no answer within 0.5 s"
     reasons = [r.error or "" for r in doc.all_results()]
     assert {r.status for r in doc.all_results()} == {ResultStatus.ERRORED}
     # One round was cut off: the calls in flight when the first timed out (the model's concurrency,

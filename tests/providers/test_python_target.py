@@ -21,6 +21,7 @@ from eval_pipeline.providers.python_target import PythonTarget
 from eval_pipeline.providers.python_worker import EntrypointError, load_handlers
 from eval_pipeline.providers.system_target import ask_all
 from eval_pipeline.runtime.run_monitor import process_start
+from tests.hung_entry_point import own_breaker_cooldown
 from tests.providers.conftest import RecordingClock
 
 pytestmark = pytest.mark.anyio
@@ -184,7 +185,7 @@ async def test_a_round_of_calls_that_never_return_opens_the_entry_points_breaker
     # Every call in flight timed out: the rest fail at once. `failures` (2 here) still bounds a
     # round: four calls in flight, the breaker opens at the second timeout.
     spec = "tests.hung_entry_point:never_returns"
-    breaker = BreakerSettings(failures=2 if concurrency == 4 else 5, cooldown_s=600 + concurrency)
+    breaker = BreakerSettings(failures=2 if concurrency == 4 else 5, cooldown_s=own_breaker_cooldown())
     target = PythonTarget(spec, ALL, timeout_s=0.2, breaker=breaker)
     requests = [(f"t{i}", _request(Mechanism.STATE)) for i in range(8)]
     outputs = await ask_all(target, requests, concurrency)
