@@ -43,11 +43,8 @@ _WIRE_VERSION = "voyage-1"
 MAX_TEXTS_PER_REQUEST = 1000
 # Total tokens per embeddings request (Voyage API reference); unknown models get the smallest.
 _TOKEN_CAPS = {
-    "voyage-4-lite": 1_000_000,
-    "voyage-3.5-lite": 1_000_000,
-    "voyage-4": 320_000,
-    "voyage-3.5": 320_000,
-    "voyage-2": 320_000,
+    **dict.fromkeys(("voyage-4-lite", "voyage-3.5-lite"), 1_000_000),
+    **dict.fromkeys(("voyage-4", "voyage-3.5", "voyage-2"), 320_000),
 }
 _DEFAULT_TOKEN_CAP = 120_000
 _CHARS_PER_TOKEN = 3
