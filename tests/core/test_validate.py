@@ -180,3 +180,25 @@ def test_a_broken_entity_file_is_named_first_and_what_it_causes_is_counted(
     folded = f"{references} reference(s) to entities of the KB files above not checked: fix those first"
     assert f"{banks}: {folded}" in lines
     assert lines[-1] == f"{len(lines) - 1} problem(s) found"
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ({"test_id": "T-1", "prompt": "hi"}, ": T-1: category: Field required"),
+        ({"prompt": "hi"}, ": tests[0]: test_id: Field required"),
+        ({"test_id": 5, "prompt": "hi"}, ": tests[0]: test_id: Input should be a valid string"),
+        (None, ": tests[0]: Input should be a valid dictionary"),
+    ],
+    ids=["by-id", "missing-id", "number-id", "null"],
+)
+def test_a_bad_test_is_named_by_its_id_else_by_its_place(
+    tmp_path: Path, test: Any, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(REPO / "kb", tmp_path / "kb")
+    shutil.copytree(REPO / "test_banks", tmp_path / "banks")
+    bank = tmp_path / "banks/semantic/parent_test_bank.json"
+    _edit_json(bank, lambda d: d["tests"].insert(0, test))
+    assert main(["validate", "--kb", str(tmp_path / "kb"), "--banks-dir", str(tmp_path / "banks")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert [line for line in lines if line.startswith(f"{bank}{expected}")], lines

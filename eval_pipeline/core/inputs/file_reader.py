@@ -22,8 +22,9 @@ from eval_pipeline.core.inputs.nesting import check_json_depth, check_yaml_depth
 # Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
 # far too few for an alias bomb.
 MAX_YAML_NODES = 1_000_000
-# Keys that name the item (test or entity) a value belongs to, for error lines.
+# Keys that name the item (test or entity) a value belongs to, and the lists holding items.
 _ID_KEYS = ("test_id", "entity_id")
+_ITEM_LISTS = ("tests", "entities", "changes")
 
 Loc = tuple[int | str, ...]
 
@@ -129,17 +130,21 @@ def _first_non_finite(data: Any) -> tuple[Loc, float] | None:
     return None
 
 
-def _owner(data: Any, loc: Loc) -> tuple[str, str]:
-    """(id of the innermost test or entity holding `loc`, the field path inside it)."""
+def owner(data: Any, loc: Loc) -> tuple[str, str]:
+    """(the innermost test or entity holding `loc`: its id, or for an item of a top-level list
+    without one its place such as `tests[3]`; the field path inside it), for error lines."""
     item, start, node = "-", 0, data
-    for depth, step in enumerate(loc):
+    for depth, step in enumerate((*loc, None)):
+        found = None
         if isinstance(node, dict):
-            found = next((node[k] for k in _ID_KEYS if isinstance(node.get(k), str)), None)
-            if found is not None:
-                item, start = found, depth
+            found = next((node[k] for k in _ID_KEYS if isinstance(node.get(k), str) and node[k]), None)
             node = node.get(step)
         else:
             node = node[step] if isinstance(node, list) and isinstance(step, int) else None
+        if found is None and depth == 2 and loc[0] in _ITEM_LISTS and isinstance(loc[1], int):
+            found = f"{loc[0]}[{loc[1]}]"
+        if found is not None:
+            item, start = found, depth
     return item, ".".join(str(p) for p in loc[start:]) or "-"
 
 
@@ -160,7 +165,7 @@ def parse_input_text(text: str, suffix: str) -> Any:
     # to say where the first one is.
     bad = _first_non_finite(data) if non_finite else None
     if bad is not None:
-        item, fld = _owner(data, bad[0])
+        item, fld = owner(data, bad[0])
         raise BadFile(f"{bad[1]} is not a finite number (NaN and infinity are refused)", item=item, field=fld)
     return data
 

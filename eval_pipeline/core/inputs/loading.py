@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
@@ -29,7 +29,7 @@ from eval_pipeline.core.inputs.banks import (
     SemanticTest,
     StateBank,
 )
-from eval_pipeline.core.inputs.file_reader import load_input
+from eval_pipeline.core.inputs.file_reader import Loc, load_input, owner
 from eval_pipeline.core.inputs.history_file import HISTORY_GLOB, HistoryFile, LoadedHistory, name_problem
 from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase, Vocabulary, sha256_text
 
@@ -113,64 +113,45 @@ def read_structured(path: Path, problems: list[Problem]) -> Any:
     return data
 
 
-def _item_for(data: Any, loc: tuple[int | str, ...], id_key: str) -> tuple[str, str]:
-    """Map a pydantic error location to (test/entity id, field path inside that item)."""
-    if len(loc) >= 2 and loc[0] in ("tests", "entities", "changes") and isinstance(loc[1], int):
-        items = data.get(loc[0]) if isinstance(data, dict) else None
-        item = items[loc[1]] if isinstance(items, list) and loc[1] < len(items) else None
-        key = item.get(id_key) if isinstance(item, dict) else None
-        return str(key) if key else f"{loc[0]}[{loc[1]}]", ".".join(str(p) for p in loc[2:]) or "-"
-    key = data.get(id_key) if isinstance(data, dict) else None
-    return str(key) if key else "-", ".".join(str(p) for p in loc) or "-"
+def _report(exc: ValidationError, data: Any, at: Loc, shown: str, problems: list[Problem]) -> None:
+    """One problem per error, naming the item of `data` it is in (`at`: where the validated part
+    of `data` lies)."""
+    for err in exc.errors():
+        # pydantic marks dict-key errors with a "[key]" step; the key itself is enough.
+        loc = (*at, *(part for part in err["loc"] if part != "[key]"))
+        problems.append(Problem(shown, *owner(data, loc), err["msg"]))
 
 
-def parse_model(
-    model: type[M], data: Any, shown: str, problems: list[Problem], id_key: str = "test_id"
-) -> M | None:
+def parse_model(model: type[M], data: Any, shown: str, problems: list[Problem]) -> M | None:
     if data is None:
         return None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        for err in exc.errors():
-            # pydantic marks dict-key errors with a "[key]" step; the key itself is enough.
-            loc = tuple(part for part in err["loc"] if part != "[key]")
-            item, fld = _item_for(data, loc, id_key)
-            problems.append(Problem(shown, item, fld, err["msg"]))
+        _report(exc, data, (), shown, problems)
         return None
 
 
 def parse_collection(
-    model: type[M],
-    data: Any,
-    shown: str,
-    problems: list[Problem],
-    items_key: str = "tests",
-    id_key: str = "test_id",
+    model: type[M], data: Any, shown: str, problems: list[Problem], items_key: str = "tests"
 ) -> M | None:
     """Validate item by item so one bad test doesn't hide the problems of the others: the result
     holds only the valid items, every invalid one reported."""
     if not isinstance(data, dict) or not isinstance(data.get(items_key), list):
-        return parse_model(model, data, shown, problems, id_key)
+        return parse_model(model, data, shown, problems)
     # Valid as a whole (the usual case): one validation. Only a file with a problem is taken
     # apart, to report every item's problems.
     with contextlib.suppress(ValidationError):
         return model.model_validate(data)
     (item_model,) = get_args(model.model_fields[items_key].annotation)  # list[Item]
-    header = parse_model(model, {**data, items_key: []}, shown, problems, id_key)
+    header = parse_model(model, {**data, items_key: []}, shown, problems)
     valid: list[Any] = []
     for i, item in enumerate(data[items_key]):
-        before = len(problems)
-        parsed = parse_model(item_model, item, shown, problems, id_key)
-        if parsed is not None:
-            valid.append(parsed)
-        # Problems naming no item name the item's index.
-        for k in range(before, len(problems)):
-            if problems[k].item == "-":
-                problems[k] = replace(problems[k], item=f"{items_key}[{i}]")
-    if header is None:
-        return None
-    return header.model_copy(update={items_key: valid})
+        try:
+            valid.append(item_model.model_validate(item))
+        except ValidationError as exc:
+            _report(exc, data, (items_key, i), shown, problems)
+    return None if header is None else header.model_copy(update={items_key: valid})
 
 
 def _file_hash(path: Path) -> str:
@@ -201,7 +182,7 @@ def read_layout(root: Path, problems: list[Problem]) -> BankLayout:
     file = root / LAYOUT_FILE
     if not _present(file) or _escapes(file, os.path.realpath(root), f"the banks folder {root}", problems):
         return BankLayout()
-    return parse_model(BankLayout, read_structured(file, problems), str(file), problems, "-") or BankLayout()
+    return parse_model(BankLayout, read_structured(file, problems), str(file), problems) or BankLayout()
 
 
 def history_dir(root: Path) -> Path:
@@ -216,7 +197,7 @@ def load_kb(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         return None
     if not path.is_dir():
         data = read_structured(path, problems)
-        return parse_collection(KnowledgeBase, data, str(path), problems, "entities", "entity_id")
+        return parse_collection(KnowledgeBase, data, str(path), problems, "entities")
     return _load_kb_dir(path, problems)
 
 
@@ -305,7 +286,7 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         shown = str(file)
         if file.name in escaping:
             continue
-        entity = parse_model(Entity, read_structured(file, problems), shown, problems, "entity_id")
+        entity = parse_model(Entity, read_structured(file, problems), shown, problems)
         if entity is None:
             continue
         if entity.entity_id != file.stem:
@@ -336,27 +317,23 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
         problems.append(Problem(str(root), "-", "-", f"banks directory {what}"))
         return Banks(root=root)
     banks = Banks(root=root, layout=read_layout(root, problems))
-    root_real, what = os.path.realpath(root), f"the banks folder {root}"
-    for mechanism, rel in banks.layout.banks().items():
+    layout, root_real, what = banks.layout, os.path.realpath(root), f"the banks folder {root}"
+    # Each file is read into the field of its name: a mechanism's bank, then the rules.
+    files = {**{m.value: rel for m, rel in layout.banks().items()}, "rules": layout.rules}
+    for name, rel in files.items():
         file = root / rel
-        if _present(file):
-            if _escapes(file, root_real, what, problems):
-                banks.file_hashes[rel] = "outside"
-                continue
-            banks.file_hashes[rel] = _file_hash(file)
-            model = get_args(Banks.model_fields[mechanism.value].annotation)[0]  # of `Bank | None`
-            loaded = parse_collection(model, read_structured(file, problems), str(file), problems)
-            setattr(banks, mechanism.value, loaded)
-    if not banks.file_hashes:
+        if not _present(file):
+            continue
+        if _escapes(file, root_real, what, problems):
+            banks.file_hashes[rel] = "outside"
+            continue
+        banks.file_hashes[rel] = _file_hash(file)
+        model = get_args(Banks.model_fields[name].annotation)[0]  # of `Model | None`
+        setattr(banks, name, parse_collection(model, read_structured(file, problems), str(file), problems))
+    if not _present(root / layout.rules) and _present(root / layout.pattern):
+        problems.append(Problem(str(root / layout.rules), "-", "-", "pattern tests need a rules file"))
+    if not any(_present(root / rel) for rel in layout.banks().values()):
         problems.append(Problem(str(root), "-", "-", "no test bank files found"))
-    rules_file = root / banks.layout.rules
-    if _present(rules_file):
-        if not _escapes(rules_file, root_real, what, problems):
-            banks.file_hashes[banks.layout.rules] = _file_hash(rules_file)
-            rules = read_structured(rules_file, problems)
-            banks.rules = parse_model(PatternRules, rules, str(rules_file), problems)
-    elif _present(root / banks.layout.pattern):
-        problems.append(Problem(str(rules_file), "-", "-", "pattern tests need a rules file"))
     return banks
 
 
