@@ -9,14 +9,13 @@ import argparse
 import sys
 import time
 from contextlib import ExitStack
-from datetime import date as date_type
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, UsageError, exit_for_gate
 from eval_pipeline.cli.flags import add_flags, check_number
 from eval_pipeline.cli.run import parse_date, select_models
+from eval_pipeline.core.dates import days_before, days_between
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -41,12 +40,12 @@ def add_commands(sub: Any) -> None:
 
 def _dates(start: str, end: str | None) -> list[str]:
     first, last = parse_date(start, "--from"), parse_date(end or start, "--to")
-    if last < first:
+    days = days_between(first, last) + 1
+    if days < 1:
         raise UsageError(f"--to ({last}) is before --from ({first})")
-    days = (date_type.fromisoformat(last) - date_type.fromisoformat(first)).days + 1
     if days > MAX_DATES:
         raise UsageError(f"--from/--to: {days} dates; at most {MAX_DATES} in one backfill")
-    return [(date_type.fromisoformat(first) + timedelta(days=i)).isoformat() for i in range(days)]
+    return [days_before(last, back) for back in reversed(range(days))]
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@ leaves the command to finish, and the API SDKs' own log lines stay off it.
 
 Test ids, names, reasons and labels come from users and from the team's system; a command
 prints them in many places. Rather than trusting each place, the streams themselves show every
-control character but the newline escaped (core/inputs/text.py `console_text`), so an ESC in a
+control character but the newline escaped (core/control_chars.py `console_text`), so an ESC in a
 `kb_version` or in an id the system returned cannot clear the screen or rewrite what was shown.
 Progress bars draw on their own descriptor (orchestration/terminal.py) and are not affected.
 """
@@ -26,29 +26,10 @@ from eval_pipeline.core.control_chars import console_text
 SDK_LOGGERS = ("voyage", "anthropic", "httpx", "httpx2", "httpcore", "aiohttp")
 
 
-class InertStream(io.TextIOBase):
-    """A text stream that writes `console_text` of what it is given to `inner`."""
-
-    def __init__(self, inner: TextIO | io.TextIOBase) -> None:
-        self.inner = inner
-
-    def write(self, text: str) -> int:
-        self.inner.write(console_text(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def isatty(self) -> bool:
-        return self.inner.isatty()
-
-    def fileno(self) -> int:
-        return self.inner.fileno()
-
-
-class PipeSafeStdout(io.TextIOBase):
-    """stdout that goes quiet once its reader has gone (`eval-pipeline diff … | head`), so the
-    command still finishes and its exit code still carries the verdict."""
+class ConsoleStream(io.TextIOBase):
+    """A text stream that writes `console_text` of what it is given to `inner`, and goes quiet
+    once its reader has gone (`eval-pipeline diff … | head`), so the command still finishes and
+    its exit code still carries the verdict."""
 
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner
@@ -57,7 +38,7 @@ class PipeSafeStdout(io.TextIOBase):
     def write(self, text: str) -> int:
         if not self.closed_by_reader:
             try:
-                self.inner.write(text)
+                self.inner.write(console_text(text))
             except BrokenPipeError:
                 self._reader_gone()
         return len(text)
@@ -69,9 +50,15 @@ class PipeSafeStdout(io.TextIOBase):
             except BrokenPipeError:
                 self._reader_gone()
 
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
     def _reader_gone(self) -> None:
         self.closed_by_reader = True
-        # Python flushes the real stdout again at exit; point it at /dev/null so that cannot fail.
+        # Python flushes the real stream again at exit; point it at /dev/null so that cannot fail.
         devnull = os.open(os.devnull, os.O_WRONLY)
         with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, self.inner.fileno())
@@ -80,18 +67,18 @@ class PipeSafeStdout(io.TextIOBase):
 
 @contextlib.contextmanager
 def command_console() -> Iterator[None]:
-    """While the block runs: stdout pipe-safe, stdout and stderr inert, the SDKs' loggers quiet."""
+    """While the block runs: stdout and stderr inert and pipe-safe, the SDKs' loggers quiet."""
     for name in SDK_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
             logger.addHandler(logging.NullHandler())
         logger.propagate = False
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = InertStream(PipeSafeStdout(stdout)), InertStream(stderr)
+    sys.stdout, sys.stderr = ConsoleStream(stdout), ConsoleStream(stderr)
     try:
         yield
     finally:
-        with contextlib.suppress(Exception):  # a reader gone: the pipe-safe stdout says so itself
+        with contextlib.suppress(Exception):  # a reader gone: its stream went quiet by itself
             sys.stdout.flush()
             sys.stderr.flush()
         sys.stdout, sys.stderr = stdout, stderr

@@ -19,7 +19,6 @@ from eval_pipeline.cli.flags import (
     path_text_arg,
     project_gates,
     results_dir,
-    write_junit,
 )
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
@@ -79,6 +78,7 @@ def resolve(ref: str, results_dir: Path) -> Path:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from eval_pipeline.core.diff.compare import diff_documents, load_for_diff, recorded_ids
+    from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.report.diff_comment import render_diff_comment
     from eval_pipeline.core.report.diff_junit import render_diff_junit
     from eval_pipeline.core.report.diff_text import render_diff_text
@@ -105,8 +105,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
             {"gate": gate.model_dump(mode="json"), "diff": diff.model_dump(mode="json")}, indent=2
         ),
     }
-    categories = {r.test_id: r.category for r in head.semantic}
-    write_junit(args.junit, render_diff_junit(diff, gate, allow_removed, categories))
+    if args.junit is not None:
+        categories = {r.test_id: r.category for r in head.semantic}
+        atomic_write_text(args.junit, render_diff_junit(diff, gate, allow_removed, categories))
     print(renderers[args.output]())
     return exit_for_gate(gate.status if job is None else job.status)
 

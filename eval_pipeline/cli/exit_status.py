@@ -8,10 +8,8 @@ from typing import TYPE_CHECKING
 
 # The codes live with the error classes that carry them (core/errors.py).
 from eval_pipeline.core.errors import EXIT_ERROR as EXIT_ERROR
-from eval_pipeline.core.errors import EXIT_GATE as EXIT_GATE
-from eval_pipeline.core.errors import EXIT_INPUT as EXIT_INPUT
+from eval_pipeline.core.errors import EXIT_GATE, BadInput
 from eval_pipeline.core.errors import EXIT_OK as EXIT_OK
-from eval_pipeline.core.errors import BadInput
 
 if TYPE_CHECKING:  # the parser imports this module: no pydantic models at import time
     from eval_pipeline.core.inputs.loading import Problem

@@ -169,12 +169,6 @@ def iso_date(text: str, flag: str) -> str:
         raise UsageError(f"{flag}: '{text}' is not YYYY-MM-DD") from None
 
 
-def _allowed(low: float | None, high: float | None, above: float | None) -> str:
-    parts = [f">= {low:g}" if low is not None else "", f"> {above:g}" if above is not None else ""]
-    parts.append(f"<= {high:g}" if high is not None else "")
-    return " and ".join(p for p in parts if p)
-
-
 def check_number(
     flag: str,
     value: float | None,
@@ -191,7 +185,9 @@ def check_number(
         raise UsageError(f"{flag}: {value} is not a finite number")
     too_low = (low is not None and value < low) or (above is not None and value <= above)
     if too_low or (high is not None and value > high):
-        raise UsageError(f"{flag}: {value:g} is out of range (must be {_allowed(low, high, above)})")
+        bounds = ((">=", low), (">", above), ("<=", high))
+        allowed = " and ".join(f"{op} {bound:g}" for op, bound in bounds if bound is not None)
+        raise UsageError(f"{flag}: {value:g} is out of range (must be {allowed})")
 
 
 def check_junit(path: Path | None) -> None:
@@ -200,13 +196,6 @@ def check_junit(path: Path | None) -> None:
 
     if path is not None:
         require_writable_file("--junit file", path)
-
-
-def write_junit(path: Path | None, xml: str) -> None:
-    from eval_pipeline.core.fileio import atomic_write_text
-
-    if path is not None:
-        atomic_write_text(path, xml)
 
 
 def project_gates(args: argparse.Namespace, kept: ProjectGates | None = None) -> ProjectGates:

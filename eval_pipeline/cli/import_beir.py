@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eval_pipeline.cli.exit_status import EXIT_OK, UsageError
 from eval_pipeline.cli.flags import path_arg
 from eval_pipeline.cli.init import EXAMPLE_MODELS, with_new_gates
-
-if TYPE_CHECKING:  # the parser imports this module: the import's models load with the command
-    from eval_pipeline.core.inputs.beir_project import ImportCounts
 
 # Standard cutoffs such as R@100 need 100 candidates per query, not the 15 a chat assistant's
 # reranker is shown.
@@ -62,16 +59,6 @@ def imported_models() -> str:
     return with_new_gates(header + yaml.safe_dump(data, sort_keys=False))
 
 
-def _summary(counts: ImportCounts) -> str:
-    return (
-        f"{counts.documents} documents ({counts.mapped_documents} ids mapped), "
-        f"{counts.tests} tests ({counts.mapped_queries} ids mapped), "
-        f"{counts.judgments} judgments ({counts.zero_gain_judgments} with gain 0); skipped "
-        f"{counts.unjudged_queries} queries without judgments and "
-        f"{counts.unrelevant_queries} whose judgments all have gain 0"
-    )
-
-
 # A project's name is shown on every line that names the project; longer is a mistake.
 MAX_NAME = 200
 
@@ -88,6 +75,11 @@ def cmd_import_beir(args: argparse.Namespace) -> int:
     counts = import_beir(src, args.split, name, targets, imported_models())
     if counts.leftovers_removed:
         print(f"removed {counts.leftovers_removed} temporary folder(s) left by an interrupted import")
-    print(f"imported '{one_line(name)}': {_summary(counts)}")
+    print(
+        f"imported '{one_line(name)}': {counts.documents} documents ({counts.mapped_documents} ids "
+        f"mapped), {counts.tests} tests ({counts.mapped_queries} ids mapped), {counts.judgments} "
+        f"judgments ({counts.zero_gain_judgments} with gain 0); skipped {counts.unjudged_queries} "
+        f"queries without judgments and {counts.unrelevant_queries} whose judgments all have gain 0"
+    )
     print(f"wrote {targets.kb_dir}, {targets.banks_dir} and {targets.models_file}")
     return EXIT_OK

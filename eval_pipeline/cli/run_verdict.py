@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.exit_status import EXIT_ERROR, EXIT_OK, exit_for_gate
-from eval_pipeline.cli.flags import write_junit
 
 if TYPE_CHECKING:
     from upath import UPath
@@ -23,6 +22,7 @@ def report_runs(request: EvaluationRequest, outcome: Outcome, junit: Path | None
     """Each model's summary and gate; the exit code is the worst of them (3 > 1 > 0). With
     `junit`, every model's tests and gate in one JUnit file. The evaluations a narrowed run has
     just written are used as they are (`outcome.evaluated`), not read back."""
+    from eval_pipeline.core.fileio import atomic_write_text
     from eval_pipeline.core.report.failures import failure_lines
     from eval_pipeline.core.report.markdown import console_summary
     from eval_pipeline.core.report.reading import reading_of
@@ -86,7 +86,7 @@ def report_runs(request: EvaluationRequest, outcome: Outcome, junit: Path | None
             print(f"  gate {gate.status.value}: {'; '.join(gate.reasons)}")
         code = max(code, exit_for_gate(gate.status))
     if junit is not None:  # rendering walks every test: only when a file was asked for
-        write_junit(junit, render_run_junit(runs))
+        atomic_write_text(junit, render_run_junit(runs))
     return code
 
 
