@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from functools import cache, cached_property
 from typing import Any, Self
@@ -160,9 +160,7 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data: ConfigurableClassData | None = None) -> None:
         self._engines = Engines(kept=SHARDS_KEPT + 1)  # and the index
-        # Tables, asset-key columns and finished data migrations seen stay (until a wipe):
-        # Dagster looks them up for every asset event and read.
-        self._present: set[tuple[str, str]] = set()
+        self._tables: set[str] = set()
         super().__init__(base_dir, inst_data)
 
     @contextmanager
@@ -220,38 +218,18 @@ class ProjectEventLogStorage(SqliteEventLogStorage):
             ).rowcount
         return ConcurrencySlotStatus.CLAIMED if taken else ConcurrencySlotStatus.BLOCKED
 
-    def _known(self, kind: str, name: str, present: Callable[[], bool]) -> bool:
-        """Whether `name` is there, asking `present` only until it is."""
-        if (kind, name) not in self._present and present():
-            self._present.add((kind, name))
-        return (kind, name) in self._present
-
-    def _index_has_table(self, table_name: str) -> bool:
-        with self._engines.engine(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
-            return conn.dialect.has_table(conn, table_name)
-
     def has_table(self, table_name: str) -> bool:
-        """Asked before every dynamic-partition lookup."""
-        return self._known("table", table_name, lambda: self._index_has_table(table_name))
-
-    def _has_asset_key_col_on_connection(self, conn: sa.Connection, column_name: str) -> bool:
-        """Asked (a table inspection) for every asset event stored and every asset read."""
-        has = super()._has_asset_key_col_on_connection
-        return self._known("column", column_name, lambda: has(conn, column_name))
-
-    def has_asset_key_col(self, column_name: str) -> bool:
-        """Without a connection once known."""
-        has = super().has_asset_key_col
-        return self._known("column", column_name, lambda: has(column_name))
-
-    def has_secondary_index(self, name: str) -> bool:
-        """Asked (a query) for every asset read: whether a data migration has finished."""
-        has = super().has_secondary_index
-        return self._known("index", name, lambda: has(name))
+        """Asked before every dynamic-partition lookup, where Dagster opens an engine each time:
+        a table seen is remembered (until a wipe)."""
+        if table_name not in self._tables:
+            with self._engines.engine(self.conn_string_for_shard(INDEX_SHARD_NAME)).connect() as conn:
+                if conn.dialect.has_table(conn, table_name):
+                    self._tables.add(table_name)
+        return table_name in self._tables
 
     def wipe(self) -> None:
         self._engines.dispose()  # the shard files are deleted
-        self._present.clear()
+        self._tables.clear()
         super().wipe()
 
     def dispose(self) -> None:

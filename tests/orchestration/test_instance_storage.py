@@ -229,30 +229,23 @@ def test_two_runs_claiming_a_pools_last_slot_at_the_same_moment_get_it_once(home
         assert [slot.run_id for slot in info.claimed_slots] == [r for r, got in claimed.items() if got]
 
 
-def test_an_asset_recorded_again_reads_no_schema(home: Path) -> None:
-    # Dagster inspects the asset-key table and looks up finished data migrations for every asset
-    # event and read; once seen, the project's storage knows them (until a wipe).
-    schema: list[str] = []
+def test_a_table_once_seen_is_not_looked_up_again_until_a_wipe(home: Path) -> None:
+    # Dagster asks before every dynamic-partition lookup, opening a database engine each time.
+    lookups: list[str] = []
 
     def count(conn: sa.Connection, cursor: object, statement: str, *_: object) -> None:
-        # On the index (a new run's own database is made with its tables, as Dagster makes it).
-        on_index = Path(conn.engine.url.database or "").stem == INDEX_SHARD_NAME
-        if on_index and (
-            ("PRAGMA" in statement and "asset_keys" in statement) or "secondary_indexes" in statement
-        ):
-            schema.append(statement)
+        if "PRAGMA" in statement and "dynamic_partitions" in statement:
+            lookups.append(statement)
 
     with project_instance(home) as instance:
-        assert isinstance(instance.event_log_storage, ProjectEventLogStorage)
-        assert dg.materialize([numbers], instance=instance, partition_key="d1").success
+        storage = instance.event_log_storage
+        assert isinstance(storage, ProjectEventLogStorage)
         sa.event.listen(sa.Engine, "before_cursor_execute", count)
         try:
-            assert dg.materialize([numbers], instance=instance, partition_key="d2").success
-            assert _materialised_days(instance) == ["d1", "d2"]
-            assert schema == []
-            instance.event_log_storage.wipe()
-            assert dg.materialize([numbers], instance=instance, partition_key="d1").success
-            assert schema != []
-            assert _materialised_days(instance) == ["d1"]
+            assert storage.has_table("dynamic_partitions") and storage.has_table("dynamic_partitions")
+            assert len(lookups) == 1
+            storage.wipe()
+            assert storage.has_table("dynamic_partitions")
+            assert len(lookups) == 2
         finally:
             sa.event.remove(sa.Engine, "before_cursor_execute", count)
