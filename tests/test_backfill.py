@@ -1,7 +1,7 @@
 """`eval-pipeline backfill`: the backfill the command submits, for the second domain's data (the
 code location reads its paths from the environment), carried out by Dagster's asset-backfill
 machinery on a fresh instance, as the command carries it out when no daemon runs
-(orchestration/backfill_driver.py): Dagster's backfill iterations back to back, each run they
+(orchestration/backfill.py): Dagster's backfill iterations back to back, each run they
 submit executed in this process. The command itself runs end to end in
 tests/orchestration/test_daemon_and_fresh_instance.py and tests/deploy/test_postgres_instance.py."""
 
@@ -31,11 +31,11 @@ from eval_pipeline.definitions import location
 from eval_pipeline.orchestration.backfill import (
     BACKFILL_TAG,
     ENDED,
+    backfill_driver,
     backfill_targets,
     progress,
     submit_backfill,
 )
-from eval_pipeline.orchestration.backfill_driver import backfill_driver
 from eval_pipeline.orchestration.instance_storage import storage_config
 from eval_pipeline.providers.object_store import output_path
 from tests.defs.observations import observed_on

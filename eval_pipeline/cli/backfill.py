@@ -59,6 +59,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     check_evaluation_folders(paths.results_root, paths.storage_dir, paths.cache_dir, paths.outputs_uri)
     from eval_pipeline.definitions import location
     from eval_pipeline.orchestration.backfill import (
+        backfill_driver,
         backfill_targets,
         cancel_backfill,
         daemon_alive,
@@ -67,7 +68,6 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         submit_backfill,
         tag_backfill,
     )
-    from eval_pipeline.orchestration.backfill_driver import backfill_driver
     from eval_pipeline.orchestration.execution import project_instance
     from eval_pipeline.orchestration.stages import QUIET_LOGS
     from eval_pipeline.providers.object_store import output_path

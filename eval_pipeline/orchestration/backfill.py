@@ -1,24 +1,37 @@
 """Evaluate a range of dates as one Dagster asset backfill of every evaluation asset (the
-chosen models' partitions), run in dependency order by Dagster's backfill iteration (the
-daemon's, or the command's: orchestration/backfill_driver.py), as a backfill from the UI is.
+chosen models' partitions), run in dependency order by Dagster's backfill iteration, as a
+backfill from the UI is: the daemon's, or, when no daemon serves the instance, the command's own
+(`backfill_driver`). The daemon looks every 30 s, a dependency level a look, and starts each run
+as a process loading Dagster and the code location again: minutes for a few dates.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
 
 from eval_pipeline.defs.graph import MATERIALIZABLE
 from eval_pipeline.defs.partitions import date_partitions, model_date_key, sync_model_partitions
+from eval_pipeline.orchestration.stages import interrupted
 from eval_pipeline.runtime.dagster_private import (
+    IN_PROCESS_RUN_LAUNCHER,
+    QUEUED_RUN_COORDINATOR,
     AssetGraphSubset,
     AssetKeyPartitionKey,
     BaseAssetGraph,
     BulkActionStatus,
+    InProcessCodeLocationOrigin,
+    InProcessWorkspaceLoadTarget,
+    LoadableTargetOrigin,
     PartitionBackfill,
+    WorkspaceProcessContext,
+    execute_backfill_iteration_with_instigation_logger,
     make_new_backfill_id,
 )
 from eval_pipeline.runtime.run_monitor import owner_gone, owner_label
@@ -30,6 +43,13 @@ BACKFILL_ID_TAG = "dagster/backfill"  # Dagster's, on each run of a backfill
 # Dagster counts a daemon alive for 30 minutes after its last heartbeat (one every 30 s); here
 # for three, so a command relying on a killed one carries its backfill on a minute and a half on.
 FRESH_S = 90.0
+CODE_LOCATION = "eval_pipeline.definitions"
+# `dg dev`'s name for it ([tool.dg.project] code_location_name): the UI re-executes runs there.
+LOCATION_NAME = "eval_pipeline"
+LOGGER = logging.getLogger(__name__)
+# The iteration's log lines are the backfill's (the UI shows them); errors come back as values.
+LOGGER.addHandler(logging.NullHandler())
+LOGGER.propagate = False
 
 
 def daemon_alive(instance: dg.DagsterInstance) -> bool:
@@ -144,3 +164,51 @@ def cancel_backfill(instance: dg.DagsterInstance, backfill_id: str, reason: str)
     for run in queued:
         instance.report_run_canceled(run, reason)
     return len(queued)
+
+
+@contextmanager
+def backfill_driver(instance: dg.DagsterInstance) -> Iterator[Callable[[str], list[str]]]:
+    """A function carrying out one iteration of a backfill on `instance`'s storage (the daemon's
+    own: Dagster decides what to submit and when it has ended) and executing the runs it queued
+    in this process; it returns the errors, one line each (Dagster retries an iteration that
+    failed, then fails the backfill; a run that failed fails its partitions). The backfill, runs
+    and logs are those the daemon makes; the runs name the command as their owner
+    (runtime/run_monitor.py), so a killed command's are ended by the next."""
+    # The runs wait in the queue rather than execute inside the iteration's event loop.
+    ref = instance.get_ref()._replace(
+        run_coordinator_data=QUEUED_RUN_COORDINATOR, run_launcher_data=IN_PROCESS_RUN_LAUNCHER
+    )
+    origin = InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name=CODE_LOCATION, working_directory=os.getcwd()),
+        location_name=LOCATION_NAME,
+    )
+    with (
+        dg.DagsterInstance.from_ref(ref) as driving,
+        WorkspaceProcessContext(driving, InProcessWorkspaceLoadTarget(origin)) as workspace,
+    ):
+
+        def iterate(backfill_id: str) -> list[str]:
+            backfill = driving.get_backfill(backfill_id)
+            if backfill is None:
+                raise LookupError(f"backfill {backfill_id} is not on this instance")
+            iteration = execute_backfill_iteration_with_instigation_logger(
+                backfill, LOGGER, workspace, driving
+            )
+            errors = [
+                f"backfill iteration failed (Dagster retries it, then fails the backfill): {error.message}"
+                for error in iteration
+                if error is not None
+            ]
+            queued = dg.RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}, statuses=[dg.DagsterRunStatus.QUEUED])
+            for run in reversed(driving.get_runs(queued)):  # oldest first
+                try:
+                    driving.launch_run(run.run_id, workspace.create_request_context())
+                except Exception as exc:  # the run is marked failed, with the error, in the UI
+                    errors.append(f"run {run.run_id[:8]} could not start: {exc}")
+                failures = driving.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE)
+                if interrupted(entry.dagster_event for entry in failures):
+                    # Dagster ended the run and swallowed the signal: the command stops too.
+                    raise KeyboardInterrupt
+            return [error.strip().splitlines()[0] for error in errors]
+
+        yield iterate
