@@ -32,6 +32,7 @@ from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.file_reader import load_input
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.aggregate import REFERENCE
 from eval_pipeline.core.verdicts.project_gates import ProjectGates
@@ -122,10 +123,8 @@ class RetryConfig(_Strict):
     backoff_s: float = Field(default=1.0, ge=0, le=60)
 
 
-class WaitLimits(BaseModel):
+class WaitLimits(FrozenModel):
     """`waits:`: caps on every wait a provider may start (see `ratelimit.WaitBudget`)."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     max_wait_s: float = Field(
         default=120.0, gt=0, le=86_400, description="Longest single wait (retry-after, backoff, slot, poll)"

@@ -9,7 +9,7 @@ enforces the same table.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from eval_pipeline.core.inputs.frozen import FrozenModel
 
 # Longest prefix first: "claude-opus-4-5" must not be read as "claude-opus-4".
 _MINIMUMS: tuple[tuple[str, int], ...] = (
@@ -33,10 +33,8 @@ def minimum_cacheable_tokens(model_id: str) -> int | None:
     return next((minimum for prefix, minimum in _MINIMUMS if model_id.startswith(prefix)), None)
 
 
-class PromptCacheStatus(BaseModel):
+class PromptCacheStatus(FrozenModel):
     """What one run's stable prefix is worth: its size against the model's minimum."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     model_id: str
     prefix_tokens: int | None  # None: the count failed (the run goes on without it)

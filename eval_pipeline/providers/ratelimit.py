@@ -35,7 +35,7 @@ from aiolimiter import AsyncLimiter
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from eval_pipeline.providers.base import ProviderError
-from eval_pipeline.providers.circuit import CircuitBreaker, Outcome
+from eval_pipeline.providers.circuit import Attempt, CircuitBreaker, Outcome
 
 if TYPE_CHECKING:
     from eval_pipeline.providers.models import WaitLimits
@@ -109,11 +109,6 @@ class WaitBudget:
                 f"({self.limits.run_deadline_s:g} s)"
             )
         return None
-
-    def check_deadline(self) -> None:
-        """No call starts once the run deadline has passed."""
-        if self.time_left() <= 0:
-            raise WaitRefused(f"the run deadline ({self.limits.run_deadline_s:g} s) has passed")
 
     def check(self, seconds: float, demand: str) -> None:
         if (reason := self.refusal(seconds, demand)) is not None:
@@ -335,40 +330,34 @@ async def call_with_retry(
     attempts = 0
 
     async def once() -> T:
-        if breaker is None:
-            return await tried()
-        async with breaker.attempt() as admitted:
+        nonlocal attempts
+        # Without a breaker, the attempt's outcome goes nowhere.
+        admission = breaker.attempt() if breaker is not None else contextlib.nullcontext(Attempt())
+        async with admission as admitted:
+            if waits is not None and waits.time_left() <= 0:  # no call starts past the run deadline
+                raise WaitRefused(f"the run deadline ({waits.limits.run_deadline_s:g} s) has passed")
+            attempts += 1
             try:
-                result = await tried()
-            except _AttemptFailed as exc:
-                admitted.outcome = Outcome.UNREACHABLE if exc.failure.unreachable else Outcome.ANSWERED
+                async with limiter.slot(waits) if limiter is not None else contextlib.nullcontext():
+                    result = await attempt()
+            except WaitRefused:
                 raise
+            except Exception as exc:
+                failure = classify(exc)
+                if failure is None:
+                    raise
+                if (seconds := failure.retry_after_s) is not None:
+                    # The whole model holds as asked; a demand beyond the caps fails this call at
+                    # once, and the limiter keeps it so that the model's other calls fail at once too.
+                    demand = f"provider asked to wait {seconds:g} s (retry-after)"
+                    if limiter is not None:
+                        limiter.pause(seconds, demand)
+                    if waits is not None:
+                        waits.check(seconds, demand)
+                admitted.outcome = Outcome.UNREACHABLE if failure.unreachable else Outcome.ANSWERED
+                raise _AttemptFailed(failure) from exc
             admitted.outcome = Outcome.ANSWERED
             return result
-
-    async def tried() -> T:
-        nonlocal attempts
-        if waits is not None:
-            waits.check_deadline()
-        attempts += 1
-        try:
-            async with limiter.slot(waits) if limiter is not None else contextlib.nullcontext():
-                return await attempt()
-        except WaitRefused:
-            raise
-        except Exception as exc:
-            failure = classify(exc)
-            if failure is None:
-                raise
-            if (seconds := failure.retry_after_s) is not None:
-                # The whole model holds as asked; a demand beyond the caps fails this call at
-                # once, and the limiter keeps it so that the model's other calls fail at once too.
-                demand = f"provider asked to wait {seconds:g} s (retry-after)"
-                if limiter is not None:
-                    limiter.pause(seconds, demand)
-                if waits is not None:
-                    waits.check(seconds, demand)
-            raise _AttemptFailed(failure) from exc
 
     started = clock.now()
     refused: str | None = None
