@@ -364,19 +364,6 @@ class SemanticPipeline:
         self._put({key: vector})
         return vector
 
-    def _take(self, outcome: RerankResult | Exception, staged: _Staged) -> list[Selection]:
-        """Bill a rerank outcome (a failed one too) and check its selections."""
-        tally = staged.tally
-        if isinstance(outcome, Exception):
-            if isinstance(outcome, ProviderError):  # billed even though it failed
-                tally.add(self._rerank_cost, outcome.usage, outcome.api_calls, batch=outcome.batch_usage)
-            raise outcome
-        tally.add(
-            self._rerank_cost, outcome.usage, outcome.api_calls, outcome.cache_hits, outcome.batch_usage
-        )
-        _check_selections(outcome.selections, staged.candidates)
-        return sorted(outcome.selections, key=lambda s: s.rank)
-
     async def _stage(self, item: RetrievalItem) -> _Staged:
         """The embedding stage: the top-15 candidates, or the reason there are none."""
         staged = _Staged(item, time.perf_counter(), _Tally())
@@ -395,14 +382,23 @@ class SemanticPipeline:
         return staged
 
     def _finish(self, staged: _Staged, outcome: RerankResult | Exception | None) -> SemanticRetrieval:
+        """The test's result: its rerank outcome (a failed one too) billed, its selections checked."""
         selections: list[Selection] = []
-        error = staged.error
+        error, tally, item = staged.error, staged.tally, staged.item
         if error is None and outcome is not None:
             try:
-                selections = self._take(outcome, staged)
+                if isinstance(outcome, Exception):
+                    if isinstance(outcome, ProviderError):  # billed even though it failed
+                        tally.add(
+                            self._rerank_cost, outcome.usage, outcome.api_calls, batch=outcome.batch_usage
+                        )
+                    raise outcome
+                usage, calls, hits = outcome.usage, outcome.api_calls, outcome.cache_hits
+                tally.add(self._rerank_cost, usage, calls, hits, outcome.batch_usage)
+                _check_selections(outcome.selections, staged.candidates)
+                selections = sorted(outcome.selections, key=lambda s: s.rank)
             except Exception as exc:
                 error = f"rerank: {_reason(exc)}"
-        tally, item = staged.tally, staged.item
         return SemanticRetrieval(
             test_id=item.test_id,
             model=self.model_key,
