@@ -14,7 +14,6 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,24 +114,6 @@ def bm25_normalised(query: str, docs: Sequence[str]) -> list[float]:
     return [r / best if best > 0 else 0.0 for r in raw]
 
 
-@dataclass(frozen=True)
-class _Scored:
-    entity_id: str
-    cosine: float
-    lexical: float
-    keyword: str | None
-
-    def total(self, w: HybridWeights) -> float:
-        boost = w.keyword if self.keyword is not None else 0.0
-        return w.cosine * self.cosine + w.lexical * self.lexical + boost
-
-    def reason(self, w: HybridWeights) -> str:
-        parts = [f"cos {_fmt(w.cosine * self.cosine)}", f"lex {_fmt(w.lexical * self.lexical)}"]
-        if self.keyword is not None:
-            parts.append(f"keyword '{self.keyword}' {_fmt(w.keyword)}")
-        return " + ".join(parts)
-
-
 class HybridReranker:
     """Score = w.cosine·cosine + w.lexical·BM25(title+summary) + w.keyword·[boost keyword hit]."""
 
@@ -163,15 +144,19 @@ class HybridReranker:
         self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0
     ) -> RerankResult:
         del trial  # deterministic: every trial gives the same answer
+        w = self.weights
         lexical = bm25_normalised(query, [f"{c.title} {c.summary}" for c in candidates])
-        scored = {
-            c.entity_id: _Scored(c.entity_id, c.cosine, lex, self._keyword_hit(c.entity_id, query))
-            for c, lex in zip(candidates, lexical, strict=True)
-        }
-        ranked = _ranked([(s.total(self.weights), eid) for eid, s in scored.items()], top_k)
+        scores: dict[str, float] = {}
+        reasons: dict[str, str] = {}
+        for c, lex in zip(candidates, lexical, strict=True):
+            parts = [f"cos {_fmt(w.cosine * c.cosine)}", f"lex {_fmt(w.lexical * lex)}"]
+            boost = 0.0
+            if (keyword := self._keyword_hit(c.entity_id, query)) is not None:
+                boost = w.keyword
+                parts.append(f"keyword '{keyword}' {_fmt(w.keyword)}")
+            scores[c.entity_id] = w.cosine * c.cosine + w.lexical * lex + boost
+            reasons[c.entity_id] = " + ".join(parts)
+        ranked = _ranked([(score, eid) for eid, score in scores.items()], top_k)
         return RerankResult(
-            selections=[
-                Selection(eid, i, scored[eid].reason(self.weights))
-                for i, (_, eid) in enumerate(ranked, start=1)
-            ]
+            selections=[Selection(eid, i, reasons[eid]) for i, (_, eid) in enumerate(ranked, start=1)]
         )
