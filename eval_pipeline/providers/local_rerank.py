@@ -1,9 +1,8 @@
 """Offline rerankers: deterministic, free, 0 API calls.
 
-`CosineReranker` keeps the embedding stage's order. `HybridReranker` adds two cheap signals a
-plain embedding misses: lexical overlap with the candidate's title and summary, and the KB's
-keyword boosts (an explicit mention such as "gray rock"). Both can only reorder the candidates
-they are given; an entity the embedding stage did not retrieve cannot be boosted in.
+`CosineReranker` keeps the embedding stage's order. `HybridReranker` adds lexical overlap with
+the candidate's title and summary, and the KB's keyword boosts (an explicit mention). Both only
+reorder the candidates they are given: an entity the embedding stage missed cannot be boosted in.
 """
 
 from __future__ import annotations
@@ -49,11 +48,9 @@ def _ranked(scored: Sequence[tuple[float, str]], top_k: int) -> list[tuple[float
 
 
 class CosineReranker:
-    """Selects the top_k candidates by cosine similarity: the embedding-only baseline.
-
-    `jitter` > 0 adds seeded Gaussian noise to each similarity, drawn from (seed, query, trial):
-    a reproducible noisy system for studying how the diff gate tells noise from change.
-    """
+    """The top_k candidates by cosine similarity: the embedding-only baseline. `jitter` > 0 adds
+    Gaussian noise drawn from (seed, query, trial): a reproducible noisy system, for studying how
+    the diff gate tells noise from change."""
 
     name = "cosine"
 

@@ -1,10 +1,9 @@
 """The models file (`models.yaml`): named retrieval configurations an evaluation can run.
 
-A model is an embedder plus a reranker, with the rate limit, concurrency, trials and prices that
-go with them; and it may hand any of the four mechanisms to the team's own system (`system:`,
-over HTTP or a Python entry point) instead of eval_pipeline's built-in reference. Loading
-validates everything up front and reports problems as one line naming the file, the model key
-and the field, so a bad config fails before any call is made.
+A model is an embedder plus a reranker with their pacing, trials and prices, and may hand any of
+the four mechanisms to the team's own system (`system:`, over HTTP or a Python entry point)
+instead of the built-in reference. Loading validates everything up front: a problem is one line
+naming the file, the model key and the field, before any call is made.
 """
 
 from __future__ import annotations

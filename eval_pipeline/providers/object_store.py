@@ -1,10 +1,9 @@
 """Where outputs go: a local directory or a base URI on an object store (`file://`, `s3://`,
 `gs://`: any fsspec protocol whose package is installed; s3fs is).
 
-Locally a write replaces the file at once (temp file and rename), as it always did. An object
-store has no rename, but one PUT is atomic: a reader sees the old object or the new, never a part.
-Credentials and endpoints come from the store's own environment (for S3: AWS_ACCESS_KEY_ID,
-AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for an S3-compatible server), never from this project.
+Locally a write replaces the file at once (temp file and rename); on an object store one PUT is
+atomic. Credentials and endpoints come from the store's own environment (for S3:
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL), never from this project.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 The API caches a prefix (tools, then system, up to the last `cache_control` marker) only when it
 holds at least the model's minimum number of tokens; below it, it silently bills everything as
-plain input (`usage.cache_*` stay 0; the symptom is reported in anthropic-sdk-python#1085).
-Minimums from the prompt-caching docs (platform.claude.com, "Cache limitations"); the emulator
-enforces the same table.
+plain input (anthropic-sdk-python#1085). Minimums from the prompt-caching docs
+(platform.claude.com, "Cache limitations"); the emulator enforces the same table.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Pacing and retries shared by every API provider.
 
-`RateLimiter` keeps one model's requests under its per-minute allowance (aiolimiter leaky bucket)
-and a concurrency cap. `call_with_retry` is the one retry policy (tenacity): 429/500/502/503/504/529,
-timeouts and connection errors, with exponential backoff and jitter, honouring `retry-after`,
-bounded in attempts and total time; the final failure is a `ProviderError` with a short reason
-such as "HTTP 503 after 5 attempts". Retries go back through the limiter, so they are paced and
-counted like first attempts. A service that cannot be reached stops being called after a few
-tries (`circuit`).
+`RateLimiter`: one model's per-minute allowance (aiolimiter leaky bucket) and concurrency cap.
+`call_with_retry`: the one retry policy (tenacity) for 429/500/502/503/504/529, timeouts and
+connection errors: exponential backoff with jitter, honouring `retry-after`, bounded in attempts
+and total time, ending in a `ProviderError` such as "HTTP 503 after 5 attempts". Retries go back
+through the limiter, paced like first attempts; an unreachable service is cut off (`circuit`).
 
-Every wait, whether a server demands it (a 429's `retry-after`) or a provider chooses it (backoff,
-a rate-limit slot, polling a message batch), is capped (`WaitBudget`): one longer than `max_wait_s`
-or than what is left before the run deadline is never started, and the call fails at once naming
-the demand, e.g. "provider asked to wait 86400 s (retry-after), more than the 120 s cap". The
-deadline counts from when the model's providers are built for a run step.
-
-Time is read through a `Clock`, so that tests can run waits fast (`ScaledClock`).
+Every wait, demanded (a 429's `retry-after`) or chosen (backoff, a rate-limit slot, polling a
+batch), is capped (`WaitBudget`): one beyond `max_wait_s` or the run deadline (counted from when
+the model's providers are built for a run step) is never started, and the call fails at once
+naming the demand. Time is read through a `Clock`, so tests can run waits fast (`ScaledClock`).
 """
 
 from __future__ import annotations
@@ -46,11 +41,8 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
 
 
 class Clock(Protocol):
-    """Where providers read time and wait.
-
-    `speed` is clock seconds per real second; aiolimiter schedules on the event loop's real clock,
-    so the limiter divides its period by it.
-    """
+    """Where providers read time and wait; `speed` is clock seconds per real second (aiolimiter
+    schedules on the event loop's real clock, so the limiter divides its period by it)."""
 
     @property
     def speed(self) -> float: ...
@@ -123,14 +115,11 @@ _CLOSERS: set[asyncio.Task[None]] = set()
 
 
 class LoopLocal(Generic[T]):
-    """One value per running event loop, made on first use in that loop.
-
-    asyncio primitives and pooled HTTP clients belong to the loop they were first used in, and
-    Dagster steps or scripts may each run their own loop, so a long-lived provider keeps its
-    loop-bound parts here. With `close`, the value is closed inside its loop when the loop's runner
-    cancels leftover tasks at exit (`asyncio.run` does), or earlier by `aclose()`: a pooled client
-    is never left for the garbage collector to close from a dead loop.
-    """
+    """One value per running event loop, made on first use in that loop: asyncio primitives and
+    pooled HTTP clients belong to their loop, and Dagster steps or scripts may each run their own.
+    With `close`, the value is closed inside its loop when the loop's runner cancels leftover tasks
+    at exit (`asyncio.run` does), or earlier by `aclose()`, never by the garbage collector from a
+    dead loop."""
 
     def __init__(
         self, factory: Callable[[], T], close: Callable[[T], Awaitable[object]] | None = None

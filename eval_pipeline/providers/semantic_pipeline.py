@@ -204,11 +204,10 @@ def _check_selections(selections: Sequence[Selection], candidates: Sequence[Cand
 class SemanticPipeline:
     """Embedding top-15 then rerank top-6 for one model. Call `prepare` once, then `retrieve`.
 
-    Entity and query vectors are kept in `store` under the embedder's name: only new or edited
-    entities and new queries are embedded. Each stage's usage is priced by its own cost function;
-    a stage without one must report no usage, so a missing price never reads as $0. With
-    `batch_queries`, `retrieve_many` embeds and ranks a run's queries up front in one pass.
-    """
+    Vectors are kept in `store` under the embedder's name: only new or edited entities and new
+    queries are embedded. Each stage's usage is priced by its own cost function (none: it must
+    report no usage, so a missing price never reads as $0). With `batch_queries`, `retrieve_many`
+    embeds and ranks a run's queries up front in one pass."""
 
     def __init__(
         self,
@@ -275,10 +274,18 @@ class SemanticPipeline:
         # The whole matrix as one stored array when these entities were indexed before.
         matrix = self._store.get_matrix(self.embedder.name, hashes) if self._store and entities else None
         if matrix is None:
-            known = self._get(hashes)
-            todo = [e for e in entities if e.content_hash not in known]
-            fresh = await self._embed_documents(todo, tally)
-            vectors = {**known, **fresh}
+            vectors = self._get(hashes)
+            todo = [e for e in entities if e.content_hash not in vectors]
+            if todo:
+                result = await self.embedder.embed([e.embedding_text() for e in todo], "document")
+                if result.vectors.shape[0] != len(todo):
+                    raise ProviderError(
+                        f"{self.embedder.name}: {result.vectors.shape[0]} vectors for {len(todo)} texts"
+                    )
+                tally.add(self._embed_cost, result.usage, result.api_calls, result.cache_hits)
+                fresh = {e.content_hash: result.vectors[i] for i, e in enumerate(todo)}
+                self._put(fresh)
+                vectors.update(fresh)
             matrix = np.stack([vectors[h] for h in hashes]).astype(np.float32) if entities else None
             if self._store and matrix is not None:
                 self._store.put_matrix(self.embedder.name, hashes, matrix)
@@ -296,29 +303,11 @@ class SemanticPipeline:
             prompt_cache=prompt_cache,
         )
 
-    async def _embed_documents(self, todo: Sequence[Entity], tally: _Tally) -> dict[str, Vector]:
-        if not todo:
-            return {}
-        result = await self.embedder.embed([e.embedding_text() for e in todo], "document")
-        if result.vectors.shape[0] != len(todo):
-            raise ProviderError(
-                f"{self.embedder.name}: {result.vectors.shape[0]} vectors for {len(todo)} texts"
-            )
-        tally.add(self._embed_cost, result.usage, result.api_calls, result.cache_hits)
-        fresh = {e.content_hash: result.vectors[i] for i, e in enumerate(todo)}
-        self._put(fresh)
-        return fresh
-
     async def _prefetch_queries(self, queries: Sequence[str]) -> None:
-        """Look up every query in the store at once, embed the missing ones in one call (the
-        embedder splits it into requests within its provider's caps), then rank them all
-        against the index in one pass.
-
-        An API embedder's usage and calls are shared out among the tests whose queries the call
-        embedded (tokens by text length, one call to each of the first tests), so a run's tests
-        still add up to what it spent. A failed call is not reported here: each of its tests then
-        embeds its own query and errors with the reason.
-        """
+        """Look up every query in the store at once, embed the missing ones in one call (split by
+        the embedder within its provider's caps), then rank them all against the index in one pass.
+        The call's usage is shared out among its tests (`_share`), so they add up to what it spent;
+        when it fails, each of its tests embeds its own query and errors with the reason."""
         keys = _query_keys(queries)
         known = self._get(list(keys))
         self._queries.update({keys[k]: _Query(v, stored=True) for k, v in known.items()})

@@ -1,11 +1,9 @@
 """What a run would spend, per model, before it calls anything: API calls, tokens and USD.
 
-The counts come from the objects a run uses (the model's pipeline, its response cache and
-embedding store), only read: a stored vector or a cached answer is counted as cached and costs
-nothing. Tokens are estimated offline (no API, no tokenizer download). A rerank answer's output
-is a planning figure, bounded by the reranker's output cap. Not included: repair calls after an
-invalid answer, retried failures, and the re-trials a non-reproducible model makes of a regressed
-test.
+The counts come from the run's own pipeline, response cache and embedding store, only read: what
+they hold counts as cached and costs nothing. Tokens are estimated offline; a rerank answer's
+output is a planning figure, bounded by the reranker's output cap. Not included: repair calls
+after an invalid answer, retried failures, and a non-reproducible model's re-trials.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """A cheaper offline embedder for very large KBs: static token vectors distilled from the bundled
-MiniLM.
+MiniLM (each token's vector is the model's for `[CLS] token [SEP]`, as model2vec distils).
 
-Each vocabulary token's vector is what the bundled model gives for that token alone
-(`[CLS] token [SEP]`, mean pooled, unit length), as model2vec distils. The table (30,522 × 384) is
-computed once per machine, kept in the cache folder under a name holding the model and tokenizer
-hashes and the onnxruntime version (another runtime never reuses it). A text's vector is the unit
-mean of its tokens' vectors: no transformer at query time. It is its own model with its own cache
-entries, never a silent stand-in for the contextual one; it retrieves worse (docs/models.md) and
-suits KBs where the contextual model's time is the bottleneck.
+The table (30,522 × 384) is computed once per machine, kept in the cache folder under a name
+holding the model and tokenizer hashes and the onnxruntime version (another runtime never reuses
+it). A text's vector is the unit mean of its tokens' vectors: no transformer at query time. It is
+its own model with its own cache entries, never a silent stand-in for the contextual one; it
+retrieves worse (docs/models.md).
 """
 
 from __future__ import annotations
