@@ -127,6 +127,16 @@ def runtime(model_path: Path, tokenizer_path: Path) -> _Runtime:
         return _RUNTIMES[key]
 
 
+def mean_pool_normalised(hidden: npt.NDArray[np.float32], mask: Int64s) -> Vectors:
+    weights = mask.astype(np.float32)
+    # One batched matrix product sums each row's token vectors, instead of a (rows x tokens x
+    # dim) weighted copy of the hidden states and a sum over it.
+    pooled: Vectors = np.matmul(weights[:, None, :], hidden)[:, 0, :]
+    pooled /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
+    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return pooled
+
+
 def embed_ids(rt: _Runtime, ids: Int64s) -> Vectors:
     """Rows of token ids of one segment and one length (no padding) through the model: their
     vectors, mean pooled and unit length."""
@@ -134,13 +144,7 @@ def embed_ids(rt: _Runtime, ids: Int64s) -> Vectors:
     if "token_type_ids" in rt.input_names:
         feeds["token_type_ids"] = np.zeros_like(ids)
     hidden = np.asarray(rt.session.run(None, feeds)[0], dtype=np.float32)
-    weights = feeds["attention_mask"].astype(np.float32)
-    # One batched matrix product sums each row's token vectors, instead of a (rows x tokens x
-    # dim) weighted copy of the hidden states and a sum over it.
-    pooled: Vectors = np.matmul(weights[:, None, :], hidden)[:, 0, :]
-    pooled /= np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
-    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-    return pooled
+    return mean_pool_normalised(hidden, feeds["attention_mask"])
 
 
 def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
@@ -164,6 +168,10 @@ class LocalMiniLMEmbedder:
     def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
         self._model_path = model_path or installed_model_path()
         self._tokenizer_path = tokenizer_path or VENDORED_TOKENIZER
+
+    def load(self) -> None:
+        """Load and verify now (otherwise the first `embed` does it)."""
+        runtime(self._model_path, self._tokenizer_path)
 
     async def embed(self, texts: Sequence[str], input_type: InputType) -> EmbedResult:
         del input_type  # symmetric model: queries and documents are embedded alike

@@ -41,13 +41,13 @@ def test_tampered_tokenizer_is_refused(tmp_path: Path) -> None:
     with tampered.open("a", encoding="utf-8") as f:
         f.write(" ")
     with pytest.raises(ModelFileError, match="sha256") as err:
-        embed(LocalMiniLMEmbedder(tokenizer_path=tampered), ["x"])
+        LocalMiniLMEmbedder(tokenizer_path=tampered).load()
     assert str(tampered) in str(err.value)
 
 
 def test_missing_model_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ModelFileError, match="not found"):
-        embed(LocalMiniLMEmbedder(model_path=tmp_path / "model.onnx"), ["x"])
+        LocalMiniLMEmbedder(model_path=tmp_path / "model.onnx").load()
 
 
 def test_vectors_are_unit_float32_and_deterministic(embedder: LocalMiniLMEmbedder) -> None:
