@@ -102,10 +102,5 @@ def final_ranking(selections: Sequence[Selection], candidates: Sequence[Candidat
     the picks are what the assistant loads, the rest is still the system's ranking below them.
     """
     picked = [s.entity_id for s in sorted(selections, key=lambda s: s.rank)]
-    return ranking_of(picked, [c.entity_id for c in candidates])
-
-
-def ranking_of(picked: Sequence[str], candidates: Sequence[str]) -> list[str]:
-    """`final_ranking` of the picks' ids in rank order and the candidates' ids."""
     chosen = set(picked)
-    return list(picked) + [e for e in candidates if e not in chosen]
+    return picked + [c.entity_id for c in candidates if c.entity_id not in chosen]

@@ -26,13 +26,9 @@ def _compare(op: str, value: Any, expected: Any) -> bool:
     return bool(value >= expected) if op == "gte" else bool(value <= expected)
 
 
-def condition_holds(state: UserState, field: str, condition: FieldCondition) -> bool:
-    value = state.get(field)
-    return all(_compare(op, value, expected) for op, expected in condition.items())
-
-
 def triggers(state: UserState, conditions: Mapping[str, FieldCondition]) -> bool:
-    return all(condition_holds(state, f, c) for f, c in conditions.items())
+    """Every operator of every field's condition holds on the state's value of that field."""
+    return all(_compare(op, state.get(f), want) for f, c in conditions.items() for op, want in c.items())
 
 
 def triggered_handlers(state: UserState, handlers: Sequence[Entity]) -> list[str]:

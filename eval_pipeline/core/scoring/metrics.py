@@ -23,7 +23,7 @@ from pydantic import Field
 from eval_pipeline.core.inputs.banks import Expectations
 from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K, SELECTION_K
-from eval_pipeline.core.mechanisms.retrieval import ranking_of
+from eval_pipeline.core.mechanisms.retrieval import final_ranking
 from eval_pipeline.core.scoring.results import ResultStatus, SemanticResult
 from eval_pipeline.core.scoring.trec_measures import Judged, ndcg, recall, reciprocal_rank
 
@@ -188,7 +188,7 @@ def run_metrics(
             )
         )
         if judged.ideal:  # judged: it names something relevant
-            ranked = judged.ranked(ranking_of(picked, candidates))
+            ranked = judged.ranked(final_ranking(r.selections, r.candidates))
             rankings.setdefault(r.test_id, []).append((ranked, judged))
     if not rankings:
         return per_trial, None

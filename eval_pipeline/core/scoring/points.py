@@ -169,13 +169,6 @@ def graded_points(ndcg: float) -> int:
     return min(PERFECT, math.ceil(exact - _FLOAT_HAIR))
 
 
-def graded_penalty(points: int, detail: str, *, nothing_relevant: bool = False) -> Penalty:
-    """The graded test's shortfall from 100 (its graded points are 100 plus this), named
-    "no relevant entity selected" when the selection held nothing relevant."""
-    kind = PenaltyKind.NO_RELEVANT_SELECTED if nothing_relevant else PenaltyKind.GRADED_RELEVANCE
-    return Penalty(kind=kind, entity_id="", points=points - PERFECT, detail=detail)
-
-
 def score(
     missing_primary: Sequence[str],
     penalties: Sequence[Penalty],

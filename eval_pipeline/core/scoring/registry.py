@@ -25,7 +25,7 @@ from eval_pipeline.core.inputs.banks import (
     StateTest,
     UserState,
 )
-from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode, UserType
+from eval_pipeline.core.inputs.kb import KnowledgeBase, UserType
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.always import always_loaded
 from eval_pipeline.core.mechanisms.pattern import (
@@ -180,11 +180,6 @@ def _outputs(tests: Sequence[TestT], loaded: Callable[[TestT], list[str]]) -> li
     return [MechanismOutput(test_id=t.test_id, entities=loaded(t)) for t in tests]
 
 
-def _state_outputs(kb: KnowledgeBase, _: Banks, tests: Sequence[StateTest]) -> list[MechanismOutput]:
-    handlers = kb.with_mode(LoadMode.STATE)
-    return _outputs(tests, lambda t: triggered_handlers(t.user_state, handlers))
-
-
 def _ask(
     mechanism: Mechanism,
     message: str = "",
@@ -207,14 +202,13 @@ def _loaded(
 
 
 def _matched(test_id: str, answer: SystemAnswer) -> MechanismOutput:
-    found = answer.pattern_matches or []
     matches = [
         PatternMatch(
             kind=m.kind, entities=[m.entity_id], pattern=m.pattern or "", matched_text=m.matched_text or ""
         )
-        for m in found
+        for m in answer.pattern_matches or []
     ]
-    entities = list(dict.fromkeys(m.entity_id for m in found))
+    entities = matched_entities(matches)
     return MechanismOutput(test_id=test_id, mechanism=Mechanism.PATTERN, entities=entities, matches=matches)
 
 
@@ -224,7 +218,7 @@ STATE = Deterministic[StateTest, StateResult](
     0.15,
     StateResult,
     "fired",
-    reference=_state_outputs,
+    reference=lambda kb, _, tests: _outputs(tests, lambda t: triggered_handlers(t.user_state, kb.entities)),
     reads_kb=True,
     judge=lambda t, o: evaluate_state_test(t, o.entities),
     request=lambda t: _ask(Mechanism.STATE, user_state=t.user_state),

@@ -14,7 +14,6 @@ from eval_pipeline.core.scoring.points import (
     PenaltyKind,
     RankViolation,
     ScoreOutcome,
-    graded_penalty,
     graded_points,
     penalties_for,
     rank_penalties,
@@ -62,14 +61,16 @@ def evaluate_selection(
 
 
 def _graded(ev: SemanticEvaluation) -> list[Penalty]:
-    """A graded test's shortfall from 100; with nothing relevant selected it is always listed (even
-    at 0 points), since it is what fails the test."""
+    """A graded test's shortfall from 100 (its graded points are 100 plus this), named "no relevant
+    entity selected" and listed even at 0 points when nothing relevant was selected: it fails the test."""
     if ev.graded_ndcg is None:
         return []
-    points, detail = graded_points(ev.graded_ndcg), f"nDCG@{GRADED_CUTOFF} {ev.graded_ndcg:.2f}"
-    if ev.no_relevant_selected:
-        return [graded_penalty(points, detail, nothing_relevant=True)]
-    return [graded_penalty(points, detail)] if points < PERFECT else []
+    points = graded_points(ev.graded_ndcg)
+    if points == PERFECT and not ev.no_relevant_selected:
+        return []
+    kind = PenaltyKind.NO_RELEVANT_SELECTED if ev.no_relevant_selected else PenaltyKind.GRADED_RELEVANCE
+    detail = f"nDCG@{GRADED_CUTOFF} {ev.graded_ndcg:.2f}"
+    return [Penalty(kind=kind, entity_id="", points=points - PERFECT, detail=detail)]
 
 
 def _penalties(ev: SemanticEvaluation) -> list[Penalty]:
