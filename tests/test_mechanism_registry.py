@@ -26,9 +26,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "eval_pipeline"
 BANK_LOOPS = (
     "core/report/conclusion.py",
     "core/scoring/aggregate.py",
-    "core/scoring/grouped.py",
     "core/scoring/implementations.py",
     "core/scoring/reevaluate.py",
+    "core/scoring/run_document.py",
     "defs/scoring.py",
     "defs/system_outputs.py",
     "defs/graph.py",

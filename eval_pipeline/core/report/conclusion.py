@@ -26,11 +26,10 @@ from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.reading import Reading, reading_of
 from eval_pipeline.core.scoring.aggregate import Aggregate, aggregate
 from eval_pipeline.core.scoring.evaluation import MechanismOutput, Scope, score_semantic
-from eval_pipeline.core.scoring.grouped import group_document
 from eval_pipeline.core.scoring.implementations import Implementations, score_system
 from eval_pipeline.core.scoring.registry import DETERMINISTIC, SEMANTIC, BankResults
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
-from eval_pipeline.core.scoring.run_document import Provenance, RunDocument
+from eval_pipeline.core.scoring.run_document import Provenance, RunDocument, group_document
 from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.verdicts.run_gate import GateDecision, Gates, gate_decision
 

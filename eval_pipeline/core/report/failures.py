@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.rounding import fmt_score
-from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.points import PenaltyKind
 from eval_pipeline.core.scoring.registry import MECHANISMS
 from eval_pipeline.core.scoring.results import AnyResult, PatternResult, SemanticResult, StateResult
-from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.run_document import GroupedResults, RunDocument, group_document
 from eval_pipeline.core.scoring.trials import Outcome, TrialResults
 
 ERRORED = "errored"

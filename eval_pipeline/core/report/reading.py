@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from eval_pipeline.core.report.failures import Failure, failing_tests
-from eval_pipeline.core.scoring.grouped import GroupedResults, group_document
 from eval_pipeline.core.scoring.metrics import StageAttribution, attributions
-from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.run_document import GroupedResults, RunDocument, group_document
 
 
 @dataclass(frozen=True)

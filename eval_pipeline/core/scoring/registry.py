@@ -41,7 +41,6 @@ from eval_pipeline.core.scoring.results import (
     AlwaysResult,
     AnyResult,
     PatternResult,
-    ResultStatus,
     SemanticResult,
     StateResult,
     errored_result,
@@ -65,7 +64,6 @@ def evaluate_state_test(test: StateTest, triggered: Sequence[str]) -> StateResul
     return result_of(
         StateResult,
         test,
-        status=ResultStatus.SCORED,
         outcome=score(missing, penalties_for(PenaltyKind.WRONG_HANDLER, wrong)),
         triggered_handlers=list(triggered),
         missing_handlers=missing,
@@ -97,7 +95,6 @@ def evaluate_pattern_test(test: PatternTest, matches: list[PatternMatch]) -> Pat
     return result_of(
         PatternResult,
         test,
-        status=ResultStatus.SCORED,
         outcome=score(missing, penalties),
         matches=matches,
         matched_entities=entities,
@@ -114,7 +111,6 @@ def evaluate_always_test(test: AlwaysTest, loaded: Sequence[str]) -> AlwaysResul
     return result_of(
         AlwaysResult,
         test,
-        status=ResultStatus.SCORED,
         outcome=score(missing, []),
         loaded_entities=list(loaded),
         missing=missing,

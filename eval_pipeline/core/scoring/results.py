@@ -133,10 +133,10 @@ RowT = TypeVar("RowT", bound=ResultBase)
 
 
 def result_of(kind: type[RowT], test: AnyTest, **found: Any) -> RowT:
-    """A `kind` row of `test`: the test's own fields (id, name, what it expects) copied, beside
-    what the mechanism `found`."""
+    """A `kind` row of `test`, scored unless `found` says otherwise: the test's own fields (id, name,
+    what it expects) copied, beside what the mechanism `found`."""
     given = {f: getattr(test, f) for f in kind.model_fields if f in type(test).model_fields}
-    return kind(**given, **found)
+    return kind(**given, **{"status": ResultStatus.SCORED, **found})
 
 
 def errored_result(kind: type[RowT], test: AnyTest, reason: str) -> RowT:

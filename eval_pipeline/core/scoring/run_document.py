@@ -6,9 +6,11 @@ refuse to compare documents across major versions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +37,7 @@ from eval_pipeline.core.scoring.results import (
     SemanticResult,
     StateResult,
 )
+from eval_pipeline.core.scoring.trials import TrialResults, by_test
 from eval_pipeline.core.sparse_json import SparseModel
 
 
@@ -143,6 +146,35 @@ class RunDocument(BaseModel):
         if self.ir_metrics is not None:
             return self.ir_metrics
         return run_metrics(self.semantic, self.candidate_depth)[1]
+
+
+@dataclass(frozen=True)
+class GroupedResults:
+    """A run's results grouped by test, once per run: each bank's tests in first-seen order, each
+    with its rows in trial order. The aggregate, the failing tests, report.md, `run`'s output and
+    its JUnit file all see a test as one unit over its trials, and the same grouping."""
+
+    threshold: int
+    banks: Mapping[Mechanism, Sequence[TrialResults[AnyResult]]]
+
+    def of(self, bank: Mechanism) -> Sequence[TrialResults[AnyResult]]:
+        return self.banks[bank]
+
+    @property
+    def semantic(self) -> Sequence[TrialResults[SemanticResult]]:
+        return cast(Sequence[TrialResults[SemanticResult]], self.banks[Mechanism.SEMANTIC])
+
+
+def group_document(
+    doc: RunDocument, semantic: Sequence[TrialResults[SemanticResult]] | None = None
+) -> GroupedResults:
+    """`doc`'s results by test; `semantic`: its semantic tests when the caller grouped them already."""
+    threshold = doc.provenance.pass_threshold
+    given = (
+        {} if semantic is None else {Mechanism.SEMANTIC: cast(Sequence[TrialResults[AnyResult]], semantic)}
+    )
+    banks = {m: by_test(doc.results(m), threshold) for m in Mechanism if m not in given}
+    return GroupedResults(threshold, {**given, **banks})
 
 
 RESULTS_FILE = "results.json"
