@@ -15,6 +15,8 @@ import socketserver
 import threading
 from typing import Literal
 
+from eval_pipeline.testing import LoopbackServer
+
 Behaviour = Literal["silent", "headers", "drip"]
 BODY_BYTES = 1_000_000  # promised and never all sent
 HEADERS = (
@@ -23,32 +25,21 @@ HEADERS = (
 )
 
 
-class HangingServer(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
+class HangingServer(LoopbackServer):
     def __init__(self, behaviour: Behaviour = "silent", drip_s: float = 1.0) -> None:
-        super().__init__(("127.0.0.1", 0), _Hang)
         self.behaviour = behaviour
         self.drip_s = drip_s
-        self.url = f"http://127.0.0.1:{self.server_address[1]}/retrieve"
         self.lock = threading.Lock()
         self.held: list[socket.socket] = []
-        self.stopping = threading.Event()
         self.requests = 0  # connections that sent a request line
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.02}, name="hanging-server", daemon=True
-        )
-        self._thread.start()
+        super().__init__(0, _Hang, "hanging-server")
+        self.url = f"http://127.0.0.1:{self.port}/retrieve"
 
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.shutdown()
-        self.server_close()
+    def stop(self) -> None:
+        super().stop()
         with self.lock:
             for conn in self.held:
                 conn.close()
-        self._thread.join(timeout=5)
 
 
 class _Hang(socketserver.BaseRequestHandler):

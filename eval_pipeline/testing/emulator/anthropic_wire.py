@@ -116,7 +116,7 @@ class AnthropicApi:
         prefix, rest, _ = _split_cached_prefix(request)
         return {"input_tokens": estimate_tokens(prefix + rest)}
 
-    def create_batch(self, request: Json, base_url: str) -> Json:
+    def create_batch(self, request: Json) -> Json:
         batch_id = self._next_id("msgbatch")
         results = [self._batch_result(item) for item in request.get("requests", [])]
         now = datetime.now(UTC)
@@ -125,7 +125,7 @@ class AnthropicApi:
             "created": now,
             "ready": now + timedelta(seconds=self._emu.config.batch_ready_s),
             "results": results,
-            "results_url": f"{base_url}/v1/messages/batches/{batch_id}/results",
+            "results_url": f"{self._emu.base_url}/v1/messages/batches/{batch_id}/results",
         }
         with self._lock:
             self._batches[batch_id] = batch

@@ -24,9 +24,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from eval_pipeline.testing import LoopbackServer
 from eval_pipeline.testing.emulator.anthropic_wire import AnthropicApi
 from eval_pipeline.testing.emulator.config import (
     EmulatorConfig,
@@ -41,7 +42,7 @@ from eval_pipeline.testing.emulator.config import (
 from eval_pipeline.testing.emulator.system_wire import target_response
 from eval_pipeline.testing.emulator.voyage_wire import embeddings, rerank
 
-Route = Callable[["_Handler", Json], Reply]
+Route = Callable[["EmulatorHandle", Json], Reply]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -110,7 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
             return error_reply(family, 400, f"emulated gather: {absent} request(s) to {path} never came")
         fault = emu.plan_fault(path, body)
         if fault is None:
-            return handler(self, request)
+            return handler(emu, request)
         if fault == "timeout":
             emu.pause(emu.config.stall_s)
             return error_reply(family, 504, "emulated stall")
@@ -119,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
                 family, 429, "emulated rate limit", {"retry-after": str(emu.config.retry_after_s)}
             )
         if fault in ("cut_short", "drop"):
-            return replace(handler(self, request), wire=fault)
+            return replace(handler(emu, request), wire=fault)
         if fault == "malformed":
             if path == "/v1/messages":
                 return json_reply(200, emu.anthropic.message(request, malformed=True))
@@ -148,22 +149,14 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (its timeout fired during a stall): nothing to deliver
 
 
-class EmulatorHandle(ThreadingHTTPServer):
-    """A running emulator, serving on 127.0.0.1 from a background thread, and the state its
-    handler threads share (config, counts, fault plan, rate window): `.base_url` (Anthropic
-    style, no /v1), `.voyage_base_url` (with /v1), `.target_url`, `.stats`, `.counts`,
-    `.reset()`, `.stop()`; also a context manager."""
-
-    daemon_threads = True
-    # socketserver's default listen backlog of 5 drops concurrent connects, which the client
-    # retries a second later: a 16-way burst would stall on it.
-    request_queue_size = 128
+class EmulatorHandle(LoopbackServer):
+    """A running emulator and the state its handler threads share (config, counts, fault plan,
+    rate window): `.base_url` (Anthropic style, no /v1), `.voyage_base_url` (with /v1),
+    `.target_url`, `.stats`, `.counts`, `.reset()`, `.stop()`."""
 
     def __init__(self, port: int, config: EmulatorConfig) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
         self.config = config
         self.counts = Stats()
-        self.stopping = threading.Event()
         self.anthropic = AnthropicApi(self)
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
@@ -172,17 +165,10 @@ class EmulatorHandle(ThreadingHTTPServer):
         self._arrived = threading.Condition()
         self._models_seen: set[str] = set()
         self._gathered = 0  # requests to the `gather` path so far
-        self.port = int(self.server_address[1])
+        super().__init__(port, _Handler, "api-emulator")
         self.base_url: str = f"http://127.0.0.1:{self.port}"
         self.voyage_base_url = f"{self.base_url}/v1"
         self.target_url = f"{self.base_url}/target"
-        self._thread = threading.Thread(
-            target=self.serve_forever,
-            kwargs={"poll_interval": 0.02},  # how long stop() waits for the serving loop to notice
-            name="api-emulator",
-            daemon=True,
-        )
-        self._thread.start()
 
     @property
     def stats(self) -> Json:
@@ -275,34 +261,14 @@ class EmulatorHandle(ThreadingHTTPServer):
         if seconds > 0:
             self.stopping.wait(seconds)
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self.shutdown()
-        self.server_close()
-        self._thread.join(timeout=5)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _target(handler: _Handler, request: Json) -> Reply:
-    config = handler.server.config
-    return json_reply(200, target_response(request, config.target_entities, config.embed_dim))
-
 
 _ROUTES: dict[str, tuple[str, Route]] = {
-    "/v1/messages": ("anthropic", lambda h, r: json_reply(200, h.server.anthropic.message(r))),
-    "/v1/messages/count_tokens": (
-        "anthropic",
-        lambda h, r: json_reply(200, h.server.anthropic.count_tokens(r)),
-    ),
-    "/v1/messages/batches": (
-        "anthropic",
-        lambda h, r: json_reply(200, h.server.anthropic.create_batch(r, h.server.base_url)),
-    ),
-    "/v1/embeddings": ("voyage", lambda h, r: embeddings(r, h.server.config, h.server.counts)),
-    "/v1/rerank": ("voyage", lambda h, r: rerank(r, h.server.config)),
-    "/target": ("target", _target),
+    "/v1/messages": ("anthropic", lambda s, r: json_reply(200, s.anthropic.message(r))),
+    "/v1/messages/count_tokens": ("anthropic", lambda s, r: json_reply(200, s.anthropic.count_tokens(r))),
+    "/v1/messages/batches": ("anthropic", lambda s, r: json_reply(200, s.anthropic.create_batch(r))),
+    "/v1/embeddings": ("voyage", lambda s, r: embeddings(r, s.config, s.counts)),
+    "/v1/rerank": ("voyage", lambda s, r: rerank(r, s.config)),
+    "/target": ("target", lambda s, r: json_reply(200, target_response(r, s.config))),
 }
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from eval_pipeline.providers.spend_estimate import estimate_tokens
 from eval_pipeline.testing.emulator.anthropic_wire import DEFAULT_TOP_K
-from eval_pipeline.testing.emulator.config import Json, hash_vector
+from eval_pipeline.testing.emulator.config import EmulatorConfig, Json, hash_vector
 
 
-def target_response(request: Json, entities: tuple[str, ...], dim: int) -> Json:
+def target_response(request: Json, config: EmulatorConfig) -> Json:
     """The HTTP-target contract, answered from hash similarity between message and entity id."""
     message = str(request.get("message", ""))
+    dim = config.embed_dim
     q = hash_vector(message, dim)
-    scored = sorted(((float(q @ hash_vector(e, dim)), e) for e in entities), reverse=True)
+    scored = sorted(((float(q @ hash_vector(e, dim)), e) for e in config.target_entities), reverse=True)
     candidates = scored[: int(request.get("top_k_candidates", 15))]
     top_k = int(request.get("top_k", DEFAULT_TOP_K))
     return {
