@@ -1,18 +1,9 @@
-"""A circuit breaker per remote service: a service that is down is found out in a few calls.
-
-A call that cannot reach the service (no connection, no answer within the client's timeout) counts
-against it; any HTTP answer, even an error or a body cut short, and a connection dropped once made,
-show it is up and clear the count. After `failures` unreachable calls in a row the service is down:
-every call to come fails at once with "service down: URL" until `cooldown_s` has passed, when one
-probe may try again. While a failure is on the count, calls in flight plus failures never exceed
-`failures`, so it opens after exactly that many attempts however many tests queue behind them.
+"""A circuit breaker per remote service, so that a service that is down is found out in a few
+calls (what counts against it, when it opens, the probe: docs/provider-faults.md).
 
 A `per_round` breaker (a Python entry point's, whose calls are never retried) opens once the call
-that fails first and every call in flight beside it have all failed: a whole round timing out
-together says the code never returns.
-
-One breaker per (service URL, settings, clock, per_round) per process, shared by every provider
-and run step calling that URL: the team's system answering four mechanisms learns of an outage once.
+that fails first and every call in flight beside it have all failed. One breaker per (service URL,
+settings, clock, per_round) per process, shared by every provider and run step calling that URL.
 """
 
 from __future__ import annotations

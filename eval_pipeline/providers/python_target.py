@@ -1,17 +1,9 @@
-"""The team's system as a Python entry point (`system: {kind: python, entrypoint: pkg.mod:attr}`).
+"""The team's system as a Python entry point (`system: {kind: python, entrypoint: pkg.mod:attr}`;
+what it may be and how it is called: docs/http_target.md, "Python entry points").
 
-It is imported from the environment eval-pipeline runs in (the working directory first, as
-`python -m` would): one callable answering every mechanism, an object (a class is instantiated
-without arguments) with a method per mechanism (`semantic`, `state`, `pattern`, `always`), or one
-callable per mechanism. Each takes a `SystemRequest` and returns a `SystemAnswer` or a dict of its
-shape, plainly or as a coroutine; the answer is validated like an HTTP answer.
-
-Calls run in worker processes (`python_worker`) that import the entry point once, one call at a
-time each and up to the model's `concurrency` at once. A call not returned within `timeout_s` is
-abandoned: its worker is killed (a thread could not be) and the next call starts a fresh one.
-Timed-out calls count towards the entry point's circuit breaker a round at a time: once every
-call in flight has timed out (or `breaker.failures` in a row), the remaining calls fail at once.
-Here the entry point is imported once more, to fail before any run when it cannot be.
+Calls run in worker processes (`python_worker`), so that a call not returned within `timeout_s`
+can be abandoned: its worker is killed (a thread could not be) and the next call starts a fresh
+one. Here the entry point is imported once more, to fail before any run when it cannot be.
 """
 
 from __future__ import annotations
@@ -50,27 +42,24 @@ def require_entrypoint(cfg: ModelConfig, models_file: Path) -> None:
         raise ConfigError(f"{models_file}: model '{cfg.key}': field 'system.entrypoint': {exc}") from None
 
 
-class _Worker:
-    """One worker process: a call at a time."""
+_Worker = asyncio.subprocess.Process  # one worker process: a call at a time
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
 
-    async def exchange(self, message: str) -> dict[str, Any]:
-        stdin, stdout = self.process.stdin, self.process.stdout
-        assert stdin is not None and stdout is not None  # both piped
-        stdin.write(message.encode() + b"\n")
-        await stdin.drain()
-        line = await stdout.readline()
-        if not line:
-            code = await self.process.wait()
-            raise ProviderError(f"the entry point's process ended (exit {code})")
-        reply: dict[str, Any] = json.loads(line)
-        return reply
+async def _exchange(worker: _Worker, message: str) -> dict[str, Any]:
+    stdin, stdout = worker.stdin, worker.stdout
+    assert stdin is not None and stdout is not None  # both piped
+    stdin.write(message.encode() + b"\n")
+    await stdin.drain()
+    line = await stdout.readline()
+    if not line:
+        raise ProviderError(f"the entry point's process ended (exit {await worker.wait()})")
+    reply: dict[str, Any] = json.loads(line)
+    return reply
 
-    def kill(self) -> None:
-        if self.process.returncode is None:
-            self.process.kill()
+
+def _kill(worker: _Worker) -> None:
+    if worker.returncode is None:
+        worker.kill()
 
 
 class _Workers:
@@ -86,30 +75,29 @@ class _Workers:
     async def take(self) -> _Worker:
         while self._idle:
             worker = self._idle.pop()
-            if worker.process.returncode is None:
+            if worker.returncode is None:
                 return worker
         if self._broken is not None:
             raise ProviderError(self._broken)
-        process = await asyncio.create_subprocess_exec(
+        worker = await asyncio.create_subprocess_exec(
             *WORKER, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT
         )
-        worker = _Worker(process)
         self._all.append(worker)
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                reply = await worker.exchange(self._start)
+                reply = await _exchange(worker, self._start)
         except TimeoutError:
             self._broken = f"the entry point {self._label} did not start within {START_TIMEOUT_S:g} s"
         except ProviderError as exc:
             self._broken = str(exc)
         except BaseException:
-            worker.kill()
+            _kill(worker)
             raise
         else:
             if reply.get("ready"):
                 return worker
             self._broken = str(reply.get("error"))
-        worker.kill()
+        _kill(worker)
         raise ProviderError(self._broken)
 
     def give_back(self, worker: _Worker) -> None:
@@ -117,8 +105,8 @@ class _Workers:
 
     async def aclose(self) -> None:
         for worker in self._all:
-            worker.kill()
-            await worker.process.wait()
+            _kill(worker)
+            await worker.wait()
         self._all.clear()
         self._idle.clear()
 
@@ -164,15 +152,15 @@ class PythonTarget:
             worker = await workers.take()
             try:
                 async with asyncio.timeout(self._timeout_s):
-                    reply = await worker.exchange(request.model_dump_json())
+                    reply = await _exchange(worker, request.model_dump_json())
             except TimeoutError:
-                worker.kill()  # abandoned: the call may never return
+                _kill(worker)  # abandoned: the call may never return
                 admitted.outcome = Outcome.UNREACHABLE
                 raise ProviderError(
                     f"the entry point '{name}' gave no answer within {self._timeout_s:g} s"
                 ) from None
             except BaseException:  # cancelled (the run is stopping) or the worker died: never reused
-                worker.kill()
+                _kill(worker)
                 raise
             admitted.outcome = Outcome.ANSWERED
         workers.give_back(worker)

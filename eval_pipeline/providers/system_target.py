@@ -1,14 +1,9 @@
 """The team's own system under test, reached over HTTP (`HttpTarget`, below) or as a Python
 entry point (`python_target`): the semantic pipeline it stands in for, and its answers for the
-state, pattern and always banks.
+state, pattern and always banks (the contract: docs/http_target.md).
 
-Over HTTP it is one POST of a `SystemRequest` per test and mechanism, answered by a 200 with a
-`SystemAnswer` JSON object (docs/http_target.md). Failures are retried by the shared policy
-(429/500/502/503/504/529 honouring `retry-after`, timeouts, connection errors, replies cut short
-or dropped, unparseable JSON); an answer that parses but breaks the contract is not retried.
-
-Every failure is that test's outcome, never the run's: a call that fails (after the retries),
-times out, raises or breaks the contract makes the test errored with the reason.
+Transient failures are retried by the shared policy; an answer that parses but breaks the
+contract is not. Every failure is that test's outcome (errored, with the reason), never the run's.
 """
 
 from __future__ import annotations
@@ -198,20 +193,19 @@ async def ask_all(
     target: SystemTarget, requests: Sequence[tuple[str, SystemRequest]], concurrency: int
 ) -> list[MechanismOutput]:
     """Each (test id, request) through the system, at most `concurrency` at a time, in order."""
-    gate = asyncio.Semaphore(concurrency)
 
-    async def one(test_id: str, request: SystemRequest) -> MechanismOutput:
-        async with gate:
-            try:
-                answer = await target.ask(request)
-            except Exception as exc:  # this test's outcome, not the run's
-                return MechanismOutput(
-                    test_id=test_id, mechanism=request.mechanism, entities=[], error=failure_reason(exc)
-                )
+    async def one(asked: tuple[str, SystemRequest]) -> MechanismOutput:
+        test_id, request = asked
+        try:
+            answer = await target.ask(request)
+        except Exception as exc:  # this test's outcome, not the run's
+            return MechanismOutput(
+                test_id=test_id, mechanism=request.mechanism, entities=[], error=failure_reason(exc)
+            )
         return answer_output(test_id, request.mechanism, answer)
 
     try:
-        return list(await asyncio.gather(*(one(t, r) for t, r in requests)))
+        return await retrieve_all(one, requests, concurrency)
     finally:
         await target.aclose()
 

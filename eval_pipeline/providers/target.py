@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # as in base.py: only a prompt-caching reranker reports one
     from eval_pipeline.providers.prompt_cache import PromptCacheStatus
 
 OnDone = Callable[[SemanticRetrieval], None]
+T = TypeVar("T")
 R = TypeVar("R")
 
 
@@ -75,12 +76,13 @@ def retrieval_items(
 
 
 async def retrieve_all(
-    retrieve: Callable[[RetrievalItem], Awaitable[R]],
-    items: Sequence[RetrievalItem],
+    retrieve: Callable[[T], Awaitable[R]],
+    items: Sequence[T],
     concurrency: int,
     on_done: Callable[[R], None] | None = None,
 ) -> list[R]:
-    """Run `retrieve` over the items, at most `concurrency` at a time; results in input order.
+    """Run `retrieve` over the items (a test's, or a system request's), at most `concurrency` at a
+    time; results in input order.
 
     `on_done` (e.g. a progress bar) is called as each finishes, in completion order. The items
     are taken in order by `concurrency` workers, not each by a task of its own waiting for a
@@ -93,7 +95,7 @@ async def retrieve_all(
 
     async def worker() -> None:
         for position, item in todo:
-            result = await retrieve(RetrievalItem(*item))
+            result = await retrieve(item)
             if on_done is not None:
                 on_done(result)
             done[position] = result
