@@ -1,18 +1,116 @@
 """What every API-backed provider shares: its model, its key (never shown), how it reaches its
-service (`ApiAccess`), and the guard of its calls (retries, wait caps, its service's breaker)."""
+service (`ApiAccess`), and the guard of its calls (`CallGuard`: retries, wait caps, its service's
+breaker).
+
+Each attempt has one deadline for the whole exchange (connect, request, every byte of the
+answer): the client's `timeout_s`, or less when the run deadline is nearer. An HTTP client's own
+timeout bounds each read alone, so a service that sends its answer a byte at a time would never
+end an attempt.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
-from eval_pipeline.providers.call_guard import CallGuard
+from eval_pipeline.core.errors import CouldNotEvaluate
+from eval_pipeline.providers.circuit import CircuitBreaker, breaker_for
 from eval_pipeline.providers.models import FaultSettings
-from eval_pipeline.providers.ratelimit import REAL_CLOCK, Clock, Failure, LoopLocal, RateLimiter, RetryPolicy
+from eval_pipeline.providers.ratelimit import (
+    REAL_CLOCK,
+    Clock,
+    Failure,
+    LoopLocal,
+    RateLimiter,
+    RetryPolicy,
+    WaitBudget,
+    call_with_retry,
+    unreachable,
+)
 
 T = TypeVar("T")
 Classify = Callable[[BaseException], Failure | None]
+
+
+class AttemptDeadline(CouldNotEvaluate):
+    """An attempt that did not end within its deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no complete answer within {round(seconds, 2):g} s")
+
+
+@dataclass(frozen=True)
+class CallGuard:
+    """How one provider's calls are retried, capped and cut off."""
+
+    clock: Clock
+    policy: RetryPolicy
+    waits: WaitBudget
+    breaker: CircuitBreaker
+    secret: str | None = None  # redacted from every reason
+    attempt_timeout_s: float | None = None  # real seconds for one whole attempt (None: no limit)
+
+    @classmethod
+    def build(
+        cls,
+        service_url: str,
+        clock: Clock,
+        policy: RetryPolicy | None,
+        faults: FaultSettings | None,
+        secret: str | None = None,
+        attempt_timeout_s: float | None = None,
+    ) -> CallGuard:
+        """The guard of a provider calling `service_url`, whose attempts each end within
+        `attempt_timeout_s` (real seconds, like the client's own timeout); its run deadline
+        starts now."""
+        faults = faults or FaultSettings()
+        return cls(
+            clock=clock,
+            policy=policy or RetryPolicy(),
+            waits=WaitBudget(faults.waits, clock),
+            breaker=breaker_for(service_url, faults.breaker, clock),
+            secret=secret,
+            attempt_timeout_s=attempt_timeout_s,
+        )
+
+    def attempt_limit(self) -> float:
+        """Real seconds the next attempt may take: its timeout, or what is left of the run."""
+        left = self.waits.time_left() / self.clock.speed
+        return left if self.attempt_timeout_s is None else min(self.attempt_timeout_s, left)
+
+    async def bounded(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`attempt()`, cancelled when it passes `attempt_limit()` (`AttemptDeadline`)."""
+        limit = self.attempt_limit()
+        scope = asyncio.timeout(limit)
+        try:
+            async with scope:
+                return await attempt()
+        except TimeoutError:
+            if not scope.expired():  # the attempt's own timeout, classified as such
+                raise
+            raise AttemptDeadline(limit) from None
+
+    async def call(
+        self, attempt: Callable[[], Awaitable[T]], classify: Classify, limiter: RateLimiter | None = None
+    ) -> T:
+        def classified(exc: BaseException) -> Failure | None:
+            if isinstance(exc, AttemptDeadline):  # no answer in time: counted like a client timeout
+                return unreachable(str(exc))
+            return classify(exc)
+
+        return await call_with_retry(
+            partial(self.bounded, attempt),
+            classified,
+            limiter=limiter,
+            clock=self.clock,
+            policy=self.policy,
+            secret=self.secret,
+            breaker=self.breaker,
+            waits=self.waits,
+        )
 
 
 @dataclass(frozen=True)
@@ -37,7 +135,6 @@ class ApiProvider:
 
     def __init__(self, model_id: str, access: ApiAccess, service_url: str, classify: Classify) -> None:
         self.name = self.model_id = model_id
-        self._access = access
         self._limiter = access.limiter
         limiter_clock = access.limiter.clock if access.limiter is not None else REAL_CLOCK
         self.clock = access.clock or limiter_clock

@@ -154,18 +154,13 @@ def _repair_turns(message: Message, error: str, top_k: int) -> list[MessageParam
         f"That selection is invalid: {error}. Call {TOOL_NAME} again with 1 to {top_k} "
         "distinct entity ids copied from the candidate list."
     )
-    tool_use = _tool_use(message)
-    if tool_use is None:
+    block = _tool_use(message)
+    if block is None:
         return [{"role": "assistant", "content": "(no selection)"}, {"role": "user", "content": instruction}]
-    call: ToolUseBlockParam = {
-        "type": "tool_use",
-        "id": tool_use.id,
-        "name": TOOL_NAME,
-        "input": tool_use.input,
-    }
+    call: ToolUseBlockParam = {"type": "tool_use", "id": block.id, "name": TOOL_NAME, "input": block.input}
     result: ToolResultBlockParam = {
         "type": "tool_result",
-        "tool_use_id": tool_use.id,
+        "tool_use_id": block.id,
         "content": instruction,
         "is_error": True,
     }

@@ -14,10 +14,9 @@ import pytest
 
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.contract import SystemRequest
-from eval_pipeline.providers.api_base import ApiAccess
+from eval_pipeline.providers.api_base import ApiAccess, CallGuard
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.call_guard import CallGuard
 from eval_pipeline.providers.circuit import BreakerSettings
 from eval_pipeline.providers.claude_rerank import ClaudeReranker
 from eval_pipeline.providers.models import FaultSettings, WaitLimits

@@ -1,16 +1,11 @@
 """A loopback test double of the Anthropic and Voyage HTTP APIs, and of the HTTP-target contract.
 
 Tests and benchmarks point the real SDK clients at it (`base_url`); nothing is monkeypatched.
-Its selections, vectors and scores are deterministic stand-ins derived from hashes of the input,
-never model quality.
-
-Routes (`_ROUTES`; what each answers is in its wire module): Anthropic messages, token counting
-and message batches, Voyage embeddings and rerank, the HTTP-target contract at /target
-(docs/http_target.md); GET /_stats and POST /_reset control the emulator.
-
-Behaviour knobs: `EmulatorConfig`. A seeded fault is drawn from a hash of (seed, route, request
-body, how many times that body was seen), so a run's faults do not depend on arrival order and a
-retry gets a fresh draw.
+Its answers are deterministic stand-ins derived from hashes of the input, never model quality.
+Routes: `_ROUTES` (what each answers is in its wire module); GET /_stats and POST /_reset control
+the emulator. Knobs: `EmulatorConfig`. A seeded fault is drawn from a hash of (seed, route, request
+body, how many times that body was seen), so faults do not depend on arrival order and a retry gets
+a fresh draw.
 """
 
 from __future__ import annotations
