@@ -23,8 +23,8 @@ from eval_pipeline.cli.flags import (
 
 if TYPE_CHECKING:  # the parser imports this module: the result models load with the command
     from eval_pipeline.core.scoring.run_document import RunDocument
-    from eval_pipeline.core.verdicts.job_verdict import JobVerdict
     from eval_pipeline.core.verdicts.regression_gate import DiffGate
+    from eval_pipeline.core.verdicts.run_gate import Verdict
 
 
 def add_commands(sub: Any) -> None:
@@ -112,7 +112,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return exit_for_gate(gate.status if job is None else job.status)
 
 
-def _job(run_exit: int, head_file: Path, head: RunDocument, gate: DiffGate) -> JobVerdict:
+def _job(run_exit: int, head_file: Path, head: RunDocument, gate: DiffGate) -> Verdict:
     """The CI job's verdict: the release gate stored beside HEAD's results, and the diff gate."""
     from eval_pipeline.core.scoring.run_document import GATE_FILE
     from eval_pipeline.core.verdicts.job_verdict import job_verdict

@@ -10,7 +10,8 @@ from pydantic import Field
 from eval_pipeline.core.dates import days_between
 from eval_pipeline.core.diff.compare import diff_documents
 from eval_pipeline.core.diff.kb_change import incomparable
-from eval_pipeline.core.diff.model import DeltaKind, FrozenModel, RunDiff
+from eval_pipeline.core.diff.model import DeltaKind, RunDiff
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.scoring.run_document import RunDocument
 
 

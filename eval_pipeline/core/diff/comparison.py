@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from eval_pipeline.core.diff.baseline import verdict
 from eval_pipeline.core.diff.compare import diff_documents
-from eval_pipeline.core.diff.model import DeltaKind, FrozenModel, RunDiff
+from eval_pipeline.core.diff.model import DeltaKind, RunDiff
 from eval_pipeline.core.diff.statistics import with_holm
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.scoring.metrics import RetrievalMetrics, mean_metrics
 from eval_pipeline.core.scoring.run_document import RunDocument
 

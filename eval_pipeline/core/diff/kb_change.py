@@ -3,14 +3,11 @@ changed, by id), or two different projects, which no diff can compare."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.identity import EvaluationIdentity
 
 
-class KbChange(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
-
+class KbChange(FrozenModel):
     added: list[str]
     removed: list[str]
     changed: list[str]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eval_pipeline.core.diff.kb_change import KbChange
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.scoring.metrics import StageAttribution
 from eval_pipeline.core.scoring.reevaluation import Decision
 from eval_pipeline.core.scoring.trials import Outcome
@@ -38,10 +39,6 @@ class DeltaKind(StrEnum):
 class Cause(StrEnum):
     EXPECTATION = "expectation_changed"
     SYSTEM = "system_changed"
-
-
-class FrozenModel(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class RunRef(FrozenModel):

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.sparse_json import SparseModel
 
 ALPHA = 0.05
@@ -38,8 +39,7 @@ _TOLERANCE = 1e-9  # float noise when comparing permuted statistics with the obs
 POINTS = "points"
 
 
-class PairedComparison(SparseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+class PairedComparison(SparseModel, FrozenModel):
     omitted_at_default = ("unit",)
 
     base_label: str

@@ -25,9 +25,8 @@ from eval_pipeline.core.report.diff_text import (
     sections,
     span_lines,
 )
-from eval_pipeline.core.verdicts.job_verdict import JobVerdict
 from eval_pipeline.core.verdicts.regression_gate import DiffGate
-from eval_pipeline.core.verdicts.run_gate import GateStatus
+from eval_pipeline.core.verdicts.run_gate import GateStatus, Verdict
 
 MAX_LINES = 60
 MAX_CHARS = 300  # a line longer than this is cut: a reason can list hundreds of ids
@@ -50,7 +49,7 @@ def _critical_line(diff: RunDiff) -> list[str]:
     return [_line(f"- 🚨 **{len(critical)} new critical failure(s)**: ", named + more, code)]
 
 
-def _job_line(diff: RunDiff, job: JobVerdict) -> str:
+def _job_line(diff: RunDiff, job: Verdict) -> str:
     """The job's verdict: ✅ only when the run, its release gate and the diff gate all passed."""
     sides = f"{diff.base.label} → {diff.head.label}"
     if job.passed:
@@ -60,7 +59,7 @@ def _job_line(diff: RunDiff, job: JobVerdict) -> str:
     )
 
 
-def _verdict(diff: RunDiff, gate: DiffGate, job: JobVerdict | None) -> list[str]:
+def _verdict(diff: RunDiff, gate: DiffGate, job: Verdict | None) -> list[str]:
     mode = " (strict)" if gate.strict else ""
     title = f"{_ICON[gate.status]} Retrieval diff{mode}: {gate.status.value.upper()} — "
     sides = f"{diff.base.label} → {diff.head.label}"
@@ -142,7 +141,7 @@ def _blocks(diff: RunDiff, budget: int) -> list[str]:
     return lines
 
 
-def render_diff_comment(diff: RunDiff, gate: DiffGate, job: JobVerdict | None = None) -> str:
+def render_diff_comment(diff: RunDiff, gate: DiffGate, job: Verdict | None = None) -> str:
     """The comment; with `job`, its first line is the CI job's verdict and the diff's follows."""
     head = [*_verdict(diff, gate, job), *_summary(diff)]
     if len(head) > MAX_LINES:  # only a diff with very many warnings and reasons gets here

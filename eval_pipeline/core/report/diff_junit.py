@@ -14,12 +14,10 @@ from collections.abc import Mapping
 from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.report.diff_text import detail_lines, headline, points
-from eval_pipeline.core.report.junit import Case, Suite, Verdict, render_junit
+from eval_pipeline.core.report.junit import GATE_SUITE, Case, Suite, Verdict, gate_case, render_junit
 from eval_pipeline.core.verdicts.coverage import ALLOW_FLAG
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, counted_regressions
-from eval_pipeline.core.verdicts.run_gate import GateStatus
 
-GATE_SUITE = "gate"
 COVERAGE = "coverage"
 
 
@@ -49,16 +47,6 @@ def _coverage_case(name: str, classname: str, message: str, allow_removed: bool)
     if allow_removed:
         return Case(name, classname, Verdict.SKIPPED, f"{message}; accepted by {ALLOW_FLAG}")
     return Case(name, classname, Verdict.FAILURE, message, "coverage lost")
-
-
-def _gate_case(gate: DiffGate) -> Case:
-    name = "diff gate (strict)" if gate.strict else "diff gate"
-    notes = "\n".join(f"note: {n}" for n in gate.notes)
-    if gate.passed:
-        return Case(name, GATE_SUITE)
-    verdict = Verdict.ERROR if gate.status is GateStatus.UNEVALUABLE else Verdict.FAILURE
-    message = f"gate {gate.status.value}: {'; '.join(gate.reasons)}"
-    return Case(name, GATE_SUITE, verdict, message, "diff gate", notes)
 
 
 def _properties(diff: RunDiff, gate: DiffGate) -> dict[str, str]:
@@ -97,5 +85,8 @@ def render_diff_junit(
             _coverage_case(b, COVERAGE, f"bank {b} no longer run", allow_removed) for b in diff.removed_banks
         ]
         suites.append(Suite(COVERAGE, lost, properties))
-    suites.append(Suite(GATE_SUITE, [_gate_case(gate)], properties))
+    name = "diff gate (strict)" if gate.strict else "diff gate"
+    notes = "\n".join(f"note: {n}" for n in gate.notes)
+    verdict = gate_case(name, gate.status, gate.reasons, "diff gate", notes)
+    suites.append(Suite(GATE_SUITE, [verdict], properties))
     return render_junit(f"eval-pipeline diff {diff.base.label} → {diff.head.label}", suites)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
 from eval_pipeline.core.diff.comparison import ModelComparison, ModelSummary
-from eval_pipeline.core.diff.model import Cause, DeltaKind, PerTestDelta, RunDiff
+from eval_pipeline.core.diff.model import DeltaKind, PerTestDelta, RunDiff
 from eval_pipeline.core.diff.statistics import PairedComparison
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.markdown_text import table, text
@@ -23,22 +23,10 @@ from eval_pipeline.core.scoring.aggregate import REFERENCE, describe_implementat
 from eval_pipeline.core.scoring.metrics import IR_MEASURES, shallow_cutoffs
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate
 
-DETAILED = (
-    DeltaKind.CRITICAL,
-    DeltaKind.CONTENT_COLLAPSE,
-    DeltaKind.REGRESSED,
-    DeltaKind.FIXED,
-    DeltaKind.CHANGED,
-    DeltaKind.ADDED,
-    DeltaKind.REMOVED,
-)
+# Every kind but the noise and the unchanged tests, most telling first (the enum's order).
+DETAILED = tuple(k for k in DeltaKind if k not in (DeltaKind.COSMETIC, DeltaKind.UNCHANGED))
 DROPPED = "best relevant dropped"  # listed beside the regressions; the test keeps its own kind
 GRADED_STATISTICS = "statistics (graded nDCG@10)"
-_CAUSES = {
-    (Cause.EXPECTATION,): "expectation changed",
-    (Cause.SYSTEM,): "system changed",
-    (Cause.EXPECTATION, Cause.SYSTEM): "expectation and system changed",
-}
 
 
 def points(value: float | None, signed: bool = False) -> str:
@@ -51,8 +39,8 @@ def points(value: float | None, signed: bool = False) -> str:
 def headline(d: PerTestDelta) -> str:
     before, after = (points(s.score if s else None) for s in (d.base, d.head))
     delta = f" ({points(d.score_delta, signed=True)})" if d.score_delta else ""
-    cause = _CAUSES.get(tuple(d.causes))
-    why = f" · {cause}" if cause else ""
+    cause = " and ".join(c.value.removesuffix("_changed") for c in d.causes)  # expectation first
+    why = f" · {cause} changed" if cause else ""
     return f"{d.test_id} [{d.mechanism}] {before} → {after}{delta}{why}"
 
 

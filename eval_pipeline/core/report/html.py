@@ -30,6 +30,7 @@ from eval_pipeline.core.scoring.aggregate import BankSummary, GroupScore
 from eval_pipeline.core.scoring.results import AnyResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TrialResults, by_test
+from eval_pipeline.core.verdicts.regression_gate import DiffGate
 from eval_pipeline.core.verdicts.since import regression_gate
 
 
@@ -50,9 +51,7 @@ class SinceView:
     counts: list[tuple[str, int]]
     warnings: list[str]
     changes: list[ChangeRow]
-    gate_status: str | None
-    gate_reasons: list[str]
-    gate_notes: list[str]
+    gate: DiffGate | None
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def _since(regression: RegressionDiff) -> SinceView:
     gate = regression_gate(regression)
     diff = regression.diff
     if diff is None or gate is None:
-        return SinceView(None, baseline_label(regression), regression.verdict, "", [], [], [], None, [], [])
+        return SinceView(None, baseline_label(regression), regression.verdict, "", [], [], [], None)
     changes = [
         ChangeRow(kind_title(k), d.test_id, headline(d), detail_lines(d))
         for k in LISTED_KINDS
@@ -107,9 +106,7 @@ def _since(regression: RegressionDiff) -> SinceView:
         counts=since_counts(diff),
         warnings=[*diff.warnings, *span_lines(diff)],
         changes=changes,
-        gate_status=gate.status.value.upper(),
-        gate_reasons=list(gate.reasons),
-        gate_notes=list(gate.notes),
+        gate=gate,
     )
 
 

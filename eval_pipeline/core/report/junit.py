@@ -16,10 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from eval_pipeline.core.verdicts.run_gate import GateStatus
+
 # Everything outside XML 1.0's Char production, and the controls a terminal would act on.
 _ESCAPED = re.compile(
     "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|[\r\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 )
+GATE_SUITE = "gate"
 
 
 def xml_safe(text: str) -> str:
@@ -57,6 +60,15 @@ class Suite:
     @property
     def time(self) -> float:
         return sum(c.time or 0.0 for c in self.cases)
+
+
+def gate_case(name: str, status: GateStatus, reasons: Sequence[str], kind: str, detail: str = "") -> Case:
+    """A gate as a case of the `gate` suite: an error when it could not judge."""
+    if status is GateStatus.PASSED:
+        return Case(name, GATE_SUITE)
+    verdict = Verdict.ERROR if status is GateStatus.UNEVALUABLE else Verdict.FAILURE
+    message = f"gate {status.value}: {'; '.join(reasons) or status.value}"
+    return Case(name, GATE_SUITE, verdict, message, kind, detail)
 
 
 def _totals(element: ET.Element, suites: Sequence[Suite]) -> None:

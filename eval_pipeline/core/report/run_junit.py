@@ -19,14 +19,12 @@ from eval_pipeline.core.rounding import fmt_score
 from eval_pipeline.core.scoring.results import AnyResult, SemanticResult
 from eval_pipeline.core.scoring.run_document import RunDocument
 from eval_pipeline.core.scoring.trials import TrialResults
-from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
+from eval_pipeline.core.verdicts.run_gate import GateDecision
 
 # `run` builds a ModelRun for every model it reports; the JUnit writer (ElementTree, its escaping
 # regex) is imported by the functions below, for `--junit` only.
 if TYPE_CHECKING:
     from eval_pipeline.core.report.junit import Case, Suite
-
-GATE_SUITE = "gate"
 
 
 @dataclass(frozen=True)
@@ -99,28 +97,23 @@ def bank_suites(run: ModelRun, prefix: str) -> list[Suite]:
     return suites
 
 
-def gate_case(run: ModelRun) -> Case:
+def release_case(run: ModelRun) -> Case:
     """The model's release gate as a test case: the gate can fail where no single test does
     (a combined score under --fail-under), and a model with no evaluation must not vanish."""
-    from eval_pipeline.core.report.junit import Case, Verdict
+    from eval_pipeline.core.report.junit import GATE_SUITE, Case, Verdict, gate_case
 
     if run.document is None or run.gate is None:
         reason = run.problem or "no evaluation was read"
         return Case(run.model, GATE_SUITE, Verdict.ERROR, reason, "no evaluation", reason)
-    gate = run.gate
-    if gate.status is GateStatus.PASSED:
-        return Case(run.model, GATE_SUITE)
-    verdict = Verdict.ERROR if gate.status is GateStatus.UNEVALUABLE else Verdict.FAILURE
-    reasons = "; ".join(gate.reasons) or gate.status.value
-    return Case(run.model, GATE_SUITE, verdict, f"gate {gate.status.value}: {reasons}", "release gate")
+    return gate_case(run.model, run.gate.status, run.gate.reasons, "release gate")
 
 
 def render_run_junit(runs: Sequence[ModelRun]) -> str:
     """Every model of one `run` in one file; model names prefix suites and classnames only when
     there are several, so one model's file reads as its banks."""
-    from eval_pipeline.core.report.junit import Suite, render_junit
+    from eval_pipeline.core.report.junit import GATE_SUITE, Suite, render_junit
 
     several = len(runs) > 1
     suites = [s for run in runs for s in bank_suites(run, f"{run.model}." if several else "")]
-    suites.append(Suite(name=GATE_SUITE, cases=[gate_case(run) for run in runs]))
+    suites.append(Suite(name=GATE_SUITE, cases=[release_case(run) for run in runs]))
     return render_junit("eval-pipeline run", suites)

@@ -16,6 +16,7 @@ needs no IR library.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 from typing import NamedTuple
 
 from eval_pipeline.core.errors import BadInput
@@ -91,14 +92,12 @@ def qrel_rows(results: Sequence[SemanticResult], ids: OriginalIds) -> list[Qrel]
 
 
 def run_text(rows: Sequence[ScoredDoc], tag: str) -> str:
-    lines: list[str] = []
-    rank = 0
-    previous = None
-    for row in rows:
-        rank = rank + 1 if row.query_id == previous else 1
-        previous = row.query_id
-        lines.append(f"{row.query_id} Q0 {row.doc_id} {rank} {row.score!r} {tag}")
-    return "".join(f"{line}\n" for line in lines)
+    """The rows, ranked from 1 within each run of one query."""
+    return "".join(
+        f"{row.query_id} Q0 {row.doc_id} {rank} {row.score!r} {tag}\n"
+        for _, ranked in groupby(rows, key=lambda row: row.query_id)
+        for rank, row in enumerate(ranked, 1)
+    )
 
 
 def qrels_text(rows: Sequence[Qrel]) -> str:

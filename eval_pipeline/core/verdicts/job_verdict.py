@@ -5,22 +5,10 @@ leads with it, so it can never show a green tick on a job that fails."""
 from __future__ import annotations
 
 from eval_pipeline.core.errors import EXIT_GATE, EXIT_OK
-from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.verdicts.regression_gate import DiffGate
-from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus
+from eval_pipeline.core.verdicts.run_gate import GateDecision, GateStatus, Verdict
 
 CRITICAL_NAMED = 5  # critical failures named in the verdict
-
-
-class JobVerdict(FrozenModel):
-    status: GateStatus
-    reasons: list[str]  # each part that failed, the release gate first
-
-    @property
-    def passed(self) -> bool:
-        return self.status is GateStatus.PASSED
-
-
 _RANK = {GateStatus.PASSED: 0, GateStatus.FAILED: 1, GateStatus.UNEVALUABLE: 2}
 _OF_EXIT = {EXIT_OK: GateStatus.PASSED, EXIT_GATE: GateStatus.FAILED}
 
@@ -35,9 +23,9 @@ def _release_reasons(release: GateDecision, critical: list[str]) -> list[str]:
 
 def job_verdict(
     run_exit: int, release: GateDecision | None, critical: list[str], regression: DiffGate
-) -> JobVerdict:
+) -> Verdict:
     """The worst of the run's exit code, its release gate (None: it wrote none) with the critical
-    failures' test ids named, and the diff gate."""
+    failures' test ids named, and the diff gate; each that failed gives a reason, the release gate first."""
     parts: list[tuple[GateStatus, str]] = []
     if release is None:
         parts.append((GateStatus.UNEVALUABLE, "release gate: no decision was written beside the head"))
@@ -49,4 +37,4 @@ def job_verdict(
     if run_status is not GateStatus.PASSED and all(_RANK[s] < _RANK[run_status] for s, _ in parts):
         parts.append((run_status, f"`run` exited {run_exit} (its output says why)"))
     status = max((s for s, _ in parts), key=_RANK.__getitem__, default=GateStatus.PASSED)
-    return JobVerdict(status=status, reasons=[reason for _, reason in parts])
+    return Verdict(status=status, reasons=[reason for _, reason in parts])

@@ -29,6 +29,17 @@ class GateStatus(StrEnum):
     UNEVALUABLE = "unevaluable"  # could not evaluate: the verdict is unknown
 
 
+class Verdict(FrozenModel):
+    """A verdict joining several gates: the worst of their statuses, and why each that failed did."""
+
+    status: GateStatus
+    reasons: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.status is GateStatus.PASSED
+
+
 class Gates(FrozenModel):
     """What a run must meet: a combined score of at least `fail_under` (None: any score), and at
     most `max_errored` errored tests."""

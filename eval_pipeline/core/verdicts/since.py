@@ -9,15 +9,9 @@ stored regression diff, and gates the run only when asked (`--fail-on-regression
 from __future__ import annotations
 
 from eval_pipeline.core.diff.baseline import RegressionDiff
-from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.verdicts.coverage import coverage_verdict
 from eval_pipeline.core.verdicts.regression_gate import DiffGate, diff_gate, incomparable_reasons
-from eval_pipeline.core.verdicts.run_gate import GateStatus
-
-
-class SinceVerdict(FrozenModel):
-    status: GateStatus
-    reasons: list[str]
+from eval_pipeline.core.verdicts.run_gate import GateStatus, Verdict
 
 
 def regression_gate(regression: RegressionDiff, allow_removed: bool = False) -> DiffGate | None:
@@ -43,18 +37,18 @@ def since_verdict(
     fail_on_regression: bool,
     allow_removed: bool,
     max_baseline_age_days: int | None = None,
-) -> SinceVerdict:
+) -> Verdict:
     """The run's verdict on the comparison with its baseline; a baseline older than the project's
     maximum age fails it whatever the comparison says."""
     if regression is None:
         unknown = ["no regression diff was written"] if fail_on_regression else []
-        return SinceVerdict(status=GateStatus.UNEVALUABLE if unknown else GateStatus.PASSED, reasons=unknown)
+        return Verdict(status=GateStatus.UNEVALUABLE if unknown else GateStatus.PASSED, reasons=unknown)
     if old := baseline_too_old(regression, max_baseline_age_days):
-        return SinceVerdict(status=GateStatus.FAILED, reasons=old)
+        return Verdict(status=GateStatus.FAILED, reasons=old)
     if regression.diff is None:
-        return SinceVerdict(status=GateStatus.PASSED, reasons=[])
+        return Verdict(status=GateStatus.PASSED, reasons=[])
     if fail_on_regression:
         gate = diff_gate(regression.diff, allow_removed=allow_removed)
-        return SinceVerdict(status=gate.status, reasons=gate.reasons)
+        return Verdict(status=gate.status, reasons=gate.reasons)
     lost = incomparable_reasons(regression.diff) + coverage_verdict(regression.diff, allow_removed)[0]
-    return SinceVerdict(status=GateStatus.FAILED if lost else GateStatus.PASSED, reasons=lost)
+    return Verdict(status=GateStatus.FAILED if lost else GateStatus.PASSED, reasons=lost)
