@@ -1,15 +1,11 @@
 """Retrieval metrics for semantic tests, and the pipeline stage each semantic hard fail arose in.
 
-The metrics are trec_eval's (core/scoring/trec_measures.py, checked against ir_measures and
-pytrec_eval in tests):
-- nDCG@6 of the final selection, primary entities with gain 2 and secondary ones with gain 1;
-- recall@6 of primary + secondary entities in the final selection;
-- MRR of the first primary entity (reciprocal rank over primaries only);
-- candidate-stage recall@15: primary + secondary entities among the embedding stage's top 15.
-Every metric reads the test's qrels from `judgments`, the one mapping TREC qrels exports use too.
-Beside them, the field's standard cutoffs (nDCG@10, R@100, MRR@10) on each test's `final_ranking`,
-at the depth the rankings have when that is less (`recall@15` of 15 candidates). Errored trials
-have no retrieval to measure; they are attributed to the "error" stage instead.
+The metrics are trec_eval's (`trec_measures`), each reading the test's qrels from `judgments`, as
+TREC qrels exports do: nDCG@6 of the final selection (primaries gain 2, secondaries 1), recall@6 of
+primaries and secondaries in it, MRR of the first primary, and candidate recall@15 (primaries and
+secondaries among the embedding stage's top 15). Beside them, the field's standard cutoffs (nDCG@10,
+R@100, MRR@10) on each test's `final_ranking`, at the rankings' depth when that is less
+(`recall@15` of 15 candidates). Errored trials have nothing to measure: their stage is "error".
 """
 
 from __future__ import annotations
@@ -124,13 +120,6 @@ def is_judged(exp: Expectations) -> bool:
     return any(g > 0 for g in judgments(exp).values())
 
 
-def standard_cutoffs(depth: int | None) -> list[tuple[str, int]]:
-    """The standard cutoffs on rankings cut at `depth` candidates (None: rankings that hold every
-    entity): a cutoff deeper than that would count candidates never retrieved, so it is the
-    depth there is."""
-    return [(m, cutoff if depth is None else min(cutoff, depth)) for m, cutoff in STANDARD_CUTOFFS]
-
-
 def shallow_cutoffs(names: Iterable[str]) -> list[str]:
     """A note per standard cutoff measured shallower than its standard depth (`recall@15`)."""
     standard = dict(STANDARD_CUTOFFS)
@@ -146,7 +135,7 @@ def shallow_cutoffs(names: Iterable[str]) -> list[str]:
 
 
 def _standard(ranked: Sequence[int], judged: Judged, cutoffs: Sequence[tuple[str, int]]) -> list[float]:
-    """The standard cutoffs (`standard_cutoffs`, in order) of a final ranking's gains."""
+    """The standard cutoffs (`cutoffs`, in order) of a final ranking's gains."""
     measures = {
         "ndcg": lambda k: ndcg(ranked, judged, k),
         "recall": lambda k: recall(ranked, judged, k),
@@ -158,23 +147,18 @@ def _standard(ranked: Sequence[int], judged: Judged, cutoffs: Sequence[tuple[str
 def run_metrics(
     results: Sequence[SemanticResult], candidate_depth: int | None = None
 ) -> tuple[list[PerTestMetrics], dict[str, float] | None]:
-    """The metrics of every scored trial (errored ones have no retrieval to measure; a trial that
-    ranked nothing measures 0), and nDCG@10, R@100 and MRR@10 over the judged tests on each
-    trial's `final_ranking`, each at most `candidate_depth` deep when the rankings were cut there
-    (`standard_cutoffs`): each trial's judgments and rankings read once.
-
-    trec_eval conventions: unjudged entities are not relevant, and the ranking is taken in its
-    order. Trials are averaged per test, then tests equally. None when no scored test is judged.
-    """
+    """The metrics of every scored trial (one that ranked nothing measures 0), and the standard
+    cutoffs over the judged tests (None when none is), at most `candidate_depth` deep when the
+    rankings were cut there; each trial's judgments and rankings read once. trec_eval conventions:
+    unjudged is not relevant, rankings taken in order, trials averaged per test, then tests equally."""
     per_trial: list[PerTestMetrics] = []
     rankings: dict[str, list[tuple[list[int], Judged]]] = {}  # test id -> its judged trials' rankings
     for r in results:
         if r.status is not ResultStatus.SCORED:
             continue
         judged = Judged.of(judgments(r.expectations))
-        picked = [s.entity_id for s in sorted(r.selections, key=lambda s: s.rank)]
-        candidates = [c.entity_id for c in r.candidates]
-        selection = judged.ranked(picked)
+        selection = judged.ranked([s.entity_id for s in sorted(r.selections, key=lambda s: s.rank)])
+        candidates = judged.ranked([c.entity_id for c in r.candidates])
         per_trial.append(
             PerTestMetrics(
                 test_id=r.test_id,
@@ -182,9 +166,7 @@ def run_metrics(
                 ndcg_6=ndcg(selection, judged, SELECTION_K),
                 recall_6=recall(selection, judged, SELECTION_K, rel=SECONDARY_GAIN),
                 mrr_primary=reciprocal_rank(selection, rel=PRIMARY_GAIN),
-                candidate_recall_15=recall(
-                    judged.ranked(candidates), judged, CANDIDATE_K, rel=SECONDARY_GAIN
-                ),
+                candidate_recall_15=recall(candidates, judged, CANDIDATE_K, rel=SECONDARY_GAIN),
             )
         )
         if judged.ideal:  # judged: it names something relevant
@@ -192,10 +174,11 @@ def run_metrics(
             rankings.setdefault(r.test_id, []).append((ranked, judged))
     if not rankings:
         return per_trial, None
-    # Rankings as long as the candidate depth were cut there; shorter ones hold the whole KB.
+    # Rankings as long as the candidate depth were cut there (shorter ones hold the whole KB): a
+    # cutoff deeper than the cut would count candidates never retrieved, so it is the depth there is.
     deepest = max(len(ranked) for trials in rankings.values() for ranked, _ in trials)
-    cut = candidate_depth is not None and deepest >= candidate_depth
-    cutoffs = standard_cutoffs(candidate_depth if cut else None)
+    cut = candidate_depth if candidate_depth is not None and deepest >= candidate_depth else None
+    cutoffs = [(m, k if cut is None else min(k, cut)) for m, k in STANDARD_CUTOFFS]
     test_means = [
         [statistics.fmean(values) for values in zip(*(_standard(*t, cutoffs) for t in trials), strict=True)]
         for trials in rankings.values()

@@ -12,6 +12,7 @@ wrong and misordered items and it applies the published rules.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
@@ -134,10 +135,8 @@ def bucket_for(score: int) -> str:
 
 
 def distribution(scores: Iterable[int]) -> dict[str, int]:
-    counts = dict.fromkeys(BUCKETS, 0)
-    for score in scores:
-        counts[bucket_for(score)] += 1
-    return counts
+    counts = Counter(bucket_for(score) for score in scores)
+    return {bucket: counts[bucket] for bucket in BUCKETS}
 
 
 def penalties_for(kind: PenaltyKind, entity_ids: Iterable[str]) -> list[Penalty]:
@@ -179,21 +178,14 @@ def score(
     """Apply the rules: any missing primary or an any-of set with nothing selected is a hard fail
     (0); else 100 minus penalties, ≥ 0. A graded test with nothing relevant selected keeps its
     points (its shortfall is a penalty) and is labelled failing: it fails whatever it scores."""
-    if missing_primary or missing_any:
-        return ScoreOutcome(
-            score=0,
-            label=label_for(0),
-            hard_fail=True,
-            missing_primary=list(missing_primary),
-            missing_any=list(missing_any),
-            no_relevant_selected=no_relevant_selected,
-        )
-    value = max(0, PERFECT + sum(p.points for p in penalties))
-    label = FAILING if no_relevant_selected and value > 0 else label_for(value)
+    hard = bool(missing_primary or missing_any)
+    value = 0 if hard else max(0, PERFECT + sum(p.points for p in penalties))
     return ScoreOutcome(
         score=value,
-        label=label,
-        hard_fail=False,
+        label=FAILING if no_relevant_selected and value > 0 else label_for(value),
+        hard_fail=hard,
+        missing_primary=list(missing_primary),
+        missing_any=list(missing_any),
         no_relevant_selected=no_relevant_selected,
-        penalties=list(penalties),
+        penalties=[] if hard else list(penalties),
     )
