@@ -75,10 +75,8 @@ class PatternMatcher:
                 )
         boosted: set[str] = set()
         for keyword, compiled_kw, entity in self._keywords:
-            if entity in boosted:
-                continue  # one reason per boosted entity is enough
-            found_kw = compiled_kw.search(message)
-            if found_kw:
+            # One reason per boosted entity is enough.
+            if entity not in boosted and (found_kw := compiled_kw.search(message)):
                 boosted.add(entity)
                 found.append(
                     PatternMatch(

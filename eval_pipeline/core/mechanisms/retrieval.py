@@ -1,6 +1,5 @@
-"""What the system under test did for one semantic test: the two stages, usage, cost, errors.
-
-This is the boundary between `providers/` (which produce it) and scoring (which judges it).
+"""What the system under test did for one semantic test: the two stages, usage, cost, errors;
+the boundary between `providers/` (which produce it) and scoring (which judges it).
 
 A test holds 15 candidates and up to 6 selections, built by our own code from data a provider's
 answer was already validated into: they are plain slotted dataclasses, a third of a pydantic
@@ -56,8 +55,8 @@ class Usage(FrozenModel):
 
     @property
     def any_tokens(self) -> bool:
-        """Whether anything was used: asked several times a test, so it reads the counts (every
-        field is one) straight from the instance, not each by name."""
+        """Whether anything was used: asked several times a test, so it reads every count straight
+        from the instance."""
         return any(self.__dict__.values())
 
 

@@ -1,11 +1,10 @@
 """Aggregate per-test results into bank summaries, breakdowns, a combined score and health.
 
-Errored tests are counted on their own and left out of every average: an unknown outcome is
-neither a 0 nor a 100. They are never left out of the verdict, though: a bank that ran keeps
-its weight in the combined score, and a bank with too few scored tests (under half, or none)
-makes the combined score and the health UNKNOWN, so an outage can never score better than a
-working system. Hard fails are counted per test, truly. Scores are kept unrounded: health and
-gates judge the exact value, and only displays round.
+Errored tests are counted apart and left out of every average (an unknown outcome is neither 0
+nor 100), never out of the verdict: a bank that ran keeps its weight, and one with under half of
+its tests scored makes the combined score and health UNKNOWN, so an outage never scores better
+than a working system. Hard fails are counted per test, truly. Scores stay unrounded: health and
+gates judge the exact value; only displays round.
 """
 
 from __future__ import annotations

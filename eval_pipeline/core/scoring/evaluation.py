@@ -48,8 +48,7 @@ class Scope(FrozenModel):
         """A file-name-safe name for a narrowed scope ("full" for the whole evaluation)."""
         if self.is_full:
             return "full"
-        order = list(Mechanism)
-        parts = ["banks-" + "+".join(m.value for m in sorted(self.banks, key=order.index))]
+        parts = ["banks-" + "+".join(m.value for m in Mechanism if m in self.banks)]
         parts += [f"topic-{self.topic}"] if self.topic is not None else []
         parts += ["tests-" + "+".join(sorted(self.test_ids))] if self.test_ids else []
         return _UNSAFE.sub("_", "__".join(parts))[:120]

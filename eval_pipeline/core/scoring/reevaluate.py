@@ -22,8 +22,9 @@ from eval_pipeline.core.scoring.evaluation import MechanismOutput, score_semanti
 from eval_pipeline.core.scoring.implementations import score_system
 from eval_pipeline.core.scoring.reevaluation import Reevaluation, StoredReevaluation, Why
 from eval_pipeline.core.scoring.registry import DETERMINISTIC
-from eval_pipeline.core.scoring.results import AnyResult, ResultBase, SemanticResult
+from eval_pipeline.core.scoring.results import AnyResult, ResultBase
 from eval_pipeline.core.scoring.run_document import RunDocument
+from eval_pipeline.core.scoring.trials import trial_of
 
 R = TypeVar("R", bound=ResultBase)
 
@@ -80,7 +81,7 @@ def _mechanism(output: MechanismOutput) -> Mechanism:
 
 
 def _key(r: ResultBase) -> tuple[str, int]:
-    return (r.test_id, r.trial if isinstance(r, SemanticResult) else 0)
+    return (r.test_id, trial_of(r))
 
 
 def _merged(rows: Sequence[R], new: Sequence[R]) -> list[R]:

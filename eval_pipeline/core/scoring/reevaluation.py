@@ -3,9 +3,7 @@ tests retried, or semantic regressions re-tried to tell noise from change), whic
 banks, when, how many trials and what it cost, and for a noise confirmation each test's decision.
 
 The document keeps every re-evaluation it received, in order, so a reader (and `diff`) can see
-which rows were replaced or added after the day's evaluation, and why. What a re-evaluation
-observed is kept beside the run it went into (`StoredReevaluations`), so the report asset re-scores
-it every time it rebuilds the document.
+which rows were replaced or added after the day's evaluation, and why.
 """
 
 from __future__ import annotations

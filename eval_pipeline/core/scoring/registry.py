@@ -1,11 +1,7 @@
-"""The four mechanisms, declared once.
-
-Per mechanism: where its tests are in the banks, its weight in the combined score, the type of its
-results, and — for the deterministic ones — how the built-in reference runs a test, how an output
-is judged, what an errored test is and how the team's system is asked. Semantic outputs come from
-the providers (the model's retrievals) and are scored against the resolved expectations
-(`evaluation.score_semantic`). The route, the aggregate, re-evaluation and the Dagster assets loop
-over this registry; none of them names the banks one by one.
+"""The four mechanisms, declared once (docs/architecture.md): each one's weight and result type
+and, for the deterministic ones, how the built-in reference runs a test, how an output is judged
+and how the team's system is asked. Semantic retrievals are scored by `evaluation.score_semantic`.
+Everything that handles every bank loops over this registry instead of naming the banks.
 """
 
 from __future__ import annotations

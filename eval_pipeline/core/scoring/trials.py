@@ -97,9 +97,7 @@ class TrialResults(Generic[R]):
     def spread(self) -> tuple[int, int, float] | None:
         """(min, max, population standard deviation) of the scored trials."""
         scores = self.scores
-        if not scores:
-            return None
-        return min(scores), max(scores), round(statistics.pstdev(scores), 2)
+        return (min(scores), max(scores), round(statistics.pstdev(scores), 2)) if scores else None
 
 
 def by_test(rows: Sequence[R], threshold: int = DEFAULT_PASS_THRESHOLD) -> list[TrialResults[R]]:
