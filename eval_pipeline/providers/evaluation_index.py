@@ -7,7 +7,6 @@ HTML report draws is read here (with the regression diff stored beside each mode
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
@@ -25,17 +24,13 @@ from eval_pipeline.core.scoring.run_document import (
     parse_document,
 )
 
-_DATE_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
-
 
 def _is_date(name: str) -> bool:
-    if not _DATE_NAME.fullmatch(name):
-        return False
+    """Whether a folder's name is a date written YYYY-MM-DD (2026-13-01 is a folder of another kind)."""
     try:
-        date.fromisoformat(name)
-    except ValueError:  # 2026-13-01: a folder of another kind, not a date
+        return date.fromisoformat(name).isoformat() == name
+    except ValueError:
         return False
-    return True
 
 
 def evaluated_dates(root: Path | UPath, model: str) -> list[str]:

@@ -112,7 +112,12 @@ def prefix_usage(prefix_tokens: int, turn_tokens: int, calls: int, batch: bool) 
     )
 
 
-def _parse_price_file(path: Path) -> dict[str, Price]:
+def load_price_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Price]:
+    """Prices from the JSON file named by $EVAL_PIPELINE_PRICES (none when it is unset)."""
+    name = (os.environ if environ is None else environ).get(PRICES_ENV, "").strip()
+    if not name:
+        return {}
+    path = Path(name)
     try:
         raw = parse_input_text(read_input_text(path), ".json")  # JSON whatever its name
     except BadFile as exc:
@@ -129,13 +134,6 @@ def _parse_price_file(path: Path) -> dict[str, Price]:
             )
             raise PricingError(f"{PRICES_ENV} file {path}: model '{model_id}': {problems}") from exc
     return out
-
-
-def load_price_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Price]:
-    """Prices from the JSON file named by $EVAL_PIPELINE_PRICES (none when it is unset)."""
-    env = os.environ if environ is None else environ
-    name = env.get(PRICES_ENV, "").strip()
-    return _parse_price_file(Path(name)) if name else {}
 
 
 def lookup_price(model_id: str, *layers: Mapping[str, Price]) -> Price:

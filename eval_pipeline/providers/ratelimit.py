@@ -358,11 +358,8 @@ async def call_with_retry(
         if state.attempt_number >= policy.max_attempts or (breaker is not None and breaker.is_open):
             return True
         backoff = state.upcoming_sleep
-        if waits is not None:
-            refused = waits.refusal(backoff, f"backoff of {backoff:.0f} s")
-            if refused is not None:
-                return True
-        return clock.now() - started + backoff > policy.deadline_s
+        refused = waits.refusal(backoff, f"backoff of {backoff:.0f} s") if waits is not None else None
+        return refused is not None or clock.now() - started + backoff > policy.deadline_s
 
     retrying = AsyncRetrying(
         sleep=clock.sleep,
@@ -376,14 +373,8 @@ async def call_with_retry(
     except _AttemptFailed as exc:
         if breaker is not None and breaker.is_open:
             raise breaker.down() from None
-        reason = refused or _final_reason(exc.failure, attempts, policy)
+        reason = refused or exc.failure.reason
+        if refused is None and exc.failure.retryable:
+            reason += f" after {attempts} attempt{'s' if attempts != 1 else ''}"
+            reason += f" (retry deadline {policy.deadline_s:g} s)" if attempts < policy.max_attempts else ""
         raise ProviderError(redact(reason, secret)) from None
-
-
-def _final_reason(failure: Failure, attempts: int, policy: RetryPolicy) -> str:
-    if not failure.retryable:
-        return failure.reason
-    reason = f"{failure.reason} after {attempts} attempt{'s' if attempts != 1 else ''}"
-    if attempts < policy.max_attempts:
-        reason += f" (retry deadline {policy.deadline_s:g} s)"
-    return reason
