@@ -21,11 +21,9 @@ Vectors = npt.NDArray[np.float32]
 
 
 class ProviderError(CouldNotEvaluate):
-    """A call to the system under test failed for good (after retries); the test is errored.
-
-    `usage` and `api_calls` say what was billed before it failed, so cost is never under-reported;
-    `batch_usage` is the part billed through a message batch (at the batch discount).
-    """
+    """A call to the system under test failed for good (after retries); the test is errored. What
+    was billed before it failed is kept (`usage`, `api_calls`; `batch_usage` at the batch discount),
+    so cost is never under-reported."""
 
     def __init__(
         self, reason: str, usage: Usage | None = None, api_calls: int = 0, batch_usage: Usage | None = None

@@ -154,10 +154,8 @@ def _read_matrix(path: Path) -> Vectors | None:
 
 
 class EmbeddingStore(_SqliteCache):
-    """Vectors per (embedder name, content hash), so a one-entity KB edit re-embeds one entity.
-
-    Entity vectors are keyed by `Entity.content_hash`; query vectors by `query_key(...)`.
-    """
+    """Vectors per (embedder name, content hash), so a one-entity KB edit re-embeds one entity;
+    entity vectors are keyed by `Entity.content_hash`, query vectors by `query_key(...)`."""
 
     FILENAME = "embeddings.sqlite3"
     SCHEMA = """CREATE TABLE IF NOT EXISTS embeddings (

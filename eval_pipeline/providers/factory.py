@@ -132,14 +132,8 @@ def run_semantic(
     """Every item through the model's pipeline (index the KB, then retrieve). When the KB cannot
     be indexed, every test errors with the reason: none is lost, none passes. `on_prepared`
     hears what indexing took (and whether the reranker's prefix can be cached)."""
-    pipeline = build_pipeline(
-        cfg,
-        ResponseCache(cache_dir, cache_mode),
-        EmbeddingStore(cache_dir, cache_mode),
-        keyword_boosts,
-        environ,
-        batch,
-    )
+    cache, store = ResponseCache(cache_dir, cache_mode), EmbeddingStore(cache_dir, cache_mode)
+    pipeline = build_pipeline(cfg, cache, store, keyword_boosts, environ, batch)
 
     async def run() -> list[SemanticRetrieval]:
         try:

@@ -27,11 +27,8 @@ class PricingError(BadInput):
 
 
 class Price(BaseModel):
-    """USD per million tokens. Embedding and rerank APIs bill input tokens only.
-
-    A rate left unset means "this model does not bill that kind of token"; usage of that kind
-    then raises instead of being counted as free.
-    """
+    """USD per million tokens (embedding and rerank APIs bill input tokens only). A rate left unset
+    means "this model does not bill that kind of token": usage of that kind raises, never is free."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
 

@@ -160,12 +160,9 @@ class LoopLocal(Generic[T]):
 
 
 class RateLimiter:
-    """One model's request pace and concurrency cap: `async with limiter.slot(): ...`.
-
-    The bucket holds at most one second's share of the per-minute rate (and at least one request),
-    so a burst never front-loads the minute: at 48/min requests leave every 1.25 s from the start,
-    and a run of N calls takes about N / rate, the floor.
-    """
+    """One model's request pace and concurrency cap: `async with limiter.slot(): ...`. The bucket
+    holds one second's share of the per-minute rate (at least one request), so a burst never
+    front-loads the minute: at 48/min requests leave every 1.25 s, and N calls take about N / rate."""
 
     def __init__(self, requests_per_min: float, concurrency: int, clock: Clock = REAL_CLOCK) -> None:
         if requests_per_min <= 0 or concurrency < 1:

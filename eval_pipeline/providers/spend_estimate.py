@@ -239,8 +239,7 @@ def _reranks(
     typical = usage.model_copy(update={"output_tokens": OUTPUT_TOKENS_PER_PICK * picks})
     most = usage.model_copy(update={"output_tokens": MAX_OUTPUT_TOKENS * len(todo)})
     note = f"prefix ~{prefix:,} tokens, {state}"
-    note += (
-        f"; the {len(todo)} requests as one message batch, half price, plus its status polls" if batch else ""
-    )
+    if batch:
+        note += f"; the {len(todo)} requests as one message batch, half price, plus its status polls"
     cost, most_cost = cost_usd(typical, price, batch), cost_usd(most, price, batch)
     return [StageSpend("rerank", model_id, len(todo), cached, typical, cost, most_cost, note), counting]

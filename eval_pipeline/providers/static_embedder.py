@@ -65,9 +65,8 @@ def read_table(path: Path, vocab: int) -> np.ndarray | None:
         table = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
-    if not isinstance(table, np.ndarray) or table.shape != (vocab, DIM) or table.dtype != np.float32:
-        return None
-    return table
+    fits = isinstance(table, np.ndarray) and table.shape == (vocab, DIM) and table.dtype == np.float32
+    return table if fits else None
 
 
 def _load_table(path: Path, model_path: Path, tokenizer_path: Path) -> np.ndarray:
