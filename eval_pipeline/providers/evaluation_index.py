@@ -1,8 +1,7 @@
-"""The index of a results location's evaluations: every evaluation writes
-`<results>/<model>/<date>/results.json`, so a model's folder lists the dates it was evaluated,
-whatever the partitions of the process reading it. The baseline of a comparison is found here
-(the latest earlier evaluation of the same model and project, however old), and the history the
-HTML report draws is read here (with the regression diff stored beside each model's latest one).
+"""The index of a results location's evaluations: each is `<results>/<model>/<date>/results.json`,
+so a model's folder lists the dates it was evaluated, whatever the reading process's partitions.
+Read here: a comparison's baseline (the latest earlier evaluation of the same model and project,
+however old) and the HTML report's history (with the regression diff beside each latest one).
 """
 
 from __future__ import annotations
@@ -105,10 +104,8 @@ def read_history(
     history = ResultsHistory()
     if not root.is_dir():
         return history
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
-    for model_dir in folders:
-        if models and model_dir.name not in models:
-            continue
+    wanted = [p for p in root.iterdir() if not p.name.startswith("_") and (not models or p.name in models)]
+    for model_dir in sorted(p for p in wanted if p.is_dir()):
         dates = [d for d in evaluated_dates(root, model_dir.name) if (date_from or d) <= d <= (date_to or d)]
         dates = dates[-last:] if last else dates
         for day in dates:

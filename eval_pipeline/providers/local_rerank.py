@@ -132,10 +132,7 @@ class HybridReranker:
         if boosts is None:
             boosts = [(kw, keyword_regex(kw)) for kw in self._keywords.get(entity_id, ())]
             self._boosts[entity_id] = boosts
-        for keyword, regex in boosts:
-            if regex.search(query):
-                return keyword
-        return None
+        return next((keyword for keyword, regex in boosts if regex.search(query)), None)
 
     async def rerank(
         self, query: str, candidates: Sequence[RerankCandidate], top_k: int, trial: int = 0

@@ -401,8 +401,7 @@ def _model_entries(path: Path, doc: Any) -> dict[str, Any]:
 
 def legacy_notice(path: Path, cfg: ModelConfig) -> str:
     """What the older `kind: http` form means, said once at load, with its replacement."""
-    system = cfg.system
-    url = redact_url(system.url) if system is not None and system.url is not None else ""
+    url = redact_url(cfg.system.url) if cfg.system is not None and cfg.system.url is not None else ""
     reference = ", ".join(m.value for m in Mechanism if cfg.implementation(m) == REFERENCE)
     return (
         f"{path}: model '{cfg.key}': the older 'embedder/reranker: {{kind: http}}' form is read as "
