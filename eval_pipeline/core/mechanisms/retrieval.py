@@ -64,11 +64,9 @@ NO_USAGE = Usage()
 
 
 class SemanticRetrieval(BaseModel):
-    """The outcome of running one semantic test's prompt through a model's pipeline.
-
-    `status` is `errored` when any stage failed after retries; `error` then says why and the
-    selections are whatever was obtained (usually none). Errored retrievals are never scored.
-    """
+    """The outcome of running one semantic test's prompt through a model's pipeline. `status` is
+    `errored` when any stage failed after retries; `error` then says why and the selections are
+    whatever was obtained (usually none). Errored retrievals are never scored."""
 
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
@@ -95,11 +93,9 @@ class SemanticRetrieval(BaseModel):
 
 
 def final_ranking(selections: Sequence[Selection], candidates: Sequence[Candidate]) -> list[str]:
-    """The one ranking a semantic test produced, as standard IR metrics and TREC run files see it.
-
-    The reranker's picks in their rank order, then the other candidates in the embedding's order:
-    the picks are what the assistant loads, the rest is still the system's ranking below them.
-    """
+    """The one ranking a semantic test produced, as standard IR metrics and TREC run files see it:
+    the reranker's picks in rank order (what the assistant loads), then the other candidates in the
+    embedding's order (still the system's ranking below them)."""
     picked = [s.entity_id for s in sorted(selections, key=lambda s: s.rank)]
     chosen = set(picked)
     return picked + [c.entity_id for c in candidates if c.entity_id not in chosen]

@@ -208,11 +208,9 @@ def handler_scores(results: Sequence[StateResult]) -> dict[str, HandlerScore]:
 def combined_score(
     banks: Mapping[Mechanism, BankSummary],
 ) -> tuple[float | None, dict[Mechanism, float]]:
-    """Weighted mean of bank averages, renormalised over the banks that ran with tests.
-
-    Unknown (None) when any of those banks is unevaluable: leaving it out would reweight the run
-    onto the banks that happened to work.
-    """
+    """Weighted mean of bank averages, renormalised over the banks that ran with tests; unknown
+    (None) when any of those banks is unevaluable: leaving it out would reweight the run onto the
+    banks that happened to work."""
     present = {m: MECHANISMS[m].weight for m, b in banks.items() if b.tests}
     total = sum(present.values())
     if not total:
@@ -244,12 +242,10 @@ def aggregate(
     implementations: Mapping[Mechanism, str] | None = None,
     semantic_tests: Sequence[TrialResults[SemanticResult]] | None = None,
 ) -> Aggregate:
-    """Aggregate the banks that ran (the keys of `results`; an empty list = ran with no tests).
+    """Aggregate the banks that ran (the keys of `results`; an empty list = ran with no tests), a
+    semantic test run for several trials counting once, with the mean of its trials.
     `implementations` says what produced each bank (default: the built-in reference);
-    `semantic_tests`: the semantic results already grouped by test, when the caller has done it.
-
-    A semantic test run for several trials counts once, with the mean of its trials.
-    """
+    `semantic_tests`: the semantic results already grouped by test, when the caller has done it."""
     semantic, state, pattern = SEMANTIC.rows(results), STATE.rows(results), PATTERN.rows(results)
     sem: Sequence[TrialResults[SemanticResult]] = []
     if Mechanism.SEMANTIC in results:

@@ -103,11 +103,9 @@ class StageAttribution(FrozenModel):
 
 
 def judgments(exp: Expectations) -> dict[str, int]:
-    """A semantic test's qrels as entity -> gain: every metric here and every TREC qrels file.
-
-    Graded gains as given (0 = judged not relevant); exact and any-of primaries 2; secondaries 1.
-    Validation keeps an entity to one role; were one listed twice, a stated gain wins, then a primary.
-    """
+    """A semantic test's qrels as entity -> gain, for every metric here and every TREC qrels file:
+    graded gains as given (0 = judged not relevant), exact and any-of primaries 2, secondaries 1.
+    Validation keeps an entity to one role; were one listed twice, a stated gain wins, then a primary."""
     gains = dict.fromkeys(exp.expected_secondary, SECONDARY_GAIN)
     gains.update(dict.fromkeys(exp.expected_any, PRIMARY_GAIN))
     gains.update(dict.fromkeys(exp.expected_primary, PRIMARY_GAIN))

@@ -159,11 +159,9 @@ _FLOAT_HAIR = 1e-9
 
 
 def graded_points(ndcg: float) -> int:
-    """A graded test's points before penalties: ceil(25 + 75 × nDCG@10), 25 to 100.
-
-    Rounded up, so a set at exactly nDCG@10 0.6 averages 70, not a rounding below it
-    (docs/scoring.md has the arithmetic and the worked examples).
-    """
+    """A graded test's points before penalties: ceil(25 + 75 × nDCG@10), 25 to 100, rounded up so
+    a set at exactly nDCG@10 0.6 averages 70, not a rounding below it (docs/scoring.md: the
+    arithmetic and the worked examples)."""
     exact = GRADED_BASE + GRADED_SLOPE * min(max(ndcg, 0.0), 1.0)
     return min(PERFECT, math.ceil(exact - _FLOAT_HAIR))
 

@@ -73,15 +73,6 @@ def _graded(ev: SemanticEvaluation) -> list[Penalty]:
     return [Penalty(kind=kind, entity_id="", points=points - PERFECT, detail=detail)]
 
 
-def _penalties(ev: SemanticEvaluation) -> list[Penalty]:
-    return (
-        _graded(ev)
-        + penalties_for(PenaltyKind.SECONDARY_MISSING, ev.secondary_missing)
-        + penalties_for(PenaltyKind.FALSE_POSITIVE, ev.false_positives)
-        + rank_penalties(ev.rank_violations)
-    )
-
-
 def evaluate_semantic_test(
     test: SemanticTest, resolved: ResolvedExpectation, retrieval: SemanticRetrieval
 ) -> SemanticResult:
@@ -95,7 +86,10 @@ def evaluate_semantic_test(
         ev = evaluate_selection(retrieval.selected_ids, exp, ranking)
         outcome = score(
             ev.missing_primary,
-            _penalties(ev),
+            _graded(ev)
+            + penalties_for(PenaltyKind.SECONDARY_MISSING, ev.secondary_missing)
+            + penalties_for(PenaltyKind.FALSE_POSITIVE, ev.false_positives)
+            + rank_penalties(ev.rank_violations),
             missing_any=ev.missing_any,
             no_relevant_selected=ev.no_relevant_selected,
         )
