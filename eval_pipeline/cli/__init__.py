@@ -69,8 +69,7 @@ class _OneCommandParser(_Parser):
 
 
 class _Version(argparse.Action):
-    """`--version`: the installed release, looked up only when asked (importlib.metadata loads the
-    email package, which no other command needs)."""
+    """`--version`, looked up only when asked: importlib.metadata loads the email package."""
 
     def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
         super().__init__(option_strings, dest, nargs=0, help="show the installed release and exit")
@@ -101,9 +100,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """`argv` parsed as the whole parser parses it. A command named first (after --debug, if given)
-    is parsed by its own parser, which imports no other command's module. Any error is
-    left to the whole parser, whose messages (the usage listing every command) it prints as ever."""
+    """`argv` parsed as the whole parser parses it: a command named first (after any --debug) by its
+    own parser, importing no other command's module; any error by the whole parser, as ever."""
     named = argv[1:2] if argv[:1] == ["--debug"] else argv[:1]
     if named and any(named[0] in names for _, names in _COMMANDS):
         with contextlib.suppress(_Unsaid):
@@ -165,11 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def console() -> int:
-    """The `eval-pipeline` process: `main`, what it builds to the end held frozen as it goes
-    (`hold_long_lived`), then every object moved out of the collector's sight. Python's exit would
-    collect once more over everything alive only for the process to end; a warm `run --test` keeps
-    its start-up bound (docs/performance.md) only without that pass. Output is flushed here and exit
-    handlers still run. Not in `main`, which other Python code calls and goes on from."""
+    """The `eval-pipeline` process: `main` with what it builds held frozen (`hold_long_lived`), then
+    output flushed and every object frozen, so Python's exit skips a last collection over all of it
+    (a warm `run --test`'s start-up bound, docs/performance.md). Not in `main`, which goes on."""
     hold_long_lived()
     code = main()
     sys.stdout.flush()

@@ -1,7 +1,6 @@
 """`backfill`: evaluate a date range as one Dagster asset backfill and print each date's verdicts.
-A running `dg dev` or daemon carries it out (orchestration/backfill.py tells a live one from a killed
-one's heartbeat), else this command does, in its own process; a killed command's backfill is ended
-first."""
+A running daemon (`dg dev`) carries it out, else this command does in its own process; a killed
+command's backfill is ended first."""
 
 from __future__ import annotations
 
@@ -78,8 +77,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         for line in [*end_abandoned_backfills(instance), *end_orphaned_runs(instance)]:
             print(f"  {line}")
         total = len(backfill_targets(dates, models))
-        # Without a daemon the backfill is carried out here, and its runs die with this
-        # process: they name it as their owner.
+        # Without a daemon the backfill is carried out here: its runs, dying with this process, name it.
         here = not daemon_alive(instance)
         tags = owner_tags() if here else {}
         graph = location().resolve_asset_graph()

@@ -1,9 +1,6 @@
-"""`calibrate`: expectations proposed by Claude, reviewed and applied to the history.
-
-A dry run unless `--apply`: the cost estimate (free token counting), then every test's previous ->
-proposed expectations, kept in a review file (cli/calibration_review.py) so what was paid for can be
-applied later without paying again. `--apply` also writes one history file, one raw-response file
-and one log record."""
+"""`calibrate`: expectations proposed by Claude, reviewed and applied to the history. A dry run
+(unless `--apply`) keeps the proposals in a review file (cli/calibration_review.py), so what was
+paid for can be applied later without paying again."""
 
 from __future__ import annotations
 
@@ -23,9 +20,7 @@ from eval_pipeline.cli.flags import add_flags, check_number, path_arg, results_d
 
 if TYPE_CHECKING:  # the SDK and the models are imported only by the commands that use them
     from eval_pipeline.core.calibration.records import CalibrationRun
-    from eval_pipeline.providers.anthropic_client import BatchProgress
     from eval_pipeline.providers.calibration_session import CalibrationPlan
-    from eval_pipeline.providers.calibrator import Progress
 
 
 def add_commands(sub: Any) -> None:
@@ -161,7 +156,7 @@ async def _session(args: argparse.Namespace, plan: CalibrationPlan, key: str) ->
             return EXIT_OK
         if args.max_cost is not None and estimate.typical_usd > args.max_cost:
             raise UsageError(f"--max-cost ${args.max_cost:.4f}: the estimate is ~${estimate.typical_usd:.4f}")
-        run = await session.run(*_progress())
+        run = await session.run(_progress, _batch_progress)
     except ProviderError as exc:
         print(f"error: calibrator API: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -172,17 +167,13 @@ async def _session(args: argparse.Namespace, plan: CalibrationPlan, key: str) ->
     return EXIT_ERROR if run.count("errored") else EXIT_OK
 
 
-def _progress() -> tuple[Progress, BatchProgress]:
-    tty = sys.stderr.isatty()
+def _progress(done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        print(f"\r  calibrating {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
 
-    def progress(done: int, total: int) -> None:
-        if tty:
-            print(f"\r  calibrating {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
 
-    def batch_progress(batch_id: str, ended: int, total: int) -> None:
-        print(f"  batch {batch_id}: {ended}/{total} ended", file=sys.stderr, flush=True)
-
-    return progress, batch_progress
+def _batch_progress(batch_id: str, ended: int, total: int) -> None:
+    print(f"  batch {batch_id}: {ended}/{total} ended", file=sys.stderr, flush=True)
 
 
 def _keep(args: argparse.Namespace, run: CalibrationRun, plan: CalibrationPlan) -> None:

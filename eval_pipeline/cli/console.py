@@ -1,12 +1,9 @@
 """The command's console: what it prints reaches the terminal inert, a reader that has gone
 leaves the command to finish, and the API SDKs' own log lines stay off it.
 
-Test ids, names, reasons and labels come from users and from the team's system; a command
-prints them in many places. Rather than trusting each place, the streams themselves show every
-control character but the newline escaped (core/control_chars.py `console_text`), so an ESC in a
-`kb_version` or in an id the system returned cannot clear the screen or rewrite what was shown.
-Progress bars draw on their own descriptor (orchestration/terminal.py) and are not affected.
-"""
+Ids, names and reasons from users and the team's system are printed in many places: rather than
+trusting each, the streams escape every control character but the newline (core/control_chars.py),
+so an ESC in a `kb_version` cannot clear the screen. Progress bars draw on their own descriptor."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ import io
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from eval_pipeline.core.control_chars import console_text
@@ -36,19 +33,11 @@ class ConsoleStream(io.TextIOBase):
         self.closed_by_reader = False
 
     def write(self, text: str) -> int:
-        if not self.closed_by_reader:
-            try:
-                self.inner.write(console_text(text))
-            except BrokenPipeError:
-                self._reader_gone()
+        self._unless_gone(self.inner.write, console_text(text))
         return len(text)
 
     def flush(self) -> None:
-        if not self.closed_by_reader:
-            try:
-                self.inner.flush()
-            except BrokenPipeError:
-                self._reader_gone()
+        self._unless_gone(self.inner.flush)
 
     def isatty(self) -> bool:
         return self.inner.isatty()
@@ -56,13 +45,18 @@ class ConsoleStream(io.TextIOBase):
     def fileno(self) -> int:
         return self.inner.fileno()
 
-    def _reader_gone(self) -> None:
-        self.closed_by_reader = True
-        # Python flushes the real stream again at exit; point it at /dev/null so that cannot fail.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(devnull, self.inner.fileno())
-        os.close(devnull)
+    def _unless_gone(self, call: Callable[..., object], *text: str) -> None:
+        if self.closed_by_reader:
+            return
+        try:
+            call(*text)
+        except BrokenPipeError:
+            self.closed_by_reader = True
+            # Python flushes the real stream again at exit; point it at /dev/null so that cannot fail.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(devnull, self.inner.fileno())
+            os.close(devnull)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,5 @@
 """`diff BASE HEAD`: compare two stored runs test by test; the exit code follows the diff gate
-(`core.diff_gate`): 1 for two different projects, a new critical failure, a content collapse, lost
-coverage (removed banks or tests, unless --allow-removed), a deterministic or errored regression,
-or a semantic regression beyond noise; 3 when the head could not be evaluated."""
+(core/verdicts/regression_gate.py), or the CI job's verdict with --run-exit."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""`export-trec`: an evaluation's semantic rankings and judgments as TREC run and qrels files, in
-the imported collection's own ids (core/report/trec.py). The results keep only our ids: the originals
-are read from the KB and semantic bank, refused rather than guessed at when their hash is not the one
-the evaluation recorded."""
+"""`export-trec`: an evaluation's semantic rankings and judgments as TREC run and qrels files in the
+imported collection's own ids, which the results do not keep: they are read from the KB and semantic
+bank, refused rather than guessed at unless their hashes are the ones the evaluation recorded."""
 
 from __future__ import annotations
 
@@ -76,10 +75,9 @@ def cmd_export_trec(args: argparse.Namespace) -> int:
     _same_inputs(doc, kb, banks, args.kb)
     ids = recorded_original_ids(kb.entities, banks.semantic_tests) or OriginalIds()
     run, qrels = run_rows(doc.semantic, ids), qrel_rows(doc.semantic, ids)
-    texts = {RUN_FILE: run_text(run, doc.provenance.model), QRELS_FILE: qrels_text(qrels)}
     out: Path = args.out
-    for name, text in texts.items():
-        atomic_write_text(out / name, text)
+    atomic_write_text(out / RUN_FILE, run_text(run, doc.provenance.model))
+    atomic_write_text(out / QRELS_FILE, qrels_text(qrels))
     ranked = len(ranked_results(doc.semantic))
     unranked = len({r.test_id for r in doc.semantic}) - ranked
     print(

@@ -10,10 +10,9 @@ _holding = False  # whether this process keeps what it builds to its end out of 
 
 
 def hold_long_lived() -> None:
-    """Freeze every object alive now, and keep what later pauses build frozen too: for a process
-    whose start-up lives to its end (the `eval-pipeline` entry point, a test worker once it has
-    imported everything), so the collector's full passes during a Dagster run walk only what the
-    run creates. Not for `main` called from a team's Python, which goes on after it."""
+    """Freeze every object alive now, and what later pauses build, so the collector's full passes
+    during a Dagster run walk only what the run creates: for a process whose start-up lives to its
+    end (the `eval-pipeline` entry point, a test worker), not for `main` called from other Python."""
     global _holding
     gc.freeze()
     _holding = True

@@ -1,8 +1,7 @@
-"""The folders an evaluation writes into: checked writable before it evaluates or calls an API
-(core/writable.py), and claimed for its KB's project (a small `_project.json` in the results and
-storage folders): a run is refused where another project's evaluations are, so two projects never
-share results folders or model x date partitions by accident. An object store's URI is left to the
-store: its client checks its credentials and buckets when the first report is written."""
+"""The folders an evaluation writes into: checked writable before it evaluates or calls an API, and
+claimed for its KB's project (`_project.json` in the results and storage folders), so two projects
+never share results or model x date partitions by accident. An object store checks itself (its
+credentials and buckets) when the first report is written."""
 
 from __future__ import annotations
 
@@ -57,31 +56,18 @@ def _held(marker: Path | UPath) -> ProjectIdentity | None:
         raise UsageError(f"{marker}: not a readable project record ({kind}); restore or remove it") from None
 
 
-def refuse_other_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPath]]) -> None:
-    """Refuse (one line, nothing written) if any location holds another project's evaluations."""
+def claim_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPath]]) -> None:
+    """Refuse (one line, nothing written) if any location holds another project's evaluations,
+    else record this KB's project in each, its entity ids brought up to date (a KB edit stays the
+    same project). Called once every other input has been accepted: bad input writes nothing."""
     running = project_identity(kb)
-    for where, root in locations:
-        held = _held(root / PROJECT_FILE)
-        conflict = None if held is None else location_conflict(held, running, where)
+    held = [_held(root / PROJECT_FILE) for _, root in locations]
+    for (where, _), identity in zip(locations, held, strict=True):
+        conflict = None if identity is None else location_conflict(identity, running, where)
         if conflict:
             raise UsageError(conflict)
-
-
-def record_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPath]]) -> None:
-    """Record this KB's project in each location, its entity ids brought up to date (a KB edit
-    stays the same project); called once every input has been accepted, so bad input later in
-    the checks still leaves nothing written."""
-    running = project_identity(kb).model_dump_json(indent=2)
-    for _, root in locations:
-        marker = root / PROJECT_FILE
-        # Unchanged is the rule (every run of a project records it): reading it costs less than
-        # writing and syncing a list of every entity id again.
-        if not _holds(marker, running):
-            write_text(marker, running)
-
-
-def _holds(marker: Path | UPath, text: str) -> bool:
-    try:
-        return marker.is_file() and marker.read_text(encoding="utf-8") == text
-    except (OSError, UnicodeDecodeError):
-        return False
+    for (_, root), identity in zip(locations, held, strict=True):
+        # Unchanged is the rule (every run of a project records it): a list of every entity id
+        # is not written and synced again.
+        if identity != running:
+            write_text(root / PROJECT_FILE, running.model_dump_json(indent=2))

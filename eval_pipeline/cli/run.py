@@ -186,8 +186,7 @@ def evaluation_request(args: argparse.Namespace, warnings: list[Problem]) -> Eva
     if args.fail_on_regression and not scope.is_full:
         raise UsageError("--fail-on-regression: a narrowed run is never compared; run every bank and test")
     models_file = select_models(args.model, args.models_file, need_keys=not args.dry_run)
-    # The project's gates, each flag in its place (a narrowed run is never compared, so a kept
-    # regression gate does not apply to it).
+    # The project's gates, each flag in its place; a narrowed run is never compared.
     gates = project_gates(args, models_file.gates)
     gates = gates.model_copy(update={"fail_on_regression": gates.fail_on_regression and scope.is_full})
     configs = models_file.models
@@ -226,16 +225,14 @@ def evaluation_request(args: argparse.Namespace, warnings: list[Problem]) -> Eva
         parallel=min(args.parallel or default_parallel(configs), len(configs)),
         retry_errored=args.retry_errored,
         force=args.force,
-        # Read before anything is written: a bad calibration log is bad input (a dry run prices
-        # the models only).
+        # Read before anything is written: a bad calibration log is bad input (not for a dry run).
         calibration_cost_usd=0.0 if args.dry_run else calibration_cost(paths.calibration_dir, date),
     )
 
 
 def _project_folders(request: EvaluationRequest) -> list[tuple[str, Path | UPath]]:
-    """Every folder the run writes into checked, before it evaluates or calls an API (a narrowed
-    run writes only its ad-hoc results and the caches); the results and storage folders, which
-    belong to its KB's project."""
+    """Every folder the run writes into checked before it evaluates or calls an API (a narrowed run
+    writes only its ad-hoc results and the caches); the results and storage folders it claims."""
     from eval_pipeline.cli.project import check_evaluation_folders
     from eval_pipeline.core.scoring.run_document import SCOPED_DIR
     from eval_pipeline.core.writable import require_writable
@@ -312,18 +309,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     # nothing. It resumes for Dagster's run, once the stored evaluations have not answered.
     with contextlib.ExitStack() as start_up:
         start_up.enter_context(cyclic_gc_paused())
-        from eval_pipeline.cli.project import record_project, refuse_other_project
+        from eval_pipeline.cli.project import claim_project
         from eval_pipeline.orchestration.evaluation_route import evaluate
 
         warnings: list[Problem] = []
         request = evaluation_request(args, warnings)
         if args.dry_run:
             return _dry_run(request)
-        locations = _project_folders(request)
-        refuse_other_project(request.kb, locations)
+        claim_project(request.kb, _project_folders(request))
         print_warnings(warnings)  # only once the run will happen: a usage error stays one line
         kb = request.kb
         kb_label = f"{one_line(kb.kb_version)} ({kb.content_hash[:12]})"
         print(f"eval-pipeline: KB {kb_label}, date {request.date}, models {', '.join(request.models)}")
-        record_project(kb, locations)
         return report_runs(request, evaluate(request, start_up.close), args.junit)
