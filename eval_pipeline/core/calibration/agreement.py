@@ -53,14 +53,13 @@ class Judgement(FrozenModel):
     source: str = Field(description="The review id or override date the human decision comes from")
 
 
-def role(expectations: Expectations, entity_id: str) -> Role:
-    if entity_id in expectations.expected_primary:
-        return "primary"
-    if entity_id in expectations.expected_secondary:
-        return "secondary"
-    if entity_id in expectations.not_expected:
-        return "not_expected"
-    return "absent"
+def role(e: Expectations, entity_id: str) -> Role:
+    named: dict[Role, list[str]] = {
+        "primary": e.expected_primary,
+        "secondary": e.expected_secondary,
+        "not_expected": e.not_expected,
+    }
+    return next((r for r, ids in named.items() if entity_id in ids), "absent")
 
 
 def _named(e: Expectations) -> set[str]:

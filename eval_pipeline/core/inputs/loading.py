@@ -6,7 +6,6 @@ field. Callers print them one per line and exit 2; nothing here raises for a use
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,31 +121,25 @@ def _report(exc: ValidationError, data: Any, at: Loc, shown: str, problems: list
         problems.append(Problem(shown, *owner(data, loc), err["msg"]))
 
 
-def parse_model(model: type[M], data: Any, shown: str, problems: list[Problem]) -> M | None:
+def parse_model(
+    model: type[M], data: Any, shown: str, problems: list[Problem], items_key: str = "tests"
+) -> M | None:
+    """`data` as `model`, or None with its problems recorded. A model holding a list of items
+    (`items_key`) that fails is validated item by item, so that one bad test doesn't hide the
+    problems of the others: the result then holds only the valid items."""
     if data is None:
         return None
     try:
-        return model.model_validate(data)
+        return model.model_validate(data)  # valid as a whole: the usual case
     except ValidationError as exc:
-        _report(exc, data, (), shown, problems)
-        return None
-
-
-def parse_collection(
-    model: type[M], data: Any, shown: str, problems: list[Problem], items_key: str = "tests"
-) -> M | None:
-    """Validate item by item so one bad test doesn't hide the problems of the others: the result
-    holds only the valid items, every invalid one reported."""
-    if not isinstance(data, dict) or not isinstance(data.get(items_key), list):
-        return parse_model(model, data, shown, problems)
-    # Valid as a whole (the usual case): one validation. Only a file with a problem is taken
-    # apart, to report every item's problems.
-    with contextlib.suppress(ValidationError):
-        return model.model_validate(data)
+        items = data.get(items_key) if isinstance(data, dict) else None
+        if not (items and isinstance(items, list) and items_key in model.model_fields):
+            _report(exc, data, (), shown, problems)
+            return None
     (item_model,) = get_args(model.model_fields[items_key].annotation)  # list[Item]
-    header = parse_model(model, {**data, items_key: []}, shown, problems)
+    header = parse_model(model, {**data, items_key: []}, shown, problems, items_key)
     valid: list[Any] = []
-    for i, item in enumerate(data[items_key]):
+    for i, item in enumerate(items):
         try:
             valid.append(item_model.model_validate(item))
         except ValidationError as exc:
@@ -197,7 +190,7 @@ def load_kb(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         return None
     if not path.is_dir():
         data = read_structured(path, problems)
-        return parse_collection(KnowledgeBase, data, str(path), problems, "entities")
+        return parse_model(KnowledgeBase, data, str(path), problems, "entities")
     return _load_kb_dir(path, problems)
 
 
@@ -329,7 +322,7 @@ def load_banks(root: Path, problems: list[Problem]) -> Banks:
             continue
         banks.file_hashes[rel] = _file_hash(file)
         model = get_args(Banks.model_fields[name].annotation)[0]  # of `Model | None`
-        setattr(banks, name, parse_collection(model, read_structured(file, problems), str(file), problems))
+        setattr(banks, name, parse_model(model, read_structured(file, problems), str(file), problems))
     if not _present(root / layout.rules) and _present(root / layout.pattern):
         problems.append(Problem(str(root / layout.rules), "-", "-", "pattern tests need a rules file"))
     if not any(_present(root / rel) for rel in layout.banks().values()):

@@ -104,23 +104,19 @@ def _stored(store: Path, snapshot_id: str) -> SnapshotManifest | None:
     return read_json_model(path, SnapshotManifest, SnapshotError, "snapshot manifest")
 
 
-def _ref(
-    store: Path, manifest: SnapshotManifest, kb_path: Path, banks_dir: Path, chosen_by: str
+def current(
+    store: Path, manifest: SnapshotManifest, kb: Path, banks: Path, chosen_by: str = "current files"
 ) -> SnapshotRef:
-    directory = store / manifest.snapshot_id
+    """Today's inputs: the files themselves (so problems name the user's files), with the
+    snapshot of them that makes this evaluation reproducible later (or, for `newest_observed`,
+    that snapshot's own copies)."""
     return SnapshotRef(
         snapshot_id=manifest.snapshot_id,
-        directory=str(directory),
-        kb_path=str(kb_path),
-        banks_dir=str(banks_dir),
+        directory=str(store / manifest.snapshot_id),
+        kb_path=str(kb),
+        banks_dir=str(banks),
         chosen_by=chosen_by,
     )
-
-
-def current(store: Path, manifest: SnapshotManifest, kb: Path, banks: Path) -> SnapshotRef:
-    """Today's inputs: the files themselves (so problems name the user's files), with the
-    snapshot of them that makes this evaluation reproducible later."""
-    return _ref(store, manifest, kb, banks, "current files")
 
 
 def newest_observed(
@@ -135,5 +131,5 @@ def newest_observed(
         if manifest is not None and (manifest.kb_source, manifest.banks_source) == sources:
             directory = store / manifest.snapshot_id
             chosen_by = f"observation at {when.isoformat(timespec='seconds')}"
-            return _ref(store, manifest, directory / manifest.kb_entry, directory / "banks", chosen_by)
+            return current(store, manifest, directory / manifest.kb_entry, directory / "banks", chosen_by)
     return None

@@ -82,10 +82,8 @@ class _Checker:
                 # Legal (the specification's own bank does it), but no built-in model can fail it.
                 self.warn(file, item, fld, f"'{eid}' is {entity.load_mode.value}: {_VACUOUS}")
             else:
-                allowed = "/".join(sorted(m.value for m in modes))
-                self.add(
-                    file, item, fld, f"entity '{eid}' is {entity.load_mode.value}, this field needs {allowed}"
-                )
+                needs = "this field needs " + "/".join(sorted(m.value for m in modes))
+                self.add(file, item, fld, f"entity '{eid}' is {entity.load_mode.value}, {needs}")
 
     def path(self, rel: str) -> str:
         return str(self.banks.root / rel)
@@ -140,25 +138,20 @@ def unsatisfiable(cond: FieldCondition) -> str | None:
 def _check_vocabulary(
     c: _Checker, file: str, item: str, fld: str, values: Iterable[str], declared: list[str] | None
 ) -> None:
-    if declared is None:
-        return
     for value in values:
-        if value not in declared:
-            c.add(
-                file, item, fld, f"'{value}' is not in the KB's declared vocabulary ({', '.join(declared)})"
-            )
+        if declared is not None and value not in declared:
+            listed = ", ".join(declared)
+            c.add(file, item, fld, f"'{value}' is not in the KB's declared vocabulary ({listed})")
 
 
 def _check_duplicate_tests(c: _Checker) -> None:
     seen: dict[str, str] = {}
     for mechanism, rel in c.banks.layout.banks().items():
         for test in c.banks.tests(mechanism):
-            if test.test_id in seen:
-                c.add(
-                    c.path(rel), test.test_id, "test_id", f"duplicate test id (also in {seen[test.test_id]})"
-                )
-            else:
-                seen[test.test_id] = rel
+            also = seen.get(test.test_id)
+            if also is not None:
+                c.add(c.path(rel), test.test_id, "test_id", f"duplicate test id (also in {also})")
+            seen.setdefault(test.test_id, rel)
 
 
 def check_expectations(
@@ -263,12 +256,9 @@ def _check_pattern(c: _Checker) -> None:
             c.refs(file, t.test_id, "expected_matches", t.expected_matches, PATTERN_MODES)
             c.refs(file, t.test_id, "expected_secondary", t.expected_secondary, PATTERN_MODES)
             c.refs(file, t.test_id, "not_expected_matches", t.not_expected_matches, PATTERN_MODES)
-            negative = t.pattern_type is PatternType.NEGATIVE
-            fld, needs = (
-                ("not_expected_matches", "entities it must not trigger")
-                if negative
-                else ("expected_matches", "expected matches")
-            )
+            fld, needs = ("expected_matches", "expected matches")
+            if t.pattern_type is PatternType.NEGATIVE:
+                fld, needs = ("not_expected_matches", "entities it must not trigger")
             if not getattr(t, fld):
                 c.add(file, t.test_id, fld, f"a {t.pattern_type.value} test needs {needs}")
     if c.banks.rules is None:
@@ -309,13 +299,9 @@ def _check_always(c: _Checker) -> None:
         c.refs(file, t.test_id, "expected_always", t.expected_always, ALWAYS_MODES)
         _check_vocabulary(c, file, t.test_id, "user_type", [t.user_type], declared)
         if declared is None and served and t.user_type not in served:
-            c.warn(
-                file,
-                t.test_id,
-                "user_type",
-                f"no entity names user type '{t.user_type}' (known: {', '.join(sorted(served))}): "
-                "only entities for everyone load",
-            )
+            known = ", ".join(sorted(served))
+            message = f"no entity names user type '{t.user_type}' (known: {known})"
+            c.warn(file, t.test_id, "user_type", f"{message}: only entities for everyone load")
 
 
 def _check_history(c: _Checker) -> None:
@@ -323,22 +309,17 @@ def _check_history(c: _Checker) -> None:
     for h in c.banks.history:
         file = str(h.path)
         if h.entry.version > c.now:
-            c.warn(
-                file,
-                "-",
-                "version",
-                f"dated in the future ({h.entry.version.isoformat()}): it applies from then",
-            )
+            when = h.entry.version.isoformat()
+            c.warn(file, "-", "version", f"dated in the future ({when}): it applies from then")
         for change in h.entry.changes:
             if change.test_id not in known:
                 c.add(file, change.test_id, "test_id", "history names a test the semantic bank lacks")
                 continue
             if change.updated is not None:
                 check_expectations(c, file, change.test_id, change.updated, "updated.")
-            if change.human_override is not None and not change.human_override.withdraw:
-                check_expectations(
-                    c, file, change.test_id, change.human_override.expectations(), "human_override."
-                )
+            override = change.human_override
+            if override is not None and not override.withdraw:
+                check_expectations(c, file, change.test_id, override.expectations(), "human_override.")
 
 
 def cross_check(
@@ -365,12 +346,8 @@ def cross_check(
     if warnings is not None:
         warnings.extend(sorted(c.warnings))
     if c.unchecked:
-        c.add(
-            str(banks.root),
-            "-",
-            "-",
-            f"{c.unchecked} reference(s) to entities of the KB files above not checked: fix those first",
-        )
+        message = f"{c.unchecked} reference(s) to entities of the KB files above not checked: fix those first"
+        c.add(str(banks.root), "-", "-", message)
     return c.problems
 
 
