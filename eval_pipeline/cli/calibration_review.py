@@ -233,8 +233,8 @@ def cmd_apply_from(args: argparse.Namespace) -> int:
         stale_reasons,
     )
     from eval_pipeline.core.dates import now_utc
-    from eval_pipeline.core.expectations.history import append_history
     from eval_pipeline.core.expectations.resolution import resolve
+    from eval_pipeline.core.inputs.history_file import append_history
     from eval_pipeline.core.inputs.loading import history_dir, load_history
     from eval_pipeline.core.inputs.validation import load_validated
 

@@ -101,9 +101,8 @@ def _checked(**fields: Any) -> HumanOverride:
 def cmd_override(args: argparse.Namespace) -> int:
     from eval_pipeline.core.control_chars import one_line
     from eval_pipeline.core.dates import now_utc
-    from eval_pipeline.core.expectations.history import append_history
     from eval_pipeline.core.expectations.resolution import resolve
-    from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile
+    from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, append_history
     from eval_pipeline.core.inputs.loading import history_dir, load_history
     from eval_pipeline.core.inputs.validation import load_validated
 

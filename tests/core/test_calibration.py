@@ -31,10 +31,9 @@ from eval_pipeline.core.calibration.proposals import (
 from eval_pipeline.core.calibration.records import CalibrationRun, cache_read_coverage
 from eval_pipeline.core.calibration.scope import ScopeError, affected_tests, retrieved_entities, scoped_tests
 from eval_pipeline.core.dates import now_utc
-from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.expectations.resolution import ResolvedExpectation, resolve, same_expectations
 from eval_pipeline.core.inputs.banks import Expectations, RankCheck, SemanticTest
-from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, HumanOverride
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, HumanOverride, append_history
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import Banks, history_dir, load_history
 from eval_pipeline.core.inputs.validation import load_validated

@@ -4,10 +4,15 @@ import multiprocessing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.expectations.resolution import resolve, source_summary
 from eval_pipeline.core.inputs.banks import Expectations, SemanticTest
-from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, HumanOverride, LoadedHistory
+from eval_pipeline.core.inputs.history_file import (
+    HistoryChange,
+    HistoryFile,
+    HumanOverride,
+    LoadedHistory,
+    append_history,
+)
 from eval_pipeline.core.inputs.loading import Problem, load_history
 
 ORIGINAL = {

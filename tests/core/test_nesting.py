@@ -10,9 +10,13 @@ from collections.abc import Callable
 import pytest
 
 from eval_pipeline.core.fileio import BadFile
-from eval_pipeline.core.inputs import nesting
-from eval_pipeline.core.inputs.file_reader import parse_input_text
-from eval_pipeline.core.inputs.nesting import MAX_NESTING_DEPTH, check_json_depth, check_yaml_depth
+from eval_pipeline.core.inputs import file_reader
+from eval_pipeline.core.inputs.file_reader import (
+    MAX_NESTING_DEPTH,
+    check_json_depth,
+    check_yaml_depth,
+    parse_input_text,
+)
 
 LIMIT = MAX_NESTING_DEPTH
 
@@ -81,7 +85,7 @@ def _depth(value: object) -> int:
 def test_json_depth_counts_only_structure_across_chunks_and_escapes(
     chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(nesting, "_CHUNK", chunk)  # strings and escapes straddle the chunks
+    monkeypatch.setattr(file_reader, "_CHUNK", chunk)  # strings and escapes straddle the chunks
     tricky = ['a"b', "[[", "]]}", "\\", '\\\\"', "x\\\\", "ü[", '{"]']
     docs = [
         {k: [[v, {"k": [v]}]] for k, v in zip(("a", "[", '"', "\\"), tricky, strict=False)},
@@ -91,4 +95,4 @@ def test_json_depth_counts_only_structure_across_chunks_and_escapes(
     for doc in docs:
         for ascii_only in (True, False):
             text = json.dumps(doc, ensure_ascii=ascii_only)
-            assert nesting._json_depth(text) == _depth(doc), text
+            assert file_reader._json_depth(text) == _depth(doc), text

@@ -18,9 +18,8 @@ import pytest
 import yaml
 
 from eval_pipeline.core.dates import today_utc
-from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.inputs.banks import Expectations
-from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile
+from eval_pipeline.core.inputs.history_file import HistoryChange, HistoryFile, append_history
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.defs.automation import model_partitions
 from eval_pipeline.defs.graph import MATERIALIZABLE

@@ -1,6 +1,6 @@
 """Where an applied calibration lands, append-only: history file, raw responses, log record.
 
-- `test_banks/semantic/history/expectations_<date>[_N].json` through `history.append_history`.
+- `test_banks/semantic/history/expectations_<date>[_N].json` through `history_file.append_history`.
 - `calibration/opus_responses/calibration_<timestamp>[_N].json`: every raw response, published by
   hard-linking a finished temp file to a free name, so an existing file is never replaced.
 - `calibration/calibration_log.json`: one record appended per applied calibration under a file
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.errors import BadInput
-from eval_pipeline.core.expectations.history import append_history
 from eval_pipeline.core.fileio import atomic_write_text, publish_new, read_json_model
+from eval_pipeline.core.inputs.history_file import append_history
 from eval_pipeline.core.scoring.run_document import (
     RESULTS_FILE,
     RunDocument,

@@ -50,7 +50,7 @@ from eval_pipeline.core.diff.statistics import PairedComparison, paired_comparis
 from eval_pipeline.core.fileio import MAX_DOCUMENT_BYTES, BadFile, read_input_text
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.external_ids import OriginalIds
-from eval_pipeline.core.inputs.nesting import check_json_depth
+from eval_pipeline.core.inputs.file_reader import check_json_depth
 from eval_pipeline.core.inputs.stage_depths import CANDIDATE_K
 from eval_pipeline.core.scoring.metrics import attributions
 from eval_pipeline.core.scoring.reevaluation import decisions_against

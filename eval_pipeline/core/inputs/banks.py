@@ -1,16 +1,24 @@
-"""Schemas of the four test banks and the pattern rules file (specification §5)."""
+"""Schemas of the four test banks and the pattern rules file (specification §5), and where they
+live under the banks directory: the specification's file names, unless a `banks.yaml` beside them
+names others (paths relative to the banks directory, never outside it), e.g.
+
+    semantic: semantic/tenant_bank.json
+    history: semantic/history
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, StringConstraints, model_validator
+from pydantic import Field, StrictBool, StrictInt, StringConstraints, field_validator, model_validator
 
 from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import Label, UserType
 from eval_pipeline.core.inputs.text import Prompt
 
+LAYOUT_FILE = "banks.yaml"
 TestId = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")]
 # User state is open-ended (a second domain may add fields); values are JSON scalars or lists.
 UserState = dict[str, Any]
@@ -21,6 +29,27 @@ class Mechanism(StrEnum):
     STATE = "state"
     PATTERN = "pattern"
     ALWAYS = "always"
+
+
+class BankLayout(FrozenModel):
+    semantic: str = "semantic/parent_test_bank.json"
+    state: str = "state/state_handler_tests.json"
+    pattern: str = "pattern/pattern_tests.json"
+    always: str = "always/always_load_tests.json"
+    rules: str = "pattern/pattern_rules.json"
+    history: str = "semantic/history"
+
+    @field_validator("*")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        path = PurePosixPath(value)
+        if not value or path.is_absolute() or ".." in path.parts or "\\" in value:
+            raise ValueError("must be a relative path inside the banks directory")
+        return value
+
+    def banks(self) -> dict[Mechanism, str]:
+        """Each mechanism's bank file (each field is named for its mechanism)."""
+        return {m: getattr(self, m.value) for m in Mechanism}
 
 
 class PatternType(StrEnum):

@@ -17,8 +17,8 @@ from typing import Any
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile
 from eval_pipeline.core.inputs.external_ids import carriage_problem
+from eval_pipeline.core.inputs.file_reader import check_json_depth
 from eval_pipeline.core.inputs.loading import Problem
-from eval_pipeline.core.inputs.nesting import check_json_depth
 
 CORPUS_FILE = "corpus.jsonl"
 _SPLIT_MAX = 200  # bytes: `<split>.tsv` stays within a file name's 255

@@ -24,8 +24,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from eval_pipeline.core.fileio import MAX_INPUT_BYTES
-from eval_pipeline.core.inputs.bank_layout import BankLayout
-from eval_pipeline.core.inputs.banks import SemanticTest
+from eval_pipeline.core.inputs.banks import BankLayout, SemanticTest
 from eval_pipeline.core.inputs.beir import (
     CORPUS_FILE,
     QUERIES_FILE,

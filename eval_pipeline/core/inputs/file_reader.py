@@ -5,6 +5,12 @@ regular file (a FIFO would block the read forever, a device never ends), a file 
 MAX_INPUT_BYTES, text that is not UTF-8, nesting deeper than MAX_NESTING_DEPTH, duplicate mapping
 keys (JSON or YAML: the last one would silently win), YAML aliases that expand to a huge tree, and
 non-finite numbers (NaN, ±Infinity, or 1e400, which parses to infinity) anywhere in the document.
+
+Nesting is checked before a parser builds anything: libyaml's composer recurses in C per level
+(30,000 levels overflow the stack: the process dies with no message), its scanner slows
+quadratically with nested flow collections, and Python's `json` raises RecursionError past ~1,000.
+Each check starts with a count bounding the depth from above (a level needs a bracket, or in YAML
+a `-`, `?` or `:`): a typical file costs one `str.count` per character class.
 """
 
 from __future__ import annotations
@@ -14,19 +20,91 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from eval_pipeline.core.fileio import MAX_INPUT_BYTES, BadFile, read_input_text
-from eval_pipeline.core.inputs.nesting import check_json_depth, check_yaml_depth, too_deep
 
 # Nodes a YAML document may stand for once aliases are expanded: ample for any KB or bank file,
 # far too few for an alias bomb.
 MAX_YAML_NODES = 1_000_000
+MAX_NESTING_DEPTH = 100
 # Keys that name the item (test or entity) a value belongs to, and the lists holding items.
 _ID_KEYS = ("test_id", "entity_id")
 _ITEM_LISTS = ("tests", "entities", "changes")
 
 Loc = tuple[int | str, ...]
+
+# libyaml's parser is much faster than the pure-Python one on a KB of thousands of files (and its
+# event parser is iterative, unlike its composer); PyYAML wheels ship it, the fallback keeps a
+# source build working.
+_SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_OPENERS = "[{-?:"
+# +1 for an opening bracket, -1 for a closing one, by byte value.
+_STEP = np.zeros(256, dtype=np.int8)
+_STEP[list(b"[{")] = 1
+_STEP[list(b"]}")] = -1
+_QUOTE = ord('"')
+_TOKEN = np.zeros(256, dtype=np.bool_)  # what the count looks at: brackets and quotes
+_TOKEN[list(b'[]{}"')] = True
+_CHUNK = 1 << 20  # bytes scanned at once: ~20 MB of arrays however large the file
+_OPEN_EVENTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE_EVENTS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def too_deep(limit: int = MAX_NESTING_DEPTH) -> BadFile:
+    return BadFile(f"nested more than {limit} levels deep; at most {limit} are allowed")
+
+
+def _json_depth(text: str) -> int:
+    """How deep JSON `text` nests: its brackets outside strings, counted with numpy in a small
+    fraction of what parsing the text costs."""
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:
+        # Escapes pair up from the left: an escaped backslash, then an escaped quote, become two
+        # inert bytes each, and every quote left opens or closes a string.
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    codes = np.frombuffer(data, dtype=np.uint8)
+    depth = deepest = 0
+    inside = 0  # 1 while a string is open at the end of the chunks seen
+    for start in range(0, codes.size, _CHUNK):
+        chunk = codes[start : start + _CHUNK]
+        tokens = chunk[_TOKEN[chunk]]
+        if not tokens.size:
+            continue
+        quotes = np.cumsum(tokens == _QUOTE, dtype=np.int32) + inside
+        steps = np.where(quotes & 1, 0, _STEP[tokens])
+        running = np.cumsum(steps, dtype=np.int32) + depth
+        deepest = max(deepest, int(running.max()))
+        depth, inside = int(running[-1]), int(quotes[-1] & 1)
+    return deepest
+
+
+def check_json_depth(text: str, limit: int = MAX_NESTING_DEPTH) -> None:
+    """BadFile if JSON `text` nests deeper than `limit` (brackets inside strings do not count)."""
+    if text.count("[") + text.count("{") <= limit:
+        return
+    if _json_depth(text) > limit:
+        raise too_deep(limit)
+
+
+def check_yaml_depth(text: str, limit: int = MAX_NESTING_DEPTH) -> None:
+    """BadFile if YAML `text` nests deeper than `limit`, read as events (no tree is built); the
+    read stops at the first level too many, so a hostile document costs no more than its start.
+    A syntax error is left for the parser that follows to report with its line."""
+    if sum(text.count(c) for c in _YAML_OPENERS) <= limit:
+        return
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_SafeBase):
+            if isinstance(event, _OPEN_EVENTS):
+                depth += 1
+                if depth > limit:
+                    raise too_deep(limit)
+            elif isinstance(event, _CLOSE_EVENTS):
+                depth -= 1
+    except yaml.YAMLError:
+        return
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -36,11 +114,6 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise BadFile(f"duplicate key '{key}'")
         out[key] = value
     return out
-
-
-# libyaml's parser is much faster than the pure-Python one on a KB of thousands
-# of files; PyYAML wheels ship it, the fallback keeps a source build working.
-_SafeBase: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _StrictYamlLoader(_SafeBase):  # type: ignore[misc]

@@ -1,5 +1,5 @@
-"""Expectation history files (specification §4.4 plus provenance), as calibrations and human
-overrides write them once (expectations/history.py) and resolution replays them in order."""
+"""Expectation history files (specification §4.4 plus provenance): calibrations and human
+overrides append them (`append_history`), never to be rewritten; resolution replays them in order."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, StrictBool, model_validator
 
+from eval_pipeline.core.fileio import publish_new
 from eval_pipeline.core.inputs.banks import Expectations, Gain
 from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.text import Note
@@ -18,6 +19,7 @@ HISTORY_GLOB = "expectations_*.json"
 # What the writer names a file: the UTC date of its version, then _2, _3 … for more that day.
 HISTORY_NAME = re.compile(r"expectations_(\d{4}-\d{2}-\d{2})(?:_([2-9]|[1-9]\d+))?\.json")
 HISTORY_NAME_SHAPE = "expectations_YYYY-MM-DD.json or expectations_YYYY-MM-DD_N.json"
+LOCK_NAME = ".history.lock"
 
 Trigger = Literal[
     "manual",
@@ -122,3 +124,14 @@ def name_problem(name: str, entry: HistoryFile | None = None) -> str | None:
     if entry is not None and entry.date != named:
         return f"the version's UTC date is {entry.date}, the file name says {named}: out of order"
     return None
+
+
+def append_history(directory: Path, entry: HistoryFile) -> Path:
+    """Write `entry` as a new history file. The lock numbers same-day files in the order written;
+    the publish (temp file, hard link) never shows a partial file nor replaces one, lock or not."""
+    from filelock import FileLock  # here: reading expectations (every run) never loads it
+
+    payload = entry.model_dump_json(indent=2, exclude_none=False)
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(directory / LOCK_NAME), timeout=60):
+        return publish_new(directory, f"expectations_{entry.date}", payload)

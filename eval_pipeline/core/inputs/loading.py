@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.errors import BadInput
 from eval_pipeline.core.fileio import BadFile, read_input_text
-from eval_pipeline.core.inputs.bank_layout import LAYOUT_FILE, BankLayout
 from eval_pipeline.core.inputs.banks import (
+    LAYOUT_FILE,
     AlwaysBank,
     AnyTest,
+    BankLayout,
     Mechanism,
     PatternBank,
     PatternRules,
