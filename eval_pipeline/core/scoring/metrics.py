@@ -82,18 +82,15 @@ class StageAttribution(FrozenModel):
         """E.g. "some_entity was candidate #4", "x not in the top 15", or the error's reason."""
         if self.stage is Stage.ERROR:
             return self.error or "no reason given"
+        none = f"none in the top {self.depth}"
         parts = [self._place(m) for m in self.missed]
         if self.any_of:
             offered = [self._place(m) for m in self.any_of if m.candidate_rank is not None]
-            where = ", ".join(offered) or f"none in the top {self.depth}"
+            where = ", ".join(offered) or none
             parts.append(f"none of any-of [{', '.join(m.entity_id for m in self.any_of)}] selected ({where})")
         if self.no_relevant_selected:
             best = self.best_relevant
-            where = (
-                f"best gain {best.gain} at candidate #{best.candidate_rank}"
-                if best is not None
-                else f"none in the top {self.depth}"
-            )
+            where = f"best gain {best.gain} at candidate #{best.candidate_rank}" if best is not None else none
             parts.append(f"no relevant entity selected ({where})")
         return ", ".join(parts)
 

@@ -3,10 +3,8 @@
 Tests that state "any of" primaries hard-fail when none of them is selected. Graded tests start
 from their graded points, ceil(25 + 75 × nDCG@10) (docs/scoring.md), the shortfall from 100 being
 one more named penalty; one that selected nothing relevant is not a hard fail (a 0 would let a set
-with a good nDCG@10 read POOR) but a failed test whatever its points.
-
-Scoring never looks at *how* a mechanism decided; the evaluators hand it the missing,
-wrong and misordered items and it applies the published rules.
+with a good nDCG@10 read POOR) but a failed test whatever its points. Scoring never looks at
+*how* a mechanism decided: the evaluators hand it the missing, wrong and misordered items.
 """
 
 from __future__ import annotations
