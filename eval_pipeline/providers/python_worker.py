@@ -1,16 +1,13 @@
 """A Python entry point loaded, and the process it answers in
-(`python -m eval_pipeline.providers.python_worker`; see `python_target` for what an entry point is).
+(`python -m eval_pipeline.providers.python_worker`; what an entry point is: `python_target`).
 
-The team's code runs here, not in eval-pipeline's process, so that a call that never returns can
-be abandoned (a thread inside it would keep the evaluation's process alive). The protocol is one
+The team's code runs here, so that a call that never returns can be abandoned. The protocol is one
 JSON object a line: the first line in names the entry point and the module path, answered by
 `{"ready": true}` or `{"error": reason}`; then each request in is answered by `{"answer": ...}`
 (validated here), `{"violation": reason}` or `{"raised": type, "detail": message}`. The team's
-prints go to stderr: stdout carries the protocol.
-
-The worker ends when its input ends, even inside a call that never returns (a thread watches
-stdin), so a killed parent leaves no worker behind. It ignores SIGINT, which a terminal sends to
-the whole process group: the parent decides when it stops.
+prints go to stderr: stdout carries the protocol. The worker ends when its input ends, even inside
+a call that never returns (a thread watches stdin), so a killed parent leaves no worker behind; it
+ignores SIGINT, which a terminal sends to the whole process group.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Tests and benchmarks point the real SDK clients at it (`base_url`); nothing is monkeypatched.
 Its answers are deterministic stand-ins derived from hashes of the input, never model quality.
-Routes: `_ROUTES` (what each answers is in its wire module); GET /_stats and POST /_reset control
-the emulator. Knobs: `EmulatorConfig`. A seeded fault is drawn from a hash of (seed, route, request
-body, how many times that body was seen), so faults do not depend on arrival order and a retry gets
-a fresh draw.
+Routes: `_ROUTES` (the APIs' answers are in their wire modules, the target contract's here);
+GET /_stats and POST /_reset control the emulator. Knobs: `EmulatorConfig`. A seeded fault is
+drawn from a hash of (seed, route, request body, how many times that body was seen), so faults do
+not depend on arrival order and a retry gets a fresh draw.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from eval_pipeline.providers.spend_estimate import estimate_tokens
 from eval_pipeline.testing import LoopbackServer
-from eval_pipeline.testing.emulator.anthropic_wire import AnthropicApi
+from eval_pipeline.testing.emulator.anthropic_wire import DEFAULT_TOP_K, AnthropicApi
 from eval_pipeline.testing.emulator.config import (
     EmulatorConfig,
     FaultKind,
@@ -31,10 +32,10 @@ from eval_pipeline.testing.emulator.config import (
     Reply,
     Stats,
     error_reply,
+    hash_vector,
     json_reply,
     unit_hash,
 )
-from eval_pipeline.testing.emulator.system_wire import target_response
 from eval_pipeline.testing.emulator.voyage_wire import embeddings, rerank
 
 Route = Callable[["EmulatorHandle", Json], Reply]
@@ -257,13 +258,32 @@ class EmulatorHandle(LoopbackServer):
             self.stopping.wait(seconds)
 
 
+def _target_answer(request: Json, config: EmulatorConfig) -> Json:
+    """The HTTP-target contract (docs/http_target.md), answered from hash similarity between
+    message and entity id."""
+    message = str(request.get("message", ""))
+    dim = config.embed_dim
+    q = hash_vector(message, dim)
+    scored = sorted(((float(q @ hash_vector(e, dim)), e) for e in config.target_entities), reverse=True)
+    candidates = scored[: int(request.get("top_k_candidates", 15))]
+    top_k = int(request.get("top_k", DEFAULT_TOP_K))
+    return {
+        "candidates": [{"entity_id": e, "score": s} for s, e in candidates],
+        "selections": [{"entity_id": e, "reason": "emulator pick"} for _, e in candidates[:top_k]],
+        "triggered_handlers": [],
+        "pattern_matches": [],
+        "always_loaded": [],
+        "usage": {"input_tokens": estimate_tokens(message), "output_tokens": 0},
+    }
+
+
 _ROUTES: dict[str, tuple[str, Route]] = {
     "/v1/messages": ("anthropic", lambda s, r: json_reply(200, s.anthropic.message(r))),
     "/v1/messages/count_tokens": ("anthropic", lambda s, r: json_reply(200, s.anthropic.count_tokens(r))),
     "/v1/messages/batches": ("anthropic", lambda s, r: json_reply(200, s.anthropic.create_batch(r))),
     "/v1/embeddings": ("voyage", lambda s, r: embeddings(r, s.config, s.counts)),
     "/v1/rerank": ("voyage", lambda s, r: rerank(r, s.config)),
-    "/target": ("target", lambda s, r: json_reply(200, target_response(r, s.config))),
+    "/target": ("target", lambda s, r: json_reply(200, _target_answer(r, s.config))),
 }
 
 
