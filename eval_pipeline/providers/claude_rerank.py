@@ -264,27 +264,23 @@ class ClaudeReranker(AnthropicProvider):
     async def rerank_batch(self, requests: Sequence[RerankRequest]) -> list[RerankResult | ProviderError]:
         """The requests the response cache cannot answer go out as one message batch (split
         above 10,000); custom ids are positions, so answers map back whatever their order."""
-        outcomes: dict[int, RerankResult | ProviderError] = {}
-        todo: dict[str, tuple[int, str, RerankRequest]] = {}
-        for i, request in enumerate(requests):
-            request, key, known = self._lookup(request)
+        looked = [self._lookup(request) for request in requests]
+        todo = {f"rerank-{i:06d}": r for i, (r, _, known) in enumerate(looked) if known is None}
+        batch = {cid: self._params(_first_turn(r), long_ttl=True) for cid, r in todo.items()}
+        answers = await self._run_batch(batch) if batch else {}
+
+        async def finish(
+            i: int, r: RerankRequest, key: str, known: RerankResult | None
+        ) -> RerankResult | ProviderError:
             if known is not None:
-                outcomes[i] = known
-            else:
-                todo[f"rerank-{i:06d}"] = (i, key, request)
-        if todo:
-            answers = await self._run_batch(
-                {cid: self._params(_first_turn(r), long_ttl=True) for cid, (_, _, r) in todo.items()}
-            )
+                return known
+            answer = answers.get(f"rerank-{i:06d}")
+            try:  # a request the batch did not answer takes the online path instead
+                return await self._answer(r, key, answer if isinstance(answer, Message) else None)
+            except ProviderError as exc:
+                return exc
 
-            async def finish(i: int, key: str, r: RerankRequest, answer: Message | str | None) -> None:
-                try:  # a request the batch did not answer takes the online path instead
-                    outcomes[i] = await self._answer(r, key, answer if isinstance(answer, Message) else None)
-                except ProviderError as exc:
-                    outcomes[i] = exc
-
-            await asyncio.gather(*(finish(i, key, r, answers.get(cid)) for cid, (i, key, r) in todo.items()))
-        return [outcomes[i] for i in range(len(requests))]
+        return list(await asyncio.gather(*(finish(i, *x) for i, x in enumerate(looked))))
 
     async def _answer(self, r: RerankRequest, key: str, batched: Message | None = None) -> RerankResult:
         """The valid selection, cached; `batched` is a first answer from a batch (else called)."""
