@@ -45,12 +45,6 @@ class SystemTarget(Protocol):
     async def aclose(self) -> None: ...
 
 
-class _HttpStatus(Exception):
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
-        self.response = response
-
-
 class _Unparseable(Exception):
     pass
 
@@ -62,7 +56,7 @@ def classify(exc: BaseException) -> Failure | None:
         return unreachable("connection error")
     if isinstance(exc, httpx.TransportError):  # connected, then cut short or dropped: it is up
         return broken_off("connection dropped")
-    if isinstance(exc, _HttpStatus):
+    if isinstance(exc, httpx.HTTPStatusError):  # any status but 200
         response = exc.response
         return failure_for_status(response.status_code, response.headers, response.text[:200])
     if isinstance(exc, _Unparseable):
@@ -90,7 +84,9 @@ class HttpTarget(ApiProvider):
         async def attempt() -> object:
             response = await self._client.get().post(self.url, json=body)
             if response.status_code != 200:
-                raise _HttpStatus(response)
+                raise httpx.HTTPStatusError(
+                    f"HTTP {response.status_code}", request=response.request, response=response
+                )
             try:
                 return json.loads(response.content)
             except ValueError as exc:  # a truncated body: transient, retry it
@@ -122,11 +118,8 @@ def failure_reason(exc: Exception) -> str:
 
 
 class SystemPipeline:
-    """The semantic mechanism answered by the team's system: one request per test and trial.
-
-    The system owns its KB and caching, so `prepare` indexes nothing and nothing is cached
-    here: every trial is a fresh call.
-    """
+    """The semantic mechanism answered by the team's system, a fresh call per test and trial: the
+    system owns its KB and caching, so `prepare` indexes nothing and nothing is cached here."""
 
     def __init__(
         self, model_key: str, target: SystemTarget, concurrency: int, candidate_depth: int = CANDIDATE_K

@@ -1,10 +1,6 @@
-"""A service URL as it may be stored and shown: without the secrets it can carry.
-
-The team's system is configured by URL (`system.url`), and a URL can hold credentials: user
-info (`http://user:password@host/…`) and secret-looking query or fragment values (`?token=…`,
-`&sig=…`, `#access_token=…`). The configuration keeps the URL to call; every dump of it (results,
-storage documents, Dagster metadata, fingerprints) and every line that names it shows it
-redacted. A secret in the path itself cannot be told from a path: keep it in the query.
+"""A service URL as it may be stored and shown: without the secrets it can carry (user info,
+secret-looking query or fragment values; what is redacted where: docs/untrusted-text.md). The
+configuration keeps the URL to call. A secret in the path itself cannot be told from a path.
 """
 
 from __future__ import annotations
@@ -18,16 +14,13 @@ REDACTED = "[redacted]"
 _SECRET_NAME = re.compile(r"token|key|secret|sig|pass|pwd|auth|credential|session|jwt|bearer|cookie")
 
 
-def secret_name(name: str) -> bool:
-    return _SECRET_NAME.search(re.sub(r"[^a-z0-9]", "", name.lower())) is not None
-
-
 def _parameters(text: str) -> str:
     """`a=1&token=x` with every secret-looking value replaced; the rest as written."""
     shown = []
     for part in text.split("&"):
         name, equals, _ = part.partition("=")
-        shown.append(f"{name}={REDACTED}" if equals and secret_name(name) else part)
+        secret = equals and _SECRET_NAME.search(re.sub(r"[^a-z0-9]", "", name.lower()))
+        shown.append(f"{name}={REDACTED}" if secret else part)
     return "&".join(shown)
 
 

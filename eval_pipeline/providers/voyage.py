@@ -123,10 +123,6 @@ class _WholeReply(aiohttp.ClientResponse):
         return self
 
 
-def _session() -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(response_class=_WholeReply)
-
-
 class _UnreadableResponse(Exception):
     """voyageai 0.5.0 returns 5xx other than 500/502/503/504 (e.g. 529) as if successful and then
     fails reading fields that are not there (or, for rerank, indexes a document that is not
@@ -141,7 +137,9 @@ class _VoyageBase(ApiProvider):
         self._sdk = AsyncClient(api_key=access.api_key, max_retries=1, timeout=access.timeout_s, base_url=url)
         # The SDK opens a new aiohttp session (and connection) per request unless one is lent to
         # it through `voyageai.aiosession`: one per loop, reused.
-        self._client = LoopLocal(_session, close=lambda session: session.close())
+        self._client = LoopLocal(
+            lambda: aiohttp.ClientSession(response_class=_WholeReply), close=lambda session: session.close()
+        )
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
         async def attempt() -> Any:
