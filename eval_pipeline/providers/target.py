@@ -81,12 +81,9 @@ async def retrieve_all(
     concurrency: int,
     on_done: Callable[[R], None] | None = None,
 ) -> list[R]:
-    """Run `retrieve` over the items (a test's, or a system request's), at most `concurrency` at a
-    time; results in input order.
-
-    `on_done` (e.g. a progress bar) is called as each finishes, in completion order. The items
-    are taken in order by `concurrency` workers, not each by a task of its own waiting for a
-    turn: a bank of thousands of tests costs no task and no semaphore round per test.
+    """Run `retrieve` over the items, at most `concurrency` at a time; results in input order,
+    `on_done` (e.g. a progress bar) called as each finishes. The items are taken in order by
+    `concurrency` workers: a bank of thousands of tests costs no task and no semaphore round each.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")

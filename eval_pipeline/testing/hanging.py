@@ -1,11 +1,8 @@
 """A service that accepts connections and never finishes answering: what a hung team system
-looks like.
-
-`HangingServer()` listens on 127.0.0.1, accepts every connection and reads what arrives. What it
-sends back depends on `behaviour`: nothing (`silent`); the headers of a 200 and then nothing
-(`headers`); or those headers and then the promised body one byte every `drip_s` seconds
-(`drip`), so that no single read ever waits long and only an overall deadline ends the call. It
-counts the requests that reached it, for tests of the circuit breaker and of call deadlines.
+looks like. It reads what arrives and sends back, by `behaviour`: nothing (`silent`); the headers
+of a 200 and then nothing (`headers`); or those headers and then the promised body one byte every
+`drip_s` seconds (`drip`), so that no single read ever waits long and only an overall deadline ends
+the call. It counts the requests that reached it (tests of the circuit breaker and call deadlines).
 """
 
 from __future__ import annotations
