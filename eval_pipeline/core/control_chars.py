@@ -1,9 +1,6 @@
-"""Control characters shown escaped, in error lines and on the console.
-
-An error line quotes what the user wrote, so control characters in it are shown escaped: a
-newline in an id must not split the one line into two. Everything a command prints reaches the
-terminal the same way (`console_text`, applied by the CLI to stdout and stderr): no escape
-sequence from data can clear the screen, move the cursor, retitle the window or reverse the
+"""Control characters shown escaped, in error lines and on the console: a newline in an id must
+not split an error line, and nothing a command prints (`console_text`, applied by the CLI to
+stdout and stderr) may clear the screen, move the cursor, retitle the window or reverse the
 text's direction. Imports nothing heavy: the CLI's streams use it before any command loads.
 """
 

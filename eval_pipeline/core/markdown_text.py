@@ -1,13 +1,11 @@
-"""Text from data inside markdown: prompts, names, topics, ids, reasons and the team's answers
-are inert in report.md, regression_diff.md, model_comparison.md, the pull-request comment, the
-agreement report and the markdown Dagster shows as metadata.
+"""Text from data (prompts, names, ids, reasons, the team's answers) made inert in every markdown
+output: report.md, the diffs, the pull-request comment, the agreement report, Dagster metadata.
 
-Every markdown renderer passes data through `text` (prose, escaped) or `code` (a code span), so
-that no HTML element or attribute, heading, link, image, emphasis, mention or `<details>` fold
-boundary can come from data, whatever renders it (GitHub's cmark-gfm with raw HTML allowed
-included: tests/core/test_inert_markdown.py). Both put the text on one line with its control
-characters shown escaped (`\\n`, `\\x1b`): a newline in data would otherwise start a block of its
-own. Tables escape their cells' pipes themselves (`table`), so `text` and `code` may go anywhere.
+Every renderer passes data through `text` (prose, escaped) or `code` (a code span), so no HTML,
+heading, link, image, emphasis, mention or `<details>` boundary can come from data, whatever
+renders it (cmark-gfm with raw HTML included: tests/core/test_inert_markdown.py). Both keep the
+text on one line, control characters escaped (`\\n`, `\\x1b`): a newline would start a block. Tables
+escape their cells' pipes (`table`), so `text` and `code` may go anywhere.
 """
 
 from __future__ import annotations

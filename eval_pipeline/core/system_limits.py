@@ -1,10 +1,7 @@
-"""When the machine runs out of something a command needs (disk space, the file-size limit of
-`ulimit -f`, the open files of `ulimit -n`), one line naming the path and the limit, exit 3; a
-run step is not started without the files it may need.
-
-The OSError itself often names neither: a write or sync that fails carries no file name, and
-SQLite reports all three as "disk I/O error", "database or disk is full" or "unable to open
-database file". The writer that meets one knows the path; the limit is read here.
+"""When the machine runs out of something a command needs (disk space, `ulimit -f`, `ulimit -n`),
+one line naming the path and the limit, exit 3; a run step is not started without the files it
+may need. The OSError often names neither (a failed write or sync names no file; SQLite says "disk
+I/O error" and the like): the writer that meets one knows the path, the limit is read here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Folders a command will write into, checked before it spends anything, so a results folder that
-is a file, read-only or on a full disk stops the command at once instead of after a whole
-evaluation and its API spend.
-
-A folder that does not exist yet is not created here (bad input found later must leave nothing
-behind): its nearest existing ancestor is probed instead, the folder the command would create
-it in, on the same file system."""
+"""Folders a command will write into, checked before it spends anything: a results folder that is
+a file, read-only or on a full disk stops the command before an evaluation and its API spend. A
+folder not there yet is not created (bad input found later must leave nothing behind): its
+nearest existing ancestor, on the same file system, is probed instead."""
 
 from __future__ import annotations
 

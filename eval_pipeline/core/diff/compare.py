@@ -1,19 +1,15 @@
 """Per-test diff of two run documents: two dates of one model, or two models on one date.
 
-Each test falls in one kind: `critical` (a critical failure the base did not have, whatever the
-score), `regressed` (passing → not passing), `fixed`, `changed` (same pass/fail, but the score, a
-penalty, the selections, a rank, a trigger or the reasoning moved), `cosmetic` (only noise moved:
-the order inside the top-15 candidates, or numbers inside a reason), `unchanged`, `added` or
-`removed`. A test passes when its score (the mean of its trials) is at least the pass threshold
-and, for a graded test, every trial selected something relevant; an errored test is not passing,
-since its outcome is unknown. A selected primary whose similarity to the query collapsed (same
-embedder) is flagged as an alert on its test.
+Each test falls in one `DeltaKind`: a new critical failure whatever the score, regressed (passing
+→ not), a content collapse (a still-selected primary's similarity to the query collapsed, same
+embedder), fixed, changed (same pass/fail, but the score, a penalty, the selections, a rank, a
+trigger or the reasoning moved), cosmetic (only the top-15 order or numbers in a reason moved),
+unchanged, added or removed. A test passes when its mean score reaches the pass threshold and, if
+graded, every trial selected something relevant; an errored test's unknown outcome is no pass.
 
-Every delta names its cause: the *expectation* changed (resolved expectations, their source or
-the test's own definition differ), the *system* changed (what was retrieved, triggered or
-loaded differs), or both. Volatile fields (tokens, latency, cost, timestamps, raw cosine values)
-are never compared. Reranker reasons are compared only when both runs used the same reranker:
-two different rerankers' reasons are not drift, just different models.
+Every delta names its cause: the *expectation* changed (resolved expectations, their source or the
+test's definition), the *system* changed (what was retrieved, triggered or loaded), or both.
+Volatile fields are never compared, nor the reasons of two different rerankers (not drift).
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """What a diff adds for graded tests (a `relevant` gain above 0): nDCG@10 on each side, the
 paired comparison of those nDCG@10 values, and the best relevant entity leaving the selection.
 
-- nDCG@10 of a side: the mean over its scored trials of nDCG@10 of each trial's final ranking
-  against that trial's judgments (`metrics.graded_ndcg`, what graded points come from). Results
-  1.10+ store exactly that value (`evaluation.graded_ndcg`), read as it is (measuring again costs
-  milliseconds a query, tens of seconds on a large imported set); results written before stored
-  nDCG@6 of the selection, so their rankings are measured again.
-- Only a test graded on both sides and scored on both gets one: a test graded on one side only
-  changed its expectations (the diff says so), and an errored side has no ranking to measure.
-- Best relevant dropped: the head's judged entities of the top gain (all of them on a tie); the
-  base selected at least one of them (in any scored trial) and no scored trial of the head
-  selects any. It names the entities the base selected, in the collection's own ids. It is not a
-  kind of its own: the test keeps its kind (regressed, or changed) and the gate judges that.
+- nDCG@10 of a side: the mean over its scored trials of each final ranking's nDCG@10
+  (`metrics.graded_ndcg`). Results 1.10+ store it (`evaluation.graded_ndcg`) and it is read as it
+  is (measuring again costs tens of seconds on a large imported set); older rankings are measured.
+- Only a test graded and scored on both sides gets one: graded on one side only, its expectations
+  changed (the diff says so); an errored side has no ranking to measure.
+- Best relevant dropped: some of the head's judged entities of the top gain were selected by the
+  base (in any scored trial) and by no scored trial of the head; named in the collection's own
+  ids. Not a kind of its own: the test keeps its kind, which the gate judges.
 """
 
 from __future__ import annotations

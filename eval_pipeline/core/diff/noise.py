@@ -1,14 +1,12 @@
 """Noise handled where it arises: a model whose answers vary between calls (an LLM reranker at
 temperature > 0) has each semantic regression re-tried before it may fail a gate.
 
-- Which tests to re-try: the semantic tests that regressed against the base and still scored
-  (an errored test is an outage, retried by `--retry-errored`, not noise).
-- The decision: a regression is *confirmed* when the re-trials' mean still fails the pass
-  threshold (the base passed, so it still regresses), and *dismissed* otherwise; re-trials
-  that all errored confirm it (an unknown outcome is no pass).
-- Found not reproducible: trials of one test that saw the same candidates (same embedder and
-  KB) but selected differently, within a run or across two runs of one model configuration.
-Deterministic banks are never re-tried: they have no noise.
+- Re-tried: the semantic tests that regressed against the base and still scored (an errored test
+  is an outage for `--retry-errored`, not noise). Deterministic banks have no noise.
+- A regression is *confirmed* when the re-trials' mean still fails the pass threshold (re-trials
+  that all errored confirm it: an unknown outcome is no pass), and *dismissed* otherwise.
+- Not reproducible: trials of one test that saw the same candidates but selected differently,
+  within a run or across two runs of one model configuration.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
-"""Is a difference between two runs real or noise? A paired comparison of per-test scores.
+"""Is a difference between two runs real or noise? A paired comparison of per-test scores (each
+test is its own control).
 
-Both runs scored the same tests, so each test is its own control: the differences are paired.
-- p-value: a sign-flip randomisation test of the mean difference (under "no difference", each
-  test's difference is as likely to have the other sign). Exact when few tests differ, else
-  Monte Carlo with a fixed seed, so the same inputs always give the same verdict.
-- 95% confidence interval of the mean difference: a seeded percentile bootstrap.
-- Effect size: Cohen's d for paired samples (d_z = mean difference / its standard deviation).
+- p-value: a sign-flip randomisation test of the mean difference, exact when few tests differ,
+  else Monte Carlo with a fixed seed (the same inputs always give the same verdict).
+- 95% confidence interval: a seeded percentile bootstrap. Effect size: Cohen's d_z.
 - Clusters: tests that share a topic are not independent ("Adding error bars to evals", Miller
-  2024). Given clusters, signs flip and the bootstrap resamples per cluster, and the standard
-  error is the clustered one.
-- Minimum detectable effect: the smallest mean difference this many tests could detect with 80%
-  power at the test's alpha, (z(1 − alpha/2) + z(0.8)) × standard error.
+  2024): signs flip and the bootstrap resamples per cluster, and the standard error is clustered.
+- Minimum detectable effect at 80% power: (z(1 − alpha/2) + z(0.8)) × standard error.
 - Several comparisons at once (every pair of models): Holm's step-down correction; `p_adjusted`
   is what `significant` judges.
-A difference is called significant only when p < 0.05 *and* the interval excludes 0.
+A difference is significant only when p < 0.05 *and* the interval excludes 0.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The one route from what the systems did to a run's document and its verdict.
-
-Every evaluation ends in `conclude`: a narrowed run calls it through `evaluate` in one pass; the
-Dagster graph scores as assets (`scored_aggregate` through `aggregate_scope`) and its `run_report`
-concludes with the stored re-evaluations (a retry of errored tests, a noise re-trial) merged in.
-The semantic retrievals and the outputs of the team's system come from the caller (providers);
-nothing here does I/O.
+"""The one route from what the systems did to a run's document and its verdict: every evaluation
+ends in `conclude`, a narrowed run through `evaluate` in one pass, the Dagster graph from its
+assets (`aggregate_scope`) with the stored re-evaluations merged in. Nothing here does I/O: the
+retrievals and the team's system's outputs come from the caller.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""`diff --format markdown`: the diff as a pull-request comment that fits on one screen.
+"""`diff --format markdown`: the diff as a pull-request comment of at most `MAX_LINES` lines.
 
-At most `MAX_LINES` lines whatever the size of the diff. The verdict and what fails it come
-first (a new critical failure on the third line, then lost coverage and the gate's other
-reasons), then one summary line; each kind of change sits in a collapsed `<details>` block,
-and the blocks share what is left of the budget, so a diff of hundreds of regressions still
-names the first of each kind and says how many more `diff` lists.
+The verdict and what fails it come first (new critical failures on the third line), then a
+summary; each kind of change sits in a collapsed `<details>` block, the blocks sharing what is
+left of the budget, so hundreds of regressions still name the first of each kind.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """`diff --junit`: a comparison of two runs as JUnit test suites, one per bank of the head.
 
-A test case per test of the head: it fails when the diff gate counts it as a regression (the
-reason and base → head score in the message), is an `<error>` when the head could not score it,
-and passes otherwise. Tests and banks the head no longer runs are failures named by id (skipped,
-still named, when --allow-removed accepts them). A last suite, `gate`, holds the diff gate itself:
-it can fail for reasons no test carries (another project, a significant decline).
+A case per test of the head fails when the diff gate counts it as a regression, is an `<error>`
+when the head could not score it. Tests and banks no longer run fail by id (skipped, still named,
+under --allow-removed). A last suite, `gate`, holds the diff gate, which can fail for reasons no
+test carries (another project, a significant decline).
 """
 
 from __future__ import annotations

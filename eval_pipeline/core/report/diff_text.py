@@ -1,10 +1,7 @@
 """Diffs for people: a console listing, and markdown for regression diffs and model comparisons
-(the pull-request comment of `diff --format markdown` is core/report/diff_comment.py).
-
-Grouped like the regression-diff tool we adopted: regressed, fixed and changed tests in full,
-then added and removed ones, with unchanged tests collapsed to a count. Each test says what
-moved (score, penalties, selections, ranks, triggers, reasoning), why (expectation, system or
-both) and, for a semantic hard fail, which stage lost the primary.
+(the pull-request comment is core/report/diff_comment.py). Tests that moved are listed in full,
+most telling kind first, unchanged ones as a count; each says what moved, why (expectation,
+system or both) and, for a semantic hard fail, which stage lost the primary.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Which tests of a run fail, and why, worst first.
 
-A test fails when it errored (no outcome, which is no pass), hard-failed (an expected primary
-missing), is a graded test that selected nothing relevant, or scored under the run's pass
-threshold; a critical pattern failure fails whatever its score. Each failure names the scoring
-rule that failed and a one-line reason, so a reader of `run`'s output or report.md sees what
-broke in every bank without opening results.json. They end `run`'s output per model (narrowed runs
-included), apart from the "since" block (run_output.py) so that a narrowed run, which is never
-compared, does not import the diff models; long lists fold so that a terminal or CI log stays
-readable, and the file named holds them in full.
+A test fails when it errored (no outcome is no pass), hard-failed, is a graded test that selected
+nothing relevant, or scored under the pass threshold; a critical pattern failure fails whatever
+its score. Each failure names the rule that failed and a one-line reason, so `run`'s output and
+report.md show what broke in every bank without opening results.json. Apart from the "since"
+block (run_output.py): a narrowed run, never compared, does not import the diff models. Long
+lists fold so that a terminal or CI log stays readable; the file named holds them in full.
 """
 
 from __future__ import annotations

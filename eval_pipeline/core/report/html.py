@@ -1,9 +1,7 @@
-"""The HTML report: one self-contained file (inline CSS, SVG and script; no URL of any kind) that a
-lead can open from disk, attach to a pull request or publish, and read offline. For each model: its
-trend chart over the report's dates and, for its latest evaluation, the summary, what changed since
-the run before (the stored regression diff, judged by `diff`'s gate), every failing test worst
-first, topics worst first and every test, each in full for the rows a reader opens: what report.md
-and `run` already say, arranged for one page.
+"""The HTML report: one self-contained file (inline CSS, SVG and script; no URL of any kind) to
+open from disk, attach or publish. Per model: its trend chart over the report's dates and, for
+its latest evaluation, the summary, what changed since the run before (judged by `diff`'s gate),
+failing tests and topics worst first, and every test in full when its row is opened.
 
 Rendered with Jinja2 with autoescaping on: test ids, prompts and reasons are data and never markup;
 their control characters are shown escaped (`\\x1b`), so the file holds no raw escape sequence.

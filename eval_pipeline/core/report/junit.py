@@ -1,11 +1,8 @@
-"""JUnit XML, the test-report format CI servers read (GitLab, Jenkins, Buildkite, GitHub test
-reporters): suites of test cases, each passed, failed, errored or skipped.
-
-Built with ElementTree, so every attribute and text is escaped by the serializer. XML 1.0 cannot
-carry most control characters even escaped (a provider's error text may hold them): they are
-written as visible `\\uXXXX` instead of making a file no reporter can parse. So are the ones it
-could carry but a terminal would act on (a carriage return, C1 controls such as CSI, the
-bidirectional overrides): only tabs and newlines stay raw.
+"""JUnit XML, the test-report format CI servers read: suites of test cases, each passed, failed,
+errored or skipped. Built with ElementTree, which escapes every attribute and text. The controls
+XML 1.0 cannot carry even escaped (a provider's error text may hold them) and those a terminal
+would act on (CR, C1 controls, bidirectional overrides) are written as visible `\\uXXXX`: only
+tabs and newlines stay raw.
 """
 
 from __future__ import annotations

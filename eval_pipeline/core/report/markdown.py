@@ -1,9 +1,6 @@
-"""Markdown report and console summary for one run document.
-
-Sections follow the specification's report (summary, critical failures, distribution, topics,
-expectation sources, failures) and add what users need to act: penalty breakdowns, errored
-tests with reasons, handler and pattern-type tables, expectation conflicts, cost, provenance.
-"""
+"""Markdown report and console summary for one run document: the specification's sections, and
+what a reader needs to act (penalties, errored tests, handler and pattern-type tables, expectation
+conflicts, cost, provenance)."""
 
 from __future__ import annotations
 

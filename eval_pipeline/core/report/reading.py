@@ -1,9 +1,6 @@
-"""A run's document as its reports read it, with what they derive from it derived once.
-
-report.md, `run`'s output and its JUnit file each look at the run's tests over their trials and at
-its failing tests, and report.md at where its semantic failures arose; a reading finds each once,
-when first asked, so every output reads the same answer.
-"""
+"""A run's document as its reports read it (report.md, `run`'s output, its JUnit file): its tests
+over their trials, failing tests and stage attribution found once, when first asked, so every
+output reads the same answer."""
 
 from __future__ import annotations
 
@@ -20,9 +17,9 @@ from eval_pipeline.core.scoring.run_document import GroupedResults, RunDocument,
 class Reading:
     """`document`, its results grouped by test, and what the reports find in them.
 
-    `derived_here`: the document's derived sections were computed from its results by this process
-    (`RunDocument.with_derived`), so its stored stage attribution is the one to show. A document read
-    back may have been written under older rules: its attribution is found again, as it always was."""
+    `derived_here`: this process derived the document's sections (`RunDocument.with_derived`), so
+    its stored stage attribution is shown; one read back, maybe written under older rules, has its
+    attribution found again."""
 
     document: RunDocument
     grouped: GroupedResults

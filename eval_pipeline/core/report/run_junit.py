@@ -1,9 +1,8 @@
 """`run --junit`: the evaluations of one `run` as JUnit test suites, one per bank and model.
 
-A test case per test (a semantic test once, over its trials): classname is the bank, and for a
-semantic test the bank and its category; a failing test fails with the rule and reason `run`
-prints (core/report/failures.py), an errored test is an `<error>`. A last suite, `gate`, holds
-one case per model: its release gate, or the reason no evaluation could be read.
+A case per test (a semantic test once, over its trials), classname its bank (and a semantic
+test's category), failing with the rule and reason `run` prints, an `<error>` when errored. A
+last suite, `gate`, holds each model's release gate, or why no evaluation could be read.
 """
 
 from __future__ import annotations

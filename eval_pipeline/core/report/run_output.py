@@ -1,10 +1,6 @@
 """What changed since the previous evaluation: `run`'s "since" block per model (a full run's), and
-the "since last run" section of report.md.
-
-The comparison is the stored regression diff of the model and date (the same one `diff` would
-make against the latest earlier evaluation), judged by the same gate as `diff`; `run` prints the
-gate's verdict and fails on it only under `--fail-on-regression`. Long lists fold so that a
-terminal or CI log stays readable (core/report/failures.py); the file named holds them in full.
+the "since last run" section of report.md: the stored regression diff, judged by `diff`'s gate,
+which fails `run` only under `--fail-on-regression`. Long lists fold (core/report/failures.py).
 """
 
 from __future__ import annotations

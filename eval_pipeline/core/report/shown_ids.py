@@ -1,9 +1,7 @@
 """The user's ids on every surface: an imported collection's documents and queries are shown by
-the ids the user gave them (`<dbpedia:Oceanic_Airlines>`), not by the KB and test ids they were
-mapped to (core/inputs/external_ids.py).
-
-The mapping is applied to the data before it is rendered (every renderer then escapes the original
-ids as it escapes any text from data), never to stored results: those keep the ids the KB holds."""
+the ids the user gave them, not the KB and test ids they were mapped to (inputs/external_ids.py).
+Applied to the data before rendering (the renderers escape them as any data), never to stored
+results: those keep the ids the KB holds."""
 
 from __future__ import annotations
 

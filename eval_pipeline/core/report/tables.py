@@ -1,8 +1,5 @@
-"""Lossless conversion between per-test models and tables.
-
-Each row has a few flat columns for people browsing the Parquet files or the UI, and a
-`record` column holding the whole model as JSON, which is what reading back uses.
-"""
+"""Lossless conversion between per-test models and tables: a few flat columns for people browsing
+the Parquet files or the UI, and a `record` column holding the whole model as JSON to read back."""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """An evaluation's semantic results as TREC files: a run (`qid Q0 docid rank score tag`) and
 qrels (`qid 0 docid gain`), in the ids of the collection the project was imported from.
 
-The run holds each test's `final_ranking` (the picks in rank order, then the other candidates),
-from its first scored trial. A test with no scored trial has no ranking and is in neither file:
-errored tests stay out of every average here, and tools disagree on a judged query missing from
-a run (trec_eval skips it, ir_measures counts it as 0). Scores fall strictly with the rank, so
-no tool's tie-breaking can reorder a ranking. The qrels are the evaluation's resolved
-expectations: graded `relevant` gains as given, exact and "any of" primaries gain 2,
-secondaries gain 1 (the gains of core/scoring/metrics.py). `not_expected` entities are not
-judgments: unjudged counts as not relevant. The rows are named tuples with the fields of
-ir_measures' `ScoredDoc` and `Qrel`, so that library reads them as they are; writing the files
-needs no IR library.
+The run holds each test's `final_ranking` from its first scored trial. A test with no scored
+trial is in neither file: errored tests stay out of every average, and tools disagree on a judged
+query missing from a run (trec_eval skips it, ir_measures counts 0). Scores fall strictly with the
+rank, so no tool's tie-breaking can reorder a ranking. The qrels are the resolved expectations, at
+the gains of core/scoring/metrics.py (`not_expected` is no judgment: unjudged is not relevant).
+The rows have the fields of ir_measures' `ScoredDoc` and `Qrel`, which that library reads as they
+are; writing the files needs no IR library.
 """
 
 from __future__ import annotations

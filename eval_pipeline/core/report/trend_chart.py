@@ -1,9 +1,6 @@
 """A model's scores over dates as an inline SVG chart: one line per bank and one for the combined
-score, over the health bands the combined score is judged by.
-
-Every chart of a report shares one date axis, so two models' charts line up date for date. A
-date on which a bank (or the combined score) is unknown breaks its line rather than drawing it
-through a value nobody measured.
+score, over the health bands. The charts of a report share one date axis, so models line up date
+for date; an unknown score breaks its line rather than drawing through a value nobody measured.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Coverage is part of the verdict: tests and banks that an earlier evaluation ran and a later
-one did not are a coverage regression, never a silent improvement. Removed banks and removed
-critical tests are listed first, with the critical tests each bank took with it; any removal
-fails the gate unless the caller accepts it (`--allow-removed`), and is then still named."""
+"""Coverage is part of the verdict: tests and banks an earlier evaluation ran and a later one did
+not are a coverage regression, never a silent improvement. Any removal fails the gate unless
+accepted (`--allow-removed`), and is then still named."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The gates a project keeps: the `gates:` section of its models file, which `run`, `diff`, the
-Dagster release gate and the CI recipes read and a command's flags override.
-
-Without a section every gate is at its lenient default (no score floor, no regression gate), the
-behaviour of a project made before gates were kept; `init` and `import-beir` write a section whose
-`fail_under` fails a POOR evaluation (`NEW_PROJECT_GATES`)."""
+Dagster release gate and the CI recipes read and a command's flags override. Without a section
+every gate is at its lenient default, as in a project made before gates were kept."""
 
 from __future__ import annotations
 

@@ -3,14 +3,12 @@
 - A new critical failure fails, whatever the score: it is listed first.
 - A regression in a deterministic bank (state, pattern, always) fails: those banks have no noise.
 - A test that became errored fails: an unknown outcome is not a pass.
-- A semantic regression fails when it is *stable* (its trials agree on each side, so it is not
-  noise) or when the semantic scores fell significantly (paired test, clustered by topic).
-  A regression that is flaky across trials while the paired test sees no significant decline is
-  reported as within noise. With one trial flakiness cannot be seen, so every semantic
-  regression counts as stable: run trials ≥ 3 to let the noise model excuse noise.
-- A semantic regression the head's re-trials decided against this base (`run` re-tries the
-  regressions of a model that is not reproducible: core/diff/noise.py) follows that decision:
-  confirmed fails, dismissed is excused with a note.
+- A semantic regression fails when it is *stable* (its trials agree on each side) or when the
+  semantic scores fell significantly (paired test, clustered by topic); one flaky across trials
+  with no significant decline is within noise. With one trial every semantic regression counts
+  as stable: run trials ≥ 3 to let the noise model excuse noise.
+- A semantic regression the head's re-trials decided against this base (core/diff/noise.py)
+  follows that decision: confirmed fails, dismissed is excused with a note.
 - The head could not be evaluated (a bank with too few scored tests): the verdict is unknown.
 - Two different projects are incomparable: that fails, first. A still-selected primary whose
   similarity collapsed (content collapse) fails, named right after new critical failures.

@@ -1,10 +1,9 @@
 """The release gate: may this model, on this KB, be shipped on the strength of this run?
 
-A run is UNEVALUABLE when a bank that ran could not be judged (too few scored tests): nobody
-can ship on an unknown. Otherwise it FAILS for a critical failure, for more errored tests than
-allowed (`max_errored`, default 0: an errored test is an unknown outcome, not a pass), or for a
-combined score under `fail_under` (compared unrounded). Every evaluation produces a decision,
-so a stale "passed" can never outlive a failing run.
+UNEVALUABLE when a bank that ran could not be judged (too few scored tests): nobody ships on an
+unknown. Else it FAILS for a critical failure, for more errored tests than `max_errored`, or for
+a combined score under `fail_under` (unrounded). Every evaluation writes a decision, so a stale
+"passed" never outlives a failing run.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The run's verdict on what changed since the model's previous evaluation.
-
-Lost coverage (a removed bank or test) and another project are always part of the run's exit
-code: a run must never pass because its critical tests vanished. The rest of the comparison
-(regressions, new critical failures, content collapse) is the same decision `diff` makes on the
-stored regression diff, and gates the run only when asked (`--fail-on-regression`).
+"""The run's verdict on what changed since the model's previous evaluation: lost coverage and
+another project always count (a run must never pass because its critical tests vanished); the
+rest is `diff`'s decision on the stored regression diff, gating only under `--fail-on-regression`.
 """
 
 from __future__ import annotations
