@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.cli import main
-from eval_pipeline.core import file_stats
 from eval_pipeline.core.inputs import kb_cache
 from tests.embedding_cache import warm
 from tests.stable_json import stable
@@ -30,7 +29,7 @@ def test_results_are_the_same_with_and_without_the_stored_kb_and_matrix(
     which: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, local_embeddings: Path
 ) -> None:
     # The copies were just written; a real KB's files are older than the racy window.
-    monkeypatch.setattr(file_stats, "RACY_NS", 0)
+    monkeypatch.setattr(kb_cache, "RACY_NS", 0)
     if which == "sample":
         shutil.copytree(REPO / "kb", workdir / "kb")
         shutil.copytree(REPO / "test_banks", workdir / "banks")

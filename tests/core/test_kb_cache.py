@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.file_stats import RACY_NS
 from eval_pipeline.core.inputs.identity import evaluation_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.inputs.kb_cache import KbCache, _Stored
+from eval_pipeline.core.inputs.kb_cache import RACY_NS, KbCache, _Stored
 from eval_pipeline.core.inputs.loading import InputError, Problem, load_kb
 from eval_pipeline.core.inputs.validation import load_validated
 

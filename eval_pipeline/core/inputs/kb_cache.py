@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,17 +26,27 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.code_version import code_version
-from eval_pipeline.core.file_stats import Stat, racy, stat_row
 from eval_pipeline.core.fileio import atomic_write_bytes
 from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import KB_ENTITIES_DIR, KB_MANIFEST, Problem, entity_folder, load_kb
 
 FORMAT = 1
 DIRECTORY = "kb"
+RACY_NS = 2_000_000_000  # covers coarse filesystem clocks (ticks of ms) and FAT's 2 s mtimes
+
+# Name, size, mtime_ns, ctime_ns, inode, device: a list, as JSON gives it back.
+Stat = list[str | int]
 
 
 def _stat(name: str, file: str | Path, dir_fd: int | None = None) -> Stat:
-    return stat_row(name, os.stat(file, dir_fd=dir_fd))
+    info = os.stat(file, dir_fd=dir_fd)
+    return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
+
+
+def _racy(stats: Iterable[Stat], now_ns: int) -> bool:
+    """Whether a file changed so recently that it could change again unseen."""
+    after = now_ns - RACY_NS
+    return any(max(int(s[2]), int(s[3])) >= after for s in stats)
 
 
 def _stats(path: Path) -> list[Stat] | None:
@@ -160,7 +170,7 @@ class KbCache:
         kb = load_kb(kb_path, problems)
         if not self.write or kb is None or len(problems) > before or stats is None:
             return Loaded(kb)
-        if racy(stats, self.clock()):  # the next run stores it (see above)
+        if _racy(stats, self.clock()):  # the next run stores it (see above)
             return Loaded(kb)
         return Loaded(kb, store=partial(self._store, kb_path, kb, stats))
 
