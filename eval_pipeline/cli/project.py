@@ -14,7 +14,6 @@ from pydantic import ValidationError
 from eval_pipeline.cli.exit_status import UsageError
 from eval_pipeline.core.inputs.identity import ProjectIdentity, project_identity
 from eval_pipeline.core.inputs.kb import KnowledgeBase
-from eval_pipeline.core.verdicts.project_match import location_conflict
 from eval_pipeline.core.writable import require_writable
 from eval_pipeline.location import instance_home
 from eval_pipeline.providers.object_store import is_local, local_path, output_path, write_text
@@ -63,9 +62,12 @@ def claim_project(kb: KnowledgeBase, locations: Sequence[tuple[str, Path | UPath
     running = project_identity(kb)
     held = [_held(root / PROJECT_FILE) for _, root in locations]
     for (where, _), identity in zip(locations, held, strict=True):
-        conflict = None if identity is None else location_conflict(identity, running, where)
-        if conflict:
-            raise UsageError(conflict)
+        if identity is not None and not identity.same_project(running):
+            raise UsageError(
+                f"{where} holds evaluations of project {identity.label}, but --kb is project "
+                f"{running.label}; evaluate it into its own location (--results-dir DIR --storage-dir DIR) "
+                "or scaffold a new project with `eval-pipeline init DIR`"
+            )
     for (_, root), identity in zip(locations, held, strict=True):
         # Unchanged is the rule (every run of a project records it): a list of every entity id
         # is not written and synced again.

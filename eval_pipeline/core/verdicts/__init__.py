@@ -1,1 +1,1 @@
-"""Verdicts: the run gate, the regression gate, coverage and identity."""
+"""Verdicts: the run gate, the regression gate, coverage and the project's gates."""
