@@ -1,7 +1,6 @@
 """`calibrate --review FILE` and `--apply-from FILE`: a human between proposal and history.
-`--review` records decisions in the review file, per test on a terminal or by flags for scripts;
-`--apply-from` writes the accepted and edited proposals as one history file, once, without calling
-the API. Bad input is one line (exit 2) and writes nothing."""
+`--review` records decisions, per test on a terminal or by flags for scripts; `--apply-from` writes
+the accepted and edited proposals as one history file, once, without calling the API."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from eval_pipeline.cli.flags import listed
 from eval_pipeline.core.control_chars import one_line
 
 if TYPE_CHECKING:  # `calibrate`'s parser imports this module: the models load with a review
-    from eval_pipeline.core.calibration.review import ReviewFile, ReviewItem
+    from eval_pipeline.core.calibration.review import AppliedReview, ReviewFile, ReviewItem
     from eval_pipeline.core.inputs.banks import Expectations
 
 Ask = Callable[[str], str]
@@ -50,9 +49,7 @@ def review_flags_used(args: argparse.Namespace) -> bool:
     return bool(_scripted(args) or args.note or args.by or args.force)
 
 
-def _already_applied(path: Path, review: ReviewFile) -> UsageError:
-    applied = review.applied
-    assert applied is not None
+def _already_applied(path: Path, applied: AppliedReview) -> UsageError:
     return UsageError(
         f"{path}: already applied by {applied.by} at {applied.applied_at.isoformat()} "
         f"({applied.history_file}); nothing written"
@@ -185,13 +182,6 @@ def walk(review: ReviewFile, ask: Ask, say: Say, check: Check, by: str | None) -
     return review
 
 
-def _summary(review: ReviewFile) -> str:
-    counts = ", ".join(f"{review.count(d)} {d}" for d in ("accepted", "edited", "rejected", "pending"))
-    unchanged = len(review.items) - len(review.to_review)
-    to_decide = len(review.to_review)
-    return f"review {review.review_id}: {to_decide} proposals to decide ({counts}); {unchanged} unchanged"
-
-
 def cmd_review(args: argparse.Namespace) -> int:
     from eval_pipeline.core.calibration.review import ReviewError, read_review, review_lock, save_review
 
@@ -199,7 +189,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     with review_lock(path):
         review = read_review(path)
         if review.applied is not None and _scripted(args):
-            raise _already_applied(path, review)
+            raise _already_applied(path, review.applied)
         before = review
         try:
             if _scripted(args):
@@ -212,7 +202,9 @@ def cmd_review(args: argparse.Namespace) -> int:
             save_review(path, review)
     for item in review.to_review:
         print("\n".join(_item_lines(item)))
-    print(_summary(review))
+    counts = ", ".join(f"{review.count(d)} {d}" for d in ("accepted", "edited", "rejected", "pending"))
+    to_decide, unchanged = len(review.to_review), len(review.items) - len(review.to_review)
+    print(f"review {review.review_id}: {to_decide} proposals to decide ({counts}); {unchanged} unchanged")
     if review.applied is not None:
         print(one_line(f"applied by {review.applied.by} at {review.applied.applied_at.isoformat()}"))
     elif review.count("accepted") + review.count("edited"):
@@ -250,7 +242,7 @@ def cmd_apply_from(args: argparse.Namespace) -> int:
     with review_lock(path):
         review = read_review(path)
         if review.applied is not None:
-            raise _already_applied(path, review)
+            raise _already_applied(path, review.applied)
         earlier = next((h.path for h in banks.history if h.entry.review_id == review.review_id), None)
         if earlier is not None:
             raise UsageError(f"{path}: already applied ({earlier}); nothing written")
@@ -266,13 +258,12 @@ def cmd_apply_from(args: argparse.Namespace) -> int:
         applied = AppliedReview(applied_at=entry.version, by=by, history_file=str(written))
         save_review(path, review.model_copy(update={"applied": applied}))
     applied_ids = {c.test_id for c in entry.changes}
+    conflicts = [i.test_id for i in review.to_review if i.test_id in applied_ids and i.diff.conflict]
     record = review.record.model_copy(
         update={
             "changed": len(entry.changes),
             "unchanged": entry.unchanged_count,
-            "conflicts": [
-                i.test_id for i in review.to_review if i.test_id in applied_ids and i.diff.conflict
-            ],
+            "conflicts": conflicts,
             "history_file": str(written),
             "response_file": str(path),
             "reviewed_by": by,

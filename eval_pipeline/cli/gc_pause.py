@@ -29,9 +29,8 @@ def cyclic_gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            # What was built inside goes straight to the oldest generation, where the collector
-            # would promote it, instead of its first pass after resuming walking all of it (or,
-            # where the process holds what lives long, out of its sight for good).
+            # What was built inside goes straight to the oldest generation (or, where the process
+            # holds what lives long, out of the collector's sight), not walked by its next pass.
             gc.freeze()
             if not _holding:
                 gc.unfreeze()

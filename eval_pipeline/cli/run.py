@@ -24,9 +24,7 @@ from eval_pipeline.cli.run_verdict import report_runs
 from eval_pipeline.core.control_chars import one_line
 from eval_pipeline.core.dates import first_evaluation_date, today_utc
 
-# Parsing and `--help` import this module: the models, providers and Dagster are imported only
-# by the functions that use them (tests/test_import_sets.py).
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # parsing imports this module: models, providers and Dagster load with a command
     from upath import UPath
 
     from eval_pipeline.core.inputs.loading import Banks, Problem
@@ -108,9 +106,8 @@ def parse_date(text: str | None, flag: str = "--date") -> str:
 
 
 def select_models(requested: list[str], models_file: Path, need_keys: bool = True) -> ModelsFile:
-    """The models file, read once, holding only the requested models (default: the enabled
-    ones), in the order asked: known, with their API keys set (unless `need_keys` is false: a
-    dry run prices a model before it has keys) and their Python entry points importable."""
+    """The models file, read once, holding only the requested models (default: the enabled ones) in
+    the order asked: known, their entry points importable, their API keys set unless not `need_keys`."""
     from eval_pipeline.providers.models import ModelsFile, read_models_file, require_keys
 
     notices: list[str] = []
@@ -256,8 +253,7 @@ def _tokens(input_tokens: int, output_tokens: int) -> str:
 
 
 def _dry_run(request: EvaluationRequest) -> int:
-    """Per model, the API calls, tokens and estimated USD the run would spend, with what the
-    caches already hold; nothing is called and nothing is written."""
+    """Per model, the API calls, tokens and USD the run would spend and what the caches hold."""
     from eval_pipeline.providers.pricing import usd
     from eval_pipeline.providers.spend_estimate import CHARS_PER_TOKEN, estimate_spend
 
