@@ -355,9 +355,8 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-# The last parse of each models file, with the file's identity and last change: a command's
-# graph runs (and a code server's) look a model up many times and read the file again only once
-# it changed.
+# The last parse of each models file, with the file's identity and last change: a graph run looks
+# a model up many times and reads the file again only once it changed.
 _PARSED: dict[str, tuple[tuple[int, int, int, int], Any]] = {}
 
 

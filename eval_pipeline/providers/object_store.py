@@ -27,9 +27,8 @@ def output_path(base: str | Path | UPath) -> UPath:
 
 
 def output_location(base: str | Path) -> Path | UPath:
-    """Like `output_path`, but a plain local path stays a `Path`: universal_pathlib and fsspec
-    are slow to import, which a narrowed run or a rerun that stands (they only read and write
-    files) should not pay when nothing is on an object store."""
+    """Like `output_path`, but a plain local path stays a `Path`: a run with nothing on an object
+    store does not pay for importing universal_pathlib and fsspec (slow)."""
     return Path(base) if "://" not in str(base) else output_path(base)
 
 

@@ -1,10 +1,9 @@
 """The semantic mechanism as a system under test: embed the query, take the top entities by
 cosine (15 unless the model sets `candidate_depth`), let the reranker pick the final 6 in order.
 
-A failing stage never raises out of `retrieve`: the test comes back `errored` with
-"<stage>: <reason>", so one bad call cannot sink a run. With `batch=True` and a reranker that can
-batch (Claude), every embedding stage runs first and the reranks go as one message batch: the
-same selections, billed at the batch discount.
+A failing stage never raises out of `retrieve`: the test comes back `errored` with "<stage>:
+<reason>". With `batch=True` and a reranker that can batch (Claude), every embedding stage runs
+first and the reranks go as one message batch: the same selections, at the batch discount.
 """
 
 from __future__ import annotations

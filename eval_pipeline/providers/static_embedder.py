@@ -1,10 +1,9 @@
 """A cheaper offline embedder for very large KBs: static token vectors distilled from the bundled
 MiniLM (each token's vector is the model's for `[CLS] token [SEP]`, as model2vec distils).
 
-The table (30,522 × 384) is computed once per machine, kept in the cache folder under a name
-holding the model and tokenizer hashes and the onnxruntime version (another runtime never reuses
-it). A text's vector is the unit mean of its tokens' vectors: no transformer at query time. It is
-its own model with its own cache entries, never a silent stand-in for the contextual one; it
+The table (30,522 × 384) is computed once per machine and onnxruntime version, kept in the cache
+folder. A text's vector is the unit mean of its tokens' vectors: no transformer at query time. It
+is its own model with its own cache entries, never a silent stand-in for the contextual one; it
 retrieves worse (docs/models.md).
 """
 
