@@ -1,10 +1,10 @@
 """A cheaper offline embedder for very large KBs: static token vectors distilled from the bundled
 MiniLM (each token's vector is the model's for `[CLS] token [SEP]`, as model2vec distils).
 
-The table (30,522 × 384) is computed once per machine and onnxruntime version, kept in the cache
-folder. A text's vector is the unit mean of its tokens' vectors: no transformer at query time. It
-is its own model with its own cache entries, never a silent stand-in for the contextual one; it
-retrieves worse (docs/models.md).
+The table (30,522 × 384) is computed once per machine, model, tokenizer and onnxruntime version,
+kept in the cache folder. A text's vector is the unit mean of its tokens' vectors: no transformer
+at query time. It is its own model with its own cache entries, never a silent stand-in for the
+contextual one; it retrieves worse (docs/models.md).
 """
 
 from __future__ import annotations
