@@ -144,15 +144,6 @@ def _checksum(body: bytes) -> bytes:
     return f"crc32:{zlib.crc32(body):08x}".encode("ascii")
 
 
-def _read_matrix(path: Path) -> Vectors | None:
-    """The array of a matrix file, or None when it does not match its checksum."""
-    head, _, body = path.read_bytes().partition(b"\n")
-    if head != _checksum(body):
-        return None
-    matrix: Vectors = np.load(io.BytesIO(body), allow_pickle=False)
-    return matrix
-
-
 class EmbeddingStore(_SqliteCache):
     """Vectors per (embedder name, content hash), so a one-entity KB edit re-embeds one entity;
     entity vectors are keyed by `Entity.content_hash`, query vectors by `query_key(...)`."""
@@ -202,10 +193,13 @@ class EmbeddingStore(_SqliteCache):
         if self.mode != "use":
             return None
         try:
-            matrix = _read_matrix(self._matrix_file(embedder, hashes))
+            head, _, body = self._matrix_file(embedder, hashes).read_bytes().partition(b"\n")
+            if head != _checksum(body):
+                return None
+            matrix: Vectors = np.load(io.BytesIO(body), allow_pickle=False)
         except (OSError, ValueError, UnicodeDecodeError):
             return None
-        if matrix is None or matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != len(hashes):
+        if matrix.dtype != np.float32 or matrix.ndim != 2 or matrix.shape[0] != len(hashes):
             return None
         self._count(hits=len(hashes), misses=0)
         return matrix
