@@ -147,18 +147,6 @@ def embed_ids(rt: _Runtime, ids: Int64s) -> Vectors:
     return mean_pool_normalised(hidden, feeds["attention_mask"])
 
 
-def _embed_all(rt: _Runtime, texts: Sequence[str]) -> Vectors:
-    """Each text through the model on its own. In a padded batch a text's vector changes in its
-    last bits with its companions, and the numeric contract (`core.mechanisms.similarity`) needs a
-    text to embed the same alone as in any batch; on the sample, one at a time is as fast."""
-    out = np.empty((len(texts), DIM), dtype=np.float32)
-    with rt.lock:
-        # The fast variant skips the character offsets, which only position tokens in the text.
-        for row, encoding in enumerate(rt.tokenizer.encode_batch_fast(list(texts))):
-            out[row] = embed_ids(rt, np.asarray([encoding.ids], dtype=np.int64))[0]
-    return out
-
-
 class LocalMiniLMEmbedder:
     """`Embedder` backed by the bundled model (loaded on first use, once per process and files);
     free, offline, deterministic, 0 API calls."""
@@ -179,6 +167,15 @@ class LocalMiniLMEmbedder:
         return EmbedResult(vectors=vectors)
 
     def _embed_sync(self, texts: list[str]) -> Vectors:
-        if not texts:
-            return np.empty((0, DIM), dtype=np.float32)
-        return _embed_all(runtime(self._model_path, self._tokenizer_path), texts)
+        """Each text through the model on its own. In a padded batch a text's vector changes in its
+        last bits with its companions, and the numeric contract (`core.mechanisms.similarity`) needs
+        a text to embed the same alone as in any batch; on the sample, one at a time is as fast."""
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        if not texts:  # no model to load
+            return out
+        rt = runtime(self._model_path, self._tokenizer_path)
+        with rt.lock:
+            # The fast variant skips the character offsets, which only position tokens in the text.
+            for row, encoding in enumerate(rt.tokenizer.encode_batch_fast(texts)):
+                out[row] = embed_ids(rt, np.asarray([encoding.ids], dtype=np.int64))[0]
+        return out
