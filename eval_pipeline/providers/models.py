@@ -386,18 +386,6 @@ def _parse_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}{line}:{where} {exc.message}") from None
 
 
-def _model_entries(path: Path, doc: Any) -> dict[str, Any]:
-    if not isinstance(doc, dict) or not isinstance(doc.get("models"), dict):
-        raise ConfigError(f"{path}: expected a mapping with a 'models:' mapping of key -> model")
-    version = doc.get("schema_version", SCHEMA_VERSION)
-    if version != SCHEMA_VERSION:
-        raise ConfigError(f"{path}: schema_version {version!r} is not {SCHEMA_VERSION}")
-    unknown = sorted(set(doc) - {"schema_version", "models", "gates"})
-    if unknown:
-        raise ConfigError(f"{path}: unknown top-level field(s) {', '.join(unknown)}")
-    return dict(doc["models"])
-
-
 def legacy_notice(path: Path, cfg: ModelConfig) -> str:
     """What the older `kind: http` form means, said once at load, with its replacement."""
     url = redact_url(cfg.system.url) if cfg.system is not None and cfg.system.url is not None else ""
@@ -454,9 +442,16 @@ def read_models_file(
     except PricingError as exc:
         raise ConfigError(str(exc)) from exc
     doc = _read_yaml(path)
-    entries = _model_entries(path, doc)
+    if not isinstance(doc, dict) or not isinstance(doc.get("models"), dict):
+        raise ConfigError(f"{path}: expected a mapping with a 'models:' mapping of key -> model")
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: schema_version {version!r} is not {SCHEMA_VERSION}")
+    unknown = sorted(set(doc) - {"schema_version", "models", "gates"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level field(s) {', '.join(unknown)}")
     said = [] if notices is None else notices
-    models = {str(key): _build(path, str(key), body, overrides, said) for key, body in entries.items()}
+    models = {str(key): _build(path, str(key), body, overrides, said) for key, body in doc["models"].items()}
     return ModelsFile(models, _gates(path, doc))
 
 
