@@ -336,8 +336,7 @@ class SemanticPipeline:
         if prefetched is not None:
             tally.cache_hits += prefetched.stored
             if prefetched.bill is not None:  # billed to the first test asking, once
-                usage, calls = prefetched.bill
-                tally.add(self._embed_cost, usage, calls)
+                tally.add(self._embed_cost, *prefetched.bill)
                 prefetched.bill = None
             return prefetched.vector
         key = EmbeddingStore.query_key("query", query)
