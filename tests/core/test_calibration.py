@@ -15,6 +15,7 @@ from eval_pipeline.core.calibration.files import (
     RESPONSES_DIR,
     CalibrationFileError,
     apply_calibration,
+    calibration_cost,
     latest_documents,
     read_log,
 )
@@ -376,7 +377,7 @@ def test_apply_writes_one_of_each_file_and_never_overwrites(
         (tests[2].test_id, "errored"),
     ]
     assert json.loads(first.responses.read_text())["calls"][2]["error"] == "HTTP 529 after 5 attempts"
-    assert read_log(cal / LOG_FILE).cost_by_date() == {"2026-11-20": 0.02}
+    assert calibration_cost(cal, "2026-11-20") == 0.02 and calibration_cost(cal, "2026-11-21") == 0
 
 
 def test_concurrent_applies_all_land(kb: KnowledgeBase, tests: list[SemanticTest], tmp_path: Path) -> None:

@@ -136,10 +136,6 @@ def stats(judgements: Sequence[Judgement], resamples: int, seed: int) -> Agreeme
     )
 
 
-# What a disagreement repeats of its judgement.
-_SHARED_FIELDS = {"test_id", "kind", "calibrator_reasoning", "human_reasoning", "by", "source"}
-
-
 class Disagreement(FrozenModel):
     test_id: str
     entity_id: str
@@ -173,10 +169,9 @@ def agreement(
 ) -> AgreementReport:
     topics = sorted({t for j in judgements for t in j.topics})
     per_topic = {t: [j for j in judgements if t in j.topics] for t in topics}
+    shared = Disagreement.model_fields.keys() & Judgement.model_fields.keys()  # what it repeats
     disagreements = [
-        Disagreement(
-            **j.model_dump(include=_SHARED_FIELDS), entity_id=entity, calibrator_role=a, human_role=b
-        )
+        Disagreement(**j.model_dump(include=shared), entity_id=entity, calibrator_role=a, human_role=b)
         for j in judgements
         for entity, a, b in role_pairs(j)
         if a != b

@@ -53,7 +53,8 @@ def calibration_cost(calibration_dir: Path, date: str) -> float:
     """What calibrations cost on `date`, reported apart from the system under test."""
     if not (calibration_dir / LOG_FILE).exists():
         return 0.0
-    return round(read_log(calibration_dir / LOG_FILE).cost_by_date().get(date, 0.0), 6)
+    records = read_log(calibration_dir / LOG_FILE).records
+    return round(sum(r.cost_usd for r in records if r.started_at.date().isoformat() == date), 6)
 
 
 def append_log(path: Path, record: CalibrationRecord) -> None:

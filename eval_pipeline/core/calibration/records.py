@@ -74,14 +74,6 @@ class CalibrationLog(BaseModel):
     schema_version: int = 1
     records: list[CalibrationRecord] = Field(default_factory=list)
 
-    def cost_by_date(self) -> dict[str, float]:
-        """Calibration spend per UTC start date, for reports that show costs."""
-        out: dict[str, float] = {}
-        for r in self.records:
-            day = r.started_at.date().isoformat()
-            out[day] = out.get(day, 0.0) + r.cost_usd
-        return out
-
 
 class ResponseFile(FrozenModel):
     """calibration/opus_responses/calibration_<timestamp>.json: every raw response, verbatim."""

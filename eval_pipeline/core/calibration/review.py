@@ -96,9 +96,8 @@ class ReviewFile(FrozenModel):
         if found is None:
             raise ReviewError(f"{self.review_id}: {test_id} has no proposal in this review")
         if not found.reviewable:
-            raise ReviewError(
-                f"{self.review_id}: {test_id}'s proposal changes nothing; there is nothing to decide"
-            )
+            message = "proposal changes nothing; there is nothing to decide"
+            raise ReviewError(f"{self.review_id}: {test_id}'s {message}")
         return found
 
     @property

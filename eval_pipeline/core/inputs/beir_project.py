@@ -302,9 +302,8 @@ def import_beir(src: Path, split: str, name: str, targets: ImportTargets, models
         tests = _tests(src, split, judged, counts)
         description = f"Imported from the BEIR folder {src.name}, split {split}."
         manifest = {"kb_version": "1", "name": name, "description": description}
-        (staged.kb_dir / KB_MANIFEST).write_text(
-            yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
-        )
+        manifest_text = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
+        (staged.kb_dir / KB_MANIFEST).write_text(manifest_text)
         layout = BankLayout()
         bank = staged.banks_dir / layout.semantic
         bank.parent.mkdir(parents=True)

@@ -284,9 +284,8 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
         if entity is None:
             continue
         if entity.entity_id != file.stem:
-            problems.append(
-                Problem(shown, entity.entity_id, "entity_id", f"does not match file name {file.name}")
-            )
+            mismatch = f"does not match file name {file.name}"
+            problems.append(Problem(shown, entity.entity_id, "entity_id", mismatch))
         entities.append(entity)
     if version is None or not entities or vocabulary is None:
         return None

@@ -65,6 +65,5 @@ def load_schedules(path: Path) -> ScheduleSettings:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "-"
-        raise BadInput(
-            f"{path}: field '{where}': {str(first['msg']).removeprefix('Value error, ')}"
-        ) from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise BadInput(f"{path}: field '{where}': {message}") from None

@@ -36,6 +36,8 @@ SEMANTIC_MODES = frozenset({LoadMode.SEMANTIC})
 PATTERN_MODES = frozenset({LoadMode.PATTERN, LoadMode.SEMANTIC})
 STATE_MODES = frozenset({LoadMode.STATE})
 ALWAYS_MODES = frozenset({LoadMode.ALWAYS})
+# Each role an entity can play in a semantic test.
+_ROLES = ("expected_primary", "expected_any", "relevant", "expected_secondary", "not_expected")
 _SHOWN_PATTERN = 80  # characters of a crisis pattern a problem line shows
 _VACUOUS = (
     "the built-in models never select it, so this check is vacuous for them "
@@ -106,7 +108,7 @@ def _check_kb(c: _Checker, kb_path: Path) -> None:
             for op, value in cond.items():
                 if op == "in" and not isinstance(value, list):
                     c.add(file, e.entity_id, f"state_conditions.{fld}.in", "needs a list")
-                if op in ("gte", "lte") and (not isinstance(value, int | float) or isinstance(value, bool)):
+                if op in ("gte", "lte") and _number(value) is None:
                     c.add(file, e.entity_id, f"state_conditions.{fld}.{op}", "needs a number")
             impossible = unsatisfiable(cond)
             if impossible:
@@ -159,7 +161,7 @@ def check_expectations(
 ) -> None:
     """`exp` is an Expectations, or a test read as its own (the fields are the same, and building
     an Expectations for each of thousands of tests would validate them all over again)."""
-    roles = _roles(exp)
+    roles = {role: list(getattr(exp, role)) for role in _ROLES}  # `relevant`: its keys
     for role, ids in roles.items():
         if ids:  # most tests leave most roles empty
             c.refs(file, item, f"{prefix}{role}", ids, SEMANTIC_MODES)
@@ -171,13 +173,9 @@ def check_expectations(
         for eid in sorted(wanted.intersection(exp.not_expected)):
             c.add(file, item, f"{prefix}not_expected", f"'{eid}' is both expected and not expected")
     _check_one_role(c, file, item, prefix, roles)
-    if ranked:
-        _check_ranks(c, file, item, f"{prefix}rank_check", exp, ranked)
-
-
-def _check_ranks(
-    c: _Checker, file: str, item: str, fld: str, exp: Expectations | SemanticTest, ranked: list[str]
-) -> None:
+    if not ranked:
+        return
+    fld = f"{prefix}rank_check"
     for rc in exp.rank_check:
         if rc.higher == rc.lower:
             c.add(file, item, fld, f"'{rc.higher}' is ranked against itself")
@@ -186,17 +184,6 @@ def _check_ranks(
     cycle = _rank_cycle([(rc.higher, rc.lower) for rc in exp.rank_check if rc.higher != rc.lower])
     if cycle:
         c.add(file, item, fld, "circular: " + " > ".join(cycle))
-
-
-def _roles(exp: Expectations | SemanticTest) -> dict[str, list[str]]:
-    """Each role an entity can play in a semantic test, and the entities that play it."""
-    return {
-        "expected_primary": exp.expected_primary,
-        "expected_any": exp.expected_any,
-        "relevant": list(exp.relevant),
-        "expected_secondary": exp.expected_secondary,
-        "not_expected": exp.not_expected,
-    }
 
 
 def _check_one_role(c: _Checker, file: str, item: str, prefix: str, roles: dict[str, list[str]]) -> None:
