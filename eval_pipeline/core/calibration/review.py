@@ -176,10 +176,7 @@ def reviewed_history(review: ReviewFile, *, by: str, version: datetime) -> Histo
     return HistoryFile(
         version=version,
         calibration_trigger=review.trigger,
-        kb_version=review.kb_version,
-        kb_hash=review.kb_hash,
-        model=review.model,
-        prompt_version=review.prompt_version,
+        **review.model_dump(include={"kb_version", "kb_hash", "model", "prompt_version"}),
         reviewed_by=by,
         review_id=review.review_id,
         changes=changes,

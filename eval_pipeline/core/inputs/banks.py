@@ -15,8 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, StrictInt, StringConstraints, field_validator, model_validator
 
 from eval_pipeline.core.inputs.frozen import FrozenModel
-from eval_pipeline.core.inputs.kb import Label, UserType
-from eval_pipeline.core.inputs.text import Prompt
+from eval_pipeline.core.inputs.kb import Label, Prompt, UserType
 
 LAYOUT_FILE = "banks.yaml"
 TestId = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.-]+$")]

@@ -13,7 +13,7 @@ from pydantic import Field, StrictBool, model_validator
 from eval_pipeline.core.fileio import publish_new
 from eval_pipeline.core.inputs.banks import Expectations, Gain
 from eval_pipeline.core.inputs.frozen import FrozenModel
-from eval_pipeline.core.inputs.text import Note
+from eval_pipeline.core.inputs.kb import Note
 
 HISTORY_GLOB = "expectations_*.json"
 # What the writer names a file: the UTC date of its version, then _2, _3 … for more that day.

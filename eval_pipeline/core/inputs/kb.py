@@ -1,4 +1,5 @@
-"""The knowledge-base model: entities, their load modes, and the KB's content hash."""
+"""The knowledge-base model: entities, their load modes, and the KB's content hash; and the text
+fields every input file shares."""
 
 from __future__ import annotations
 
@@ -8,10 +9,29 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from eval_pipeline.core.inputs.frozen import FrozenModel
-from eval_pipeline.core.inputs.text import Content, Summary, Title
+
+
+def _not_blank(value: str) -> str:
+    """Text that is only whitespace says nothing (an embedder would index an empty string, a
+    reranker would judge nothing)."""
+    if not value.strip():
+        raise ValueError("is blank (empty or only whitespace)")
+    return value
+
+
+# Text fields are bounded: one of megabytes costs money on every call.
+# A user message to the assistant; ample for a long chat turn or a BEIR query.
+Prompt = Annotated[str, Field(min_length=1, max_length=10_000), AfterValidator(_not_blank)]
+# An entity's title and one-line summary, shown to rerankers in every call.
+Title = Annotated[str, Field(min_length=1, max_length=300), AfterValidator(_not_blank)]
+Summary = Annotated[str, Field(min_length=1, max_length=2_000), AfterValidator(_not_blank)]
+# Who made a human decision and why, recorded in the history.
+Note = Annotated[str, Field(min_length=1, max_length=10_000), AfterValidator(_not_blank)]
+# An entity's content: embedded and shown to calibrators; a book chapter, not a book.
+Content = Annotated[str, Field(min_length=1, max_length=200_000), AfterValidator(_not_blank)]
 
 EntityId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=120)]
 

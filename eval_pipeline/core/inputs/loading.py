@@ -114,8 +114,7 @@ def read_structured(path: Path, problems: list[Problem]) -> Any:
 
 
 def _report(exc: ValidationError, data: Any, at: Loc, shown: str, problems: list[Problem]) -> None:
-    """One problem per error, naming the item of `data` it is in (`at`: where the validated part
-    of `data` lies)."""
+    """One problem per error, naming its item in `data` (where the validated part lies: `at`)."""
     for err in exc.errors():
         # pydantic marks dict-key errors with a "[key]" step; the key itself is enough.
         loc = (*at, *(part for part in err["loc"] if part != "[key]"))
@@ -238,11 +237,9 @@ def entity_folder_warnings(kb_path: Path) -> list[Problem]:
     out = []
     for name in entity_folder(kb_path).unrecognised:
         file = folder / name
-        why = (
-            "a folder: entity files are read from entities/ itself, not its subfolders"
-            if file.is_dir()
-            else "not an entity file name (*.yaml or *.yml, in lower case)"
-        )
+        why = "not an entity file name (*.yaml or *.yml, in lower case)"
+        if file.is_dir():
+            why = "a folder: entity files are read from entities/ itself, not its subfolders"
         out.append(Problem(str(file), "-", "-", f"not loaded: {why}"))
     return out
 
