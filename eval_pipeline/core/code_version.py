@@ -1,8 +1,6 @@
-"""The version of the code that produced a result: this package's source and the versions of the
-libraries it depends on (an onnxruntime or pydantic upgrade may change what a run computes).
-
-An installed release and a working copy with one edited line get different versions, so a
-result made by other code is never mistaken for what this code would make.
+"""The version of the code that produced a result: a hash of this package's source and of its
+runtime dependencies' versions (an onnxruntime or pydantic upgrade may change what a run computes),
+so a result made by other code, one edited line included, is never taken for this code's.
 """
 
 from __future__ import annotations
@@ -15,23 +13,18 @@ from pathlib import Path
 
 DISTRIBUTION = "eval-pipeline"
 _PACKAGE = Path(__file__).resolve().parent.parent
-
-
-def _requirement_name(requirement: str) -> str | None:
-    """The distribution a requirement names, unless it is an extra's (a dev tool)."""
-    if "extra ==" in requirement:
-        return None
-    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
-    return match.group(0) if match else None
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a requirement's distribution name
 
 
 def dependency_versions() -> list[str]:
+    """`name==version` of each runtime dependency (an extra's are dev tools: left out)."""
     try:
         requirements = importlib.metadata.requires(DISTRIBUTION) or []
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
         return []
     out = []
-    for name in sorted(filter(None, map(_requirement_name, requirements))):
+    named = (_NAME.match(r) for r in requirements if "extra ==" not in r)
+    for name in sorted(m.group(0) for m in named if m):
         try:
             out.append(f"{name}=={importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:

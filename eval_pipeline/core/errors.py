@@ -1,8 +1,7 @@
 """The one base of every error the package raises on purpose, each kind carrying the exit code
-the command line reports it with (the CLI maps them in one place: cli/__init__.py).
-
-Exit codes are the command line's contract: 0 ran and gates met, 1 a gate failed, 2 bad input or
-configuration, 3 could not evaluate or an internal error.
+the CLI reports it with (mapped in one place: cli/__init__.py). Exit codes are the command line's
+contract: 0 gates met, 1 a gate failed, 2 bad input or configuration, 3 could not evaluate or an
+internal error.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""How a score is shown: the one rounding rule of every report, the CLI, comparisons and the UI.
-
-A score is shown with one decimal, rounded down: 89.98 shows as 89.9, never as a "90.0" that
-health (judged on the unrounded score) did not see. A change between two scores is shown with one
-decimal, rounded toward zero, so it never reads larger than it was. The files keep full precision.
+"""How a score is shown, in every output: one decimal, rounded down (89.98 shows as 89.9, never as a
+"90.0" that health, judged unrounded, did not see); a change rounded toward zero, so it never reads
+larger than it was. The files keep full precision.
 """
 
 from __future__ import annotations

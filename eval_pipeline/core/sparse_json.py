@@ -1,9 +1,6 @@
-"""Models whose later-added fields stay out of their JSON while they hold their default.
-
-A field added to a written document (results, diffs) would otherwise appear as `null` or `[]` in
-every document of a project that has no use for it: listing it in `omitted_at_default` keeps
-those documents, and the outputs built from them, byte for byte what they were. Reading such a
-document back gives the default again.
+"""Models whose later-added fields stay out of their JSON while they hold their default: listed in
+`omitted_at_default`, a field added to a written document (results, diffs) keeps the documents of
+a project with no use for it, and the outputs built from them, byte for byte what they were.
 """
 
 from __future__ import annotations
