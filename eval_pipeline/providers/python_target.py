@@ -146,9 +146,8 @@ class PythonTarget:
         ContractViolation for an answer that breaks the contract."""
         name = self._spec if isinstance(self._spec, str) else self._spec[request.mechanism]
         workers = self._workers.get()
-        async with breaker_for(
-            f"python:{name}", self._breaker, self.clock, per_round=True
-        ).attempt() as admitted:
+        breaker = breaker_for(f"python:{name}", self._breaker, self.clock, per_round=True)
+        async with breaker.attempt() as admitted:
             worker = await workers.take()
             try:
                 async with asyncio.timeout(self._timeout_s):
