@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from eval_pipeline.core.errors import CouldNotEvaluate
-from eval_pipeline.providers.circuit import CircuitBreaker, breaker_for
+from eval_pipeline.providers.circuit import breaker_for
 from eval_pipeline.providers.models import FaultSettings
 from eval_pipeline.providers.ratelimit import (
     REAL_CLOCK,
@@ -42,39 +42,28 @@ class AttemptDeadline(CouldNotEvaluate):
         super().__init__(f"no complete answer within {round(seconds, 2):g} s")
 
 
-@dataclass(frozen=True)
 class CallGuard:
     """How one provider's calls are retried, capped and cut off."""
 
-    clock: Clock
-    policy: RetryPolicy
-    waits: WaitBudget
-    breaker: CircuitBreaker
-    secret: str | None = None  # redacted from every reason
-    attempt_timeout_s: float | None = None  # real seconds for one whole attempt (None: no limit)
-
-    @classmethod
-    def build(
-        cls,
+    def __init__(
+        self,
         service_url: str,
         clock: Clock,
         policy: RetryPolicy | None,
         faults: FaultSettings | None,
         secret: str | None = None,
         attempt_timeout_s: float | None = None,
-    ) -> CallGuard:
+    ) -> None:
         """The guard of a provider calling `service_url`, whose attempts each end within
-        `attempt_timeout_s` (real seconds, like the client's own timeout); its run deadline
-        starts now."""
+        `attempt_timeout_s` (real seconds, like the client's own timeout; None: no limit); its run
+        deadline starts now. `secret` is redacted from every reason."""
         faults = faults or FaultSettings()
-        return cls(
-            clock=clock,
-            policy=policy or RetryPolicy(),
-            waits=WaitBudget(faults.waits, clock),
-            breaker=breaker_for(service_url, faults.breaker, clock),
-            secret=secret,
-            attempt_timeout_s=attempt_timeout_s,
-        )
+        self.clock = clock
+        self.policy = policy or RetryPolicy()
+        self.waits = WaitBudget(faults.waits, clock)
+        self.breaker = breaker_for(service_url, faults.breaker, clock)
+        self.secret = secret
+        self.attempt_timeout_s = attempt_timeout_s
 
     def attempt_limit(self) -> float:
         """Real seconds the next attempt may take: its timeout, or what is left of the run."""
@@ -138,7 +127,7 @@ class ApiProvider:
         self._limiter = access.limiter
         limiter_clock = access.limiter.clock if access.limiter is not None else REAL_CLOCK
         self.clock = access.clock or limiter_clock
-        self._guard = CallGuard.build(
+        self._guard = CallGuard(
             service_url, self.clock, access.policy, access.faults, access.api_key, access.timeout_s
         )
         self._classify = classify

@@ -48,7 +48,7 @@ class Trickle:
 
 
 def _guard(url: str, timeout_s: float | None, faults: FaultSettings = PATIENT) -> CallGuard:
-    return CallGuard.build(url, LoopClock(), NO_BACKOFF, faults, attempt_timeout_s=timeout_s)
+    return CallGuard(url, LoopClock(), NO_BACKOFF, faults, attempt_timeout_s=timeout_s)
 
 
 def _trickled(trickle: Trickle, url: str, faults: FaultSettings = PATIENT) -> tuple[str, float]:
