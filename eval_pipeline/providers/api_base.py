@@ -125,8 +125,7 @@ class ApiProvider:
     def __init__(self, model_id: str, access: ApiAccess, service_url: str, classify: Classify) -> None:
         self.name = self.model_id = model_id
         self._limiter = access.limiter
-        limiter_clock = access.limiter.clock if access.limiter is not None else REAL_CLOCK
-        self.clock = access.clock or limiter_clock
+        self.clock = access.clock or (access.limiter.clock if access.limiter is not None else REAL_CLOCK)
         self._guard = CallGuard(
             service_url, self.clock, access.policy, access.faults, access.api_key, access.timeout_s
         )

@@ -1,11 +1,9 @@
 """Claude as the reranker, through `anthropic.AsyncAnthropic` and forced tool use.
 
-Prompt layout (rerank-v2 and later): the tool, the instructions and a catalogue of the KB's
-rerankable entities form one stable prefix marked `cache_control`; the candidates and the user's
-message go in the user turn. The API caches a prefix only from a per-model minimum length
-(`prompt_cache`), so the catalogue is what can make caching pay. rerank-v1 (instructions only,
-below every minimum) stays for reproducing older runs.
-
+The tool, the instructions and (rerank-v2 and later) a catalogue of the KB's rerankable entities
+form one stable prefix marked `cache_control`; the candidates and the user's message go in the
+user turn. The API caches a prefix only from a per-model minimum length (`prompt_cache`): the
+catalogue is what can make caching pay (rerank-v1, below every minimum, reproduces older runs).
 An invalid answer gets ONE repair call that shows the model its validation error; a second
 invalid answer errors the test. A request a message batch did not answer is retried online: a
 flaky batch costs money, never a test.

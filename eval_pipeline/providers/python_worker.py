@@ -104,8 +104,7 @@ def main() -> None:
     threading.Thread(target=_lines, args=(sys.stdin, inbox), daemon=True).start()
 
     def say(message: dict[str, Any]) -> None:
-        out.write(json.dumps(message) + "\n")
-        out.flush()
+        print(json.dumps(message), file=out, flush=True)
 
     start = json.loads(inbox.get())
     sys.path[:] = start["path"]

@@ -191,11 +191,9 @@ class VoyageEmbedder(_VoyageBase):
 
     async def _embed_batch(self, texts: list[str], input_type: InputType) -> tuple[dict[str, Vector], int]:
         response = await self._call("embed", texts=texts, input_type=input_type)
-        fresh = {}
-        for text, embedding in zip(texts, response.embeddings, strict=True):
-            vector = np.asarray(embedding, dtype=np.float32)
+        fresh = {t: np.asarray(e, dtype=np.float32) for t, e in zip(texts, response.embeddings, strict=True)}
+        for text, vector in fresh.items():
             self._cache.put(self._key(text, input_type), {"vector": _encode(vector)})
-            fresh[text] = vector
         return fresh, int(response.total_tokens)
 
 
