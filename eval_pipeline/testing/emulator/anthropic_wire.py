@@ -189,11 +189,7 @@ def _forced_tool(request: Json) -> str | None:
 
 def _user_text(messages: list[Json]) -> str:
     """All user-visible text of the user turns (strings, text blocks, tool results)."""
-    parts: list[str] = []
-    for message in messages:
-        if message.get("role") == "user":
-            parts.extend(_texts(message.get("content", "")))
-    return "\n".join(parts)
+    return "\n".join(t for m in messages if m.get("role") == "user" for t in _texts(m.get("content", "")))
 
 
 def _texts(content: object) -> Iterator[str]:

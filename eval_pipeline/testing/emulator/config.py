@@ -8,6 +8,7 @@ import hashlib
 import json
 import threading
 import time
+from bisect import bisect_right
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
@@ -107,12 +108,8 @@ class Stats:
         window: what a provider's per-minute limit counts)."""
         with self._lock:
             times = [t for r, t in self.arrivals if r == route]
-        best, start = 0, 0
-        for end, arrived in enumerate(times):
-            while arrived - times[start] >= window_s:
-                start += 1
-            best = max(best, end - start + 1)
-        return best
+        # Each arrival ends a window holding the arrivals after its start (bisect: times are sorted).
+        return max((end + 1 - bisect_right(times, t - window_s) for end, t in enumerate(times)), default=0)
 
     def status(self, route: str, status: int) -> None:
         with self._lock:
