@@ -148,22 +148,15 @@ class SystemPipeline:
         clock = self.target.clock
         started = clock.now()
         try:
-            answer = await self.target.ask(request)
-        except Exception as exc:  # any failure is this test's outcome, not the run's
-            return SemanticRetrieval(
-                test_id=item.test_id,
-                model=self.model_key,
-                trial=item.trial,
-                status="errored",
-                latency_ms=(clock.now() - started) * 1000,
-                error=failure_reason(exc),
-            )
+            answer, error = await self.target.ask(request), None
+        except Exception as exc:  # any failure is this test's outcome (no answer), not the run's
+            answer, error = SystemAnswer(), failure_reason(exc)
         usage = answer.usage
         return SemanticRetrieval(
             test_id=item.test_id,
             model=self.model_key,
             trial=item.trial,
-            status="ok",
+            status="ok" if error is None else "errored",
             candidates=[Candidate(entity_id=c.entity_id, score=c.score) for c in answer.candidates or []],
             selections=[
                 Selection(entity_id=s.entity_id, rank=rank, reason=s.reason)
@@ -172,7 +165,8 @@ class SystemPipeline:
             usage=Usage() if usage is None else Usage.model_validate(usage.model_dump(exclude={"cost_usd"})),
             cost_usd=usage.cost_usd if usage is not None else 0.0,
             latency_ms=(clock.now() - started) * 1000,
-            api_calls=1,
+            api_calls=int(error is None),
+            error=error,
         )
 
     async def retrieve_many(
