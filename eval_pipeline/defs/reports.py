@@ -7,11 +7,13 @@ a red check; only a real error fails a run.
 """
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 from upath import UPath
 
+from eval_pipeline.core.calibration.files import calibration_cost
 from eval_pipeline.core.dates import now_utc
 from eval_pipeline.core.inputs.kb import KnowledgeBase, sha256_text
 from eval_pipeline.core.inputs.loading import Banks
@@ -94,7 +96,7 @@ def run_report(
         implementations=system_results.implementations,
         pass_threshold=scope.pass_threshold,
         generated_at=now_utc(),
-        calibration_cost_usd=storage.calibration_cost(date),
+        calibration_cost_usd=calibration_cost(Path(storage.calibration_dir), date),
         inputs_snapshot=input_snapshot.label,
         rerank_mode="batch" if mode is not None and mode.value == "batch" else "online",
         prompt_cache=None if cache_note is None else str(cache_note.value),

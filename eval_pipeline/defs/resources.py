@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast, get_args
 
@@ -11,9 +10,8 @@ import dagster as dg
 from pydantic import Field
 from upath import UPath
 
-from eval_pipeline.core.calibration.files import calibration_cost
 from eval_pipeline.core.inputs.history_file import LoadedHistory
-from eval_pipeline.core.inputs.kb import Entity, KnowledgeBase
+from eval_pipeline.core.inputs.kb import KnowledgeBase
 from eval_pipeline.core.inputs.loading import (
     Banks,
     InputError,
@@ -25,14 +23,11 @@ from eval_pipeline.core.inputs.loading import (
     load_history,
     load_kb,
 )
-from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
 from eval_pipeline.core.verdicts.run_gate import Gates
 from eval_pipeline.providers.cache import CacheMode
-from eval_pipeline.providers.factory import run_semantic
 from eval_pipeline.providers.models import ModelConfig, load_gates, load_models
 from eval_pipeline.providers.object_store import output_path
-from eval_pipeline.providers.target import PrepareReport, RetrievalItem
 
 
 class InputsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -91,10 +86,6 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def snapshot_store(self) -> Path:
         return Path(self.storage_dir) / "snapshots"
 
-    def calibration_cost(self, date: str) -> float:
-        """What calibrations cost on `date`, reported apart from the system under test."""
-        return calibration_cost(Path(self.calibration_dir), date)
-
     @property
     def results_root(self) -> UPath:
         return output_path(self.results_dir)
@@ -143,30 +134,7 @@ class ProvidersResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             raise dg.Failure(f"model '{key}' is not in {self.models_file}")
         return models[key]
 
-    def retrieve(
-        self,
-        cfg: ModelConfig,
-        entities: Sequence[Entity],
-        items: Sequence[RetrievalItem],
-        keyword_boosts: dict[str, list[str]],
-        on_done: Callable[[SemanticRetrieval], None] | None = None,
-        on_prepared: Callable[[PrepareReport], None] | None = None,
-    ) -> list[SemanticRetrieval]:
-        env = self.environ(cfg)
-        return run_semantic(
-            cfg,
-            entities,
-            items,
-            keyword_boosts,
-            Path(self.cache_dir),
-            self._mode(),
-            env,
-            on_done,
-            batch=self.rerank_batch,
-            on_prepared=on_prepared,
-        )
-
-    def _mode(self) -> CacheMode:
+    def mode(self) -> CacheMode:
         if self.cache_mode not in get_args(CacheMode):
             raise dg.Failure(f"cache_mode must be use, refresh or off (got {self.cache_mode!r})")
         return cast(CacheMode, self.cache_mode)

@@ -5,6 +5,7 @@ These are kept apart from scoring so a recalibration re-scores without a single 
 """
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import dagster as dg
@@ -20,7 +21,7 @@ from eval_pipeline.defs.metadata import prompt_cache_metadata, readable
 from eval_pipeline.defs.partitions import date_partitions, model_date_partitions, split_key
 from eval_pipeline.defs.pools import provider_slots
 from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
-from eval_pipeline.providers.factory import rerank_mode
+from eval_pipeline.providers.factory import rerank_mode, run_semantic
 from eval_pipeline.providers.factory import system_outputs as team_outputs
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.target import PrepareReport, retrieval_items, semantic_bar
@@ -66,7 +67,18 @@ def semantic_retrievals(
     items = retrieval_items(test_banks.semantic_tests, cfg.trials)
     boosts = test_banks.rules.boosts_by_entity() if test_banks.rules else {}
     with provider_slots(context, cfg), semantic_bar(scope.progress_fd, cfg.key, len(items)) as on_done:
-        rows = providers.retrieve(cfg, knowledge_base.entities, items, boosts, on_done, prepared.append)
+        rows = run_semantic(
+            cfg,
+            knowledge_base.entities,
+            items,
+            boosts,
+            Path(providers.cache_dir),
+            providers.mode(),
+            providers.environ(cfg),
+            on_done,
+            batch=providers.rerank_batch,
+            on_prepared=prepared.append,
+        )
     errored = sum(r.status == "errored" for r in rows)
     cache_status = prepared[0].prompt_cache if prepared else None
     if cache_status is not None:

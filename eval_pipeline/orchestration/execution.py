@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
@@ -18,7 +19,7 @@ from eval_pipeline.defs.partitions import model_date_key, sync_model_partitions
 from eval_pipeline.defs.resources import StorageResource
 from eval_pipeline.location import instance_home
 from eval_pipeline.orchestration.instance_storage import STORAGE_CLASS, STORAGE_MODULE, storage_config
-from eval_pipeline.orchestration.parallel import run_models, start_workers_server, uses_workers
+from eval_pipeline.orchestration.parallel import run_models, uses_workers
 from eval_pipeline.orchestration.stages import StageOutcome, evaluation_definitions, run_stage
 from eval_pipeline.providers.evaluation_index import next_evaluated_date
 from eval_pipeline.runtime.run_monitor import RUN_MONITORING_YAML
@@ -123,7 +124,7 @@ def run_all(
     blocking check is a gate, and the later stages still run). `tags` go on every run."""
     sync_model_partitions(instance, models)
     if uses_workers(models, parallel, instance):
-        start_workers_server()
+        multiprocessing.forkserver.ensure_running()  # now: its imports overlap the shared stage
     defs = evaluation_definitions(resources)
     on_stage(f"inputs, expectations and deterministic mechanisms for {date}")
     outcomes = [run_stage("shared", date_job.name, date, defs, instance, tags)]

@@ -13,7 +13,6 @@ pools' business (defs/pools.py).
 from __future__ import annotations
 
 import multiprocessing
-import multiprocessing.forkserver
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,11 +56,6 @@ class _Job:
 def uses_workers(models: Sequence[str], parallel: int, instance: dg.DagsterInstance) -> bool:
     """Worker processes only when two models may run at once, on an instance they can open."""
     return parallel > 1 and len(models) > 1 and not instance.is_ephemeral
-
-
-def start_workers_server() -> None:
-    """Start the fork server now (its imports overlap the shared stage); idempotent."""
-    multiprocessing.forkserver.ensure_running()
 
 
 def run_models(

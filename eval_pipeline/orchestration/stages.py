@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 import dagster as dg
 
 from eval_pipeline.core.system_limits import exhausted, require_spare_files
 from eval_pipeline.defs.automation import JOBS
 from eval_pipeline.defs.graph import ALL_ASSETS
+from eval_pipeline.runtime.dagster_private import SerializableErrorInfo
 from eval_pipeline.runtime.run_monitor import owner_tags
 
 # Failures are summarised by the CLI itself; Dagster would print a traceback for each.
@@ -40,21 +40,11 @@ def _failed_checks(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvalu
     ]
 
 
-class _ErrorInfo(Protocol):
-    """What a step failure's error holds (Dagster's SerializableErrorInfo, not exported)."""
-
-    @property
-    def message(self) -> str: ...
-
-    @property
-    def cause(self) -> _ErrorInfo | None: ...
-
-
 # How an OSError reads once serialised: "OSError: [Errno 24] Too many open files: 'kb'".
 _OS_ERROR = re.compile(r"^\w*Error: \[Errno (\d+)\] (.*?)(?:: '(.*)')?$")
 
 
-def _root_cause(error: _ErrorInfo) -> str:
+def _root_cause(error: SerializableErrorInfo) -> str:
     """The first line of the innermost cause ("Error occurred while executing op" says nothing),
     without the exception's class for one of this package's own one-line errors; a disk, file-size
     or open-file limit reached is said as everywhere else (the path and the limit)."""

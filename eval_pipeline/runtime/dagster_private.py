@@ -4,8 +4,8 @@ Dagster promises nothing about these between releases: an upgrade that moves or 
 fails here, at import, and is fixed here; everything else imports them from this module
 (tests/test_architecture.py holds to it). They serve the project's storages (the classes they
 subclass, schema, migrations), backfills (the backfill record, subsets and graph, the daemon's
-iteration, an in-process launcher), parallel workers (the instance reference), pool slots and
-the data version tag a calibration records: none of which Dagster exports.
+iteration, an in-process launcher), parallel workers (the instance reference), pool slots, a
+failed step's error and the data version tag a calibration records: none of which Dagster exports.
 """
 
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
@@ -33,6 +33,7 @@ from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.backfill import execute_backfill_iteration_with_instigation_logger
 from dagster._serdes import ConfigurableClassData
 from dagster._utils.concurrency import ConcurrencySlotStatus
+from dagster_shared.error import SerializableErrorInfo
 
 # Runs submitted wait in the queue; launched, each is executed to its end in the launching process.
 QUEUED_RUN_COORDINATOR = ConfigurableClassData("dagster._core.run_coordinator", "QueuedRunCoordinator", "{}")
@@ -62,6 +63,7 @@ __all__ = [
     "InstanceRef",
     "LoadableTargetOrigin",
     "PartitionBackfill",
+    "SerializableErrorInfo",
     "SqlEventLogStorageMetadata",
     "SqliteEventLogStorage",
     "SqliteRunStorage",
