@@ -1,7 +1,7 @@
 """`run` draws a rich progress bar for the semantic tests when stderr is a terminal (a real pty
 here), and none when its output is piped: then only the plain `running …` / `finished …` lines.
 Inside a Dagster step fds 1 and 2 go to the compute log, so the bar draws on a duplicate of the
-terminal opened before the run (`orchestration.terminal.progress_terminal`). Full runs (through
+terminal opened before the run (`orchestration.evaluation_route.progress_terminal`). Full runs (through
 Dagster) and narrowed runs (in process) alike; the piped full run is the one tests/test_cli.py makes."""
 
 from __future__ import annotations

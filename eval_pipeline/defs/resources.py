@@ -158,7 +158,7 @@ class RunScopeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     fail_under: float | None = None
     max_errored: int | None = None
     # The progress bar's terminal (a step's own stderr goes to its compute log), opened by the CLI
-    # (orchestration/terminal.py); None: no bar (piped output, the UI, models at once).
+    # (orchestration/evaluation_route.py); None: no bar (piped output, the UI, models at once).
     progress_fd: int | None = None
 
     def gates(self, models_file: str) -> Gates:

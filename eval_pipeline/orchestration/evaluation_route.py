@@ -5,9 +5,11 @@ route, which imports no Dagster (tests/test_import_sets.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,6 +133,20 @@ def evaluate(request: EvaluationRequest, before_dagster: Callable[[], None] = la
 _SAY = threading.Lock()
 
 
+@contextlib.contextmanager
+def progress_terminal(wanted: bool) -> Iterator[int | None]:
+    """A duplicate of stderr for the progress bar while stderr is a terminal, else None: opened
+    before Dagster takes the process's output (inside a step fds 1 and 2 go to the compute log)."""
+    if not (wanted and sys.stderr.isatty()):
+        yield None
+        return
+    fd = os.dup(sys.stderr.fileno())
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _say(line: str) -> None:
     """One whole line, even when models on other threads print too."""
     with _SAY:
@@ -144,7 +160,6 @@ def _narrowed(request: EvaluationRequest) -> Outcome:
     from concurrent.futures import ThreadPoolExecutor
 
     from eval_pipeline.core.scoring.run_document import SCOPED_DIR
-    from eval_pipeline.orchestration.terminal import progress_terminal
 
     results = request.location.local_results / SCOPED_DIR / request.scope.label
     print(f"  narrowed run ({request.scope.label}): ad-hoc check, not a baseline; results under {results}")
@@ -205,7 +220,6 @@ def _narrowed_model(
 def _through_the_graph(request: EvaluationRequest, standing: Standing, pending: list[str]) -> list[str]:
     """The models that do not stand evaluated (or retried) on the project's instance; the errors."""
     from eval_pipeline.orchestration.execution import project_instance
-    from eval_pipeline.orchestration.terminal import progress_terminal
 
     errors: list[str] = []
     # One progress bar per terminal: models running at once would draw over each other.

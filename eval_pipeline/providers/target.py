@@ -105,7 +105,7 @@ async def retrieve_all(
 def semantic_bar(terminal_fd: int | None, model: str, total: int) -> Iterator[OnDone | None]:
     """A callback that advances a bar of the model's semantic tests once a test is done; None (and
     no bar) without a terminal. The bar is drawn on `terminal_fd`, not sys.stderr: inside a Dagster
-    step fds 1 and 2 go to the step's compute log (`orchestration.terminal.progress_terminal`)."""
+    step fds 1 and 2 go to the step's compute log (`orchestration.evaluation_route.progress_terminal`)."""
     if terminal_fd is None:
         yield None
         return

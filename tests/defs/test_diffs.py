@@ -10,10 +10,9 @@ from eval_pipeline.core.diff.baseline import RegressionDiff, baseline_label
 from eval_pipeline.core.diff.comparison import ModelComparison
 from eval_pipeline.core.diff.model import DeltaKind
 from eval_pipeline.core.scoring.run_document import RunDocument, read_document
-from eval_pipeline.defs.automation import date_job, model_job, rediff_job
+from eval_pipeline.defs.automation import date_job, later_date_diffs, model_job, rediff_job
 from eval_pipeline.defs.diffs import DIFF_ASSETS, model_comparison, regression_diff
 from eval_pipeline.defs.graph import ALL_ASSETS
-from eval_pipeline.defs.later_dates import later_date_diffs
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.orchestration.execution import run_all
 from eval_pipeline.orchestration.stages import QUIET_LOGS, evaluation_definitions, run_stage

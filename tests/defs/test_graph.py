@@ -11,7 +11,6 @@ import pytest
 from eval_pipeline.core.scoring.run_document import read_document
 from eval_pipeline.core.verdicts.run_gate import GateDecision
 from eval_pipeline.definitions import location
-from eval_pipeline.defs.automation import SENSORS
 from eval_pipeline.defs.graph import EVALUATION, MATERIALIZABLE
 from eval_pipeline.defs.partitions import model_date_key
 from eval_pipeline.defs.resources import ProvidersResource
@@ -57,7 +56,6 @@ def test_definitions_load_with_every_asset_check_and_automation() -> None:
     }
     running = {s.name for s in repo.sensor_defs if s.default_status is dg.DefaultSensorStatus.RUNNING}
     assert running == {"evaluation_automation", "model_partitions", "later_date_diffs"}
-    assert {s.name for s in SENSORS} < running
     # Declarative Automation evaluates; the schedules only launch backfills (orchestration/schedules.py).
     assert {s.name for s in repo.schedule_defs} == {"daily_evaluation", "comparison_backfill"}
     # Every evaluated asset says when it runs; calibration (paid) is outside the evaluation.
