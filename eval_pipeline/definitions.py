@@ -17,7 +17,7 @@ from eval_pipeline.defs.resources import (
     RunScopeResource,
     StorageResource,
 )
-from eval_pipeline.location import location_paths
+from eval_pipeline.location import LocationPaths, location_paths
 from eval_pipeline.orchestration.schedules import launch_evaluation_backfill, project_schedules
 
 
@@ -26,8 +26,10 @@ def build_resources(
     storage: StorageResource | None = None,
     providers: ProvidersResource | None = None,
     scope: RunScopeResource | None = None,
+    paths: LocationPaths | None = None,
 ) -> dict[str, Any]:
-    paths = location_paths()
+    """The project's resources: those given, the others at `paths` (default: the code location's)."""
+    paths = paths or location_paths()
     storage = storage or StorageResource(
         storage_dir=str(paths.storage_dir),
         results_dir=paths.results_root,

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,7 +167,7 @@ def evaluation_request(args: argparse.Namespace, warnings: list[Problem]) -> Eva
     from eval_pipeline.core.inputs.kb_cache import KbCache
     from eval_pipeline.core.inputs.validation import load_validated
     from eval_pipeline.location import location_paths
-    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest, Location
+    from eval_pipeline.orchestration.evaluation_route import EvaluationRequest
 
     check_number("--fail-under", args.fail_under, low=0, high=100)
     check_junit(args.junit)
@@ -199,20 +200,21 @@ def evaluation_request(args: argparse.Namespace, warnings: list[Problem]) -> Eva
     paths = location_paths()
     # Reports and asset values go where the code location sends them (an object store's URI
     # included), unless --results-dir says otherwise: one place for the UI's runs and the CLI's.
-    location = Location(
-        results=str(args.results_dir) if args.results_dir is not None else paths.results_root,
-        local_results=args.results_dir if args.results_dir is not None else paths.results_dir,
+    given = args.results_dir is not None
+    location = replace(
+        paths,
+        kb=args.kb,
+        banks_dir=args.banks_dir,
+        models_file=args.models_file,
+        results_dir=args.results_dir if given else paths.results_dir,
+        results_uri=None if given else paths.results_uri,
         storage_dir=args.storage_dir,
         cache_dir=args.cache_dir,
-        paths=paths,
     )
     return EvaluationRequest(
         kb=kb,
         banks=banks,
-        kb_path=args.kb,
-        banks_dir=args.banks_dir,
         scope=scope,
-        models_file=args.models_file,
         configs=configs,
         date=date,
         gates=gates,
@@ -237,12 +239,12 @@ def _project_folders(request: EvaluationRequest) -> list[tuple[str, Path | UPath
 
     where = request.location
     if request.scope.is_full:
-        check_evaluation_folders(where.results, where.storage_dir, where.cache_dir, where.paths.outputs_uri)
+        check_evaluation_folders(where.results_root, where.storage_dir, where.cache_dir, where.outputs_uri)
     else:
-        scoped = where.local_results / SCOPED_DIR / request.scope.label
+        scoped = where.results_dir / SCOPED_DIR / request.scope.label
         require_writable([("results folder", scoped), ("cache folder", where.cache_dir)])
     return [
-        ("results folder " + where.results, output_location(where.results)),
+        ("results folder " + where.results_root, output_location(where.results_root)),
         ("storage folder " + str(where.storage_dir), output_location(where.storage_dir)),
     ]
 

@@ -36,31 +36,17 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Location:
-    """Where an evaluation reads and writes, resolved once by the command."""
-
-    results: str  # reports: a folder or an object store's URI
-    local_results: Path  # the folder a narrowed run's ad-hoc results go under
-    storage_dir: Path
-    cache_dir: Path
-    paths: LocationPaths  # the code location's: the calibration folder, the IO managers' outputs
-
-
-@dataclass(frozen=True)
 class EvaluationRequest:
     """One evaluation as the command asked for it: inputs, scope, models (the models file read
     once), gates, location and how the models are called."""
 
     kb: KnowledgeBase
     banks: Banks
-    kb_path: Path
-    banks_dir: Path
     scope: Scope
-    models_file: Path
     configs: Mapping[str, ModelConfig]  # the models to run, in the order asked
     date: str
     gates: ProjectGates  # the project's, with the command's flags in their place
-    location: Location
+    location: LocationPaths  # resolved once by the command: its flags in the code location's place
     cache_mode: CacheMode = "use"
     batch: bool = False
     parallel: int = 1
@@ -127,7 +113,7 @@ def evaluate(request: EvaluationRequest, before_dagster: Callable[[], None] = la
     if pending:
         before_dagster()
         errors = _through_the_graph(request, standing, pending)
-    return Outcome(output_location(request.location.results), errors)
+    return Outcome(output_location(request.location.results_root), errors)
 
 
 _SAY = threading.Lock()
@@ -161,7 +147,7 @@ def _narrowed(request: EvaluationRequest) -> Outcome:
 
     from eval_pipeline.core.scoring.run_document import SCOPED_DIR
 
-    results = request.location.local_results / SCOPED_DIR / request.scope.label
+    results = request.location.results_dir / SCOPED_DIR / request.scope.label
     print(f"  narrowed run ({request.scope.label}): ad-hoc check, not a baseline; results under {results}")
     with (
         progress_terminal(request.parallel == 1) as progress_fd,
@@ -242,12 +228,7 @@ def _evaluate_date(
     progress_fd: int | None,
 ) -> list[str]:
     from eval_pipeline.definitions import build_resources
-    from eval_pipeline.defs.resources import (
-        InputsResource,
-        ProvidersResource,
-        RunScopeResource,
-        StorageResource,
-    )
+    from eval_pipeline.defs.resources import ProvidersResource, RunScopeResource
     from eval_pipeline.orchestration.execution import run_all
     from eval_pipeline.orchestration.reevaluation_runs import StoredDate, confirm_noise, retry_errored
     from eval_pipeline.runtime.run_monitor import end_orphaned_runs
@@ -256,20 +237,14 @@ def _evaluate_date(
         print(f"  {line}")
     where = request.location
     resources = build_resources(
-        InputsResource(kb_path=str(request.kb_path), banks_dir=str(request.banks_dir)),
-        StorageResource(
-            storage_dir=str(where.storage_dir),
-            results_dir=where.results,
-            calibration_dir=str(where.paths.calibration_dir),
-            outputs_uri=where.paths.outputs_uri,
-        ),
-        ProvidersResource.from_environment(
-            models_file=str(request.models_file),
+        paths=where,
+        providers=ProvidersResource.from_environment(
+            models_file=str(where.models_file),
             cache_dir=str(where.cache_dir),
             cache_mode=request.cache_mode,
             rerank_batch=request.batch,
         ),
-        RunScopeResource(
+        scope=RunScopeResource(
             pass_threshold=request.pass_threshold,
             fail_under=request.gates.fail_under,
             max_errored=request.gates.max_errored,

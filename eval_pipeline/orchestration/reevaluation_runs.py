@@ -67,7 +67,7 @@ class StoredDate:
 
     @property
     def results(self) -> UPath:
-        return output_path(self.request.location.results)
+        return output_path(self.request.location.results_root)
 
     def document(self, model: str, date: str | None = None) -> RunDocument | None:
         path = self.results / model / (date or self.date) / RESULTS_FILE

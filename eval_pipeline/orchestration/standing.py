@@ -130,10 +130,10 @@ def standing_of(request: EvaluationRequest) -> Standing:
     where, date, configs = request.location, request.date, request.configs
     location = {
         "storage": str(where.storage_dir.resolve()),
-        "results": where.results if "://" in where.results else str(Path(where.results).resolve()),
-        "outputs": where.paths.outputs_uri,
+        "results": where.results_uri or str(where.results_dir.resolve()),
+        "outputs": where.outputs_uri,
     }
-    cost = calibration_cost(where.paths.calibration_dir, date)
+    cost = calibration_cost(where.calibration_dir, date)
     gates = request.run_gates
     inputs = model_inputs(
         request.kb, request.banks, configs, date, gates, DEFAULT_PASS_THRESHOLD, location, cost
@@ -142,7 +142,7 @@ def standing_of(request: EvaluationRequest) -> Standing:
     # reproducible (an API, the team's system) may answer otherwise today.
     fresh = request.force or request.cache_mode != "use"
     may_stand = [] if fresh else [m for m, cfg in configs.items() if cfg.reproducible]
-    return Standing(inputs, output_location(where.results), may_stand)
+    return Standing(inputs, output_location(where.results_root), may_stand)
 
 
 def changes(before: Mapping[str, str], now: Mapping[str, str], model: str, date: str) -> str | None:
