@@ -14,6 +14,7 @@ the CI is a seeded percentile bootstrap over tests.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -198,12 +199,10 @@ def judgements_from(
     """Every decided review item, then every override against the latest proposal before or after it."""
     topics = {t.test_id: t.topics for t in tests}
     out: list[Judgement] = []
-    proposals: dict[str, list[tuple[datetime, Expectations, str]]] = {}
+    proposals: defaultdict[str, list[tuple[datetime, Expectations, str]]] = defaultdict(list)
     for review in reviews:
         for item in review.items:
-            proposals.setdefault(item.test_id, []).append(
-                (review.created_at, item.diff.proposed, item.diff.reasoning)
-            )
+            proposals[item.test_id].append((review.created_at, item.diff.proposed, item.diff.reasoning))
             if item.decision == "pending" or not item.reviewable:
                 continue
             # What is applied for an acceptance or an edit; a rejection keeps what was in force.
@@ -225,9 +224,8 @@ def judgements_from(
     for loaded in ordered(history):
         for change in loaded.entry.changes:
             if change.human_override is None and change.updated is not None:
-                proposals.setdefault(change.test_id, []).append(
-                    (loaded.entry.version, change.updated, change.opus_reasoning or "")
-                )
+                proposal = (loaded.entry.version, change.updated, change.opus_reasoning or "")
+                proposals[change.test_id].append(proposal)
             elif change.human_override is not None and not change.human_override.withdraw:
                 overrides.append((change.test_id, change.human_override))
     for test_id, override in overrides:

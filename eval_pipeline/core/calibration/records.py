@@ -61,8 +61,8 @@ class CalibrationRecord(FrozenModel):
     cost_usd: float = Field(description="Calibration cost: never part of the system-under-test cost")
     kb_prefix_tokens: int
     min_cache_read_coverage: float | None = None
-    # Filled in as the files are written (calibration_files.apply_calibration, or apply_review
-    # for a reviewed dry run, whose raw responses live in its review file).
+    # Filled in as the files are written (files.apply_calibration, or `calibrate --apply-from` for
+    # a reviewed dry run, whose raw responses live in its review file).
     history_file: str | None = None
     response_file: str | None = None
     reviewed_by: str | None = None

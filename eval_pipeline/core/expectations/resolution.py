@@ -111,12 +111,8 @@ def resolve(
 
 
 def _resolved(test: SemanticTest, state: _TestState) -> ResolvedExpectation:
-    if state.override is not None:
-        expectations, source = state.override
-    elif state.calibration is not None:
-        expectations, source = state.calibration
-    else:
-        expectations, source = test.original_expectations(), "original"
+    # The module's precedence: a standing override, then the latest calibration, then the bank.
+    expectations, source = state.override or state.calibration or (test.original_expectations(), "original")
     return ResolvedExpectation(
         test_id=test.test_id, expectations=expectations, source=source, conflict=state.conflict
     )

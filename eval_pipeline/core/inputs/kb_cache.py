@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -41,12 +41,6 @@ Stat = list[str | int]
 def _stat(name: str, file: str | Path, dir_fd: int | None = None) -> Stat:
     info = os.stat(file, dir_fd=dir_fd)
     return [name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev]
-
-
-def _racy(stats: Iterable[Stat], now_ns: int) -> bool:
-    """Whether a file changed so recently that it could change again unseen."""
-    after = now_ns - RACY_NS
-    return any(max(int(s[2]), int(s[3])) >= after for s in stats)
 
 
 def _stats(path: Path) -> list[Stat] | None:
@@ -170,7 +164,9 @@ class KbCache:
         kb = load_kb(kb_path, problems)
         if not self.write or kb is None or len(problems) > before or stats is None:
             return Loaded(kb)
-        if _racy(stats, self.clock()):  # the next run stores it (see above)
+        # A file changed so recently could change again unseen (the racy rule): the next run stores it.
+        after = self.clock() - RACY_NS
+        if any(max(int(s[2]), int(s[3])) >= after for s in stats):
             return Loaded(kb)
         return Loaded(kb, store=partial(self._store, kb_path, kb, stats))
 

@@ -274,15 +274,14 @@ def _load_kb_dir(path: Path, problems: list[Problem]) -> KnowledgeBase | None:
     escaping = _escaping(path, listing, problems)
     entities: list[Entity] = []
     for file in entity_files:
-        shown = str(file)
         if file.name in escaping:
             continue
-        entity = parse_model(Entity, read_structured(file, problems), shown, problems)
+        entity = parse_model(Entity, read_structured(file, problems), str(file), problems)
         if entity is None:
             continue
         if entity.entity_id != file.stem:
             mismatch = f"does not match file name {file.name}"
-            problems.append(Problem(shown, entity.entity_id, "entity_id", mismatch))
+            problems.append(Problem(str(file), entity.entity_id, "entity_id", mismatch))
         entities.append(entity)
     if version is None or not entities or vocabulary is None:
         return None
