@@ -65,14 +65,11 @@ class CallGuard:
         self.secret = secret
         self.attempt_timeout_s = attempt_timeout_s
 
-    def attempt_limit(self) -> float:
-        """Real seconds the next attempt may take: its timeout, or what is left of the run."""
-        left = self.waits.time_left() / self.clock.speed
-        return left if self.attempt_timeout_s is None else min(self.attempt_timeout_s, left)
-
     async def bounded(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """`attempt()`, cancelled when it passes `attempt_limit()` (`AttemptDeadline`)."""
-        limit = self.attempt_limit()
+        """`attempt()`, cancelled (`AttemptDeadline`) when it passes its timeout or what is left of
+        the run, in real seconds."""
+        left = self.waits.time_left() / self.clock.speed
+        limit = left if self.attempt_timeout_s is None else min(self.attempt_timeout_s, left)
         scope = asyncio.timeout(limit)
         try:
             async with scope:
