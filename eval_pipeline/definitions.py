@@ -70,10 +70,7 @@ def location() -> dg.Definitions:
     _warn_of_dagster_defaults()
     return dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
-        # One process for the whole run (a process per step costs seconds each), or Celery's
-        # workers where the deployment names a broker (defs/executor.py).
         dg.Definitions(resources=build_resources(), executor=project_executor()),
-        # The project's schedules (its schedules.yaml) and the job their ticks launch.
         dg.Definitions(jobs=[launch_evaluation_backfill], schedules=project_schedules()),
     )
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.dates import end_of_day, now_utc, today_utc
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.history_file import LoadedHistory
 from eval_pipeline.core.inputs.kb import KnowledgeBase, LoadMode
 from eval_pipeline.core.inputs.loading import Banks, InputError, history_hash
@@ -34,9 +34,7 @@ GROUP = "inputs"
 JSON_IO = "json_io"
 
 
-class HistorySet(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
+class HistorySet(FrozenModel):
     files: list[LoadedHistory]
     content_hash: str
 

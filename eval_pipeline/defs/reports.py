@@ -6,7 +6,7 @@ ERROR but not blocking: a finished evaluation whose verdict is CRITICAL is a suc
 a red check; only a real error fails a run.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -46,13 +46,6 @@ GROUP = "reports"
 RESULTS_SHA256 = "results_sha256"
 
 
-def _retrieval_metadata(context: dg.AssetExecutionContext) -> Mapping[str, dg.MetadataValue]:
-    """What `semantic_retrievals` recorded for this partition (how the reranker ran)."""
-    record = latest_materialization(context.instance, RETRIEVALS, context.partition_key)
-    materialization = record.asset_materialization if record is not None else None
-    return materialization.metadata if materialization is not None else {}
-
-
 def _stored_reevaluations(context: dg.AssetExecutionContext, run_dir: UPath) -> list[StoredReevaluation]:
     path = run_dir / REEVALUATIONS_FILE
     if not path.exists():
@@ -84,9 +77,11 @@ def run_report(
 ) -> dg.Output[RunDocument]:
     """Every test in full with provenance, written to `results/MODEL/DATE/` (results.json, report.md)."""
     model, date = split_key(context)
-    retrieval_meta = _retrieval_metadata(context)
-    mode = retrieval_meta.get(RERANK_MODE)
-    cache_note = retrieval_meta.get(PROMPT_CACHE)
+    # How the reranker ran, as `semantic_retrievals` recorded it for this partition.
+    record = latest_materialization(context.instance, RETRIEVALS, context.partition_key)
+    retrieval = record.asset_materialization if record is not None else None
+    mode = retrieval.metadata.get(RERANK_MODE) if retrieval is not None else None
+    cache_note = retrieval.metadata.get(PROMPT_CACHE) if retrieval is not None else None
     setup = RunSetup(
         kb=knowledge_base,
         banks=test_banks,

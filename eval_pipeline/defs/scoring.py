@@ -6,7 +6,6 @@ from typing import Any
 
 import dagster as dg
 import pandas as pd
-from pydantic import BaseModel, ConfigDict
 
 from eval_pipeline.core.dates import end_of_day
 from eval_pipeline.core.expectations.resolution import (
@@ -16,6 +15,7 @@ from eval_pipeline.core.expectations.resolution import (
     source_summary,
 )
 from eval_pipeline.core.inputs.banks import Mechanism
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.loading import Banks
 from eval_pipeline.core.mechanisms.retrieval import SemanticRetrieval
 from eval_pipeline.core.report.conclusion import ScoredBanks, aggregate_scope
@@ -41,10 +41,8 @@ PARQUET_IO = "parquet_io"
 BY_DATE = dg.AssetIn(partition_mapping=DATE_OF_MODEL_DATE)
 
 
-class ResolvedSet(BaseModel):
+class ResolvedSet(FrozenModel):
     """Every semantic test's expectations as of the end of one date, with their sources."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     date: str
     resolved: dict[str, ResolvedExpectation]

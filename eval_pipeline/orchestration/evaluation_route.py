@@ -53,7 +53,6 @@ class EvaluationRequest:
     retry_errored: bool = False
     force: bool = False  # evaluate even where a stored evaluation stands
     calibration_cost_usd: float = 0.0  # what calibrations cost on the date, reported apart
-    pass_threshold: int = DEFAULT_PASS_THRESHOLD
 
     @property
     def models(self) -> list[str]:
@@ -190,7 +189,7 @@ def _narrowed_model(
         model=cfg.key,
         system_config=cfg.model_dump(mode="json"),
         implementations=cfg.implementations,
-        pass_threshold=request.pass_threshold,
+        pass_threshold=DEFAULT_PASS_THRESHOLD,
         generated_at=now_utc(),
         calibration_cost_usd=request.calibration_cost_usd,
         rerank_mode=rerank_mode(cfg, request.batch),
@@ -245,7 +244,6 @@ def _evaluate_date(
             rerank_batch=request.batch,
         ),
         scope=RunScopeResource(
-            pass_threshold=request.pass_threshold,
             fail_under=request.gates.fail_under,
             max_errored=request.gates.max_errored,
             progress_fd=progress_fd,

@@ -11,7 +11,6 @@ estimated spend (as `run --dry-run` estimates it) exceeds the budget per tick sk
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import cast
 
 import dagster as dg
 
@@ -27,7 +26,6 @@ from eval_pipeline.defs.graph import ALL_ASSETS
 from eval_pipeline.defs.resources import InputsResource, ProvidersResource
 from eval_pipeline.location import location_paths
 from eval_pipeline.orchestration.backfill import BACKFILL_TAG, submit_backfill
-from eval_pipeline.providers.cache import CacheMode
 from eval_pipeline.providers.models import ModelConfig
 from eval_pipeline.providers.pricing import usd
 from eval_pipeline.providers.spend_estimate import estimate_spend
@@ -90,7 +88,7 @@ def over_budget(
     kb = inputs.load_kb(inputs.kb)
     banks, _ = inputs.load_banks(inputs.banks)
     embedded: set[tuple[str, str, str]] = set()
-    mode = cast("CacheMode", providers.cache_mode)
+    mode = providers.mode()
     spends = [
         estimate_spend(cfg, kb.entities, banks, Scope(), Path(providers.cache_dir), mode, embedded=embedded)
         for cfg in paid

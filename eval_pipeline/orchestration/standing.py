@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from eval_pipeline.core.code_version import code_version
 from eval_pipeline.core.dates import today_utc
 from eval_pipeline.core.fileio import atomic_write_text
+from eval_pipeline.core.inputs.frozen import FrozenModel
 from eval_pipeline.core.inputs.kb import sha256_text
 from eval_pipeline.core.scoring.results import RESULT_SCHEMA_VERSION
 from eval_pipeline.core.scoring.run_document import (
@@ -64,10 +65,8 @@ CHANGED = {
 }
 
 
-class ModelInputs(BaseModel):
+class ModelInputs(FrozenModel):
     """Everything one model's evaluation of one date rests on."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     code: str  # the package's code and result schema versions
     date: str
@@ -154,10 +153,8 @@ def changes(before: Mapping[str, str], now: Mapping[str, str], model: str, date:
     return "; ".join(said) if said else None
 
 
-class Stood(BaseModel):
+class Stood(FrozenModel):
     """A stored evaluation that stands: its inputs' digests, its runs, its results file's hash."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     digests: dict[str, str]
     run_ids: list[str]
@@ -165,10 +162,8 @@ class Stood(BaseModel):
     results_sha256: str
 
 
-class _Record(BaseModel):
+class _Record(FrozenModel):
     """A date's models whose evaluation the instance said stands, and the instance's mark then."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     instance_mark: str
     models: dict[str, Stood]
@@ -191,13 +186,9 @@ def instance_mark(home: Path) -> str | None:
     return digest.hexdigest()
 
 
-def _record_file(home: Path, date: str) -> Path:
-    return home / RECORDS_DIR / f"{date}.json"
-
-
 def _read_record(home: Path, date: str) -> _Record | None:
     try:
-        return _Record.model_validate_json(_record_file(home, date).read_text(encoding="utf-8"))
+        return _Record.model_validate_json((home / RECORDS_DIR / f"{date}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, ValidationError):  # none, or not one this code wrote: ask the instance
         return None
 
@@ -315,7 +306,12 @@ class Standing:
     def settle(self, instance: dg.DagsterInstance) -> dict[str, Stood]:
         """After the evaluation: the models that stand now, to record once the instance is closed;
         none when its history is not in its home (Postgres), where no mark covers it."""
-        if not _history_in_home(instance, self.home):
+        from eval_pipeline.runtime.dagster_private import SqliteEventLogStorage
+
+        events = instance.event_log_storage
+        # _base_dir: where Dagster's SQLite event log keeps its files (no public accessor).
+        runs = os.path.realpath(events._base_dir) if isinstance(events, SqliteEventLogStorage) else None
+        if runs != os.path.realpath(self.home / HISTORY_DIR / "runs"):
             return {}
         stood = {m: self.stored(instance, m) for m in self.inputs if m in self.may_stand}
         return {m: s for m, s in stood.items() if isinstance(s, Stood)}
@@ -327,7 +323,7 @@ class Standing:
         earlier = _read_record(self.home, self.date)
         kept = earlier.models if earlier is not None and earlier.instance_mark == mark else {}
         record = _Record(instance_mark=mark, models={**kept, **stood})
-        atomic_write_text(_record_file(self.home, self.date), record.model_dump_json(indent=2))
+        atomic_write_text(self.home / RECORDS_DIR / f"{self.date}.json", record.model_dump_json(indent=2))
 
     def _results_text(self, model: str) -> tuple[str, None] | tuple[None, str]:
         """The model's results file, with its report and gate beside it; else why not."""
@@ -340,16 +336,6 @@ class Standing:
             return (run_dir / RESULTS_FILE).read_text(encoding="utf-8"), None
         except (OSError, UnicodeDecodeError) as exc:
             return None, str(exc)
-
-
-def _history_in_home(instance: dg.DagsterInstance, home: Path) -> bool:
-    """Whether the instance keeps its events in the SQLite files the mark covers."""
-    from eval_pipeline.runtime.dagster_private import SqliteEventLogStorage
-
-    events = instance.event_log_storage
-    where = os.path.realpath(home / HISTORY_DIR / "runs")
-    # _base_dir: where Dagster's SQLite event log keeps its files (no public accessor).
-    return isinstance(events, SqliteEventLogStorage) and os.path.realpath(events._base_dir) == where
 
 
 def _say_stands(model: str, stood: Stood) -> None:
