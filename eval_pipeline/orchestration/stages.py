@@ -29,17 +29,6 @@ class StageOutcome:
     failed_checks: list[str]  # "asset:check" for each failed ERROR check, blocking or not
 
 
-def _failed_checks(result: dg.ExecuteInProcessResult) -> list[dg.AssetCheckEvaluation]:
-    return [
-        e.asset_check_evaluation_data
-        for e in result.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.asset_check_evaluation_data is not None
-        and not e.asset_check_evaluation_data.passed
-        and e.asset_check_evaluation_data.severity is dg.AssetCheckSeverity.ERROR
-    ]
-
-
 # How an OSError reads once serialised: "OSError: [Errno 24] Too many open files: 'kb'".
 _OS_ERROR = re.compile(r"^\w*Error: \[Errno (\d+)\] (.*?)(?:: '(.*)')?$")
 
@@ -106,7 +95,8 @@ def run_stage(
     if interrupted(result.all_events):
         # Dagster ended the run and swallowed the signal: the command stops too.
         raise KeyboardInterrupt
-    checks = _failed_checks(result)
+    error = dg.AssetCheckSeverity.ERROR
+    checks = [c for c in result.get_asset_check_evaluations() if not c.passed and c.severity is error]
     # A failed blocking check fails its asset's step too; that alone is a gate, not an error.
     gated = {c.asset_key.to_python_identifier() for c in checks if c.blocking}
     failed = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks]
