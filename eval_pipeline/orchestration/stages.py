@@ -52,8 +52,8 @@ def _root_cause(error: SerializableErrorInfo) -> str:
 def _step_failures(result: dg.ExecuteInProcessResult, excused: set[str]) -> list[str]:
     """ "step: message" for each failed step, except the steps in `excused`."""
     out = []
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data is not None and event.step_key not in excused:
+    for event in result.get_step_failure_events():
+        if event.step_key not in excused:
             error = event.step_failure_data.error
             out.append(f"{event.step_key}: {_root_cause(error) if error else 'failed'}")
     return out
@@ -64,7 +64,6 @@ def interrupted(events: Iterable[dg.DagsterEvent | None]) -> bool:
     return any(
         event is not None
         and event.is_step_failure
-        and event.step_failure_data is not None
         and event.step_failure_data.error is not None
         and event.step_failure_data.error.cls_name == INTERRUPTED
         for event in events
