@@ -17,12 +17,12 @@ from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.cache import EmbeddingStore, ResponseCache
 from eval_pipeline.providers.local_rerank import CosineReranker
 from eval_pipeline.providers.pricing import Price, cost_usd
-from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
+from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, _Index, _share
 from eval_pipeline.providers.target import RetrievalItem
 from eval_pipeline.providers.voyage import MAX_TEXTS_PER_REQUEST, VoyageEmbedder
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
-from tests.providers.conftest import FAKE_VOYAGE_KEY, SAFE_TIMEOUT_S, make_entities
+from tests.providers.conftest import FAKE_VOYAGE_KEY, SAFE_TIMEOUT_S, RecordingClock, make_entities
 
 PRICE = Price(input=0.06)
 QUERIES = 2 * MAX_TEXTS_PER_REQUEST + 300  # three requests' worth
@@ -41,7 +41,8 @@ def _pipeline(
         FAKE_VOYAGE_KEY,
         emu.voyage_base_url,
         limiter,
-        ScaledClock(500.0),
+        # Virtual time: a call's retry deadline counts its waits, never a stall of a busy machine.
+        RecordingClock(),
         RetryPolicy(backoff_s=0),
         SAFE_TIMEOUT_S,
     )

@@ -8,7 +8,7 @@ import pytest
 from eval_pipeline.providers.api_base import ApiAccess
 from eval_pipeline.providers.base import ProviderError, RerankCandidate
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.ratelimit import Clock, RetryPolicy, ScaledClock
+from eval_pipeline.providers.ratelimit import Clock, RetryPolicy
 from eval_pipeline.providers.voyage import (
     VoyageEmbedder,
     VoyageReranker,
@@ -127,9 +127,9 @@ async def test_each_fault_kind_is_retried_then_reported(
         assert all(2.0**k <= s <= 2.0**k + 1.0 for k, s in enumerate(clock.sleeps))
 
 
-async def test_transient_faults_recover(cache: ResponseCache) -> None:
+async def test_transient_faults_recover(cache: ResponseCache, clock: RecordingClock) -> None:
     with start_emulator(fault_rate=0.3, faults=("500", "429"), seed=3) as emu:
-        embedder = _embedder(emu, cache, ScaledClock(500.0))
+        embedder = _embedder(emu, cache, clock)
         results = [await embedder.embed([f"query {i}"], "query") for i in range(12)]
         stats = emu.stats
     assert all(r.vectors.shape == (1, 256) for r in results)
