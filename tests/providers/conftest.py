@@ -15,7 +15,7 @@ import pytest
 
 from eval_pipeline.core.inputs.kb import Entity, EntityType, LoadMode
 from eval_pipeline.providers.cache import ResponseCache
-from eval_pipeline.providers.ratelimit import RetryPolicy, ScaledClock
+from eval_pipeline.providers.ratelimit import RetryPolicy
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 
 T = TypeVar("T")
@@ -137,12 +137,6 @@ def cache(tmp_path: Path) -> Iterator[ResponseCache]:
 @pytest.fixture
 def clock() -> RecordingClock:
     return RecordingClock()
-
-
-@pytest.fixture
-def fast_clock() -> ScaledClock:
-    """Backoff of 1 s and retry-after of 1 s take 5 ms of real time."""
-    return ScaledClock(200.0)
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from eval_pipeline.providers.calibrator import (
     estimate_cost,
     newest_opus,
 )
+from eval_pipeline.providers.models import FaultSettings, WaitLimits
 from eval_pipeline.providers.pricing import BATCH_DISCOUNT, Price, cost_usd, lookup_price
 from eval_pipeline.providers.ratelimit import RateLimiter, RetryPolicy, ScaledClock
 from eval_pipeline.testing.emulator.server import EmulatorHandle
@@ -85,6 +86,9 @@ async def make(emulator: EmulatorHandle) -> AsyncIterator[Factory]:
             clock=clock,
             policy=policy or RetryPolicy(max_attempts=5),
             timeout_s=5.0,
+            # At 1,000× real time the default run deadline is 7 s of real time, which a busy
+            # machine can spend; these tests are about calls, not the deadline (tested on its own).
+            faults=FaultSettings(waits=WaitLimits(run_deadline_s=7 * 86_400)),
         )
         calibrator = Calibrator(DEFAULT_MODEL, access, **{"poll_interval_s": 1.0, **kwargs})
         made.append(calibrator)
