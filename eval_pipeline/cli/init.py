@@ -48,8 +48,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise UsageError(f"{root}: exists and is not an empty folder; init writes a new project")
     name = args.name or root.resolve().name
-    # copyfile: the new files are the user's to edit, whatever the installed copies' modes.
-    shutil.copytree(EXAMPLE, root, copy_function=shutil.copyfile, dirs_exist_ok=True)
+    # Contents only (copytree would copy each folder's mode too): the new files and folders are
+    # the user's to edit, whatever the installed copies' modes.
+    for source in sorted(EXAMPLE.rglob("*")):
+        target = root / source.relative_to(EXAMPLE)
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            shutil.copyfile(source, target)
     manifest = {"kb_version": "0.1", "name": name, "description": "A new eval_pipeline project."}
     atomic_write_text(root / "kb" / "manifest.yaml", yaml.safe_dump(manifest, sort_keys=False))
     atomic_write_text(root / "models.yaml", with_new_gates(EXAMPLE_MODELS.read_text(encoding="utf-8")))

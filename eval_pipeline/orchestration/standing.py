@@ -122,7 +122,6 @@ def model_inputs(
 
 def standing_of(request: EvaluationRequest) -> Standing:
     """Which models' stored evaluations of the request's date may answer for it."""
-    from eval_pipeline.core.calibration.files import calibration_cost
     from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD
     from eval_pipeline.providers.object_store import output_location
 
@@ -132,8 +131,7 @@ def standing_of(request: EvaluationRequest) -> Standing:
         "results": where.results_uri or str(where.results_dir.resolve()),
         "outputs": where.outputs_uri,
     }
-    cost = calibration_cost(where.calibration_dir, date)
-    gates = request.run_gates
+    gates, cost = request.run_gates, request.calibration_cost_usd
     inputs = model_inputs(
         request.kb, request.banks, configs, date, gates, DEFAULT_PASS_THRESHOLD, location, cost
     )

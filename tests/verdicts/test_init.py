@@ -50,11 +50,12 @@ def test_the_example_project_ships_in_the_package_and_is_the_users_to_edit(
     assert example and example <= shipped
     installed = tmp_path / "site" / "new_project"
     shutil.copytree(init.EXAMPLE, installed)
-    for file in installed.rglob("*"):
-        if file.is_file():
-            file.chmod(0o444)
+    for path in sorted(installed.rglob("*"), reverse=True):  # a folder after what it holds
+        path.chmod(0o444 if path.is_file() else 0o555)
+    installed.chmod(0o555)
     monkeypatch.setattr(init, "EXAMPLE", installed)
     assert main(["init", str(tmp_path / "mine")]) == 0
     made = [p for p in (tmp_path / "mine").rglob("*") if p.is_file()]
     assert len(made) == len(example) + 1  # and the manifest naming the project
     assert all(p.stat().st_mode & stat.S_IWUSR for p in made)
+    assert all(p.stat().st_mode & stat.S_IWUSR for p in (tmp_path / "mine").rglob("*") if p.is_dir())
