@@ -257,7 +257,8 @@ def _tokens(input_tokens: int, output_tokens: int) -> str:
 def _dry_run(request: EvaluationRequest) -> int:
     """Per model, the API calls, tokens and USD the run would spend and what the caches hold."""
     from eval_pipeline.providers.pricing import usd
-    from eval_pipeline.providers.spend_estimate import CHARS_PER_TOKEN, estimate_spend
+    from eval_pipeline.providers.prompt_cache import CHARS_PER_TOKEN
+    from eval_pipeline.providers.spend_estimate import estimate_spend
 
     print(
         f"dry run: estimates only, nothing is called or written (tokens ~ characters / {CHARS_PER_TOKEN}; "

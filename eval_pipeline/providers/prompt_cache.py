@@ -8,7 +8,18 @@ plain input (anthropic-sdk-python#1085). Minimums from the prompt-caching docs
 
 from __future__ import annotations
 
+import math
+
 from eval_pipeline.core.inputs.frozen import FrozenModel
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Characters / 4: the dry run's planning count and the API emulator's token count (real
+    tokenizers count somewhat more)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
 
 # Longest prefix first: "claude-opus-4-5" must not be read as "claude-opus-4".
 _MINIMUMS: tuple[tuple[str, int], ...] = (

@@ -8,7 +8,6 @@ after an invalid answer, retried failures, and a non-reproducible model's re-tri
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,18 +25,13 @@ from eval_pipeline.providers.cache import CacheMode, EmbeddingStore, ResponseCac
 from eval_pipeline.providers.factory import build_pipeline
 from eval_pipeline.providers.models import ModelConfig, missing_keys
 from eval_pipeline.providers.pricing import cost_usd, prefix_usage
+from eval_pipeline.providers.prompt_cache import estimate_tokens
 from eval_pipeline.providers.semantic_pipeline import SemanticPipeline, StoredView
 from eval_pipeline.providers.target import RetrievalItem, retrieval_items
 from eval_pipeline.providers.url_redaction import redact_url
 
-CHARS_PER_TOKEN = 4
 OUTPUT_TOKENS_PER_PICK = 25  # planning figure: an entity id and a one-line reason
 TOKEN_COUNT_CALLS = 2  # a Claude reranker counts its prefix once per run: free
-
-
-def estimate_tokens(text: str) -> int:
-    """Characters / 4, also the API emulator's token count: real tokenizers count somewhat more."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from voyageai.client_async import AsyncClient as VoyageClient
 
-from eval_pipeline.providers.spend_estimate import estimate_tokens
+from eval_pipeline.providers.prompt_cache import estimate_tokens
 from eval_pipeline.testing.emulator.config import hash_vector
 from eval_pipeline.testing.emulator.server import EmulatorHandle, start_emulator
 from tests.providers.conftest import FAKE_ANTHROPIC_KEY, FAKE_VOYAGE_KEY, STALL_S

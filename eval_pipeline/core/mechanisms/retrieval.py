@@ -9,7 +9,7 @@ from a file (a retrieval or a result read back from JSON).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -52,6 +52,16 @@ class Usage(FrozenModel):
         return Usage.model_validate(
             {name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
         )
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage]) -> Usage:
+        """The sum of `usages`, validated once rather than once per addition (a run adds one per
+        test)."""
+        sums = dict.fromkeys(cls.model_fields, 0)
+        for usage in usages:
+            for name in sums:
+                sums[name] += getattr(usage, name)
+        return cls.model_validate(sums)
 
     @property
     def any_tokens(self) -> bool:

@@ -19,7 +19,7 @@ from pydantic import Field
 from eval_pipeline.core.expectations.resolution import source_summary
 from eval_pipeline.core.inputs.banks import Mechanism
 from eval_pipeline.core.inputs.frozen import FrozenModel
-from eval_pipeline.core.mechanisms.retrieval import NO_USAGE, Usage
+from eval_pipeline.core.mechanisms.retrieval import Usage
 from eval_pipeline.core.scoring.points import DEFAULT_PASS_THRESHOLD, distribution
 from eval_pipeline.core.scoring.registry import MECHANISMS, PATTERN, SEMANTIC, STATE, BankResults
 from eval_pipeline.core.scoring.results import (
@@ -283,6 +283,6 @@ def aggregate(
         if Mechanism.SEMANTIC in results
         else {},
         expectation_conflicts=sum(t.first.expectation_conflict for t in sem),
-        usage=sum((r.usage for r in semantic), NO_USAGE),
+        usage=Usage.total(r.usage for r in semantic),
         cost_usd=round(sum(r.cost_usd for r in semantic), 6),
     )

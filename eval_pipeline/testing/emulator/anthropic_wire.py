@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from eval_pipeline.providers.prompt_cache import minimum_cacheable_tokens
-from eval_pipeline.providers.spend_estimate import estimate_tokens
+from eval_pipeline.providers.prompt_cache import estimate_tokens, minimum_cacheable_tokens
 from eval_pipeline.testing.emulator.config import (
     Json,
     Reply,

@@ -22,7 +22,7 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from eval_pipeline.providers.spend_estimate import estimate_tokens
+from eval_pipeline.providers.prompt_cache import estimate_tokens
 from eval_pipeline.testing import LoopbackServer
 from eval_pipeline.testing.emulator.anthropic_wire import DEFAULT_TOP_K, AnthropicApi
 from eval_pipeline.testing.emulator.config import (

@@ -8,7 +8,7 @@ import base64
 import numpy as np
 import numpy.typing as npt
 
-from eval_pipeline.providers.spend_estimate import estimate_tokens
+from eval_pipeline.providers.prompt_cache import estimate_tokens
 from eval_pipeline.testing.emulator.config import (
     EmulatorConfig,
     Json,
